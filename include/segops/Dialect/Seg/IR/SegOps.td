@@ -1,0 +1,235 @@
+//===- SegOps.td - seg dialect operations ------------------*- tablegen -*-===//
+//
+// The six public segment operations, one per API function, and the
+// operations that their gradients are expressed in (gather by index,
+// per-segment outer-product sum, segment count).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SEGOPS_DIALECT_SEG_IR_SEGOPS_TD
+#define SEGOPS_DIALECT_SEG_IR_SEGOPS_TD
+
+include "segops/Dialect/Seg/IR/SegBase.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Per-segment reductions of one row tensor: sum, mean, rms_norm.
+//===----------------------------------------------------------------------===//
+
+class Seg_UnaryReductionOp<string mnemonic, list<Trait> traits = []>
+    : Seg_Op<mnemonic, !listconcat(traits, [Pure])> {
+  let arguments = (ins Seg_FloatTensor:$x, Seg_IndexTensor:$idx,
+                       Index:$num_segments);
+  let results = (outs Seg_FloatTensor:$result);
+  let assemblyFormat = [{
+    $x `,` $idx `,` $num_segments attr-dict `:` type($x) `,` type($idx)
+    `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Seg_SumOp : Seg_UnaryReductionOp<"sum"> {
+  let summary = "Per-segment sum of rows";
+  let description = [{
+    `out[s] = sum_{i : idx[i] == s} x[i]` for `s` in `[0, num_segments)`.
+    `x` is `(N)` or `(N,3)`; the result is `(S)` or `(S,3)` with the same
+    width and element type. Empty segments give 0.
+
+    Example:
+
+    ```mlir
+    %out = seg.sum %x, %idx, %n
+        : tensor<?x3xf32>, tensor<?xi32> -> tensor<?x3xf32>
+    ```
+  }];
+}
+
+def Seg_MeanOp : Seg_UnaryReductionOp<"mean"> {
+  let summary = "Per-segment mean of rows";
+  let description = [{
+    `out[s] = sum_{i : idx[i] == s} x[i] / count(s)`, and 0 for an empty
+    segment (never NaN). Shapes as for `seg.sum`.
+
+    Example:
+
+    ```mlir
+    %out = seg.mean %x, %idx, %n : tensor<?xf64>, tensor<?xi32> -> tensor<?xf64>
+    ```
+  }];
+}
+
+def Seg_RmsNormOp : Seg_UnaryReductionOp<"rms_norm"> {
+  let summary = "Per-segment root-mean-square vector norm";
+  let description = [{
+    `out[s] = sqrt(sum_{i : idx[i] == s} |x[i]|^2 / count(s))`, and 0 for an
+    empty segment. `x` is `(N,3)` (or `(N)`, where `|x[i]|` is the absolute
+    value); the result is `(S)`.
+
+    Example:
+
+    ```mlir
+    %out = seg.rms_norm %x, %idx, %n
+        : tensor<?x3xf32>, tensor<?xi32> -> tensor<?xf32>
+    ```
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// seg.dot
+//===----------------------------------------------------------------------===//
+
+def Seg_DotOp : Seg_Op<"dot", [Pure]> {
+  let summary = "Per-segment dot product of two row tensors";
+  let description = [{
+    `out[s] = sum_{i : idx[i] == s} dot(x[i], y[i])`. `x` and `y` have the
+    same type, `(N)` or `(N,3)`; the result is `(S)`.
+
+    Example:
+
+    ```mlir
+    %out = seg.dot %x, %y, %idx, %n
+        : tensor<?x3xf32>, tensor<?x3xf32>, tensor<?xi32> -> tensor<?xf32>
+    ```
+  }];
+  let arguments = (ins Seg_FloatTensor:$x, Seg_FloatTensor:$y,
+                       Seg_IndexTensor:$idx, Index:$num_segments);
+  let results = (outs Seg_FloatTensor:$result);
+  let assemblyFormat = [{
+    $x `,` $y `,` $idx `,` $num_segments attr-dict `:` type($x) `,` type($y)
+    `,` type($idx) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// seg.mul
+//===----------------------------------------------------------------------===//
+
+def Seg_MulOp : Seg_Op<"mul", [Pure]> {
+  let summary = "Scale each row by its segment's scalar";
+  let description = [{
+    `out[i] = x[i] * y[idx[i]]`, and 0 where `idx[i]` is outside
+    `[0, dim(y, 0))`. `x` is `(N)` or `(N,3)`, `y` is `(S)`; the result has
+    the type of `x`. The number of segments is the length of `y`.
+
+    Example:
+
+    ```mlir
+    %out = seg.mul %x, %y, %idx
+        : tensor<?x3xf32>, tensor<?xf32>, tensor<?xi32> -> tensor<?x3xf32>
+    ```
+  }];
+  let arguments = (ins Seg_FloatTensor:$x, Seg_FloatTensor:$y,
+                       Seg_IndexTensor:$idx);
+  let results = (outs Seg_FloatTensor:$result);
+  let assemblyFormat = [{
+    $x `,` $y `,` $idx attr-dict `:` type($x) `,` type($y) `,` type($idx)
+    `->` type($result)
+  }];
+  let hasVerifier = 1;
+  let hasCanonicalizer = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// seg.matvec
+//===----------------------------------------------------------------------===//
+
+def Seg_MatvecOp : Seg_Op<"matvec", [Pure]> {
+  let summary = "Multiply each row vector by its segment's 3x3 matrix";
+  let description = [{
+    With `transpose` (the default, the public operation):
+    `out[i] = m[idx[i]]^T v[i]`; without it: `out[i] = m[idx[i]] v[i]` (the
+    form that the gradient with respect to `v` needs). Rows whose index is
+    outside `[0, dim(m, 0))` give 0. `v` is `(N,3)`, `m` is `(S,3,3)`, and the
+    result is `(N,3)`.
+
+    Example:
+
+    ```mlir
+    %out = seg.matvec %v, %m, %idx
+        : tensor<?x3xf32>, tensor<?x3x3xf32>, tensor<?xi32> -> tensor<?x3xf32>
+    %mv = seg.matvec %v, %m, %idx {transpose = false}
+        : tensor<?x3xf32>, tensor<?x3x3xf32>, tensor<?xi32> -> tensor<?x3xf32>
+    ```
+  }];
+  let arguments = (ins Seg_FloatTensor:$v, Seg_FloatTensor:$m,
+                       Seg_IndexTensor:$idx,
+                       DefaultValuedAttr<BoolAttr, "true">:$transpose);
+  let results = (outs Seg_FloatTensor:$result);
+  let assemblyFormat = [{
+    $v `,` $m `,` $idx attr-dict `:` type($v) `,` type($m) `,` type($idx)
+    `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Gradient-side operations.
+//===----------------------------------------------------------------------===//
+
+def Seg_GatherOp : Seg_Op<"gather", [Pure]> {
+  let summary = "Broadcast per-segment rows to the rows of their segment";
+  let description = [{
+    `out[i] = y[idx[i]]`, and 0 where `idx[i]` is outside `[0, dim(y, 0))`.
+    `y` is `(S)` or `(S,3)`; the result is `(N)` or `(N,3)` with `N` the
+    length of `idx`. It is the adjoint of `seg.sum`.
+
+    Example:
+
+    ```mlir
+    %out = seg.gather %y, %idx : tensor<?x3xf32>, tensor<?xi32> -> tensor<?x3xf32>
+    ```
+  }];
+  let arguments = (ins Seg_FloatTensor:$y, Seg_IndexTensor:$idx);
+  let results = (outs Seg_FloatTensor:$result);
+  let assemblyFormat = [{
+    $y `,` $idx attr-dict `:` type($y) `,` type($idx) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Seg_OuterSumOp : Seg_Op<"outer_sum", [Pure]> {
+  let summary = "Per-segment sum of outer products of row vectors";
+  let description = [{
+    `out[s] = sum_{i : idx[i] == s} v[i] g[i]^T`: the gradient of
+    `seg.matvec` with respect to its matrices. `v` and `g` are `(N,3)`; the
+    result is `(S,3,3)`.
+
+    Example:
+
+    ```mlir
+    %out = seg.outer_sum %v, %g, %idx, %n
+        : tensor<?x3xf32>, tensor<?x3xf32>, tensor<?xi32> -> tensor<?x3x3xf32>
+    ```
+  }];
+  let arguments = (ins Seg_FloatTensor:$v, Seg_FloatTensor:$g,
+                       Seg_IndexTensor:$idx, Index:$num_segments);
+  let results = (outs Seg_FloatTensor:$result);
+  let assemblyFormat = [{
+    $v `,` $g `,` $idx `,` $num_segments attr-dict `:` type($v) `,` type($g)
+    `,` type($idx) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Seg_CountOp : Seg_Op<"count", [Pure]> {
+  let summary = "Number of rows in each segment";
+  let description = [{
+    `out[s] = |{i : idx[i] == s}|` as a floating-point value, the
+    denominator of `seg.mean` and `seg.rms_norm` and of their gradients.
+
+    Example:
+
+    ```mlir
+    %c = seg.count %idx, %n : tensor<?xi32> -> tensor<?xf64>
+    ```
+  }];
+  let arguments = (ins Seg_IndexTensor:$idx, Index:$num_segments);
+  let results = (outs Seg_FloatTensor:$result);
+  let assemblyFormat = [{
+    $idx `,` $num_segments attr-dict `:` type($idx) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // SEGOPS_DIALECT_SEG_IR_SEGOPS_TD

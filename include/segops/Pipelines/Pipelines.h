@@ -1,0 +1,47 @@
+//===- Pipelines.h - named seg compilation pipelines ------------*- C++ -*-===//
+#ifndef SEGOPS_PIPELINES_PIPELINES_H
+#define SEGOPS_PIPELINES_PIPELINES_H
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+
+namespace mlir {
+namespace seg {
+
+/// Options of the `seg-to-ptx` pipeline.
+struct SegToPTXOptions : public PassPipelineOptions<SegToPTXOptions> {
+  PassOptions::Option<std::string> chip{
+      *this, "chip", llvm::cl::desc("GPU architecture (e.g. sm_80, sm_90)"),
+      llvm::cl::init("sm_90")};
+  PassOptions::Option<std::string> features{
+      *this, "features", llvm::cl::desc("PTX ISA features"),
+      llvm::cl::init("+ptx80")};
+  PassOptions::Option<unsigned> optLevel{
+      *this, "opt-level", llvm::cl::desc("LLVM optimization level"),
+      llvm::cl::init(3)};
+  PassOptions::Option<int64_t> blockSize{
+      *this, "block-size",
+      llvm::cl::desc("Threads per block of reduction kernels"),
+      llvm::cl::init(192)};
+};
+
+/// seg kernel functions -> gpu.module of NVVM kernels -> gpu.binary holding
+/// PTX text (`gpu-module-to-binary{format=isa}`).
+void buildSegToPTXPipeline(OpPassManager &pm, const SegToPTXOptions &options);
+
+/// Like buildSegToPTXPipeline, stopping at the NVVM/LLVM dialect kernels
+/// (before serialization), for inspection and tests.
+void buildSegToNVVMPipeline(OpPassManager &pm, const SegToPTXOptions &options);
+
+/// seg kernel functions -> LLVM dialect host functions, ready for translation
+/// to LLVM IR.
+void buildSegToHostPipeline(OpPassManager &pm);
+
+/// Registers `seg-to-ptx`, `seg-to-nvvm` and `seg-to-host` for textual
+/// pipelines and `seg-opt --help`.
+void registerSegPipelines();
+
+} // namespace seg
+} // namespace mlir
+
+#endif // SEGOPS_PIPELINES_PIPELINES_H

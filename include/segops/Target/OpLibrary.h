@@ -1,0 +1,36 @@
+//===- OpLibrary.h - ahead-of-time compilation of kernels -------*- C++ -*-===//
+//
+// Turns a module of seg kernel functions into the artifacts that the runtime
+// loads without MLIR: PTX text per GPU architecture, a host object file, and
+// a JSON manifest describing every kernel's ABI and launch rule.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SEGOPS_TARGET_OPLIBRARY_H
+#define SEGOPS_TARGET_OPLIBRARY_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "segops/Pipelines/Pipelines.h"
+#include "llvm/Support/JSON.h"
+#include <string>
+
+namespace mlir {
+namespace seg {
+
+/// Compiles the kernel functions of `source` to PTX for `options.chip`.
+FailureOr<std::string> compileToPTX(ModuleOp source,
+                                    const SegToPTXOptions &options);
+
+/// Compiles the kernel functions of `source` to a relocatable, position
+/// independent object file for the host, tuned for `cpu` (an LLVM CPU name).
+FailureOr<std::string> compileToHostObject(ModuleOp source, StringRef cpu);
+
+/// Describes every kernel function of `source` (see SegKernelABI.h). Keys
+/// `ptx`, `host_object` and `host_library` are left to the caller.
+FailureOr<llvm::json::Object> buildKernelManifest(ModuleOp source,
+                                                  int64_t blockSize);
+
+} // namespace seg
+} // namespace mlir
+
+#endif // SEGOPS_TARGET_OPLIBRARY_H

@@ -1,0 +1,76 @@
+//===- Pipelines.cpp - named seg compilation pipelines --------------------===//
+
+#include "segops/Pipelines/Pipelines.h"
+
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
+#include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
+#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
+#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/LLVMIR/Transforms/Passes.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+#include "segops/Conversion/Passes.h"
+
+using namespace mlir;
+using namespace mlir::seg;
+
+void mlir::seg::buildSegToNVVMPipeline(OpPassManager &pm,
+                                       const SegToPTXOptions &options) {
+  ConvertSegToGPUOptions toGPU;
+  toGPU.blockSize = options.blockSize;
+  pm.addPass(createConvertSegToGPU(toGPU));
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
+  kernels.addPass(createConvertSCFToCFPass());
+  kernels.addPass(createConvertGpuOpsToNVVMOps());
+  kernels.addPass(createCanonicalizerPass());
+  kernels.addPass(createCSEPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  GpuNVVMAttachTargetOptions target;
+  target.chip = options.chip;
+  target.features = options.features;
+  target.optLevel = options.optLevel;
+  pm.addPass(createGpuNVVMAttachTarget(target));
+}
+
+void mlir::seg::buildSegToPTXPipeline(OpPassManager &pm,
+                                      const SegToPTXOptions &options) {
+  buildSegToNVVMPipeline(pm, options);
+  GpuModuleToBinaryPassOptions binary;
+  binary.compilationTarget = "isa";
+  pm.addPass(createGpuModuleToBinaryPass(binary));
+}
+
+void mlir::seg::buildSegToHostPipeline(OpPassManager &pm) {
+  pm.addPass(createConvertSegToHost());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  pm.addPass(createConvertSCFToCFPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createConvertFuncToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  pm.addPass(createCanonicalizerPass());
+}
+
+void mlir::seg::registerSegPipelines() {
+  PassPipelineRegistration<SegToPTXOptions>(
+      "seg-to-ptx",
+      "Compile seg kernel functions to PTX: gpu.func kernels, NVVM, and a "
+      "gpu.binary whose object holds the PTX text",
+      buildSegToPTXPipeline);
+  PassPipelineRegistration<SegToPTXOptions>(
+      "seg-to-nvvm",
+      "Compile seg kernel functions to NVVM/LLVM dialect kernels with an "
+      "NVVM target attached (seg-to-ptx without serialization)",
+      buildSegToNVVMPipeline);
+  PassPipelineRegistration<>(
+      "seg-to-host",
+      "Compile seg kernel functions to LLVM dialect host functions",
+      buildSegToHostPipeline);
+}
