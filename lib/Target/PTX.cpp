@@ -21,7 +21,9 @@ FailureOr<std::string> mlir::seg::compileToPTX(ModuleOp source,
       auto objectAttr = cast<gpu::ObjectAttr>(object);
       if (objectAttr.getFormat() != gpu::CompilationTarget::Assembly)
         return source.emitError("expected a PTX (assembly) object");
-      ptx += objectAttr.getObject().getValue().str();
+      // The serialized PTX carries the C string's terminating NUL, which
+      // ptxas and the driver's JIT reject in a file.
+      ptx += objectAttr.getObject().getValue().rtrim('\0').str();
     }
   }
   if (ptx.empty())

@@ -77,7 +77,7 @@ static LogicalResult run(MLIRContext &context) {
   for (const std::string &chip : chips) {
     seg::SegToPTXOptions options;
     options.chip = chip;
-    options.blockSize = blockSize;
+    options.blockSize = blockSize.getValue();
     FailureOr<std::string> ptx = seg::compileToPTX(*module, options);
     if (failed(ptx))
       return failure();

@@ -1,0 +1,35 @@
+"""segops: segmented reductions and per-segment algebra as PyTorch ops.
+
+Kernels come from an MLIR-compiled op library (PTX for CUDA tensors, native
+code for CPU tensors) and run behind ``torch.ops.segops.*`` custom ops.
+
+>>> import torch, segops
+>>> x = torch.tensor([1.0, 2.0, 3.0])
+>>> idx = torch.tensor([0, 0, 2], dtype=torch.int32)
+>>> segops.segmented_sum(x, idx, 3)
+tensor([3., 0., 3.])
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from segops._validation import set_debug_checks
+from segops.ops import segmented_gather, segmented_sum
+
+__all__ = ["segmented_sum", "segmented_gather", "set_debug_checks", "library_info"]
+__version__ = "0.1.0"
+
+
+def library_info() -> dict[str, Any]:
+    """Where the op library lives and what it holds (kernels, PTX targets)."""
+    from segops import _library
+
+    data = _library.manifest()
+    return {
+        "native_dir": str(_library.NATIVE_DIR),
+        "kernels": sorted(_library.kernels()),
+        "ptx": dict(data["ptx"]),
+        "host_library": data["host_library"],
+        "host_cpu": data.get("host_cpu"),
+    }

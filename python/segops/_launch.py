@@ -1,0 +1,41 @@
+"""Running one op-library kernel on tensors: pointers, sizes, device, stream."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Sequence
+
+import torch
+
+from segops import _library
+
+_DTYPE_NAMES = {torch.float32: "f32", torch.float64: "f64"}
+
+
+def kernel_name(op: str, dtype: torch.dtype, width: int) -> str:
+    """Op-library naming: <op>_<dtype>_w<row width>, e.g. segmented_sum_f32_w3."""
+    return f"{op}_{_DTYPE_NAMES[dtype]}_w{width}"
+
+
+@lru_cache(maxsize=None)
+def _capability(device: int) -> tuple[int, int]:
+    return torch.cuda.get_device_capability(device)
+
+
+def run(name: str, inputs: Sequence[torch.Tensor], out: torch.Tensor, num_rows: int,
+        num_segments: int) -> None:
+    """Runs kernel `name` with the segops ABI: contiguous `inputs`, then `out`,
+    then the sizes (N rows, S segments). Launches asynchronously on CUDA."""
+    info = _library.kernel(name)
+    pointers = [t.data_ptr() for t in inputs]
+    pointers.append(out.data_ptr())
+    device = out.device
+    if device.type == "cpu":
+        _library.launch_host(info, pointers, num_rows, num_segments)
+    elif device.type == "cuda":
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        stream = torch.cuda.current_stream(index).cuda_stream
+        _library.launch_cuda(info, index, _capability(index), stream, pointers, num_rows,
+                             num_segments)
+    else:
+        raise ValueError(f"segops runs on CPU and CUDA tensors, not on {device.type}")

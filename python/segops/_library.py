@@ -1,0 +1,148 @@
+"""The compiled op library: manifest, host kernels and per-device PTX modules.
+
+Everything here is loaded lazily and cached, so importing segops costs nothing
+until the first op runs, and a machine without a GPU never touches CUDA.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Sequence
+
+NATIVE_DIR = Path(__file__).resolve().parent / "_native"
+
+
+class LibraryNotBuiltError(ImportError):
+    """The native part of segops has not been built."""
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One kernel of the op library, as described by its manifest."""
+
+    name: str
+    op: str
+    dtype: str
+    width: int
+    work: str  # "segments": one work item per segment; "elements": per output scalar
+    block: int
+    num_buffers: int
+
+
+def _native_module() -> Any:
+    try:
+        from segops._native import _segrt  # type: ignore[attr-defined]
+    except ImportError as error:
+        raise LibraryNotBuiltError(
+            f"segops' native runtime is missing from {NATIVE_DIR} ({error}); "
+            "build it with `make build` (or `make demo`) first"
+        ) from error
+    return _segrt
+
+
+@lru_cache(maxsize=None)
+def manifest() -> dict[str, Any]:
+    path = NATIVE_DIR / "manifest.json"
+    if not path.exists():
+        raise LibraryNotBuiltError(
+            f"the op library manifest {path} is missing; build segops first (`make build`)"
+        )
+    with path.open() as handle:
+        data = json.load(handle)
+    if data.get("format") != "segops-op-library" or data.get("version") != 1:
+        raise LibraryNotBuiltError(f"{path} is not a version 1 segops op library manifest")
+    return data
+
+
+@lru_cache(maxsize=None)
+def kernels() -> dict[str, Kernel]:
+    table = {}
+    for entry in manifest()["kernels"]:
+        table[entry["name"]] = Kernel(
+            name=entry["name"],
+            op=entry["op"],
+            dtype=entry["dtype"],
+            width=int(entry["width"]),
+            work=entry["work"],
+            block=int(entry["gpu"]["block"][0]),
+            num_buffers=len(entry["buffers"]),
+        )
+    return table
+
+
+def kernel(name: str) -> Kernel:
+    try:
+        return kernels()[name]
+    except KeyError:
+        raise NotImplementedError(f"the op library has no kernel named {name!r}") from None
+
+
+@lru_cache(maxsize=None)
+def host_library() -> Any:
+    path = NATIVE_DIR / manifest()["host_library"]
+    return _native_module().HostLibrary(str(path))
+
+
+_cuda_modules: dict[int, Any] = {}
+_cuda_lock = threading.Lock()
+
+
+def _ptx_for(capability: tuple[int, int]) -> Path:
+    """The newest PTX in the library that the device can run."""
+    device_sm = capability[0] * 10 + capability[1]
+    candidates = []
+    for chip, file_name in manifest()["ptx"].items():
+        sm = int(chip.removeprefix("sm_"))
+        if sm <= device_sm:
+            candidates.append((sm, file_name))
+    if not candidates:
+        raise RuntimeError(
+            f"segops has no PTX for compute capability {capability[0]}.{capability[1]}; "
+            f"the op library targets {sorted(manifest()['ptx'])}"
+        )
+    return NATIVE_DIR / max(candidates)[1]
+
+
+def cuda_module(device: int, capability: tuple[int, int]) -> Any:
+    module = _cuda_modules.get(device)
+    if module is not None:
+        return module
+    with _cuda_lock:
+        module = _cuda_modules.get(device)
+        if module is None:
+            segrt = _native_module()
+            if not segrt.cuda_available():
+                raise RuntimeError(segrt.cuda_unavailable_reason())
+            module = segrt.CudaModule(device, _ptx_for(capability).read_text())
+            _cuda_modules[device] = module
+    return module
+
+
+# Large enough to fill any GPU; kernels grid-stride over the rest.
+MAX_GRID = 1 << 18
+
+
+def launch_host(kernel_info: Kernel, pointers: Sequence[int], num_rows: int,
+                num_segments: int) -> None:
+    items = num_segments if kernel_info.work == "segments" else num_rows
+    if items == 0:
+        return
+    host_library().call(kernel_info.name, list(pointers), num_rows, num_segments, 0, items)
+
+
+def launch_cuda(kernel_info: Kernel, device: int, capability: tuple[int, int], stream: int,
+                pointers: Sequence[int], num_rows: int, num_segments: int) -> None:
+    if kernel_info.work == "segments":
+        items = num_segments
+    else:
+        items = -(-num_rows * kernel_info.width // kernel_info.block)
+    if items == 0:
+        return
+    grid = min(items, MAX_GRID)
+    cuda_module(device, capability).launch(
+        kernel_info.name, grid, kernel_info.block, stream, list(pointers),
+        [num_rows, num_segments])

@@ -1,0 +1,113 @@
+"""Argument checks shared by the real and the fake (meta) kernels.
+
+Cheap checks (types, dtypes, shapes, devices, counts) run on every call and
+never read tensor data. Index content (range and order) is checked where that
+costs no host synchronisation: always on CPU, and on CUDA only in debug mode,
+since the kernels stay in bounds whatever idx holds.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+INT32_MAX = 2**31 - 1
+FLOAT_DTYPES = (torch.float32, torch.float64)
+INDEX_DTYPES = (torch.int32, torch.int64)
+
+_debug_checks = os.environ.get("SEGOPS_DEBUG", "") not in ("", "0")
+
+
+def set_debug_checks(enabled: bool) -> None:
+    """Check idx range and order on CUDA too (costs a host sync per call).
+
+    Also enabled by the environment variable SEGOPS_DEBUG=1.
+    """
+    global _debug_checks
+    _debug_checks = bool(enabled)
+
+
+def debug_checks_enabled() -> bool:
+    return _debug_checks
+
+
+def _shape(tensor: torch.Tensor) -> str:
+    return "(" + ", ".join(str(d) for d in tensor.shape) + ("," if tensor.dim() == 1 else "") + ")"
+
+
+def check_tensor(op: str, name: str, value: object) -> torch.Tensor:
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{op}: {name} must be a torch.Tensor, got {type(value).__name__}")
+    return value
+
+
+def check_float_rows(op: str, name: str, value: object, leading: str = "N") -> int:
+    """Checks a (L,) or (L, 3) float32/float64 tensor; returns its row width."""
+    tensor = check_tensor(op, name, value)
+    if tensor.dtype not in FLOAT_DTYPES:
+        raise TypeError(f"{op}: {name} must be float32 or float64, got {tensor.dtype}")
+    if tensor.dim() == 1:
+        return 1
+    if tensor.dim() == 2 and tensor.shape[1] == 3:
+        return 3
+    raise ValueError(
+        f"{op}: {name} must have shape ({leading},) or ({leading}, 3), got {_shape(tensor)}")
+
+
+def check_num_segments(op: str, num_segments: object) -> int:
+    if isinstance(num_segments, bool) or not isinstance(num_segments, (int, torch.SymInt)):
+        raise TypeError(
+            f"{op}: num_segments must be an int, got {type(num_segments).__name__}")
+    if num_segments < 0:
+        raise ValueError(f"{op}: num_segments must be non-negative, got {num_segments}")
+    if num_segments > INT32_MAX:
+        raise ValueError(
+            f"{op}: num_segments must fit int32 (at most {INT32_MAX}), got {num_segments}")
+    return num_segments
+
+
+def check_index(op: str, idx: object, num_rows: int, rows_from: str) -> torch.Tensor:
+    tensor = check_tensor(op, "idx", idx)
+    if tensor.dtype not in INDEX_DTYPES:
+        raise TypeError(f"{op}: idx must be int32 or int64 (values fitting int32), got {tensor.dtype}")
+    if tensor.dim() != 1:
+        raise ValueError(f"{op}: idx must be 1-D with shape (N,), got {_shape(tensor)}")
+    if tensor.shape[0] != num_rows:
+        raise ValueError(
+            f"{op}: idx must have one entry per row of {rows_from} ({num_rows}), "
+            f"got {tensor.shape[0]}")
+    return tensor
+
+
+def check_same_device(op: str, **tensors: torch.Tensor) -> None:
+    devices = {name: t.device for name, t in tensors.items()}
+    if len(set(devices.values())) > 1:
+        listing = ", ".join(f"{name} on {device}" for name, device in devices.items())
+        raise ValueError(f"{op}: all tensors must be on one device, got {listing}")
+
+
+def check_index_content(op: str, idx: torch.Tensor, num_segments: int) -> None:
+    """Range and order of idx: on CPU always, on CUDA in debug mode only."""
+    if idx.device.type != "cpu" and not _debug_checks:
+        return
+    if idx.numel() == 0:
+        return
+    low = int(idx.min())
+    high = int(idx.max())
+    if low < 0 or high >= num_segments:
+        raise ValueError(
+            f"{op}: idx values must lie in [0, num_segments) = [0, {num_segments}), "
+            f"got values in [{low}, {high}]")
+    if idx.numel() > 1 and not bool((idx[1:] >= idx[:-1]).all()):
+        # Not a memory-safety matter: unsorted rows silently land in wrong
+        # segments, so the contract rejects them.
+        raise ValueError(f"{op}: idx must be sorted (non-decreasing)")
+
+
+def as_kernel_index(idx: torch.Tensor) -> torch.Tensor:
+    """idx as contiguous int32. int64 values outside int32 are clamped to
+    values that no segment has, rather than wrapped onto a real segment."""
+    if idx.dtype == torch.int64:
+        idx = idx.clamp(-1, INT32_MAX).to(torch.int32)
+    return idx.contiguous()

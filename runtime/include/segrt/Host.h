@@ -1,0 +1,38 @@
+//===- Host.h - loading and calling host kernels ----------------*- C++ -*-===//
+#ifndef SEGRT_HOST_H
+#define SEGRT_HOST_H
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace segrt {
+
+/// The host half of the op library: a shared object whose kernels take the
+/// segops host ABI, `(ptr..., i64 N, i64 S, i64 begin, i64 end)`.
+class HostLibrary {
+public:
+  explicit HostLibrary(const std::string &path);
+  ~HostLibrary();
+  HostLibrary(const HostLibrary &) = delete;
+  HostLibrary &operator=(const HostLibrary &) = delete;
+
+  /// Runs work items [begin, end) of kernel `name` on the calling thread.
+  void call(const std::string &name, const std::vector<uintptr_t> &pointers,
+            int64_t numRows, int64_t numSegments, int64_t begin, int64_t end);
+
+  /// Largest number of pointer parameters a host kernel may take.
+  static constexpr size_t kMaxPointers = 8;
+
+private:
+  void *lookup(const std::string &name);
+
+  void *handle = nullptr;
+  std::string path;
+  std::unordered_map<std::string, void *> symbols;
+};
+
+} // namespace segrt
+
+#endif // SEGRT_HOST_H

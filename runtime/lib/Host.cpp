@@ -1,0 +1,74 @@
+//===- Host.cpp - loading and calling host kernels ------------------------===//
+
+#include "segrt/Host.h"
+#include "segrt/Error.h"
+
+#include <dlfcn.h>
+#include <utility>
+
+using namespace segrt;
+
+HostLibrary::HostLibrary(const std::string &path) : path(path) {
+  handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle)
+    throw Error("segrt: cannot load host kernel library '" + path +
+                "': " + dlerror());
+}
+
+HostLibrary::~HostLibrary() {
+  if (handle)
+    dlclose(handle);
+}
+
+void *HostLibrary::lookup(const std::string &name) {
+  auto it = symbols.find(name);
+  if (it != symbols.end())
+    return it->second;
+  void *symbol = dlsym(handle, name.c_str());
+  if (!symbol)
+    throw Error("segrt: host kernel '" + name + "' is not in '" + path + "'");
+  symbols.emplace(name, symbol);
+  return symbol;
+}
+
+namespace {
+using I64 = int64_t;
+using P = void *;
+// Kernels are plain C functions of their pointer parameters followed by four
+// i64s; the pointer count picks the function type to call through.
+template <size_t... Is>
+void callWithPointers(void *symbol, const std::vector<uintptr_t> &pointers,
+                      I64 n, I64 s, I64 begin, I64 end,
+                      std::index_sequence<Is...>) {
+  using Fn = void (*)(decltype((void)Is, P())..., I64, I64, I64, I64);
+  reinterpret_cast<Fn>(symbol)(reinterpret_cast<P>(pointers[Is])..., n, s,
+                               begin, end);
+}
+
+template <size_t Count>
+bool callIfCount(void *symbol, const std::vector<uintptr_t> &pointers, I64 n,
+                 I64 s, I64 begin, I64 end) {
+  if (pointers.size() != Count)
+    return false;
+  callWithPointers(symbol, pointers, n, s, begin, end,
+                   std::make_index_sequence<Count>());
+  return true;
+}
+
+template <size_t... Counts>
+bool dispatch(void *symbol, const std::vector<uintptr_t> &pointers, I64 n,
+              I64 s, I64 begin, I64 end, std::index_sequence<Counts...>) {
+  return (callIfCount<Counts + 1>(symbol, pointers, n, s, begin, end) || ...);
+}
+} // namespace
+
+void HostLibrary::call(const std::string &name,
+                       const std::vector<uintptr_t> &pointers, int64_t numRows,
+                       int64_t numSegments, int64_t begin, int64_t end) {
+  if (pointers.empty() || pointers.size() > kMaxPointers)
+    throw Error("segrt: host kernels take 1 to 8 pointers, got " +
+                std::to_string(pointers.size()));
+  void *symbol = lookup(name);
+  dispatch(symbol, pointers, numRows, numSegments, begin, end,
+           std::make_index_sequence<kMaxPointers>());
+}
