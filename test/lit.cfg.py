@@ -20,7 +20,9 @@ llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 
 tool_dirs = [config.seg_tools_dir, config.llvm_tools_dir]
-llvm_config.add_tool_substitutions(["seg-opt", "seg-compile"], tool_dirs)
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.add_tool_substitutions(
+    ["seg-opt", "seg-compile", "FileCheck", "not", "count", "llvm-nm"], tool_dirs)
 
 # ptxas validates generated PTX where the CUDA toolkit is installed.
 ptxas = config.cuda_ptxas or shutil.which("ptxas")

@@ -68,11 +68,7 @@ FailureOr<KernelInterface> mlir::seg::analyzeKernelFunction(func::FuncOp func) {
       ret.getNumOperands() != 1 || ret.getOperand(0) != op->getResult(0))
     return fail("its body must be one seg operation whose result is "
                 "returned");
-  for (Value operand : op->getOperands())
-    if (!isa<BlockArgument>(operand) ||
-        cast<BlockArgument>(operand).getOwner() != &body)
-      return fail("every operand of '" + op->getName().getStringRef() +
-                  "' must be a function argument");
+  // With nothing else in the body, every operand is a function argument.
   for (BlockArgument arg : func.getArguments())
     if (!isa<RankedTensorType, IndexType>(arg.getType()))
       return fail("arguments must be ranked tensors or index");

@@ -211,7 +211,7 @@ struct ConvertSegToGPUPass
         !llvm::isPowerOf2_64(blockSize / 3)) {
       module.emitError() << "block-size must be 3 * 2^k between 6 and 1536, "
                             "but got "
-                         << blockSize;
+                         << static_cast<int64_t>(blockSize);
       return signalPassFailure();
     }
 

@@ -1,0 +1,41 @@
+// RUN: seg-opt %s --convert-seg-to-host --canonicalize --cse -split-input-file | FileCheck %s
+
+// Host kernels take the GPU kernel's parameters plus the range of work items
+// [begin, end), clamped to what exists, and walk segments in order: one
+// binary search for the first row, then one per segment boundary.
+// CHECK-LABEL: func.func @sum_vec3
+// CHECK-SAME: (%[[X:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:.*]]: i64, %[[S:.*]]: i64, %[[B:.*]]: i64, %[[E:.*]]: i64)
+// CHECK: %[[B0:.*]] = arith.maxsi %[[B]], %c0_i64
+// CHECK: %[[BEGIN:.*]] = arith.minsi %[[B0]], %[[S]]
+// CHECK: %[[E0:.*]] = arith.maxsi %[[E]], %c0_i64
+// CHECK: %[[END:.*]] = arith.minsi %[[E0]], %[[S]]
+// CHECK: %[[FIRST:.*]]:2 = scf.while
+// CHECK: scf.for %[[SEG:.*]] = %[[BEGIN]] to %[[END]] step %c1_i64 iter_args(%[[ROW:.*]] = %[[FIRST]]#0) -> (i64) : i64
+// CHECK: %[[NEXT:.*]]:2 = scf.while (%{{.*}} = %[[ROW]], %{{.*}} = %[[N]])
+// CHECK: %[[ACC:.*]]:3 = scf.for %{{.*}} = %[[ROW]] to %[[NEXT]]#0 step %c1_i64 iter_args({{.*}}) -> (f32, f32, f32) : i64
+// CHECK-COUNT-3: llvm.getelementptr inbounds %[[X]]
+// CHECK: llvm.store %[[ACC]]#0
+// CHECK: llvm.store %[[ACC]]#1
+// CHECK: llvm.store %[[ACC]]#2
+// CHECK: scf.yield %[[NEXT]]#0 : i64
+// CHECK: return
+func.func @sum_vec3(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?x3xf32> {
+  %0 = seg.sum %x, %idx, %n : tensor<?x3xf32>, tensor<?xi32> -> tensor<?x3xf32>
+  return %0 : tensor<?x3xf32>
+}
+
+// -----
+
+// Gather walks rows [begin, end) clamped to N.
+// CHECK-LABEL: func.func @gather_scalar
+// CHECK-SAME: (%[[Y:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:.*]]: i64, %[[S:.*]]: i64, %[[B:.*]]: i64, %[[E:.*]]: i64)
+// CHECK: arith.minsi %{{.*}}, %[[N]]
+// CHECK: scf.for %[[ROW:.*]] = %{{.*}} to %{{.*}} step %c1_i64 : i64
+// CHECK: llvm.getelementptr inbounds %[[IDX]][%[[ROW]]]
+// CHECK: %[[VALID:.*]] = arith.andi
+// CHECK: scf.if %[[VALID]] -> (f32)
+// CHECK: llvm.getelementptr inbounds %[[OUT]][%[[ROW]]]
+func.func @gather_scalar(%y: tensor<?xf32>, %idx: tensor<?xi32>) -> tensor<?xf32> {
+  %0 = seg.gather %y, %idx : tensor<?xf32>, tensor<?xi32> -> tensor<?xf32>
+  return %0 : tensor<?xf32>
+}

@@ -1,0 +1,60 @@
+// RUN: rm -rf %t && seg-compile %s -o %t --chips=sm_80,sm_90
+// RUN: FileCheck %s --check-prefix=MANIFEST < %t/manifest.json
+// RUN: FileCheck %s --check-prefix=PTX90 < %t/segops_sm_90.ptx
+// RUN: FileCheck %s --check-prefix=PTX80 < %t/segops_sm_80.ptx
+// RUN: llvm-nm %t/segops_host.o | FileCheck %s --check-prefix=HOST
+// RUN: not seg-compile %S/Inputs/not-a-kernel.mlir -o %t/bad 2>&1 | FileCheck %s --check-prefix=BAD
+
+// The manifest describes each kernel's ABI and launch rule.
+// MANIFEST: "format": "segops-op-library"
+// MANIFEST: "host_library": "libsegops_host.so"
+// MANIFEST: "host_object": "segops_host.o"
+// MANIFEST-LABEL: "kernels": [
+// MANIFEST: "buffers": [
+// MANIFEST: "dtype": "f32",
+// MANIFEST-NEXT: "name": "x",
+// MANIFEST-NEXT: "role": "input",
+// MANIFEST-NEXT: "shape": [
+// MANIFEST-NEXT: "N",
+// MANIFEST-NEXT: "3"
+// MANIFEST: "name": "idx",
+// MANIFEST: "name": "out",
+// MANIFEST-NEXT: "role": "output",
+// MANIFEST-NEXT: "shape": [
+// MANIFEST-NEXT: "S",
+// MANIFEST-NEXT: "3"
+// MANIFEST: "block": [
+// MANIFEST-NEXT: 192,
+// MANIFEST: "host": {
+// MANIFEST-NEXT: "range": "segments",
+// MANIFEST-NEXT: "symbol": "sum_vec3"
+// MANIFEST: "name": "sum_vec3",
+// MANIFEST-NEXT: "op": "seg.sum",
+// MANIFEST: "width": 3,
+// MANIFEST-NEXT: "work": "segments"
+// MANIFEST: "range": "rows",
+// MANIFEST: "name": "gather_scalar",
+// MANIFEST: "work": "elements"
+// MANIFEST: "ptx": {
+// MANIFEST-NEXT: "sm_80": "segops_sm_80.ptx",
+// MANIFEST-NEXT: "sm_90": "segops_sm_90.ptx"
+
+// PTX90: .target sm_90
+// PTX90: .visible .entry sum_vec3(
+// PTX90: .visible .entry gather_scalar(
+// PTX80: .target sm_80
+
+// HOST-DAG: T gather_scalar
+// HOST-DAG: T sum_vec3
+
+// BAD: is not a seg kernel function
+
+func.func @sum_vec3(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?x3xf32> {
+  %0 = seg.sum %x, %idx, %n : tensor<?x3xf32>, tensor<?xi32> -> tensor<?x3xf32>
+  return %0 : tensor<?x3xf32>
+}
+
+func.func @gather_scalar(%y: tensor<?xf64>, %idx: tensor<?xi32>) -> tensor<?xf64> {
+  %0 = seg.gather %y, %idx : tensor<?xf64>, tensor<?xi32> -> tensor<?xf64>
+  return %0 : tensor<?xf64>
+}
