@@ -4,6 +4,11 @@ Each op has one implementation for CPU and CUDA tensors (it launches the op
 library's kernel for the tensors' device), a fake kernel for tracing and
 torch.compile, and an autograd formula written with other segops ops, so
 derivatives of any order stay on segops kernels.
+
+The public functions (``segops.segmented_sum``...) are thin wrappers that
+first check the Python types of their arguments, which the dispatcher would
+otherwise reject with a generic RuntimeError (or, for ``True`` as a count,
+accept), then call ``torch.ops.segops.*``.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from torch import Tensor
 from segops import _launch
 from segops._validation import (
     as_kernel_index,
+    check_tensor,
     check_float_rows,
     check_index,
     check_index_content,
@@ -36,13 +42,7 @@ def _check_sum(x: Tensor, idx: Tensor, num_segments: int) -> int:
 
 
 @torch.library.custom_op("segops::segmented_sum", mutates_args=())
-def segmented_sum(x: Tensor, idx: Tensor, num_segments: int) -> Tensor:
-    """Per-segment sum of rows: ``out[s] = sum(x[i] for i with idx[i] == s)``.
-
-    x: (N,) or (N, 3), float32 or float64. idx: (N,) sorted segment ids in
-    [0, num_segments), int32 (or int64 with int32 values). Returns
-    (num_segments,) or (num_segments, 3); empty segments give 0.
-    """
+def segmented_sum_op(x: Tensor, idx: Tensor, num_segments: int) -> Tensor:
     width = _check_sum(x, idx, num_segments)
     check_index_content("segmented_sum", idx, num_segments)
     out = x.new_empty((num_segments,) + tuple(x.shape[1:]))
@@ -51,7 +51,7 @@ def segmented_sum(x: Tensor, idx: Tensor, num_segments: int) -> Tensor:
     return out
 
 
-@segmented_sum.register_fake
+@segmented_sum_op.register_fake
 def _segmented_sum_fake(x: Tensor, idx: Tensor, num_segments: int) -> Tensor:
     _check_sum(x, idx, num_segments)
     return x.new_empty((num_segments,) + tuple(x.shape[1:]))
@@ -64,10 +64,10 @@ def _segmented_sum_setup_context(ctx, inputs, output) -> None:
 
 def _segmented_sum_backward(ctx, grad: Tensor):
     (idx,) = ctx.saved_tensors
-    return segmented_gather(grad, idx), None, None
+    return segmented_gather_op(grad, idx), None, None
 
 
-segmented_sum.register_autograd(_segmented_sum_backward,
+segmented_sum_op.register_autograd(_segmented_sum_backward,
                                 setup_context=_segmented_sum_setup_context)
 
 # --------------------------------------------------------------------------
@@ -84,12 +84,7 @@ def _check_gather(y: Tensor, idx: Tensor) -> int:
 
 
 @torch.library.custom_op("segops::segmented_gather", mutates_args=())
-def segmented_gather(y: Tensor, idx: Tensor) -> Tensor:
-    """Broadcast per-segment rows to their segment's rows: ``out[i] = y[idx[i]]``.
-
-    y: (S,) or (S, 3). idx: (N,) sorted segment ids in [0, S). Returns (N,) or
-    (N, 3). This is the gradient of segmented_sum and vice versa.
-    """
+def segmented_gather_op(y: Tensor, idx: Tensor) -> Tensor:
     width = _check_gather(y, idx)
     check_index_content("segmented_gather", idx, y.shape[0])
     out = y.new_empty((idx.shape[0],) + tuple(y.shape[1:]))
@@ -98,7 +93,7 @@ def segmented_gather(y: Tensor, idx: Tensor) -> Tensor:
     return out
 
 
-@segmented_gather.register_fake
+@segmented_gather_op.register_fake
 def _segmented_gather_fake(y: Tensor, idx: Tensor) -> Tensor:
     _check_gather(y, idx)
     return y.new_empty((idx.shape[0],) + tuple(y.shape[1:]))
@@ -112,8 +107,37 @@ def _segmented_gather_setup_context(ctx, inputs, output) -> None:
 
 def _segmented_gather_backward(ctx, grad: Tensor):
     (idx,) = ctx.saved_tensors
-    return segmented_sum(grad, idx, ctx.num_segments), None
+    return segmented_sum_op(grad, idx, ctx.num_segments), None
 
 
-segmented_gather.register_autograd(_segmented_gather_backward,
+segmented_gather_op.register_autograd(_segmented_gather_backward,
                                    setup_context=_segmented_gather_setup_context)
+
+# --------------------------------------------------------------------------
+# Public API
+# --------------------------------------------------------------------------
+
+
+def segmented_sum(x: Tensor, idx: Tensor, num_segments: int) -> Tensor:
+    """Per-segment sum of rows: ``out[s] = sum(x[i] for i with idx[i] == s)``.
+
+    x: (N,) or (N, 3), float32 or float64. idx: (N,) sorted segment ids in
+    [0, num_segments), int32 (or int64 with values that fit int32).
+    Returns (num_segments,) or (num_segments, 3); empty segments give 0.
+    Differentiable to any order with respect to x.
+    """
+    check_tensor("segmented_sum", "x", x)
+    check_tensor("segmented_sum", "idx", idx)
+    check_num_segments("segmented_sum", num_segments)
+    return segmented_sum_op(x, idx, num_segments)
+
+
+def segmented_gather(y: Tensor, idx: Tensor) -> Tensor:
+    """Broadcast per-segment rows to their segment's rows: ``out[i] = y[idx[i]]``.
+
+    y: (S,) or (S, 3), float32 or float64. idx: (N,) sorted segment ids in
+    [0, S). Returns (N,) or (N, 3). The adjoint of segmented_sum.
+    """
+    check_tensor("segmented_gather", "y", y)
+    check_tensor("segmented_gather", "idx", idx)
+    return segmented_gather_op(y, idx)
