@@ -1,0 +1,1 @@
+"""segops benchmarks (run with `python -m bench`); never part of the tests."""
