@@ -31,7 +31,8 @@ def make_layout(num_rows: int, mean_length: int, device: str) -> tuple[torch.Ten
 def run(device: str, sizes: list[int], lengths: list[int], widths: list[int]) -> list[dict]:
     rows = []
     for num_rows in sizes:
-        for mean_length in lengths:
+        for mean_length in lengths or [num_rows]:
+            mean_length = mean_length or num_rows  # 0: one segment of all rows
             if mean_length > num_rows:
                 continue
             idx, num_segments = make_layout(num_rows, mean_length, device)
@@ -69,6 +70,7 @@ def print_table(rows: list[dict]) -> None:
     header = (f"{'device':6} {'N':>9} {'len':>6} {'w':>2} {'segops us':>11} {'index_add us':>13} "
               f"{'ratio':>7} {'segops GB/s':>12} {'copy GB/s':>10}")
     print(header)
+    print("(len: mean segment length; ratio: segops time / index_add_ time, below 1 is faster)")
     print("-" * len(header))
     for r in rows:
         print(f"{r['device']:6} {r['N']:>9} {r['mean_seg_len']:>6} {r['width']:>2} "
@@ -95,7 +97,7 @@ def main() -> int:
     rows = []
     for device in devices:
         sizes = [1_000, 100_000, 1_000_000] if args.quick else [1_000, 100_000, 1_000_000, 10_000_000]
-        rows += run(device, sizes, [10, 1000], [1, 3])
+        rows += run(device, sizes, [10, 1000, 0], [1, 3])
     print_table(rows)
     if args.csv:
         with open(args.csv, "w", newline="") as handle:

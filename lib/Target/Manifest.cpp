@@ -38,10 +38,20 @@ static llvm::json::Object describeKernel(const KernelInterface &interface,
       {"width", interface.width},
       {"buffers", std::move(buffers)},
       {"sizes", llvm::json::Array{"N", "S"}},
-      // Work items: one per segment, or one per output scalar (row * width).
+      // Host work items (see "host"."range") and the GPU grid: reductions
+      // give each thread one row (a warp per 32-row chunk) and need one block
+      // even without rows, to zero the segments; row maps give each thread
+      // one output element. Kernels grid-stride, so any grid is correct.
       {"work", perSegment ? "segments" : "elements"},
-      {"gpu", llvm::json::Object{{"block", llvm::json::Array{blockSize, 1, 1}},
-                                 {"dynamic_shared_bytes", 0}}},
+      {"gpu",
+       llvm::json::Object{
+           {"block", llvm::json::Array{blockSize, 1, 1}},
+           {"dynamic_shared_bytes", 0},
+           {"grid",
+            llvm::json::Object{
+                {"elements", perSegment ? "rows" : "row_elements"},
+                {"per_block", blockSize},
+                {"min", perSegment ? 1 : 0}}}}},
       {"host", llvm::json::Object{{"symbol", interface.getName().str()},
                                   {"range", perSegment ? "segments" : "rows"}}},
   };

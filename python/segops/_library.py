@@ -28,9 +28,12 @@ class Kernel:
     op: str
     dtype: str
     width: int
-    work: str  # "segments": one work item per segment; "elements": per output scalar
+    work: str  # host work items: "segments" (one per segment) or "elements"
     block: int
     num_buffers: int
+    grid_per_row_element: bool  # GPU grid counts row elements (N * width), else rows
+    grid_per_block: int
+    grid_min: int
 
 
 def _native_module() -> Any:
@@ -70,6 +73,9 @@ def kernels() -> dict[str, Kernel]:
             work=entry["work"],
             block=int(entry["gpu"]["block"][0]),
             num_buffers=len(entry["buffers"]),
+            grid_per_row_element=entry["gpu"]["grid"]["elements"] == "row_elements",
+            grid_per_block=int(entry["gpu"]["grid"]["per_block"]),
+            grid_min=int(entry["gpu"]["grid"]["min"]),
         )
     return table
 
@@ -136,13 +142,10 @@ def launch_host(kernel_info: Kernel, pointers: Sequence[int], num_rows: int,
 
 def launch_cuda(kernel_info: Kernel, device: int, capability: tuple[int, int], stream: int,
                 pointers: Sequence[int], num_rows: int, num_segments: int) -> None:
-    if kernel_info.work == "segments":
-        items = num_segments
-    else:
-        items = -(-num_rows * kernel_info.width // kernel_info.block)
-    if items == 0:
+    elements = num_rows * kernel_info.width if kernel_info.grid_per_row_element else num_rows
+    grid = min(max(-(-elements // kernel_info.grid_per_block), kernel_info.grid_min), MAX_GRID)
+    if grid == 0 or (kernel_info.work == "segments" and num_segments == 0):
         return
-    grid = min(items, MAX_GRID)
     cuda_module(device, capability).launch(
         kernel_info.name, grid, kernel_info.block, stream, list(pointers),
         [num_rows, num_segments])

@@ -24,7 +24,11 @@
 // MANIFEST-NEXT: "S",
 // MANIFEST-NEXT: "3"
 // MANIFEST: "block": [
-// MANIFEST-NEXT: 192,
+// MANIFEST-NEXT: 256,
+// MANIFEST: "grid": {
+// MANIFEST-NEXT: "elements": "rows",
+// MANIFEST-NEXT: "min": 1,
+// MANIFEST-NEXT: "per_block": 256
 // MANIFEST: "host": {
 // MANIFEST-NEXT: "range": "segments",
 // MANIFEST-NEXT: "symbol": "sum_vec3"
@@ -32,6 +36,8 @@
 // MANIFEST-NEXT: "op": "seg.sum",
 // MANIFEST: "width": 3,
 // MANIFEST-NEXT: "work": "segments"
+// MANIFEST: "elements": "row_elements",
+// MANIFEST-NEXT: "min": 0,
 // MANIFEST: "range": "rows",
 // MANIFEST: "name": "gather_scalar",
 // MANIFEST: "work": "elements"

@@ -38,8 +38,8 @@ static cl::opt<std::string> hostLibrary(
     "host-library", cl::desc("File name the host object is linked into"),
     cl::init("libsegops_host.so"));
 static cl::opt<int64_t> blockSize("block-size",
-                                  cl::desc("Threads per reduction block"),
-                                  cl::init(192));
+                                  cl::desc("Threads per block"),
+                                  cl::init(256));
 
 static LogicalResult writeFile(StringRef name, StringRef contents) {
   SmallString<256> path(outputDir);

@@ -14,11 +14,11 @@ def ConvertSegToGPU : Pass<"convert-seg-to-gpu", "ModuleOp"> {
     one `!llvm.ptr` per tensor argument, one per result (written by the
     kernel), then `i64 %num_rows, i64 %num_segments`.
 
-    Reductions run one thread block per segment (grid-stride over segments):
-    each block finds its segment's rows by binary search in `idx`, strides
-    over the segment's elements as flat scalars (so vec3 rows use every
-    lane), and combines partial sums with a fixed-order tree in shared
-    memory. Results are deterministic, no atomics are used, and no access
+    Reductions: each warp owns chunks of 32 rows (grid-stride) and reduces
+    the segments that start in its chunk, walking their rows lane-strided
+    (coalesced) and summing lanes with a fixed butterfly of shuffles. Every
+    row is read once, no atomics or binary searches are used, results are
+    bitwise reproducible, empty segments are written as 0, and no access
     leaves its buffer whatever `idx` holds. Row-wise ops (gather) run one
     thread per output element.
   }];
@@ -26,12 +26,12 @@ def ConvertSegToGPU : Pass<"convert-seg-to-gpu", "ModuleOp"> {
     "::mlir::arith::ArithDialect",
     "::mlir::gpu::GPUDialect",
     "::mlir::LLVM::LLVMDialect",
-    "::mlir::memref::MemRefDialect",
+    "::mlir::NVVM::NVVMDialect",
     "::mlir::scf::SCFDialect",
   ];
   let options = [
-    Option<"blockSize", "block-size", "int64_t", /*default=*/"192",
-           "Threads per block of reduction kernels (3 * 2^k, 6 <= it <= 1536)">,
+    Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
+           "Threads per block (a multiple of 32, at most 1024)">,
   ];
 }
 

@@ -21,8 +21,8 @@ struct SegToPTXOptions : public PassPipelineOptions<SegToPTXOptions> {
       llvm::cl::init(3)};
   PassOptions::Option<int64_t> blockSize{
       *this, "block-size",
-      llvm::cl::desc("Threads per block of reduction kernels"),
-      llvm::cl::init(192)};
+      llvm::cl::desc("Threads per block (a multiple of 32)"),
+      llvm::cl::init(256)};
 };
 
 /// seg kernel functions -> gpu.module of NVVM kernels -> gpu.binary holding

@@ -7,10 +7,9 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
-#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/SymbolTable.h"
-#include "llvm/Support/MathExtras.h"
 
 namespace mlir {
 namespace seg {
@@ -23,6 +22,7 @@ using namespace mlir;
 using namespace mlir::seg;
 
 static constexpr StringLiteral kKernelModuleName = "seg_kernels";
+static constexpr int64_t kWarpSize = 32;
 
 namespace {
 /// Emits the body of one gpu.func kernel for a kernel function.
@@ -66,101 +66,239 @@ private:
     return kernel.getArgument(interface.getNumBuffers() - 1);
   }
 
-  /// Contribution of flat element `flat` (row flat / width, component
-  /// flat % width) to its segment's reduction.
-  Value emitContribution(OpBuilder &b, Location loc, Value flat) {
+  /// Accumulates row `row` of the reduced operand into `acc` (one value per
+  /// row component).
+  SmallVector<Value> emitAccumulate(OpBuilder &b, Location l, Value row,
+                                    ValueRange acc) {
     auto sum = cast<SumOp>(interface.op);
-    KernelCodeBuilder local(b, loc);
-    return local.load(buffer(sum.getX()), interface.elementType, flat);
+    KernelCodeBuilder local(b, l);
+    int64_t width = interface.width;
+    Value base = b.create<arith::MulIOp>(l, row, local.i64(width));
+    SmallVector<Value> updated;
+    for (int64_t c = 0; c < width; ++c) {
+      Value flat = b.create<arith::AddIOp>(l, base, local.i64(c));
+      Value term = local.load(buffer(sum.getX()), interface.elementType, flat);
+      updated.push_back(b.create<arith::AddFOp>(l, acc[c], term));
+    }
+    return updated;
   }
 
-  // One block per segment, grid-striding over segments. The block strides
-  // over the segment's rows as flat scalars; because the block size is a
-  // multiple of 3, a thread always sees the same vec3 component, and a tree
-  // over strides that are multiples of 3 leaves per-component totals in
-  // shared[0..2].
+  /// Butterfly sum over the 32 lanes of a warp; every lane gets the total,
+  /// always combined in the same order.
+  Value emitWarpSum(OpBuilder &b, Location l, Value value) {
+    Value width = b.create<arith::ConstantIntOp>(l, kWarpSize, 32);
+    for (int64_t offset = kWarpSize / 2; offset >= 1; offset /= 2) {
+      Value offsetValue = b.create<arith::ConstantIntOp>(l, offset, 32);
+      auto shuffle = b.create<gpu::ShuffleOp>(l, value, offsetValue, width,
+                                              gpu::ShuffleMode::XOR);
+      value = b.create<arith::AddFOp>(l, value, shuffle.getShuffleResult());
+    }
+    return value;
+  }
+
+  /// The lanes of a group of `groupSize` threads, `member` being this one's
+  /// position, write 0 to every element of segments [lo, hi) clamped to
+  /// [0, S).
+  void emitZeroSegments(OpBuilder &b, Location l, Value lo, Value hi,
+                        Value member, Value groupSize) {
+    KernelCodeBuilder local(b, l);
+    int64_t width = interface.width;
+    auto clamp = [&](Value v) {
+      Value low = b.create<arith::MaxSIOp>(l, v, local.i64(0));
+      return b.create<arith::MinSIOp>(l, low, numSegments);
+    };
+    Value first = b.create<arith::AddIOp>(
+        l, b.create<arith::MulIOp>(l, clamp(lo), local.i64(width)), member);
+    Value last = b.create<arith::MulIOp>(l, clamp(hi), local.i64(width));
+    b.create<scf::ForOp>(
+        l, first, last, groupSize, ValueRange{},
+        [&](OpBuilder &ib, Location il, Value flat, ValueRange) {
+          KernelCodeBuilder inner(ib, il);
+          inner.store(inner.zero(interface.elementType), outputBuffer(), flat);
+          ib.create<scf::YieldOp>(il);
+        });
+  }
+
+  /// idx[row] for row in [0, N), else `fallback`, without reading memory
+  /// outside idx.
+  Value emitSegmentOr(OpBuilder &b, Location l, Value inRange, Value row,
+                      int64_t fallback) {
+    Value idx = buffer(interface.op->getOperand(1));
+    auto ifOp = b.create<scf::IfOp>(
+        l, inRange,
+        [&](OpBuilder &tb, Location tl) {
+          KernelCodeBuilder then(tb, tl);
+          tb.create<scf::YieldOp>(tl, then.loadSegment(idx, row));
+        },
+        [&](OpBuilder &eb, Location el) {
+          KernelCodeBuilder otherwise(eb, el);
+          eb.create<scf::YieldOp>(el, otherwise.i64(fallback));
+        });
+    return ifOp.getResult(0);
+  }
+
+  // Warps own chunks of 32 rows and, within them, the segments that *start*
+  // there (row 0, or idx changes): for each such segment the whole warp
+  // walks its rows from the start (lane-strided, so loads coalesce) until
+  // idx changes, then sums lanes with a fixed butterfly. Every row is read by
+  // exactly one warp, no binary search is needed, and no atomics are used, so
+  // results are bitwise reproducible. Empty segments are zeroed by the warp
+  // owning the next segment start (or the last row). Any idx content keeps
+  // every access in bounds: rows stop at N and writes are checked against S.
   void emitSegmentReduction() {
     Location loc = code.loc;
-    MLIRContext *ctx = builder.getContext();
-    Type elementType = interface.elementType;
-    int64_t width = interface.width;
-    Value shared = kernel.getWorkgroupAttributions().front();
-    Value threadIndex = builder.create<arith::IndexCastOp>(
-        loc, builder.getIndexType(), threadId);
-    Value idx = kernel.getArgument(
-        interface.getBufferIndex(interface.op->getOperand(1)));
-    (void)ctx;
+    Value idx = buffer(interface.op->getOperand(1));
+    Value warpsPerBlock = code.i64(blockSize / kWarpSize);
+    Value warpSize = code.i64(kWarpSize);
+    Value lane = builder.create<arith::AndIOp>(loc, threadId,
+                                               code.i64(kWarpSize - 1));
+    Value warpInBlock = builder.create<arith::ShRUIOp>(loc, threadId,
+                                                       code.i64(5));
+    Value globalWarp = builder.create<arith::AddIOp>(
+        loc, builder.create<arith::MulIOp>(loc, blockId, warpsPerBlock),
+        warpInBlock);
+    Value totalWarps = builder.create<arith::MulIOp>(loc, gridDim,
+                                                     warpsPerBlock);
+    Value numChunks = builder.create<arith::DivUIOp>(
+        loc, builder.create<arith::AddIOp>(loc, numRows, code.i64(31)),
+        warpSize);
+
+    // No rows: every segment is empty.
+    Value noRows = builder.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
+                                                 numRows, code.i64(0));
+    auto ifEmpty = builder.create<scf::IfOp>(loc, noRows, /*withElse=*/false);
+    {
+      OpBuilder b = ifEmpty.getThenBodyBuilder();
+      KernelCodeBuilder then(b, loc);
+      Value globalThread = b.create<arith::AddIOp>(
+          loc, b.create<arith::MulIOp>(loc, blockId, then.i64(blockSize)),
+          threadId);
+      Value totalThreads =
+          b.create<arith::MulIOp>(loc, gridDim, then.i64(blockSize));
+      emitZeroSegments(b, loc, then.i64(0), numSegments, globalThread,
+                       totalThreads);
+    }
 
     builder.create<scf::ForOp>(
-        loc, blockId, numSegments, gridDim, ValueRange{},
-        [&](OpBuilder &b, Location l, Value segment, ValueRange) {
+        loc, globalWarp, numChunks, totalWarps, ValueRange{},
+        [&](OpBuilder &b, Location l, Value chunk, ValueRange) {
           KernelCodeBuilder local(b, l);
-          Value begin = local.lowerBound(idx, local.i64(0), numRows, segment);
-          Value next = b.create<arith::AddIOp>(l, segment, local.i64(1));
-          Value end = local.lowerBound(idx, begin, numRows, next);
-          Value flatBegin = b.create<arith::AddIOp>(
-              l, b.create<arith::MulIOp>(l, begin, local.i64(width)),
-              threadId);
-          Value flatEnd = b.create<arith::MulIOp>(l, end, local.i64(width));
-          auto partial = b.create<scf::ForOp>(
-              l, flatBegin, flatEnd, local.i64(blockSize),
-              ValueRange{local.zero(elementType)},
-              [&](OpBuilder &ib, Location il, Value flat, ValueRange acc) {
-                Value term = emitContribution(ib, il, flat);
-                Value sum = ib.create<arith::AddFOp>(il, acc[0], term);
-                ib.create<scf::YieldOp>(il, sum);
+          Value rowBase = b.create<arith::MulIOp>(l, chunk, warpSize);
+          Value row = b.create<arith::AddIOp>(l, rowBase, lane);
+          Value inRange = b.create<arith::CmpIOp>(
+              l, arith::CmpIPredicate::slt, row, numRows);
+          Value segment = emitSegmentOr(b, l, inRange, row, -1);
+          Value hasPrevious = b.create<arith::AndIOp>(
+              l, inRange,
+              b.create<arith::CmpIOp>(l, arith::CmpIPredicate::sgt, row,
+                                      local.i64(0)));
+          Value previousRow = b.create<arith::SubIOp>(l, row, local.i64(1));
+          Value previous = emitSegmentOr(b, l, hasPrevious, previousRow, -1);
+          Value changes = b.create<arith::CmpIOp>(l, arith::CmpIPredicate::ne,
+                                                  previous, segment);
+          Value isFirstRow = b.create<arith::CmpIOp>(
+              l, arith::CmpIPredicate::eq, row, local.i64(0));
+          Value isStart = b.create<arith::AndIOp>(
+              l, inRange, b.create<arith::OrIOp>(l, isFirstRow, changes));
+          Value fullMask = b.create<arith::ConstantIntOp>(l, -1, 32);
+          Value starts = b.create<NVVM::VoteBallotOp>(l, b.getI32Type(),
+                                                      fullMask, isStart);
+          Value zero32 = b.create<arith::ConstantIntOp>(l, 0, 32);
+          b.create<scf::WhileOp>(
+              l, TypeRange{b.getI32Type()}, ValueRange{starts},
+              [&](OpBuilder &cb, Location cl, ValueRange mask) {
+                Value more = cb.create<arith::CmpIOp>(
+                    cl, arith::CmpIPredicate::ne, mask[0], zero32);
+                cb.create<scf::ConditionOp>(cl, more, mask);
+              },
+              [&](OpBuilder &wb, Location wl, ValueRange mask) {
+                emitOwnedSegment(wb, wl, idx, rowBase, lane, mask[0]);
+                Value one32 = wb.create<arith::ConstantIntOp>(wl, 1, 32);
+                Value rest = wb.create<arith::AndIOp>(
+                    wl, mask[0], wb.create<arith::SubIOp>(wl, mask[0], one32));
+                wb.create<scf::YieldOp>(wl, rest);
               });
-          b.create<memref::StoreOp>(l, partial.getResult(0), shared,
-                                    threadIndex);
-          b.create<gpu::BarrierOp>(l);
-          for (int64_t stride = blockSize / 2; stride >= 3; stride /= 2) {
-            Value active = b.create<arith::CmpIOp>(
-                l, arith::CmpIPredicate::slt, threadId, local.i64(stride));
-            auto ifOp = b.create<scf::IfOp>(l, active, /*withElse=*/false);
-            OpBuilder tb = ifOp.getThenBodyBuilder();
-            Value other = tb.create<arith::AddIOp>(
-                l, threadIndex, tb.create<arith::ConstantIndexOp>(l, stride));
-            Value mine = tb.create<memref::LoadOp>(l, shared, threadIndex);
-            Value theirs = tb.create<memref::LoadOp>(l, shared, other);
-            Value sum = tb.create<arith::AddFOp>(l, mine, theirs);
-            tb.create<memref::StoreOp>(l, sum, shared, threadIndex);
-            b.create<gpu::BarrierOp>(l);
-          }
-          emitSegmentResult(b, l, segment, shared, threadIndex);
-          // The next segment reuses shared memory.
-          b.create<gpu::BarrierOp>(l);
+
+          // The warp holding the last row zeroes the segments after it.
+          Value lastRow = b.create<arith::SubIOp>(l, numRows, local.i64(1));
+          Value nextBase = b.create<arith::AddIOp>(l, rowBase, warpSize);
+          Value holdsLast = b.create<arith::CmpIOp>(
+              l, arith::CmpIPredicate::slt, lastRow, nextBase);
+          auto ifLast = b.create<scf::IfOp>(l, holdsLast, /*withElse=*/false);
+          OpBuilder tb = ifLast.getThenBodyBuilder();
+          KernelCodeBuilder then(tb, l);
+          Value lastSegment = then.loadSegment(idx, lastRow);
+          Value after = tb.create<arith::AddIOp>(l, lastSegment, then.i64(1));
+          emitZeroSegments(tb, l, after, numSegments, lane, warpSize);
           b.create<scf::YieldOp>(l);
         });
   }
 
-  void emitSegmentResult(OpBuilder &b, Location l, Value segment,
-                         Value shared, Value threadIndex) {
+  /// Reduces the segment starting at the lowest set lane of `mask` in the
+  /// chunk at `rowBase`, after zeroing the empty segments just before it.
+  void emitOwnedSegment(OpBuilder &b, Location l, Value idx, Value rowBase,
+                        Value lane, Value mask) {
     KernelCodeBuilder local(b, l);
+    Type elementType = interface.elementType;
     int64_t width = interface.width;
-    if (width == 3) {
-      Value writer = b.create<arith::CmpIOp>(l, arith::CmpIPredicate::slt,
-                                             threadId, local.i64(3));
-      auto ifOp = b.create<scf::IfOp>(l, writer, /*withElse=*/false);
-      OpBuilder tb = ifOp.getThenBodyBuilder();
-      KernelCodeBuilder then(tb, l);
-      Value total = tb.create<memref::LoadOp>(l, shared, threadIndex);
-      Value position = tb.create<arith::AddIOp>(
-          l, tb.create<arith::MulIOp>(l, segment, then.i64(3)), threadId);
-      then.store(total, outputBuffer(), position);
-      return;
+    Value leader = b.create<LLVM::CountTrailingZerosOp>(
+        l, b.getI32Type(), mask, /*is_zero_poison=*/false);
+    Value start = b.create<arith::AddIOp>(
+        l, rowBase, b.create<arith::ExtUIOp>(l, b.getI64Type(), leader));
+    Value segment = local.loadSegment(idx, start);
+    Value hasPrevious = b.create<arith::CmpIOp>(l, arith::CmpIPredicate::sgt,
+                                                start, local.i64(0));
+    Value previous = emitSegmentOr(
+        b, l, hasPrevious, b.create<arith::SubIOp>(l, start, local.i64(1)),
+        -1);
+    Value gapBegin = b.create<arith::AddIOp>(l, previous, local.i64(1));
+    emitZeroSegments(b, l, gapBegin, segment, lane, local.i64(kWarpSize));
+
+    auto ifValid = b.create<scf::IfOp>(
+        l, local.isValidSegment(segment, numSegments), /*withElse=*/false);
+    OpBuilder vb = ifValid.getThenBodyBuilder();
+    KernelCodeBuilder valid(vb, l);
+    SmallVector<Type> stateTypes{vb.getI64Type()};
+    SmallVector<Value> state{
+        vb.create<arith::AddIOp>(l, start, lane)};
+    for (int64_t c = 0; c < width; ++c) {
+      stateTypes.push_back(elementType);
+      state.push_back(valid.zero(elementType));
     }
-    Value writer = b.create<arith::CmpIOp>(l, arith::CmpIPredicate::eq,
-                                           threadId, local.i64(0));
-    auto ifOp = b.create<scf::IfOp>(l, writer, /*withElse=*/false);
-    OpBuilder tb = ifOp.getThenBodyBuilder();
-    KernelCodeBuilder then(tb, l);
-    Value total;
-    for (int64_t lane = 0; lane < 3; ++lane) {
-      Value part = tb.create<memref::LoadOp>(
-          l, shared, ValueRange{tb.create<arith::ConstantIndexOp>(l, lane)});
-      total = total ? tb.create<arith::AddFOp>(l, total, part) : part;
-    }
-    then.store(total, outputBuffer(), segment);
+    // Each lane walks rows start + lane, + 32, ... while they belong to the
+    // segment.
+    auto walk = vb.create<scf::WhileOp>(
+        l, stateTypes, state,
+        [&](OpBuilder &cb, Location cl, ValueRange current) {
+          Value row = current[0];
+          Value inRange = cb.create<arith::CmpIOp>(
+              cl, arith::CmpIPredicate::slt, row, numRows);
+          Value rowSegment = emitSegmentOr(cb, cl, inRange, row, -1);
+          Value same = cb.create<arith::CmpIOp>(cl, arith::CmpIPredicate::eq,
+                                                rowSegment, segment);
+          Value go = cb.create<arith::AndIOp>(cl, inRange, same);
+          cb.create<scf::ConditionOp>(cl, go, current);
+        },
+        [&](OpBuilder &ab, Location al, ValueRange current) {
+          KernelCodeBuilder inner(ab, al);
+          SmallVector<Value> next{ab.create<arith::AddIOp>(
+              al, current[0], inner.i64(kWarpSize))};
+          llvm::append_range(
+              next, emitAccumulate(ab, al, current[0], current.drop_front()));
+          ab.create<scf::YieldOp>(al, next);
+        });
+    SmallVector<Value> totals;
+    for (int64_t c = 0; c < width; ++c)
+      totals.push_back(emitWarpSum(vb, l, walk.getResult(1 + c)));
+    Value isLaneZero = vb.create<arith::CmpIOp>(l, arith::CmpIPredicate::eq,
+                                                lane, valid.i64(0));
+    auto ifWriter = vb.create<scf::IfOp>(l, isLaneZero, /*withElse=*/false);
+    OpBuilder wb = ifWriter.getThenBodyBuilder();
+    KernelCodeBuilder writer(wb, l);
+    Value base = wb.create<arith::MulIOp>(l, segment, writer.i64(width));
+    for (int64_t c = 0; c < width; ++c)
+      writer.store(totals[c], outputBuffer(),
+                   wb.create<arith::AddIOp>(l, base, writer.i64(c)));
   }
 
   // One thread per output element, grid-striding over the W * N elements.
@@ -207,10 +345,10 @@ struct ConvertSegToGPUPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MLIRContext *ctx = &getContext();
-    if (blockSize < 6 || blockSize > 1536 || blockSize % 3 != 0 ||
-        !llvm::isPowerOf2_64(blockSize / 3)) {
-      module.emitError() << "block-size must be 3 * 2^k between 6 and 1536, "
-                            "but got "
+    if (blockSize < kWarpSize || blockSize > 1024 ||
+        blockSize % kWarpSize != 0) {
+      module.emitError() << "block-size must be a multiple of 32 between 32 "
+                            "and 1024, but got "
                          << static_cast<int64_t>(blockSize);
       return signalPassFailure();
     }
@@ -239,15 +377,10 @@ struct ConvertSegToGPUPass
         return signalPassFailure();
       SmallVector<Type> params(interface->getNumBuffers(), ptrType);
       params.append(2, builder.getI64Type());
-      SmallVector<Type> workgroup;
-      if (interface->strategy == KernelStrategy::SegmentReduction)
-        workgroup.push_back(MemRefType::get(
-            {blockSize}, interface->elementType, MemRefLayoutAttrInterface{},
-            gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup)));
       OpBuilder detached(ctx);
       auto kernel = detached.create<gpu::GPUFuncOp>(
           func.getLoc(), func.getSymName(),
-          builder.getFunctionType(params, {}), workgroup);
+          builder.getFunctionType(params, {}));
       kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
                       builder.getUnitAttr());
       kernel.setKnownBlockSizeAttr(builder.getDenseI32ArrayAttr(

@@ -1,38 +1,50 @@
 // RUN: seg-opt %s --convert-seg-to-gpu --canonicalize --cse -split-input-file | FileCheck %s
 
-// A vec3 sum becomes one kernel: raw pointers (x, idx, out) plus N and S, a
-// shared buffer of one value per thread, a grid-stride loop over segments,
-// two binary searches for the segment's rows, a flat strided accumulation,
-// and a fixed-order tree over strides that are multiples of 3.
+// A vec3 sum becomes one kernel over raw pointers (x, idx, out) plus N and S.
+// Warps grid-stride over chunks of 32 rows; a ballot finds the rows where a
+// segment starts, and for each the warp zeroes the empty segments before it,
+// walks the segment's rows lane-strided while idx stays the same, and sums
+// the lanes with a fixed xor butterfly; lane 0 writes the three components.
 // CHECK-LABEL: module attributes {gpu.container_module}
 // CHECK: gpu.module @seg_kernels
 // CHECK: gpu.func @sum_vec3(%[[X:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:.*]]: i64, %[[S:.*]]: i64)
-// CHECK-SAME: workgroup(%[[SHARED:.*]] : memref<192xf32, #gpu.address_space<workgroup>>)
 // CHECK-SAME: kernel
-// CHECK-SAME: known_block_size = array<i32: 192, 1, 1>
-// CHECK: %[[BID:.*]] = arith.index_cast %block_id_x
-// CHECK: %[[GRID:.*]] = arith.index_cast %grid_dim_x
-// CHECK: scf.for %[[SEG:.*]] = %[[BID]] to %[[S]] step %[[GRID]] : i64
-// CHECK: %[[BEGIN:.*]]:2 = scf.while
-// CHECK: llvm.load %{{.*}} : !llvm.ptr -> i32
-// CHECK: %[[END:.*]]:2 = scf.while (%{{.*}} = %[[BEGIN]]#0, %{{.*}} = %[[N]])
-// CHECK: %[[FLAT_END:.*]] = arith.muli %[[END]]#0, %c3_i64
-// CHECK: %[[PARTIAL:.*]] = scf.for %[[F:.*]] = %{{.*}} to %[[FLAT_END]] step %c192_i64 iter_args(%{{.*}} = %cst) -> (f32) : i64
-// CHECK: llvm.getelementptr inbounds %[[X]][%[[F]]] : (!llvm.ptr, i64) -> !llvm.ptr, f32
-// CHECK: arith.addf
-// CHECK: memref.store %[[PARTIAL]], %[[SHARED]]
-// CHECK: gpu.barrier
-// CHECK: arith.cmpi slt, %{{.*}}, %c96_i64
-// CHECK: gpu.barrier
-// CHECK: arith.cmpi slt, %{{.*}}, %c48_i64
-// CHECK: arith.cmpi slt, %{{.*}}, %c24_i64
-// CHECK: arith.cmpi slt, %{{.*}}, %c12_i64
-// CHECK: arith.cmpi slt, %{{.*}}, %c6_i64
-// CHECK: arith.cmpi slt, %{{.*}}, %c3_i64
+// CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
+// CHECK-NOT: workgroup
+// CHECK: %[[LANE:.*]] = arith.andi %{{.*}}, %c31_i64
+// CHECK: %[[CHUNKS:.*]] = arith.divui %{{.*}}, %c32_i64
+// No rows: the whole grid zeroes every segment.
+// CHECK: %[[EMPTY:.*]] = arith.cmpi eq, %[[N]], %c0_i64
+// CHECK: scf.if %[[EMPTY]]
+// CHECK: llvm.store %cst
+// CHECK: scf.for %[[CHUNK:.*]] = %{{.*}} to %[[CHUNKS]] step %{{.*}} : i64
+// CHECK: %[[STARTS:.*]] = nvvm.vote.ballot.sync %c-1_i32, %{{.*}} : i32
+// CHECK: scf.while (%[[MASK:.*]] = %[[STARTS]]) : (i32) -> i32
+// CHECK: "llvm.intr.cttz"
+// CHECK: scf.for %{{.*}} step %c32_i64 : i64
+// CHECK: llvm.store %cst
+// CHECK: %[[VALID:.*]] = arith.andi
+// CHECK: scf.if %[[VALID]]
+// CHECK: %[[WALK:.*]]:4 = scf.while ({{.*}}) : (i64, f32, f32, f32) -> (i64, f32, f32, f32)
+// CHECK: arith.cmpi slt, %{{.*}}, %[[N]]
+// CHECK: llvm.getelementptr inbounds %[[IDX]]
+// CHECK: scf.condition
+// CHECK: arith.addi %{{.*}}, %c32_i64
+// CHECK-COUNT-3: llvm.getelementptr inbounds %[[X]]
+// CHECK: gpu.shuffle  xor %[[WALK]]#1, %c16_i32, %c32_i32 : f32
+// CHECK: gpu.shuffle  xor %{{.*}}, %c8_i32, %c32_i32 : f32
+// CHECK: gpu.shuffle  xor %{{.*}}, %c4_i32, %c32_i32 : f32
+// CHECK: gpu.shuffle  xor %{{.*}}, %c2_i32, %c32_i32 : f32
+// CHECK: gpu.shuffle  xor %{{.*}}, %c1_i32, %c32_i32 : f32
+// CHECK: gpu.shuffle  xor %[[WALK]]#2, %c16_i32
+// CHECK: gpu.shuffle  xor %[[WALK]]#3, %c16_i32
+// CHECK: %[[LANE0:.*]] = arith.cmpi eq, %[[LANE]], %c0_i64
+// CHECK: scf.if %[[LANE0]]
+// CHECK-COUNT-3: llvm.store
+// The warp holding the last row zeroes the segments after it.
+// CHECK: arith.subi %[[N]], %c1_i64
 // CHECK: scf.if
-// CHECK: llvm.getelementptr inbounds %[[OUT]]
-// CHECK: llvm.store
-// CHECK: gpu.barrier
+// CHECK: llvm.store %cst
 // CHECK: gpu.return
 // CHECK-NOT: func.func @sum_vec3
 func.func @sum_vec3(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?x3xf32> {
@@ -42,18 +54,12 @@ func.func @sum_vec3(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> tens
 
 // -----
 
-// Scalar rows: thread 0 adds the three residue totals in a fixed order.
+// Scalar rows: one accumulator per lane, f64 shuffles.
 // CHECK-LABEL: gpu.func @sum_scalar
-// CHECK-SAME: workgroup(%[[SHARED:.*]] : memref<192xf64, #gpu.address_space<workgroup>>)
-// CHECK: scf.for
-// CHECK: %[[WRITER:.*]] = arith.cmpi eq, %{{.*}}, %c0_i64
-// CHECK: scf.if %[[WRITER]]
-// CHECK: %[[P0:.*]] = memref.load %[[SHARED]][%c0]
-// CHECK: %[[P1:.*]] = memref.load %[[SHARED]][%c1]
-// CHECK: %[[S01:.*]] = arith.addf %[[P0]], %[[P1]] : f64
-// CHECK: %[[P2:.*]] = memref.load %[[SHARED]][%c2]
-// CHECK: %[[TOTAL:.*]] = arith.addf %[[S01]], %[[P2]] : f64
-// CHECK: llvm.store %[[TOTAL]]
+// CHECK: scf.while ({{.*}}) : (i64, f64) -> (i64, f64)
+// CHECK-COUNT-5: gpu.shuffle  xor {{.*}} : f64
+// CHECK-NOT: gpu.shuffle
+// CHECK: llvm.store %{{.*}}, %{{.*}} : f64, !llvm.ptr
 func.func @sum_scalar(%x: tensor<?xf64>, %idx: tensor<?xi32>, %n: index) -> tensor<?xf64> {
   %0 = seg.sum %x, %idx, %n : tensor<?xf64>, tensor<?xi32> -> tensor<?xf64>
   return %0 : tensor<?xf64>
