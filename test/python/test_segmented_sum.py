@@ -28,7 +28,9 @@ def _random_counts(seed: int) -> list[int]:
 
 
 def _tolerance(dtype: torch.dtype) -> dict[str, float]:
-    return {"rtol": 1e-5, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 1e-12, "atol": 1e-12}
+    # Summation order differs from index_add_'s (lane-strided partial sums on
+    # GPUs), so float32 results agree to a few ulps of the segment total.
+    return {"rtol": 1e-4, "atol": 1e-4} if dtype == torch.float32 else {"rtol": 1e-12, "atol": 1e-12}
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
