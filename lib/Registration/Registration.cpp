@@ -23,6 +23,8 @@
 #include "mlir/Transforms/Passes.h"
 #include "segops/Conversion/Passes.h"
 #include "segops/Dialect/Seg/IR/SegDialect.h"
+#include "segops/Dialect/Seg/IR/SegInterfaces.h"
+#include "segops/Dialect/Seg/Transforms/Passes.h"
 #include "segops/Pipelines/Pipelines.h"
 
 void mlir::seg::registerSegDialects(DialectRegistry &registry) {
@@ -31,6 +33,7 @@ void mlir::seg::registerSegDialects(DialectRegistry &registry) {
                   math::MathDialect, memref::MemRefDialect, NVVM::NVVMDialect,
                   scf::SCFDialect, tensor::TensorDialect>();
   NVVM::registerNVVMTargetInterfaceExternalModels(registry);
+  registerDerivativeExternalModels(registry);
   registerBuiltinDialectTranslation(registry);
   registerGPUDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);
@@ -39,6 +42,7 @@ void mlir::seg::registerSegDialects(DialectRegistry &registry) {
 
 void mlir::seg::registerSegPassesAndPipelines() {
   registerSegConversionPasses();
+  registerSegTransformsPasses();
   registerTransformsPasses();
   registerGPUPasses();
   registerConvertGpuOpsToNVVMOpsPass();

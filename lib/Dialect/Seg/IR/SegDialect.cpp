@@ -3,6 +3,8 @@
 #include "segops/Dialect/Seg/IR/SegDialect.h"
 #include "segops/Dialect/Seg/IR/SegOps.h"
 
+#include "segops/Dialect/Seg/IR/SegInterfaces.cpp.inc"
+
 using namespace mlir;
 using namespace mlir::seg;
 

@@ -28,6 +28,7 @@ def Seg_Dialect : Dialect {
     written out of bounds whatever `idx` holds (a sorted index is a
     precondition for meaningful results, not for memory safety).
   }];
+  // Derivative rules build arith and tensor ops.
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::tensor::TensorDialect"];
   let hasConstantMaterializer = 0;

@@ -8,6 +8,7 @@
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "segops/Dialect/Seg/IR/SegDialect.h"
+#include "segops/Dialect/Seg/IR/SegInterfaces.h"
 
 #define GET_OP_CLASSES
 #include "segops/Dialect/Seg/IR/SegOps.h.inc"

@@ -10,6 +10,7 @@
 #define SEGOPS_DIALECT_SEG_IR_SEGOPS_TD
 
 include "segops/Dialect/Seg/IR/SegBase.td"
+include "segops/Dialect/Seg/IR/SegInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 //===----------------------------------------------------------------------===//
@@ -17,7 +18,8 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 //===----------------------------------------------------------------------===//
 
 class Seg_UnaryReductionOp<string mnemonic, list<Trait> traits = []>
-    : Seg_Op<mnemonic, !listconcat(traits, [Pure])> {
+    : Seg_Op<mnemonic, !listconcat(traits, [Pure,
+        DeclareOpInterfaceMethods<Seg_ReverseDifferentiableOpInterface>])> {
   let arguments = (ins Seg_FloatTensor:$x, Seg_IndexTensor:$idx,
                        Index:$num_segments);
   let results = (outs Seg_FloatTensor:$result);
@@ -78,7 +80,8 @@ def Seg_RmsNormOp : Seg_UnaryReductionOp<"rms_norm"> {
 // seg.dot
 //===----------------------------------------------------------------------===//
 
-def Seg_DotOp : Seg_Op<"dot", [Pure]> {
+def Seg_DotOp : Seg_Op<"dot", [Pure,
+    DeclareOpInterfaceMethods<Seg_ReverseDifferentiableOpInterface>]> {
   let summary = "Per-segment dot product of two row tensors";
   let description = [{
     `out[s] = sum_{i : idx[i] == s} dot(x[i], y[i])`. `x` and `y` have the
@@ -105,7 +108,8 @@ def Seg_DotOp : Seg_Op<"dot", [Pure]> {
 // seg.mul
 //===----------------------------------------------------------------------===//
 
-def Seg_MulOp : Seg_Op<"mul", [Pure]> {
+def Seg_MulOp : Seg_Op<"mul", [Pure,
+    DeclareOpInterfaceMethods<Seg_ReverseDifferentiableOpInterface>]> {
   let summary = "Scale each row by its segment's scalar";
   let description = [{
     `out[i] = x[i] * y[idx[i]]`, and 0 where `idx[i]` is outside
@@ -134,7 +138,8 @@ def Seg_MulOp : Seg_Op<"mul", [Pure]> {
 // seg.matvec
 //===----------------------------------------------------------------------===//
 
-def Seg_MatvecOp : Seg_Op<"matvec", [Pure]> {
+def Seg_MatvecOp : Seg_Op<"matvec", [Pure,
+    DeclareOpInterfaceMethods<Seg_ReverseDifferentiableOpInterface>]> {
   let summary = "Multiply each row vector by its segment's 3x3 matrix";
   let description = [{
     With `transpose` (the default, the public operation):
@@ -167,7 +172,8 @@ def Seg_MatvecOp : Seg_Op<"matvec", [Pure]> {
 // Gradient-side operations.
 //===----------------------------------------------------------------------===//
 
-def Seg_GatherOp : Seg_Op<"gather", [Pure]> {
+def Seg_GatherOp : Seg_Op<"gather", [Pure,
+    DeclareOpInterfaceMethods<Seg_ReverseDifferentiableOpInterface>]> {
   let summary = "Broadcast per-segment rows to the rows of their segment";
   let description = [{
     `out[i] = y[idx[i]]`, and 0 where `idx[i]` is outside `[0, dim(y, 0))`.
@@ -188,7 +194,8 @@ def Seg_GatherOp : Seg_Op<"gather", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Seg_OuterSumOp : Seg_Op<"outer_sum", [Pure]> {
+def Seg_OuterSumOp : Seg_Op<"outer_sum", [Pure,
+    DeclareOpInterfaceMethods<Seg_ReverseDifferentiableOpInterface>]> {
   let summary = "Per-segment sum of outer products of row vectors";
   let description = [{
     `out[s] = sum_{i : idx[i] == s} v[i] g[i]^T`: the gradient of
@@ -212,7 +219,8 @@ def Seg_OuterSumOp : Seg_Op<"outer_sum", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Seg_CountOp : Seg_Op<"count", [Pure]> {
+def Seg_CountOp : Seg_Op<"count", [Pure,
+    DeclareOpInterfaceMethods<Seg_ReverseDifferentiableOpInterface>]> {
   let summary = "Number of rows in each segment";
   let description = [{
     `out[s] = |{i : idx[i] == s}|` as a floating-point value, the

@@ -1,0 +1,49 @@
+//===- Passes.td - seg dialect transformations -------------*- tablegen -*-===//
+
+#ifndef SEGOPS_DIALECT_SEG_TRANSFORMS_PASSES_TD
+#define SEGOPS_DIALECT_SEG_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def SegDifferentiate : Pass<"seg-differentiate", "ModuleOp"> {
+  let summary = "Derive reverse-mode gradient functions of seg functions";
+  let description = [{
+    For a `func.func @f` built from seg ops and elementwise arith/math ops on
+    tensors, adds `func.func @f_grad` (the suffix is an option) that takes
+    `f`'s arguments followed by one cotangent per floating-point tensor result
+    and returns the gradients of the chosen arguments, in order. The body
+    recomputes the primal values it needs and then applies each op's
+    ReverseDifferentiableOpInterface rule in reverse order, summing adjoints
+    of values used more than once. Integer arguments (idx) and sizes
+    (num_segments) get no gradient; an argument no output depends on gets
+    zeros. Because every rule is written with ops that have rules themselves,
+    `@f_grad` can be differentiated again (second and third order).
+
+    Run `-canonicalize -cse` afterwards to drop the unused primal
+    recomputation and shared subexpressions (the `seg-derive` pipeline does
+    both).
+
+    Example:
+
+    ```
+    seg-opt f.mlir --seg-differentiate="function=f wrt=0,1"
+    ```
+  }];
+  let options = [
+    Option<"function", "function", "std::string", /*default=*/"\"\"",
+           "Function to differentiate (default: every function with seg ops "
+           "whose name does not end in the suffix)">,
+    ListOption<"wrt", "wrt", "unsigned",
+               "Argument positions to differentiate with respect to "
+               "(default: every floating-point tensor argument)">,
+    Option<"suffix", "suffix", "std::string", /*default=*/"\"_grad\"",
+           "Suffix of the gradient function's name">,
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::func::FuncDialect",
+    "::mlir::tensor::TensorDialect",
+  ];
+}
+
+#endif // SEGOPS_DIALECT_SEG_TRANSFORMS_PASSES_TD

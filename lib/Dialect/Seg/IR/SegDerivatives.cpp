@@ -1,0 +1,174 @@
+//===- SegDerivatives.cpp - reverse-mode derivative rules of seg ops ------===//
+//
+// One rule per op, each written with seg ops (and elementwise arith on
+// per-segment tensors), so the op set is closed under differentiation and
+// seg-differentiate can be applied to its own output.
+//
+//===----------------------------------------------------------------------===//
+
+#include "segops/Dialect/Seg/IR/SegOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+using namespace mlir;
+using namespace mlir::seg;
+
+/// Number of rows of a tensor, as an index value.
+static Value leadingDim(OpBuilder &b, Location loc, Value tensor) {
+  return b.create<tensor::DimOp>(loc, tensor, 0);
+}
+
+/// A rank-1 tensor of `value` with the type of `like` (per-segment scalars).
+static Value splatLike(OpBuilder &b, Location loc, Value like, double value) {
+  auto type = cast<RankedTensorType>(like.getType());
+  Value scalar = b.create<arith::ConstantOp>(
+      loc, b.getFloatAttr(type.getElementType(), value));
+  SmallVector<Value> dynamicSizes;
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    if (type.isDynamicDim(d))
+      dynamicSizes.push_back(b.create<tensor::DimOp>(loc, like, d));
+  return b.create<tensor::SplatOp>(loc, scalar, type, dynamicSizes);
+}
+
+/// The per-segment row count of `idx` as floats of `like`'s type.
+static Value countLike(OpBuilder &b, Location loc, Value idx,
+                       Value numSegments, Value like) {
+  auto type = cast<RankedTensorType>(like.getType());
+  auto countType = RankedTensorType::get({type.getDimSize(0)},
+                                         type.getElementType());
+  return b.create<CountOp>(loc, countType, idx, numSegments);
+}
+
+// sum: out[s] = Σ x[i]          =>  x̄ = gather(ḡ, idx)
+LogicalResult SumOp::buildAdjoints(OpBuilder &b, ArrayRef<Value> results,
+                                   SmallVectorImpl<Value> &operands) {
+  operands.assign(getNumOperands(), Value());
+  if (Value g = results[0])
+    operands[0] = b.create<GatherOp>(getLoc(), getX().getType(), g, getIdx());
+  return success();
+}
+
+// mean: out[s] = Σ x[i] / c[s]   =>  x̄[i] = ḡ[s] / c[s], as
+// mul(gather(ḡ), 1/c): rows only read their own (non-empty) segment's 1/c.
+LogicalResult MeanOp::buildAdjoints(OpBuilder &b, ArrayRef<Value> results,
+                                    SmallVectorImpl<Value> &operands) {
+  operands.assign(getNumOperands(), Value());
+  Value g = results[0];
+  if (!g)
+    return success();
+  Location loc = getLoc();
+  Value count = countLike(b, loc, getIdx(), getNumSegments(), getResult());
+  Value reciprocal =
+      b.create<arith::DivFOp>(loc, splatLike(b, loc, count, 1.0), count);
+  Value spread = b.create<GatherOp>(loc, getX().getType(), g, getIdx());
+  operands[0] = b.create<MulOp>(loc, getX().getType(), spread, reciprocal,
+                                getIdx());
+  return success();
+}
+
+// rms_norm: r[s] = sqrt(Σ |x[i]|² / c[s])  =>  x̄[i] = x[i] · w[s] with
+// w = ḡ / (c · r) where r > 0 and 0 where r == 0 (no epsilon). The division
+// uses r replaced by 1 where r == 0, so that differentiating this rule again
+// never meets 0/0 either.
+LogicalResult RmsNormOp::buildAdjoints(OpBuilder &b, ArrayRef<Value> results,
+                                       SmallVectorImpl<Value> &operands) {
+  operands.assign(getNumOperands(), Value());
+  Value g = results[0];
+  if (!g)
+    return success();
+  Location loc = getLoc();
+  Value r = getResult();
+  Value count = countLike(b, loc, getIdx(), getNumSegments(), r);
+  Value zero = splatLike(b, loc, r, 0.0);
+  Value one = splatLike(b, loc, r, 1.0);
+  Value positive =
+      b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OGT, r, zero);
+  Value safeR = b.create<arith::SelectOp>(loc, positive, r, one);
+  Value scale = b.create<arith::DivFOp>(
+      loc, g, b.create<arith::MulFOp>(loc, count, safeR));
+  Value weight = b.create<arith::SelectOp>(loc, positive, scale, zero);
+  operands[0] =
+      b.create<MulOp>(loc, getX().getType(), getX(), weight, getIdx());
+  return success();
+}
+
+// dot: out[s] = Σ x[i]·y[i]  =>  x̄[i] = y[i] ḡ[s], ȳ[i] = x[i] ḡ[s]
+LogicalResult DotOp::buildAdjoints(OpBuilder &b, ArrayRef<Value> results,
+                                   SmallVectorImpl<Value> &operands) {
+  operands.assign(getNumOperands(), Value());
+  Value g = results[0];
+  if (!g)
+    return success();
+  operands[0] = b.create<MulOp>(getLoc(), getX().getType(), getY(), g, getIdx());
+  operands[1] = b.create<MulOp>(getLoc(), getY().getType(), getX(), g, getIdx());
+  return success();
+}
+
+// mul: out[i] = x[i] y[idx[i]]  =>  x̄ = mul(ḡ, y), ȳ = dot(ḡ, x) over y's
+// segments
+LogicalResult MulOp::buildAdjoints(OpBuilder &b, ArrayRef<Value> results,
+                                   SmallVectorImpl<Value> &operands) {
+  operands.assign(getNumOperands(), Value());
+  Value g = results[0];
+  if (!g)
+    return success();
+  Location loc = getLoc();
+  operands[0] = b.create<MulOp>(loc, getX().getType(), g, getY(), getIdx());
+  operands[1] = b.create<DotOp>(loc, getY().getType(), g, getX(), getIdx(),
+                                leadingDim(b, loc, getY()));
+  return success();
+}
+
+// matvec (transpose): out[i] = m[s]ᵀ v[i]  =>  v̄ = m[s] ḡ[i],
+//                                              m̄[s] = Σ v[i] ḡ[i]ᵀ
+// matvec (plain):     out[i] = m[s] v[i]   =>  v̄ = m[s]ᵀ ḡ[i],
+//                                              m̄[s] = Σ ḡ[i] v[i]ᵀ
+LogicalResult MatvecOp::buildAdjoints(OpBuilder &b, ArrayRef<Value> results,
+                                      SmallVectorImpl<Value> &operands) {
+  operands.assign(getNumOperands(), Value());
+  Value g = results[0];
+  if (!g)
+    return success();
+  Location loc = getLoc();
+  bool transpose = getTranspose();
+  operands[0] = b.create<MatvecOp>(loc, getV().getType(), g, getM(), getIdx(),
+                                   b.getBoolAttr(!transpose));
+  Value numSegments = leadingDim(b, loc, getM());
+  Value left = transpose ? getV() : g, right = transpose ? g : getV();
+  operands[1] = b.create<OuterSumOp>(loc, getM().getType(), left, right,
+                                     getIdx(), numSegments);
+  return success();
+}
+
+// gather: out[i] = y[idx[i]]  =>  ȳ = sum(ḡ) over y's segments
+LogicalResult GatherOp::buildAdjoints(OpBuilder &b, ArrayRef<Value> results,
+                                      SmallVectorImpl<Value> &operands) {
+  operands.assign(getNumOperands(), Value());
+  if (Value g = results[0])
+    operands[0] = b.create<SumOp>(getLoc(), getY().getType(), g, getIdx(),
+                                  leadingDim(b, getLoc(), getY()));
+  return success();
+}
+
+// outer_sum: M[s] = Σ v[i] g[i]ᵀ  =>  v̄[i] = M̄[s] g[i], ḡ[i] = M̄[s]ᵀ v[i]
+LogicalResult OuterSumOp::buildAdjoints(OpBuilder &b, ArrayRef<Value> results,
+                                        SmallVectorImpl<Value> &operands) {
+  operands.assign(getNumOperands(), Value());
+  Value adjoint = results[0];
+  if (!adjoint)
+    return success();
+  Location loc = getLoc();
+  operands[0] = b.create<MatvecOp>(loc, getV().getType(), getG(), adjoint,
+                                   getIdx(), b.getBoolAttr(false));
+  operands[1] = b.create<MatvecOp>(loc, getG().getType(), getV(), adjoint,
+                                   getIdx(), b.getBoolAttr(true));
+  return success();
+}
+
+// count depends on idx only: no adjoints.
+LogicalResult CountOp::buildAdjoints(OpBuilder &b, ArrayRef<Value> results,
+                                     SmallVectorImpl<Value> &operands) {
+  operands.assign(getNumOperands(), Value());
+  return success();
+}

@@ -1,0 +1,224 @@
+//===- Differentiate.cpp - reverse-mode differentiation of seg functions --===//
+
+#include "segops/Dialect/Seg/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/SymbolTable.h"
+#include "segops/Dialect/Seg/IR/SegOps.h"
+
+namespace mlir {
+namespace seg {
+#define GEN_PASS_DEF_SEGDIFFERENTIATE
+#include "segops/Dialect/Seg/Transforms/Passes.h.inc"
+} // namespace seg
+} // namespace mlir
+
+using namespace mlir;
+using namespace mlir::seg;
+
+/// Values that carry derivatives: floating-point tensors and scalars.
+static bool isDifferentiableType(Type type) {
+  if (auto tensor = dyn_cast<RankedTensorType>(type))
+    return isa<FloatType>(tensor.getElementType());
+  return isa<FloatType>(type);
+}
+
+/// Zeros of `like`'s type (a tensor of any shape, or a scalar).
+static Value zerosLike(OpBuilder &b, Location loc, Value like) {
+  Type type = like.getType();
+  auto tensorType = dyn_cast<RankedTensorType>(type);
+  Type elementType = tensorType ? tensorType.getElementType() : type;
+  Value zero =
+      b.create<arith::ConstantOp>(loc, b.getFloatAttr(elementType, 0.0));
+  if (!tensorType)
+    return zero;
+  SmallVector<Value> dynamicSizes;
+  for (int64_t d = 0; d < tensorType.getRank(); ++d)
+    if (tensorType.isDynamicDim(d))
+      dynamicSizes.push_back(b.create<tensor::DimOp>(loc, like, d));
+  return b.create<tensor::SplatOp>(loc, zero, tensorType, dynamicSizes);
+}
+
+namespace {
+/// The adjoint of every value reached so far in the reverse sweep; a value
+/// used several times accumulates the sum of its uses' contributions.
+class AdjointMap {
+public:
+  explicit AdjointMap(OpBuilder &builder) : builder(builder) {}
+
+  Value lookup(Value value) const { return adjoints.lookup(value); }
+
+  void accumulate(Location loc, Value value, Value contribution) {
+    Value &slot = adjoints[value];
+    slot = slot ? builder.create<arith::AddFOp>(loc, slot, contribution)
+                      .getResult()
+                : contribution;
+  }
+
+private:
+  OpBuilder &builder;
+  DenseMap<Value, Value> adjoints;
+};
+} // namespace
+
+FailureOr<func::FuncOp> mlir::seg::differentiateFunction(
+    func::FuncOp func, ArrayRef<unsigned> wrt, StringRef name) {
+  if (func.isExternal() || !func.getBody().hasOneBlock())
+    return func.emitError("seg-differentiate needs a function with a body of "
+                          "one block");
+  FunctionType type = func.getFunctionType();
+  SmallVector<unsigned> chosen(wrt);
+  if (chosen.empty())
+    for (unsigned i = 0; i < type.getNumInputs(); ++i)
+      if (isDifferentiableType(type.getInput(i)))
+        chosen.push_back(i);
+  for (unsigned i : chosen) {
+    if (i >= type.getNumInputs())
+      return func.emitError() << "seg-differentiate: argument #" << i
+                              << " does not exist";
+    if (!isDifferentiableType(type.getInput(i)))
+      return func.emitError()
+             << "seg-differentiate: argument #" << i << " of type "
+             << type.getInput(i)
+             << " is not floating-point and gets no gradient";
+  }
+
+  // Signature: the original arguments, a cotangent per differentiable
+  // result; the gradients of the chosen arguments.
+  SmallVector<Type> inputs(type.getInputs());
+  SmallVector<unsigned> differentiableResults;
+  for (auto [i, resultType] : llvm::enumerate(type.getResults()))
+    if (isDifferentiableType(resultType)) {
+      differentiableResults.push_back(i);
+      inputs.push_back(resultType);
+    }
+  SmallVector<Type> outputs;
+  for (unsigned i : chosen)
+    outputs.push_back(type.getInput(i));
+
+  OpBuilder builder(func);
+  builder.setInsertionPointAfter(func);
+  Location loc = func.getLoc();
+  auto grad = builder.create<func::FuncOp>(
+      loc, name, builder.getFunctionType(inputs, outputs));
+  Block *entry = grad.addEntryBlock();
+  builder.setInsertionPointToStart(entry);
+
+  // Recompute the primal values; canonicalization later drops what the
+  // reverse sweep does not use.
+  Block &body = func.getBody().front();
+  IRMapping primal;
+  for (auto [arg, newArg] :
+       llvm::zip(body.getArguments(), entry->getArguments()))
+    primal.map(arg, newArg);
+  SmallVector<Operation *> clones;
+  for (Operation &op : body.without_terminator())
+    clones.push_back(builder.clone(op, primal));
+
+  // Activity: values that depend on a chosen argument.
+  DenseSet<Value> active;
+  for (unsigned i : chosen)
+    active.insert(entry->getArgument(i));
+  SmallVector<Operation *> sweep;
+  for (Operation *clone : clones) {
+    bool anyActive = llvm::any_of(clone->getOperands(), [&](Value operand) {
+      return active.contains(operand);
+    });
+    if (!anyActive)
+      continue;
+    sweep.push_back(clone);
+    for (Value result : clone->getResults())
+      if (isDifferentiableType(result.getType()))
+        active.insert(result);
+  }
+
+  // Seed the results with the cotangent arguments.
+  AdjointMap adjoints(builder);
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  for (auto [k, resultIndex] : llvm::enumerate(differentiableResults)) {
+    Value result = primal.lookupOrDefault(ret.getOperand(resultIndex));
+    if (active.contains(result))
+      adjoints.accumulate(loc, result,
+                          entry->getArgument(type.getNumInputs() + k));
+  }
+
+  // The reverse sweep.
+  for (Operation *op : llvm::reverse(sweep)) {
+    SmallVector<Value> resultAdjoints;
+    bool anyAdjoint = false;
+    for (Value result : op->getResults()) {
+      resultAdjoints.push_back(adjoints.lookup(result));
+      anyAdjoint |= resultAdjoints.back() != nullptr;
+    }
+    if (!anyAdjoint)
+      continue; // Zero cotangent: nothing flows back through this op.
+    auto rule = dyn_cast<ReverseDifferentiableOpInterface>(op);
+    if (!rule) {
+      grad.erase();
+      return op->emitError() << "seg-differentiate: '" << op->getName()
+                             << "' has no derivative rule";
+    }
+    SmallVector<Value> operandAdjoints;
+    if (failed(rule.buildAdjoints(builder, resultAdjoints, operandAdjoints))) {
+      grad.erase();
+      return failure();
+    }
+    for (auto [operand, adjoint] :
+         llvm::zip(op->getOperands(), operandAdjoints))
+      if (adjoint && active.contains(operand))
+        adjoints.accumulate(op->getLoc(), operand, adjoint);
+  }
+
+  SmallVector<Value> gradients;
+  for (unsigned i : chosen) {
+    Value arg = entry->getArgument(i);
+    Value adjoint = adjoints.lookup(arg);
+    gradients.push_back(adjoint ? adjoint : zerosLike(builder, loc, arg));
+  }
+  builder.create<func::ReturnOp>(loc, gradients);
+  return grad;
+}
+
+namespace {
+struct SegDifferentiatePass
+    : public seg::impl::SegDifferentiateBase<SegDifferentiatePass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<func::FuncOp> targets;
+    for (auto func : module.getOps<func::FuncOp>()) {
+      StringRef name = func.getSymName();
+      if (!function.empty() ? name == function
+                            : (!name.ends_with(suffix) && hasSegOps(func)))
+        targets.push_back(func);
+    }
+    if (!function.empty() && targets.empty()) {
+      module.emitError() << "seg-differentiate: no function named '"
+                         << function << "'";
+      return signalPassFailure();
+    }
+    SymbolTable symbols(module);
+    for (func::FuncOp func : targets) {
+      std::string name = (func.getSymName() + suffix).str();
+      if (symbols.lookup(name)) {
+        func.emitError() << "seg-differentiate: '" << name
+                         << "' already exists";
+        return signalPassFailure();
+      }
+      if (failed(differentiateFunction(func, wrt, name)))
+        return signalPassFailure();
+    }
+  }
+
+  static bool hasSegOps(func::FuncOp func) {
+    bool found = false;
+    func.walk([&](Operation *op) {
+      found |= isa<SegDialect>(op->getDialect());
+    });
+    return found;
+  }
+};
+} // namespace
