@@ -50,6 +50,7 @@ void mlir::seg::registerSegPassesAndPipelines() {
   registerArithToLLVMConversionPass();
   registerConvertControlFlowToLLVMPass();
   registerConvertFuncToLLVMPass();
+  registerConvertMathToLLVMPass();
   registerReconcileUnrealizedCastsPass();
   registerSegPipelines();
 }

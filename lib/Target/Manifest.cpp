@@ -3,7 +3,8 @@
 #include "segops/Target/OpLibrary.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "segops/Conversion/SegKernelABI.h"
+#include "segops/Conversion/SegmentProgram.h"
+#include "segops/Dialect/Seg/IR/SegDialect.h"
 
 using namespace mlir;
 using namespace mlir::seg;
@@ -15,10 +16,10 @@ static std::string typeName(Type type) {
   return name;
 }
 
-static llvm::json::Object describeKernel(const KernelInterface &interface,
+static llvm::json::Object describeKernel(const SegmentProgram &program,
                                          int64_t blockSize) {
   llvm::json::Array buffers;
-  for (const KernelBuffer &buffer : interface.buffers) {
+  for (const KernelBuffer &buffer : program.buffers) {
     llvm::json::Array shape;
     for (const std::string &dim : buffer.shape)
       shape.push_back(dim);
@@ -29,31 +30,30 @@ static llvm::json::Object describeKernel(const KernelInterface &interface,
         {"shape", std::move(shape)},
     });
   }
-  bool perSegment =
-      interface.strategy == KernelStrategy::SegmentReduction;
+  llvm::json::Array ops;
+  program.func.walk([&](Operation *op) {
+    if (isa<SegDialect>(op->getDialect()))
+      ops.push_back(op->getName().getStringRef().str());
+  });
   return llvm::json::Object{
-      {"name", interface.getName().str()},
-      {"op", interface.op->getName().getStringRef().str()},
-      {"dtype", typeName(interface.elementType)},
-      {"width", interface.width},
+      {"name", program.getName().str()},
+      {"ops", std::move(ops)},
+      {"dtype", typeName(program.elementType)},
       {"buffers", std::move(buffers)},
       {"sizes", llvm::json::Array{"N", "S"}},
-      // Host work items (see "host"."range") and the GPU grid: reductions
-      // give each thread one row (a warp per 32-row chunk) and need one block
-      // even without rows, to zero the segments; row maps give each thread
-      // one output element. Kernels grid-stride, so any grid is correct.
-      {"work", perSegment ? "segments" : "elements"},
+      {"passes", program.numPasses},
+      // GPU: a warp per 32-row chunk, one block at least (to evaluate the
+      // segments when there are no rows); kernels grid-stride, so any grid is
+      // correct. Host: a call computes segments [begin, end).
       {"gpu",
        llvm::json::Object{
            {"block", llvm::json::Array{blockSize, 1, 1}},
            {"dynamic_shared_bytes", 0},
-           {"grid",
-            llvm::json::Object{
-                {"elements", perSegment ? "rows" : "row_elements"},
-                {"per_block", blockSize},
-                {"min", perSegment ? 1 : 0}}}}},
-      {"host", llvm::json::Object{{"symbol", interface.getName().str()},
-                                  {"range", perSegment ? "segments" : "rows"}}},
+           {"grid", llvm::json::Object{{"elements", "rows"},
+                                       {"per_block", blockSize},
+                                       {"min", 1}}}}},
+      {"host", llvm::json::Object{{"symbol", program.getName().str()},
+                                  {"range", "segments"}}},
   };
 }
 
@@ -61,14 +61,14 @@ FailureOr<llvm::json::Object>
 mlir::seg::buildKernelManifest(ModuleOp source, int64_t blockSize) {
   llvm::json::Array kernels;
   for (auto func : source.getOps<func::FuncOp>()) {
-    if (!isKernelFunctionCandidate(func))
+    if (!SegmentProgram::isCandidate(func))
       continue;
-    FailureOr<KernelInterface> interface = analyzeKernelFunction(func);
-    if (failed(interface))
+    FailureOr<SegmentProgram> program = SegmentProgram::analyze(func);
+    if (failed(program))
       return failure();
-    kernels.push_back(describeKernel(*interface, blockSize));
+    kernels.push_back(describeKernel(*program, blockSize));
   }
   return llvm::json::Object{{"format", "segops-op-library"},
-                            {"version", 1},
+                            {"version", 2},
                             {"kernels", std::move(kernels)}};
 }

@@ -22,14 +22,20 @@ def _capability(device: int) -> tuple[int, int]:
     return torch.cuda.get_device_capability(device)
 
 
-def run(name: str, inputs: Sequence[torch.Tensor], out: torch.Tensor, num_rows: int,
-        num_segments: int) -> None:
-    """Runs kernel `name` with the segops ABI: contiguous `inputs`, then `out`,
-    then the sizes (N rows, S segments). Launches asynchronously on CUDA."""
+def run(name: str, inputs: Sequence[torch.Tensor], outputs: torch.Tensor | Sequence[torch.Tensor],
+        num_rows: int, num_segments: int) -> None:
+    """Runs kernel `name` with the segops ABI: contiguous `inputs` (in the
+    kernel function's argument order), then `outputs`, then the sizes (N rows,
+    S segments). Launches asynchronously on CUDA."""
     info = _library.kernel(name)
+    if isinstance(outputs, torch.Tensor):
+        outputs = [outputs]
+    if len(inputs) != info.num_inputs or len(outputs) != info.num_outputs:
+        raise ValueError(f"kernel {name} takes {info.num_inputs} inputs and "
+                         f"{info.num_outputs} outputs, got {len(inputs)} and {len(outputs)}")
     pointers = [t.data_ptr() for t in inputs]
-    pointers.append(out.data_ptr())
-    device = out.device
+    pointers.extend(t.data_ptr() for t in outputs)
+    device = outputs[0].device
     if device.type == "cpu":
         _library.launch_host(info, pointers, num_rows, num_segments)
     elif device.type == "cuda":

@@ -25,15 +25,12 @@ class Kernel:
     """One kernel of the op library, as described by its manifest."""
 
     name: str
-    op: str
     dtype: str
-    width: int
-    work: str  # host work items: "segments" (one per segment) or "elements"
+    num_inputs: int
+    num_outputs: int
     block: int
-    num_buffers: int
-    grid_per_row_element: bool  # GPU grid counts row elements (N * width), else rows
-    grid_per_block: int
-    grid_min: int
+    grid_per_block: int  # GPU grid: ceil(N / grid_per_block) blocks ...
+    grid_min: int  # ... and at least this many
 
 
 def _native_module() -> Any:
@@ -56,8 +53,9 @@ def manifest() -> dict[str, Any]:
         )
     with path.open() as handle:
         data = json.load(handle)
-    if data.get("format") != "segops-op-library" or data.get("version") != 1:
-        raise LibraryNotBuiltError(f"{path} is not a version 1 segops op library manifest")
+    if data.get("format") != "segops-op-library" or data.get("version") != 2:
+        raise LibraryNotBuiltError(
+            f"{path} is not a version 2 segops op library manifest; rebuild segops (`make build`)")
     return data
 
 
@@ -65,15 +63,13 @@ def manifest() -> dict[str, Any]:
 def kernels() -> dict[str, Kernel]:
     table = {}
     for entry in manifest()["kernels"]:
+        outputs = sum(1 for buffer in entry["buffers"] if buffer["role"] == "output")
         table[entry["name"]] = Kernel(
             name=entry["name"],
-            op=entry["op"],
             dtype=entry["dtype"],
-            width=int(entry["width"]),
-            work=entry["work"],
+            num_inputs=len(entry["buffers"]) - outputs,
+            num_outputs=outputs,
             block=int(entry["gpu"]["block"][0]),
-            num_buffers=len(entry["buffers"]),
-            grid_per_row_element=entry["gpu"]["grid"]["elements"] == "row_elements",
             grid_per_block=int(entry["gpu"]["grid"]["per_block"]),
             grid_min=int(entry["gpu"]["grid"]["min"]),
         )
@@ -134,18 +130,19 @@ MAX_GRID = 1 << 18
 
 def launch_host(kernel_info: Kernel, pointers: Sequence[int], num_rows: int,
                 num_segments: int) -> None:
-    items = num_segments if kernel_info.work == "segments" else num_rows
-    if items == 0:
+    """Runs every segment (and zeroes row outputs of rows outside them)."""
+    if num_rows == 0 and num_segments == 0:
         return
-    host_library().call(kernel_info.name, list(pointers), num_rows, num_segments, 0, items)
+    host_library().call(kernel_info.name, list(pointers), num_rows, num_segments, 0,
+                        num_segments)
 
 
 def launch_cuda(kernel_info: Kernel, device: int, capability: tuple[int, int], stream: int,
                 pointers: Sequence[int], num_rows: int, num_segments: int) -> None:
-    elements = num_rows * kernel_info.width if kernel_info.grid_per_row_element else num_rows
-    grid = min(max(-(-elements // kernel_info.grid_per_block), kernel_info.grid_min), MAX_GRID)
-    if grid == 0 or (kernel_info.work == "segments" and num_segments == 0):
+    if num_rows == 0 and num_segments == 0:
         return
+    blocks = -(-num_rows // kernel_info.grid_per_block)
+    grid = min(max(blocks, kernel_info.grid_min), MAX_GRID)
     cuda_module(device, capability).launch(
         kernel_info.name, grid, kernel_info.block, stream, list(pointers),
         [num_rows, num_segments])

@@ -12,13 +12,13 @@
 // MANIFEST-LABEL: "kernels": [
 // MANIFEST: "buffers": [
 // MANIFEST: "dtype": "f32",
-// MANIFEST-NEXT: "name": "x",
+// MANIFEST-NEXT: "name": "arg0",
 // MANIFEST-NEXT: "role": "input",
 // MANIFEST-NEXT: "shape": [
 // MANIFEST-NEXT: "N",
 // MANIFEST-NEXT: "3"
 // MANIFEST: "name": "idx",
-// MANIFEST: "name": "out",
+// MANIFEST: "name": "result0",
 // MANIFEST-NEXT: "role": "output",
 // MANIFEST-NEXT: "shape": [
 // MANIFEST-NEXT: "S",
@@ -33,17 +33,19 @@
 // MANIFEST-NEXT: "range": "segments",
 // MANIFEST-NEXT: "symbol": "sum_vec3"
 // MANIFEST: "name": "sum_vec3",
-// MANIFEST-NEXT: "op": "seg.sum",
-// MANIFEST: "width": 3,
-// MANIFEST-NEXT: "work": "segments"
-// MANIFEST: "elements": "row_elements",
-// MANIFEST-NEXT: "min": 0,
-// MANIFEST: "range": "rows",
+// MANIFEST-NEXT: "ops": [
+// MANIFEST-NEXT: "seg.sum"
+// MANIFEST: "passes": 1,
+// Gather: the per-segment input and a per-row output.
+// MANIFEST: "name": "arg0",
+// MANIFEST-NEXT: "role": "input",
+// MANIFEST-NEXT: "shape": [
+// MANIFEST-NEXT: "S"
 // MANIFEST: "name": "gather_scalar",
-// MANIFEST: "work": "elements"
 // MANIFEST: "ptx": {
 // MANIFEST-NEXT: "sm_80": "segops_sm_80.ptx",
 // MANIFEST-NEXT: "sm_90": "segops_sm_90.ptx"
+// MANIFEST: "version": 2
 
 // PTX90: .target sm_90
 // PTX90: .visible .entry sum_vec3(
@@ -53,7 +55,7 @@
 // HOST-DAG: T gather_scalar
 // HOST-DAG: T sum_vec3
 
-// BAD: is not a seg kernel function
+// BAD: is not a seg kernel function: a value is used both per row and per segment
 
 func.func @sum_vec3(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?x3xf32> {
   %0 = seg.sum %x, %idx, %n : tensor<?x3xf32>, tensor<?xi32> -> tensor<?x3xf32>

@@ -41,9 +41,20 @@ def test_garbage_index_never_writes_out_of_bounds() -> None:
     torch.cuda.synchronize()
     assert torch.equal(guard[50], torch.full((3,), 7.0, device="cuda"))
     assert torch.equal(gathered[n], torch.full((3,), 7.0, device="cuda"))
+    # Every row is written: with its segment's row, or 0 where idx is invalid.
     valid = (idx >= 0) & (idx < 50)
     assert torch.equal(gathered[:n][~valid], torch.zeros_like(gathered[:n][~valid]))
     assert torch.equal(gathered[:n][valid], y[idx[valid].long()])
+
+
+def test_sorted_index_with_values_outside_the_segments() -> None:
+    from segops import _launch
+
+    idx = torch.tensor([-3, -1, 0, 0, 1, 2, 2], dtype=torch.int32, device="cuda")
+    x = torch.arange(1.0, 8.0, dtype=torch.float64, device="cuda")
+    out = torch.full((2,), -1.0, dtype=torch.float64, device="cuda")
+    _launch.run("segmented_sum_f64_w1", [x, idx], out, 7, 2)
+    assert out.tolist() == [7.0, 5.0]
 
 
 def test_int64_index_out_of_int32_is_ignored_not_wrapped() -> None:

@@ -197,22 +197,35 @@ def test_bad_gather_input() -> None:
 
 
 def test_kernels_stay_in_bounds_for_any_index() -> None:
-    """The kernels themselves (validation bypassed) ignore rows whose segment
-    is out of range and never read or write out of bounds."""
+    """The kernels themselves (validation bypassed) never read or write out of
+    bounds, whatever idx holds; unsorted content gives unspecified values."""
     from segops import _launch
 
     x = torch.arange(1.0, 9.0, dtype=torch.float64)
     idx = torch.tensor([-5, 0, 0, 7, 2**31 - 1, 1, 1, -1], dtype=torch.int32)
     guard = torch.full((3,), 123.0, dtype=torch.float64)
-    out = guard[:2]  # writes past out would hit guard[2]
-    _launch.run("segmented_sum_f64_w1", [x, idx], out, 8, 2)
+    _launch.run("segmented_sum_f64_w1", [x, idx], guard[:2], 8, 2)
     assert guard[2].item() == 123.0
-    # Unsorted: any result is acceptable, but nothing outside out changes.
     gathered = torch.full((9,), -7.0, dtype=torch.float64)
     _launch.run("segmented_gather_f64_w1", [torch.tensor([10.0, 20.0], dtype=torch.float64), idx],
                 gathered[:8], 8, 2)
     assert gathered[8].item() == -7.0
-    assert gathered[:8].tolist() == [0.0, 10.0, 10.0, 0.0, 0.0, 20.0, 20.0, 0.0]
+
+
+def test_rows_outside_the_segments_are_ignored_or_zero() -> None:
+    """Sorted idx with values outside [0, S) at both ends: those rows add
+    nothing to reductions and get 0 from row maps."""
+    from segops import _launch
+
+    idx = torch.tensor([-3, -1, 0, 0, 1, 2, 2], dtype=torch.int32)
+    x = torch.arange(1.0, 8.0, dtype=torch.float64)
+    out = torch.full((2,), -1.0, dtype=torch.float64)
+    _launch.run("segmented_sum_f64_w1", [x, idx], out, 7, 2)
+    assert out.tolist() == [7.0, 5.0]
+    gathered = torch.full((7,), -1.0, dtype=torch.float64)
+    _launch.run("segmented_gather_f64_w1", [torch.tensor([10.0, 20.0], dtype=torch.float64), idx],
+                gathered, 7, 2)
+    assert gathered.tolist() == [0.0, 0.0, 10.0, 10.0, 20.0, 0.0, 0.0]
 
 
 def test_library_info() -> None:

@@ -26,6 +26,7 @@ def ConvertSegToGPU : Pass<"convert-seg-to-gpu", "ModuleOp"> {
     "::mlir::arith::ArithDialect",
     "::mlir::gpu::GPUDialect",
     "::mlir::LLVM::LLVMDialect",
+    "::mlir::math::MathDialect",
     "::mlir::NVVM::NVVMDialect",
     "::mlir::scf::SCFDialect",
   ];
@@ -48,6 +49,7 @@ def ConvertSegToHost : Pass<"convert-seg-to-host", "ModuleOp"> {
     "::mlir::arith::ArithDialect",
     "::mlir::func::FuncDialect",
     "::mlir::LLVM::LLVMDialect",
+    "::mlir::math::MathDialect",
     "::mlir::scf::SCFDialect",
   ];
 }

@@ -2,9 +2,10 @@
 
 // A vec3 sum becomes one kernel over raw pointers (x, idx, out) plus N and S.
 // Warps grid-stride over chunks of 32 rows; a ballot finds the rows where a
-// segment starts, and for each the warp zeroes the empty segments before it,
-// walks the segment's rows lane-strided while idx stays the same, and sums
-// the lanes with a fixed xor butterfly; lane 0 writes the three components.
+// segment starts; for each, the warp evaluates the empty segments before it
+// (zeros for a sum), finds the segment's end (lane-strided walk over idx and a
+// warp minimum), accumulates its rows lane-strided and sums the lanes with a
+// fixed xor butterfly; lane 0 stores.
 // CHECK-LABEL: module attributes {gpu.container_module}
 // CHECK: gpu.module @seg_kernels
 // CHECK: gpu.func @sum_vec3(%[[X:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:.*]]: i64, %[[S:.*]]: i64)
@@ -12,39 +13,35 @@
 // CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
 // CHECK-NOT: workgroup
 // CHECK: %[[LANE:.*]] = arith.andi %{{.*}}, %c31_i64
-// CHECK: %[[CHUNKS:.*]] = arith.divui %{{.*}}, %c32_i64
-// No rows: the whole grid zeroes every segment.
+// No rows: every thread evaluates empty segments.
 // CHECK: %[[EMPTY:.*]] = arith.cmpi eq, %[[N]], %c0_i64
 // CHECK: scf.if %[[EMPTY]]
-// CHECK: llvm.store %cst
-// CHECK: scf.for %[[CHUNK:.*]] = %{{.*}} to %[[CHUNKS]] step %{{.*}} : i64
+// CHECK-COUNT-3: llvm.store %cst
+// CHECK: scf.for %[[CHUNK:.*]] = %{{.*}} to %{{.*}} step %{{.*}} : i64
 // CHECK: %[[STARTS:.*]] = nvvm.vote.ballot.sync %c-1_i32, %{{.*}} : i32
 // CHECK: scf.while (%[[MASK:.*]] = %[[STARTS]]) : (i32) -> i32
 // CHECK: "llvm.intr.cttz"
 // CHECK: scf.for %{{.*}} step %c32_i64 : i64
-// CHECK: llvm.store %cst
-// CHECK: %[[VALID:.*]] = arith.andi
-// CHECK: scf.if %[[VALID]]
-// CHECK: %[[WALK:.*]]:4 = scf.while ({{.*}}) : (i64, f32, f32, f32) -> (i64, f32, f32, f32)
-// CHECK: arith.cmpi slt, %{{.*}}, %[[N]]
-// CHECK: llvm.getelementptr inbounds %[[IDX]]
-// CHECK: scf.condition
-// CHECK: arith.addi %{{.*}}, %c32_i64
+// CHECK-COUNT-3: llvm.store %cst
+// CHECK: %[[WALK:.*]] = scf.while
+// CHECK: gpu.shuffle  xor %[[WALK]], %c16_i32, %c32_i32 : i64
+// CHECK-COUNT-4: arith.minsi
+// CHECK: %[[END:.*]] = arith.minsi
+// CHECK: scf.if
+// CHECK: %[[ACC:.*]]:3 = scf.for %{{.*}} to %[[END]] step %c32_i64 iter_args({{.*}}) -> (f32, f32, f32) : i64
 // CHECK-COUNT-3: llvm.getelementptr inbounds %[[X]]
-// CHECK: gpu.shuffle  xor %[[WALK]]#1, %c16_i32, %c32_i32 : f32
+// CHECK: gpu.shuffle  xor %[[ACC]]#0, %c16_i32, %c32_i32 : f32
 // CHECK: gpu.shuffle  xor %{{.*}}, %c8_i32, %c32_i32 : f32
 // CHECK: gpu.shuffle  xor %{{.*}}, %c4_i32, %c32_i32 : f32
 // CHECK: gpu.shuffle  xor %{{.*}}, %c2_i32, %c32_i32 : f32
 // CHECK: gpu.shuffle  xor %{{.*}}, %c1_i32, %c32_i32 : f32
-// CHECK: gpu.shuffle  xor %[[WALK]]#2, %c16_i32
-// CHECK: gpu.shuffle  xor %[[WALK]]#3, %c16_i32
-// CHECK: %[[LANE0:.*]] = arith.cmpi eq, %[[LANE]], %c0_i64
-// CHECK: scf.if %[[LANE0]]
+// CHECK: gpu.shuffle  xor %[[ACC]]#1, %c16_i32
+// CHECK: gpu.shuffle  xor %[[ACC]]#2, %c16_i32
+// CHECK: scf.if %{{.*}} {
 // CHECK-COUNT-3: llvm.store
-// The warp holding the last row zeroes the segments after it.
+// The warp holding the last row evaluates the segments after it.
 // CHECK: arith.subi %[[N]], %c1_i64
 // CHECK: scf.if
-// CHECK: llvm.store %cst
 // CHECK: gpu.return
 // CHECK-NOT: func.func @sum_vec3
 func.func @sum_vec3(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?x3xf32> {
@@ -56,9 +53,9 @@ func.func @sum_vec3(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> tens
 
 // Scalar rows: one accumulator per lane, f64 shuffles.
 // CHECK-LABEL: gpu.func @sum_scalar
-// CHECK: scf.while ({{.*}}) : (i64, f64) -> (i64, f64)
+// CHECK: scf.for {{.*}} iter_args(%{{.*}} = %cst) -> (f64) : i64
 // CHECK-COUNT-5: gpu.shuffle  xor {{.*}} : f64
-// CHECK-NOT: gpu.shuffle
+// CHECK-NOT: gpu.shuffle  xor {{.*}} : f64
 // CHECK: llvm.store %{{.*}}, %{{.*}} : f64, !llvm.ptr
 func.func @sum_scalar(%x: tensor<?xf64>, %idx: tensor<?xi32>, %n: index) -> tensor<?xf64> {
   %0 = seg.sum %x, %idx, %n : tensor<?xf64>, tensor<?xi32> -> tensor<?xf64>
@@ -67,26 +64,55 @@ func.func @sum_scalar(%x: tensor<?xf64>, %idx: tensor<?xi32>, %n: index) -> tens
 
 // -----
 
-// Gather: one thread per output element; rows whose segment is out of range
-// read nothing and produce 0.
+// Gather has only a row output: the segment's row is loaded once and each
+// lane stores it to its rows; rows of invalid segments get 0; no reduction.
 // CHECK-LABEL: gpu.func @gather_vec3
 // CHECK-SAME: (%[[Y:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:.*]]: i64, %[[S:.*]]: i64)
-// CHECK-NOT: workgroup
-// CHECK: %[[TOTAL:.*]] = arith.muli %[[N]], %c3_i64
-// CHECK: scf.for %[[F:.*]] = %{{.*}} to %[[TOTAL]] step %{{.*}} : i64
-// CHECK: %[[ROW:.*]] = arith.divui %[[F]], %c3_i64
-// CHECK: llvm.getelementptr inbounds %[[IDX]][%[[ROW]]]
-// CHECK: %[[LOW:.*]] = arith.cmpi sge, %{{.*}}, %c0_i64
-// CHECK: %[[HIGH:.*]] = arith.cmpi slt, %{{.*}}, %[[S]]
-// CHECK: %[[VALID:.*]] = arith.andi %[[LOW]], %[[HIGH]]
-// CHECK: scf.if %[[VALID]] -> (f64)
-// CHECK: llvm.getelementptr inbounds %[[Y]]
+// CHECK: nvvm.vote.ballot.sync
+// CHECK: scf.if %{{.*}} {
+// CHECK-COUNT-3: llvm.getelementptr inbounds %[[Y]]
+// CHECK: scf.for
+// CHECK-COUNT-3: llvm.getelementptr inbounds %[[OUT]]
 // CHECK: } else {
-// CHECK: scf.yield %cst
-// CHECK: llvm.getelementptr inbounds %[[OUT]][%[[F]]]
+// CHECK: scf.for
+// CHECK-COUNT-3: llvm.store %cst
+// CHECK-NOT: gpu.shuffle xor {{.*}} : f64
 func.func @gather_vec3(%y: tensor<?x3xf64>, %idx: tensor<?xi32>) -> tensor<?x3xf64> {
   %0 = seg.gather %y, %idx : tensor<?x3xf64>, tensor<?xi32> -> tensor<?x3xf64>
   return %0 : tensor<?x3xf64>
+}
+
+// -----
+
+// A fused program (the derived backward of rms_norm): one kernel, two passes
+// over each segment's rows: the first reduces sum |x|^2 (one butterfly), the
+// per-segment epilogue computes the weight, the second writes x * weight.
+// CHECK-LABEL: gpu.func @rms_norm_backward
+// CHECK-SAME: (%[[X:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[G:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:.*]]: i64, %[[S:.*]]: i64)
+// CHECK: %[[PASS1:.*]] = scf.for {{.*}} iter_args({{.*}}) -> (f64) : i64
+// CHECK-COUNT-5: gpu.shuffle  xor {{.*}} : f64
+// CHECK: llvm.call_intrinsic "llvm.sqrt.f64"
+// CHECK: arith.divf
+// CHECK: scf.for
+// CHECK: arith.mulf
+// CHECK: llvm.getelementptr inbounds %[[OUT]]
+// CHECK-NOT: seg.
+func.func @rms_norm_backward(%x: tensor<?x3xf64>, %idx: tensor<?xi32>, %n: index, %g: tensor<?xf64>) -> tensor<?x3xf64> {
+  %cst = arith.constant 1.000000e+00 : f64
+  %c0 = arith.constant 0 : index
+  %cst_0 = arith.constant 0.000000e+00 : f64
+  %0 = seg.rms_norm %x, %idx, %n : tensor<?x3xf64>, tensor<?xi32> -> tensor<?xf64>
+  %1 = seg.count %idx, %n : tensor<?xi32> -> tensor<?xf64>
+  %dim = tensor.dim %0, %c0 : tensor<?xf64>
+  %zero = tensor.splat %cst_0[%dim] : tensor<?xf64>
+  %one = tensor.splat %cst[%dim] : tensor<?xf64>
+  %2 = arith.cmpf ogt, %0, %zero : tensor<?xf64>
+  %3 = arith.select %2, %0, %one : tensor<?xi1>, tensor<?xf64>
+  %4 = arith.mulf %1, %3 : tensor<?xf64>
+  %5 = arith.divf %g, %4 : tensor<?xf64>
+  %6 = arith.select %2, %5, %zero : tensor<?xi1>, tensor<?xf64>
+  %7 = seg.mul %x, %6, %idx : tensor<?x3xf64>, tensor<?xf64>, tensor<?xi32> -> tensor<?x3xf64>
+  return %7 : tensor<?x3xf64>
 }
 
 // -----

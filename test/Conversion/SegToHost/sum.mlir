@@ -26,16 +26,36 @@ func.func @sum_vec3(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> tens
 
 // -----
 
-// Gather walks rows [begin, end) clamped to N.
+// Gather has a row output: rows outside [0, S) are zeroed by the calls that
+// cover the first and last segment; each segment's row is loaded once.
 // CHECK-LABEL: func.func @gather_scalar
 // CHECK-SAME: (%[[Y:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:.*]]: i64, %[[S:.*]]: i64, %[[B:.*]]: i64, %[[E:.*]]: i64)
-// CHECK: arith.minsi %{{.*}}, %[[N]]
+// CHECK: scf.if
+// CHECK: scf.for
+// CHECK: llvm.store %cst
+// CHECK: scf.if
+// CHECK: scf.for
+// CHECK: llvm.store %cst
+// CHECK: scf.for %[[SEG:.*]] = %{{.*}} to %{{.*}} step %c1_i64 iter_args
+// CHECK: llvm.getelementptr inbounds %[[Y]][%[[SEG]]]
 // CHECK: scf.for %[[ROW:.*]] = %{{.*}} to %{{.*}} step %c1_i64 : i64
-// CHECK: llvm.getelementptr inbounds %[[IDX]][%[[ROW]]]
-// CHECK: %[[VALID:.*]] = arith.andi
-// CHECK: scf.if %[[VALID]] -> (f32)
 // CHECK: llvm.getelementptr inbounds %[[OUT]][%[[ROW]]]
 func.func @gather_scalar(%y: tensor<?xf32>, %idx: tensor<?xi32>) -> tensor<?xf32> {
   %0 = seg.gather %y, %idx : tensor<?xf32>, tensor<?xi32> -> tensor<?xf32>
   return %0 : tensor<?xf32>
+}
+
+// -----
+
+// mean: one pass, then division by the row count (1 for an empty segment,
+// whose sum is 0).
+// CHECK-LABEL: func.func @mean
+// CHECK: %[[ACC:.*]] = scf.for {{.*}} -> (f64)
+// CHECK: %[[COUNT:.*]] = arith.sitofp %{{.*}} : i64 to f64
+// CHECK: %[[SOME:.*]] = arith.cmpi sgt
+// CHECK: %[[SAFE:.*]] = arith.select %[[SOME]], %[[COUNT]], %cst
+// CHECK: arith.divf %[[ACC]], %[[SAFE]]
+func.func @mean(%x: tensor<?xf64>, %idx: tensor<?xi32>, %n: index) -> tensor<?xf64> {
+  %0 = seg.mean %x, %idx, %n : tensor<?xf64>, tensor<?xi32> -> tensor<?xf64>
+  return %0 : tensor<?xf64>
 }

@@ -1,0 +1,48 @@
+//===- KernelCodeBuilder.h - scalar helpers for kernel code -----*- C++ -*-===//
+//
+// Small builders for the scalar code that both lowerings emit over raw
+// pointers: constants, loads and stores through llvm.getelementptr, and a
+// binary search over the segment index.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SEGOPS_CONVERSION_KERNELCODEBUILDER_H
+#define SEGOPS_CONVERSION_KERNELCODEBUILDER_H
+
+#include "mlir/IR/Builders.h"
+
+namespace mlir {
+namespace seg {
+
+/// Builds the scalar code shared by the GPU and host lowerings.
+class KernelCodeBuilder {
+public:
+  KernelCodeBuilder(OpBuilder &builder, Location loc)
+      : builder(builder), loc(loc) {}
+
+  Value i64(int64_t value);
+  /// Loads `elementType` from `base[index]`.
+  Value load(Value base, Type elementType, Value index);
+  /// Stores `value` to `base[index]`.
+  void store(Value value, Value base, Value index);
+  /// First row r in [lo, hi) with idx[r] >= segment, or hi (binary search;
+  /// terminates and stays in [lo, hi] for any content of idx).
+  Value lowerBound(Value idx, Value lo, Value hi, Value segment);
+  /// 1 if 0 <= segment < numSegments.
+  Value isValidSegment(Value segment, Value numSegments);
+  /// Loads idx[row] and sign-extends it to i64.
+  Value loadSegment(Value idx, Value row);
+  /// Loads `base[index]` where `condition` holds and yields 0 elsewhere,
+  /// without touching memory then.
+  Value loadOrZero(Value condition, Value base, Type elementType, Value index);
+  /// The floating-point zero of `type`.
+  Value zero(Type type);
+
+  OpBuilder &builder;
+  Location loc;
+};
+
+} // namespace seg
+} // namespace mlir
+
+#endif // SEGOPS_CONVERSION_KERNELCODEBUILDER_H

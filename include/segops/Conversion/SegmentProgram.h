@@ -1,0 +1,160 @@
+//===- SegmentProgram.h - kernel functions as fused segment programs -*- C++ -*-===//
+//
+// A *kernel function* is a `func.func` built from seg ops and elementwise
+// arith/math/tensor ops that all share one segment index. Every value in it
+// lives in one of two spaces: per row (N rows, as in x or a gradient w.r.t.
+// x) or per segment (S segments, as in a reduction's result or y in
+// seg.mul), with a small per-element shape: scalar, 3-vector or 3x3 matrix.
+// Such a function compiles to ONE kernel: for each segment, a few passes
+// over the segment's rows (a reduction's result is usable only after the pass
+// that computes it), with per-segment arithmetic between passes and row
+// outputs written during the last pass that needs them.
+//
+// This header holds the analysis (spaces, shapes, passes, the kernel ABI)
+// and the emitter shared by the GPU and host lowerings; the lowerings only
+// decide how rows are walked and how partial reductions combine.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SEGOPS_CONVERSION_SEGMENTPROGRAM_H
+#define SEGOPS_CONVERSION_SEGMENTPROGRAM_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallVector.h"
+#include <functional>
+#include <string>
+
+namespace mlir {
+namespace seg {
+
+/// Where a value lives.
+enum class ValueSpace {
+  Row,     // one element per row of idx
+  Segment, // one element per segment
+  Size,    // an index: N, S or a constant
+  Scalar,  // a floating-point scalar constant
+};
+
+/// One pointer parameter of a kernel.
+struct KernelBuffer {
+  std::string name;
+  bool isOutput = false;
+  /// f32, f64 or i32.
+  Type elementType;
+  /// Symbolic shape: "N" or "S", then the element shape ("3").
+  SmallVector<std::string, 3> shape;
+};
+
+/// The analysis of one kernel function.
+class SegmentProgram {
+public:
+  /// Analyzes `func`, or emits an error on it saying why it is not a kernel
+  /// function.
+  static FailureOr<SegmentProgram> analyze(func::FuncOp func);
+
+  /// Returns true if `func` contains seg operations, i.e. is meant as a
+  /// kernel function.
+  static bool isCandidate(func::FuncOp func);
+
+  struct Info {
+    ValueSpace space = ValueSpace::Row;
+    /// Per-element shape: {} scalar, {3} vector, {3, 3} matrix.
+    SmallVector<int64_t, 2> shape;
+    /// Row values: the first pass in which they can be computed. Segment
+    /// values: the number of passes that must finish before they are known.
+    unsigned stage = 0;
+
+    int64_t numComponents() const {
+      int64_t n = 1;
+      for (int64_t d : shape)
+        n *= d;
+      return n;
+    }
+  };
+
+  StringRef getName() const { return name; }
+  const Info &info(Value value) const { return infos.find(value)->second; }
+  bool hasInfo(Value value) const { return infos.count(value); }
+
+  std::string name;
+  // Op handles are cheap value types whose accessors are not const.
+  mutable func::FuncOp func;
+  /// The segment index shared by every seg op (a function argument).
+  Value idx;
+  /// Floating-point element type of the program's data.
+  Type elementType;
+  /// Pointer parameters in ABI order: the tensor arguments, then the results.
+  SmallVector<KernelBuffer, 6> buffers;
+  /// For each function argument, its buffer position (-1 for index args).
+  SmallVector<int, 6> argumentBuffer;
+  /// Number of passes over each segment's rows.
+  unsigned numPasses = 1;
+  /// Largest element count of a row output (for launch heuristics).
+  int64_t maxRowComponents = 1;
+  /// True if the program has row outputs (so rows outside every valid
+  /// segment must be zeroed).
+  bool hasRowOutputs = false;
+
+private:
+  DenseMap<Value, Info> infos;
+  friend class SegmentProgramAnalysis;
+};
+
+/// Emits the scalar code of a segment program. The lowering supplies how a
+/// pass walks the rows of a segment and how per-thread partial sums are
+/// combined; everything else (loads, arithmetic, reductions, epilogues,
+/// stores) is shared.
+class SegmentProgramEmitter {
+public:
+  /// Builds a loop over the rows of the current segment, calling `body` for
+  /// each row the current thread owns with the loop-carried accumulators,
+  /// and returns the final accumulators.
+  using RowLoopBuilder = std::function<SmallVector<Value>(
+      OpBuilder &, Location, ValueRange init,
+      function_ref<SmallVector<Value>(OpBuilder &, Location, Value row,
+                                      ValueRange acc)>)>;
+  /// Combines one thread's partial sum into the total over the segment (the
+  /// identity on the host, a warp butterfly on GPUs).
+  using CombineBuilder = std::function<Value(OpBuilder &, Location, Value)>;
+
+  SegmentProgramEmitter(const SegmentProgram &program, ValueRange buffers,
+                        Value numRows, Value numSegments)
+      : program(program), buffers(buffers.begin(), buffers.end()),
+        numRows(numRows), numSegments(numSegments) {}
+
+  /// Emits the whole program for segment `segment` (which must be valid),
+  /// whose rows number `count` (i64). Segment outputs are stored when
+  /// `writeSegmentOutputs` holds (an i1; null means always). With
+  /// `rowLoop` null, the segment is known to be empty: no row loops are
+  /// emitted and reductions are 0.
+  void emitSegment(OpBuilder &b, Location loc, Value segment, Value count,
+                   const RowLoopBuilder &rowLoop,
+                   const CombineBuilder &combine, Value writeSegmentOutputs);
+
+  /// Stores 0 to every component of every row output at `row`.
+  void emitZeroRowOutputs(OpBuilder &b, Location loc, Value row);
+
+private:
+  using Components = SmallVector<Value, 9>;
+  Components segmentValue(OpBuilder &b, Location loc, Value value);
+  Components rowValue(OpBuilder &b, Location loc, Value value, Value row,
+                      DenseMap<Value, Components> &memo);
+  Components elementwise(OpBuilder &b, Location loc, Operation *op,
+                         ArrayRef<Components> operands);
+  Value bufferOf(Value argument) const;
+  Value outputBuffer(unsigned resultIndex) const;
+
+  const SegmentProgram &program;
+  SmallVector<Value> buffers;
+  Value numRows, numSegments;
+  // Per emitted segment.
+  Value segment, count;
+  DenseMap<Value, Components> segmentValues;
+};
+
+} // namespace seg
+} // namespace mlir
+
+#endif // SEGOPS_CONVERSION_SEGMENTPROGRAM_H

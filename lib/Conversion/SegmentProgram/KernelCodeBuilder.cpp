@@ -1,0 +1,91 @@
+//===- KernelCodeBuilder.cpp - scalar helpers for kernel code -------------===//
+
+#include "segops/Conversion/KernelCodeBuilder.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+using namespace mlir;
+using namespace mlir::seg;
+
+//===----------------------------------------------------------------------===//
+// KernelCodeBuilder
+//===----------------------------------------------------------------------===//
+
+Value KernelCodeBuilder::i64(int64_t value) {
+  return builder.create<arith::ConstantIntOp>(loc, value, 64);
+}
+
+Value KernelCodeBuilder::load(Value base, Type elementType, Value index) {
+  auto ptrType = LLVM::LLVMPointerType::get(builder.getContext());
+  Value address = builder.create<LLVM::GEPOp>(loc, ptrType, elementType, base,
+                                              ValueRange{index},
+                                              /*inbounds=*/true);
+  return builder.create<LLVM::LoadOp>(loc, elementType, address);
+}
+
+void KernelCodeBuilder::store(Value value, Value base, Value index) {
+  auto ptrType = LLVM::LLVMPointerType::get(builder.getContext());
+  Value address = builder.create<LLVM::GEPOp>(
+      loc, ptrType, value.getType(), base, ValueRange{index},
+      /*inbounds=*/true);
+  builder.create<LLVM::StoreOp>(loc, value, address);
+}
+
+Value KernelCodeBuilder::loadSegment(Value idx, Value row) {
+  Value segment = load(idx, builder.getI32Type(), row);
+  return builder.create<arith::ExtSIOp>(loc, builder.getI64Type(), segment);
+}
+
+Value KernelCodeBuilder::isValidSegment(Value segment, Value numSegments) {
+  Value zero = i64(0);
+  Value notNegative = builder.create<arith::CmpIOp>(
+      loc, arith::CmpIPredicate::sge, segment, zero);
+  Value belowCount = builder.create<arith::CmpIOp>(
+      loc, arith::CmpIPredicate::slt, segment, numSegments);
+  return builder.create<arith::AndIOp>(loc, notNegative, belowCount);
+}
+
+Value KernelCodeBuilder::lowerBound(Value idx, Value lo, Value hi,
+                                    Value segment) {
+  Type i64Type = builder.getI64Type();
+  auto search = builder.create<scf::WhileOp>(
+      loc, TypeRange{i64Type, i64Type}, ValueRange{lo, hi},
+      [&](OpBuilder &b, Location l, ValueRange bounds) {
+        Value open = b.create<arith::CmpIOp>(l, arith::CmpIPredicate::slt,
+                                             bounds[0], bounds[1]);
+        b.create<scf::ConditionOp>(l, open, bounds);
+      },
+      [&](OpBuilder &b, Location l, ValueRange bounds) {
+        KernelCodeBuilder code(b, l);
+        Value sum = b.create<arith::AddIOp>(l, bounds[0], bounds[1]);
+        Value mid = b.create<arith::ShRUIOp>(l, sum, code.i64(1));
+        Value below = b.create<arith::CmpIOp>(
+            l, arith::CmpIPredicate::slt, code.loadSegment(idx, mid), segment);
+        Value midPlusOne = b.create<arith::AddIOp>(l, mid, code.i64(1));
+        Value newLo = b.create<arith::SelectOp>(l, below, midPlusOne, bounds[0]);
+        Value newHi = b.create<arith::SelectOp>(l, below, bounds[1], mid);
+        b.create<scf::YieldOp>(l, ValueRange{newLo, newHi});
+      });
+  return search.getResult(0);
+}
+
+Value KernelCodeBuilder::zero(Type type) {
+  return builder.create<arith::ConstantOp>(loc, builder.getFloatAttr(type, 0.0));
+}
+
+Value KernelCodeBuilder::loadOrZero(Value condition, Value base,
+                                    Type elementType, Value index) {
+  auto ifOp = builder.create<scf::IfOp>(
+      loc, condition,
+      [&](OpBuilder &b, Location l) {
+        KernelCodeBuilder code(b, l);
+        b.create<scf::YieldOp>(l, code.load(base, elementType, index));
+      },
+      [&](OpBuilder &b, Location l) {
+        KernelCodeBuilder code(b, l);
+        b.create<scf::YieldOp>(l, code.zero(elementType));
+      });
+  return ifOp.getResult(0);
+}

@@ -1,0 +1,345 @@
+//===- SegmentProgramAnalysis.cpp - spaces, shapes and passes -------------===//
+
+#include "segops/Conversion/SegmentProgram.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "segops/Dialect/Seg/IR/SegOps.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::seg;
+
+bool SegmentProgram::isCandidate(func::FuncOp func) {
+  if (func.isExternal())
+    return false;
+  bool hasSegOp = false;
+  func.walk([&](Operation *op) {
+    hasSegOp |= isa<SegDialect>(op->getDialect());
+  });
+  return hasSegOp;
+}
+
+/// Elementwise ops allowed on same-shaped tensors (or scalars) of one space.
+static bool isElementwise(Operation *op) {
+  return isa<arith::AddFOp, arith::SubFOp, arith::MulFOp, arith::DivFOp,
+             arith::NegFOp, arith::MaximumFOp, arith::MinimumFOp,
+             arith::CmpFOp, arith::SelectOp, math::SqrtOp>(op);
+}
+
+static bool isReduction(Operation *op) {
+  return isa<SumOp, MeanOp, RmsNormOp, DotOp, OuterSumOp>(op);
+}
+
+namespace mlir {
+namespace seg {
+class SegmentProgramAnalysis {
+public:
+  explicit SegmentProgramAnalysis(func::FuncOp func) : func(func) {
+    program.func = func;
+    program.name = func.getSymName().str();
+  }
+
+  FailureOr<SegmentProgram> run();
+
+private:
+  InFlightDiagnostic fail(const Twine &why) {
+    return func.emitError() << "'" << func.getSymName()
+                            << "' is not a seg kernel function: " << why;
+  }
+  LogicalResult assign(Value value, ValueSpace space);
+  LogicalResult assignSpaces();
+  LogicalResult checkSizes();
+  void assignStages();
+  LogicalResult buildBuffers();
+
+  func::FuncOp func;
+  SegmentProgram program;
+  bool changed = false;
+};
+} // namespace seg
+} // namespace mlir
+
+LogicalResult SegmentProgramAnalysis::assign(Value value, ValueSpace space) {
+  auto [it, inserted] = program.infos.try_emplace(value);
+  SegmentProgram::Info &info = it->second;
+  if (inserted) {
+    info.space = space;
+    if (auto tensor = dyn_cast<RankedTensorType>(value.getType()))
+      info.shape.assign(tensor.getShape().drop_front().begin(),
+                        tensor.getShape().drop_front().end());
+    changed = true;
+    return success();
+  }
+  if (info.space != space) {
+    fail("a value is used both per row and per segment").attachNote(value.getLoc())
+        << "this value";
+    return failure();
+  }
+  return success();
+}
+
+// Seg ops fix the spaces of their operands and results; elementwise ops
+// propagate a space between their operands and result until nothing changes.
+LogicalResult SegmentProgramAnalysis::assignSpaces() {
+  Block &body = func.getBody().front();
+  for (BlockArgument arg : body.getArguments())
+    if (isa<IndexType>(arg.getType()))
+      (void)assign(arg, ValueSpace::Size);
+
+  for (Operation &op : body.without_terminator()) {
+    LogicalResult result =
+        TypeSwitch<Operation *, LogicalResult>(&op)
+            .Case<SumOp, MeanOp, RmsNormOp>([&](auto reduce) {
+              return success(succeeded(assign(reduce.getX(), ValueSpace::Row)) &&
+                             succeeded(assign(reduce.getResult(),
+                                              ValueSpace::Segment)));
+            })
+            .Case<DotOp>([&](DotOp dot) {
+              return success(
+                  succeeded(assign(dot.getX(), ValueSpace::Row)) &&
+                  succeeded(assign(dot.getY(), ValueSpace::Row)) &&
+                  succeeded(assign(dot.getResult(), ValueSpace::Segment)));
+            })
+            .Case<OuterSumOp>([&](OuterSumOp outer) {
+              return success(
+                  succeeded(assign(outer.getV(), ValueSpace::Row)) &&
+                  succeeded(assign(outer.getG(), ValueSpace::Row)) &&
+                  succeeded(assign(outer.getResult(), ValueSpace::Segment)));
+            })
+            .Case<MulOp>([&](MulOp mul) {
+              return success(
+                  succeeded(assign(mul.getX(), ValueSpace::Row)) &&
+                  succeeded(assign(mul.getY(), ValueSpace::Segment)) &&
+                  succeeded(assign(mul.getResult(), ValueSpace::Row)));
+            })
+            .Case<MatvecOp>([&](MatvecOp matvec) {
+              return success(
+                  succeeded(assign(matvec.getV(), ValueSpace::Row)) &&
+                  succeeded(assign(matvec.getM(), ValueSpace::Segment)) &&
+                  succeeded(assign(matvec.getResult(), ValueSpace::Row)));
+            })
+            .Case<GatherOp>([&](GatherOp gather) {
+              return success(
+                  succeeded(assign(gather.getY(), ValueSpace::Segment)) &&
+                  succeeded(assign(gather.getResult(), ValueSpace::Row)));
+            })
+            .Case<CountOp>([&](CountOp count) {
+              return assign(count.getResult(), ValueSpace::Segment);
+            })
+            .Case<arith::ConstantOp>([&](arith::ConstantOp constant) {
+              if (isa<IndexType>(constant.getType()))
+                return assign(constant, ValueSpace::Size);
+              if (isa<FloatType>(constant.getType()))
+                return assign(constant, ValueSpace::Scalar);
+              fail("only scalar constants are supported").attachNote(op.getLoc())
+                  << "this constant";
+              return failure();
+            })
+            .Case<tensor::DimOp>([&](tensor::DimOp dim) {
+              return assign(dim, ValueSpace::Size);
+            })
+            .Case<tensor::SplatOp>([&](auto) { return success(); })
+            .Default([&](Operation *other) {
+              if (isElementwise(other) &&
+                  llvm::all_of(other->getOperandTypes(), [](Type type) {
+                    return isa<RankedTensorType>(type);
+                  }))
+                return success();
+              fail("'" + other->getName().getStringRef() +
+                   "' is not supported in kernel functions")
+                      .attachNote(other->getLoc())
+                  << "this operation";
+              return failure();
+            });
+    if (failed(result))
+      return failure();
+  }
+
+  // Propagate through elementwise ops and splats to a fixpoint.
+  do {
+    changed = false;
+    for (Operation &op : body.without_terminator()) {
+      if (!isElementwise(&op) && !isa<tensor::SplatOp>(&op))
+        continue;
+      SmallVector<Value> tensors;
+      for (Value operand : op.getOperands())
+        if (isa<RankedTensorType>(operand.getType()))
+          tensors.push_back(operand);
+      // A splat sized like another tensor lives where that tensor lives.
+      if (auto splat = dyn_cast<tensor::SplatOp>(&op))
+        for (Value size : splat.getDynamicSizes())
+          if (auto dim = size.getDefiningOp<tensor::DimOp>())
+            if (dim.getConstantIndex() == 0)
+              tensors.push_back(dim.getSource());
+      tensors.push_back(op.getResult(0));
+      std::optional<ValueSpace> known;
+      for (Value value : tensors)
+        if (program.hasInfo(value))
+          known = program.info(value).space;
+      if (!known)
+        continue;
+      for (Value value : tensors)
+        if (failed(assign(value, *known)))
+          return failure();
+    }
+  } while (changed);
+
+  // Values still without a space are connected to no seg op (unused
+  // arguments, constant splats feeding nothing anchored); results among them
+  // are rejected when the buffers are built.
+  return success();
+}
+
+// Segment counts must all be the kernel's S: one index argument, or the
+// leading dimension of a per-segment value.
+LogicalResult SegmentProgramAnalysis::checkSizes() {
+  Value countArgument;
+  auto check = [&](Value numSegments) -> LogicalResult {
+    if (auto dim = numSegments.getDefiningOp<tensor::DimOp>()) {
+      std::optional<int64_t> index = dim.getConstantIndex();
+      if (index && *index == 0 && program.hasInfo(dim.getSource()) &&
+          program.info(dim.getSource()).space == ValueSpace::Segment)
+        return success();
+    }
+    auto arg = dyn_cast<BlockArgument>(numSegments);
+    if (arg && (!countArgument || countArgument == arg)) {
+      countArgument = arg;
+      return success();
+    }
+    fail("every segment count must be the same index argument or the "
+         "length of a per-segment value");
+    return failure();
+  };
+  for (Operation &op : func.getBody().front().without_terminator()) {
+    LogicalResult result =
+        TypeSwitch<Operation *, LogicalResult>(&op)
+            .Case<SumOp, MeanOp, RmsNormOp, DotOp, OuterSumOp, CountOp>(
+                [&](auto reduce) { return check(reduce.getNumSegments()); })
+            .Default([](Operation *) { return success(); });
+    if (failed(result))
+      return failure();
+  }
+  return success();
+}
+
+void SegmentProgramAnalysis::assignStages() {
+  unsigned passes = 0;
+  for (Operation &op : func.getBody().front().without_terminator()) {
+    unsigned stage = 0;
+    for (Value operand : op.getOperands())
+      if (program.hasInfo(operand))
+        stage = std::max(stage, program.info(operand).stage);
+    if (isReduction(&op)) {
+      passes = std::max(passes, stage + 1);
+      stage += 1;
+    }
+    for (Value result : op.getResults()) {
+      auto it = program.infos.find(result);
+      if (it != program.infos.end())
+        it->second.stage = stage;
+    }
+  }
+  for (Value result : func.getBody().front().getTerminator()->getOperands()) {
+    if (!program.hasInfo(result))
+      continue; // rejected when the buffers are built
+    const SegmentProgram::Info &info = program.info(result);
+    if (info.space == ValueSpace::Row)
+      passes = std::max(passes, info.stage + 1);
+  }
+  program.numPasses = passes;
+}
+
+LogicalResult SegmentProgramAnalysis::buildBuffers() {
+  Block &body = func.getBody().front();
+  auto addBuffer = [&](Value value, StringRef name, bool isOutput) {
+    auto type = cast<RankedTensorType>(value.getType());
+    KernelBuffer buffer{name.str(), isOutput, type.getElementType(), {}};
+    if (value == program.idx) {
+      buffer.shape.push_back("N");
+    } else if (!program.hasInfo(value)) {
+      // An argument the program never reads (e.g. x in the second
+      // derivative of a linear op): passed for a stable ABI, never touched.
+      buffer.shape.push_back("?");
+      for (int64_t d : type.getShape().drop_front())
+        buffer.shape.push_back(std::to_string(d));
+    } else {
+      const SegmentProgram::Info &info = program.info(value);
+      buffer.shape.push_back(info.space == ValueSpace::Row ? "N" : "S");
+      for (int64_t d : info.shape)
+        buffer.shape.push_back(std::to_string(d));
+    }
+    program.buffers.push_back(std::move(buffer));
+  };
+  for (BlockArgument arg : body.getArguments()) {
+    if (!isa<RankedTensorType>(arg.getType())) {
+      program.argumentBuffer.push_back(-1);
+      continue;
+    }
+    program.argumentBuffer.push_back(program.buffers.size());
+    addBuffer(arg, arg == program.idx ? "idx" : "arg" + std::to_string(arg.getArgNumber()),
+              /*isOutput=*/false);
+  }
+  for (auto [i, result] :
+       llvm::enumerate(body.getTerminator()->getOperands())) {
+    if (isa<BlockArgument>(result))
+      return fail("result #" + Twine(i) + " returns an argument unchanged");
+    if (!program.hasInfo(result))
+      return fail("cannot tell whether result #" + Twine(i) +
+                  " is per row or per segment");
+    const SegmentProgram::Info &info = program.info(result);
+    if (info.space != ValueSpace::Row && info.space != ValueSpace::Segment)
+      return fail("result #" + Twine(i) + " is not a tensor");
+    if (info.space == ValueSpace::Row) {
+      program.hasRowOutputs = true;
+      program.maxRowComponents =
+          std::max(program.maxRowComponents, info.numComponents());
+    }
+    addBuffer(result, "result" + std::to_string(i), /*isOutput=*/true);
+  }
+  return success();
+}
+
+FailureOr<SegmentProgram> SegmentProgramAnalysis::run() {
+  if (!func.getBody().hasOneBlock())
+    return fail("its body must be one block");
+  Block &body = func.getBody().front();
+  for (BlockArgument arg : body.getArguments())
+    if (!isa<RankedTensorType, IndexType>(arg.getType()))
+      return fail("arguments must be ranked tensors or index");
+  if (body.getTerminator()->getNumOperands() == 0)
+    return fail("it returns nothing");
+
+  // One segment index, a function argument, for every seg op.
+  for (Operation &op : body.without_terminator()) {
+    if (!isa<SegDialect>(op.getDialect()))
+      continue;
+    Value idx = TypeSwitch<Operation *, Value>(&op)
+                    .Case<SumOp, MeanOp, RmsNormOp, DotOp, MulOp, MatvecOp,
+                          GatherOp, OuterSumOp, CountOp>(
+                        [](auto segOp) { return segOp.getIdx(); })
+                    .Default([](Operation *) { return Value(); });
+    if (!isa_and_nonnull<BlockArgument>(idx))
+      return fail("every seg operation's idx must be a function argument");
+    if (program.idx && program.idx != idx)
+      return fail("all seg operations must share one idx");
+    program.idx = idx;
+  }
+  if (!program.idx)
+    return fail("it has no seg operation");
+
+  if (failed(assignSpaces()) || failed(checkSizes()))
+    return failure();
+  for (Value result : body.getTerminator()->getOperands())
+    program.elementType =
+        cast<RankedTensorType>(result.getType()).getElementType();
+  assignStages();
+  if (failed(buildBuffers()))
+    return failure();
+  return program;
+}
+
+FailureOr<SegmentProgram> SegmentProgram::analyze(func::FuncOp func) {
+  return SegmentProgramAnalysis(func).run();
+}

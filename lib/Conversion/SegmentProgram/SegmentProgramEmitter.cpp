@@ -1,0 +1,397 @@
+//===- SegmentProgramEmitter.cpp - scalar code of a segment program -------===//
+
+#include "segops/Conversion/SegmentProgram.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "segops/Conversion/KernelCodeBuilder.h"
+#include "segops/Dialect/Seg/IR/SegOps.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::seg;
+
+using Components = SmallVector<Value, 9>;
+
+Value SegmentProgramEmitter::bufferOf(Value argument) const {
+  auto arg = cast<BlockArgument>(argument);
+  return buffers[program.argumentBuffer[arg.getArgNumber()]];
+}
+
+Value SegmentProgramEmitter::outputBuffer(unsigned resultIndex) const {
+  unsigned numInputs = program.buffers.size() -
+                       program.func.getBody().front().getTerminator()
+                           ->getNumOperands();
+  return buffers[numInputs + resultIndex];
+}
+
+/// Loads the components of element `element` of a buffer.
+static Components loadElement(KernelCodeBuilder &code, Value buffer,
+                              Type elementType, Value element,
+                              int64_t numComponents) {
+  Value base =
+      code.builder.create<arith::MulIOp>(code.loc, element,
+                                         code.i64(numComponents));
+  Components components;
+  for (int64_t c = 0; c < numComponents; ++c)
+    components.push_back(code.load(
+        buffer, elementType,
+        code.builder.create<arith::AddIOp>(code.loc, base, code.i64(c))));
+  return components;
+}
+
+static void storeElement(KernelCodeBuilder &code, Value buffer,
+                         Value element, ArrayRef<Value> components) {
+  Value base = code.builder.create<arith::MulIOp>(
+      code.loc, element, code.i64(components.size()));
+  for (auto [c, value] : llvm::enumerate(components))
+    code.store(value, buffer,
+               code.builder.create<arith::AddIOp>(code.loc, base,
+                                                  code.i64(c)));
+}
+
+/// Splats a single component over `n` (elementwise ops on a scalar).
+static Components broadcast(const Components &values, int64_t n) {
+  if (static_cast<int64_t>(values.size()) == n)
+    return values;
+  return Components(n, values.front());
+}
+
+Components SegmentProgramEmitter::elementwise(OpBuilder &b, Location loc,
+                                              Operation *op,
+                                              ArrayRef<Components> operands) {
+  int64_t n = 1;
+  for (const Components &operand : operands)
+    n = std::max<int64_t>(n, operand.size());
+  Components results;
+  for (int64_t c = 0; c < n; ++c) {
+    SmallVector<Value, 3> args;
+    for (const Components &operand : operands)
+      args.push_back(broadcast(operand, n)[c]);
+    Value result =
+        TypeSwitch<Operation *, Value>(op)
+            .Case<arith::AddFOp>([&](auto) {
+              return b.create<arith::AddFOp>(loc, args[0], args[1]);
+            })
+            .Case<arith::SubFOp>([&](auto) {
+              return b.create<arith::SubFOp>(loc, args[0], args[1]);
+            })
+            .Case<arith::MulFOp>([&](auto) {
+              return b.create<arith::MulFOp>(loc, args[0], args[1]);
+            })
+            .Case<arith::DivFOp>([&](auto) {
+              return b.create<arith::DivFOp>(loc, args[0], args[1]);
+            })
+            .Case<arith::NegFOp>(
+                [&](auto) { return b.create<arith::NegFOp>(loc, args[0]); })
+            .Case<arith::MaximumFOp>([&](auto) {
+              return b.create<arith::MaximumFOp>(loc, args[0], args[1]);
+            })
+            .Case<arith::MinimumFOp>([&](auto) {
+              return b.create<arith::MinimumFOp>(loc, args[0], args[1]);
+            })
+            .Case<arith::CmpFOp>([&](arith::CmpFOp cmp) {
+              return b.create<arith::CmpFOp>(loc, cmp.getPredicate(), args[0],
+                                             args[1]);
+            })
+            .Case<arith::SelectOp>([&](auto) {
+              return b.create<arith::SelectOp>(loc, args[0], args[1],
+                                               args[2]);
+            })
+            .Case<math::SqrtOp>(
+                [&](auto) { return b.create<math::SqrtOp>(loc, args[0]); });
+    results.push_back(result);
+  }
+  return results;
+}
+
+Components SegmentProgramEmitter::segmentValue(OpBuilder &b, Location loc,
+                                               Value value) {
+  auto it = segmentValues.find(value);
+  if (it != segmentValues.end())
+    return it->second;
+  KernelCodeBuilder code(b, loc);
+  Type elementType = program.elementType;
+  Components result;
+  if (isa<BlockArgument>(value)) {
+    result = loadElement(code, bufferOf(value), elementType, segment,
+                         program.info(value).numComponents());
+  } else {
+    Operation *op = value.getDefiningOp();
+    result =
+        TypeSwitch<Operation *, Components>(op)
+            .Case<arith::ConstantOp>([&](arith::ConstantOp constant) {
+              return Components{b.create<arith::ConstantOp>(
+                  loc, constant.getValue())};
+            })
+            .Case<tensor::SplatOp>([&](tensor::SplatOp splat) {
+              return Components(program.info(value).numComponents(),
+                                segmentValue(b, loc, splat.getInput())[0]);
+            })
+            .Case<CountOp>([&](auto) {
+              return Components{
+                  b.create<arith::SIToFPOp>(loc, elementType, count)};
+            })
+            .Case<SumOp, MeanOp, RmsNormOp, DotOp, OuterSumOp>(
+                [&](Operation *) -> Components {
+                  llvm_unreachable("a reduction is read before its pass");
+                })
+            .Default([&](Operation *other) {
+              SmallVector<Components> operands;
+              for (Value operand : other->getOperands())
+                operands.push_back(segmentValue(b, loc, operand));
+              return elementwise(b, loc, other, operands);
+            });
+  }
+  segmentValues[value] = result;
+  return result;
+}
+
+Components SegmentProgramEmitter::rowValue(OpBuilder &b, Location loc,
+                                           Value value, Value row,
+                                           DenseMap<Value, Components> &memo) {
+  if (program.hasInfo(value) &&
+      program.info(value).space != ValueSpace::Row)
+    return segmentValue(b, loc, value); // emitted before the row loop
+  auto it = memo.find(value);
+  if (it != memo.end())
+    return it->second;
+  KernelCodeBuilder code(b, loc);
+  Type elementType = program.elementType;
+  Components result;
+  if (isa<BlockArgument>(value)) {
+    result = loadElement(code, bufferOf(value), elementType, row,
+                         program.info(value).numComponents());
+  } else {
+    Operation *op = value.getDefiningOp();
+    auto row_ = [&](Value v) { return rowValue(b, loc, v, row, memo); };
+    result =
+        TypeSwitch<Operation *, Components>(op)
+            .Case<MulOp>([&](MulOp mul) {
+              Components x = row_(mul.getX());
+              Value scale = segmentValue(b, loc, mul.getY())[0];
+              Components out;
+              for (Value component : x)
+                out.push_back(b.create<arith::MulFOp>(loc, component, scale));
+              return out;
+            })
+            .Case<MatvecOp>([&](MatvecOp matvec) {
+              Components v = row_(matvec.getV());
+              Components m = segmentValue(b, loc, matvec.getM());
+              bool transpose = matvec.getTranspose();
+              Components out;
+              for (int64_t a = 0; a < 3; ++a) {
+                Value total;
+                for (int64_t k = 0; k < 3; ++k) {
+                  Value entry = transpose ? m[k * 3 + a] : m[a * 3 + k];
+                  Value term = b.create<arith::MulFOp>(loc, entry, v[k]);
+                  total = total ? b.create<arith::AddFOp>(loc, total, term)
+                                : term;
+                }
+                out.push_back(total);
+              }
+              return out;
+            })
+            .Case<GatherOp>([&](GatherOp gather) {
+              return segmentValue(b, loc, gather.getY());
+            })
+            .Case<tensor::SplatOp>([&](tensor::SplatOp splat) {
+              return Components(program.info(value).numComponents(),
+                                segmentValue(b, loc, splat.getInput())[0]);
+            })
+            .Default([&](Operation *other) {
+              SmallVector<Components> operands;
+              for (Value operand : other->getOperands())
+                operands.push_back(row_(operand));
+              return elementwise(b, loc, other, operands);
+            });
+  }
+  memo[value] = result;
+  return result;
+}
+
+/// Per-row contribution of a reduction (before combining over rows).
+static unsigned contributionSize(Operation *op) {
+  return TypeSwitch<Operation *, unsigned>(op)
+      .Case<SumOp, MeanOp>([](auto reduce) {
+        auto type = cast<RankedTensorType>(reduce.getX().getType());
+        return type.getRank() == 1 ? 1u : 3u;
+      })
+      .Case<DotOp, RmsNormOp>([](auto) { return 1u; })
+      .Case<OuterSumOp>([](auto) { return 9u; });
+}
+
+void SegmentProgramEmitter::emitSegment(OpBuilder &b, Location loc,
+                                        Value segmentValue_, Value rowCount,
+                                        const RowLoopBuilder &rowLoop,
+                                        const CombineBuilder &combine,
+                                        Value writeSegmentOutputs) {
+  segment = segmentValue_;
+  count = rowCount;
+  segmentValues.clear();
+  KernelCodeBuilder code(b, loc);
+  Type elementType = program.elementType;
+  Block &body = program.func.getBody().front();
+  Operation *terminator = body.getTerminator();
+
+  for (unsigned pass = 0; pass < program.numPasses; ++pass) {
+    // What this pass computes: reductions whose inputs are ready now, and
+    // row outputs first computable now.
+    SmallVector<Operation *> reductions;
+    for (Operation &op : body.without_terminator())
+      if (isa<SumOp, MeanOp, RmsNormOp, DotOp, OuterSumOp>(op) &&
+          program.info(op.getResult(0)).stage == pass + 1)
+        reductions.push_back(&op);
+    SmallVector<unsigned> rowOutputs;
+    for (auto [i, result] : llvm::enumerate(terminator->getOperands()))
+      if (program.info(result).space == ValueSpace::Row &&
+          program.info(result).stage == pass)
+        rowOutputs.push_back(i);
+
+    if (!rowLoop) {
+      // An empty segment: every reduction is 0.
+      for (Operation *op : reductions)
+        segmentValues[op->getResult(0)] = Components(
+            program.info(op->getResult(0)).numComponents(),
+            code.zero(elementType));
+      continue;
+    }
+
+    // Segment values the rows of this pass read are computed before the
+    // loop, so that they dominate it.
+    SmallVector<Value> rowRoots;
+    for (Operation *op : reductions)
+      llvm::append_range(rowRoots, op->getOperands());
+    for (unsigned i : rowOutputs)
+      rowRoots.push_back(terminator->getOperand(i));
+    SmallVector<Value> worklist(rowRoots);
+    DenseSet<Value> seen;
+    while (!worklist.empty()) {
+      Value value = worklist.pop_back_val();
+      if (!seen.insert(value).second || !program.hasInfo(value))
+        continue;
+      const SegmentProgram::Info &info = program.info(value);
+      if (info.space == ValueSpace::Size)
+        continue;
+      if (info.space == ValueSpace::Segment ||
+          info.space == ValueSpace::Scalar) {
+        (void)segmentValue(b, loc, value);
+        continue;
+      }
+      if (Operation *op = value.getDefiningOp())
+        llvm::append_range(worklist, op->getOperands());
+    }
+
+    SmallVector<Value> init;
+    for (Operation *op : reductions)
+      init.append(contributionSize(op), code.zero(elementType));
+    SmallVector<Value> totals = rowLoop(
+        b, loc, init,
+        [&](OpBuilder &lb, Location ll, Value row, ValueRange acc) {
+          DenseMap<Value, Components> memo;
+          SmallVector<Value> next;
+          unsigned position = 0;
+          for (Operation *op : reductions) {
+            Components terms =
+                TypeSwitch<Operation *, Components>(op)
+                    .Case<SumOp, MeanOp>([&](auto reduce) {
+                      return rowValue(lb, ll, reduce.getX(), row, memo);
+                    })
+                    .Case<DotOp>([&](DotOp dot) {
+                      Components x = rowValue(lb, ll, dot.getX(), row, memo);
+                      Components y = rowValue(lb, ll, dot.getY(), row, memo);
+                      Value total;
+                      for (auto [xc, yc] : llvm::zip(x, y)) {
+                        Value term = lb.create<arith::MulFOp>(ll, xc, yc);
+                        total = total ? lb.create<arith::AddFOp>(ll, total, term)
+                                      : term;
+                      }
+                      return Components{total};
+                    })
+                    .Case<RmsNormOp>([&](RmsNormOp rms) {
+                      Components x = rowValue(lb, ll, rms.getX(), row, memo);
+                      Value total;
+                      for (Value xc : x) {
+                        Value term = lb.create<arith::MulFOp>(ll, xc, xc);
+                        total = total ? lb.create<arith::AddFOp>(ll, total, term)
+                                      : term;
+                      }
+                      return Components{total};
+                    })
+                    .Case<OuterSumOp>([&](OuterSumOp outer) {
+                      Components v = rowValue(lb, ll, outer.getV(), row, memo);
+                      Components g = rowValue(lb, ll, outer.getG(), row, memo);
+                      Components out;
+                      for (int64_t a = 0; a < 3; ++a)
+                        for (int64_t c = 0; c < 3; ++c)
+                          out.push_back(lb.create<arith::MulFOp>(ll, v[a], g[c]));
+                      return out;
+                    });
+            for (Value term : terms)
+              next.push_back(
+                  lb.create<arith::AddFOp>(ll, acc[position++], term));
+          }
+          KernelCodeBuilder local(lb, ll);
+          for (unsigned i : rowOutputs) {
+            Components value =
+                rowValue(lb, ll, terminator->getOperand(i), row, memo);
+            storeElement(local, outputBuffer(i), row, value);
+          }
+          return next;
+        });
+
+    // Finalize: combine partial sums, then the per-segment epilogues.
+    unsigned position = 0;
+    Value countValue = b.create<arith::SIToFPOp>(loc, elementType, count);
+    Value hasRows = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sgt,
+                                            count, code.i64(0));
+    Value safeCount = b.create<arith::SelectOp>(
+        loc, hasRows, countValue,
+        b.create<arith::ConstantOp>(loc, b.getFloatAttr(elementType, 1.0)));
+    for (Operation *op : reductions) {
+      Components combined;
+      for (unsigned c = 0, e = contributionSize(op); c < e; ++c)
+        combined.push_back(combine(b, loc, totals[position++]));
+      if (isa<MeanOp>(op))
+        for (Value &component : combined)
+          component = b.create<arith::DivFOp>(loc, component, safeCount);
+      if (isa<RmsNormOp>(op))
+        combined[0] = b.create<math::SqrtOp>(
+            loc, b.create<arith::DivFOp>(loc, combined[0], safeCount));
+      segmentValues[op->getResult(0)] = combined;
+    }
+  }
+
+  // Segment outputs.
+  SmallVector<std::pair<unsigned, Components>> segmentOutputs;
+  for (auto [i, result] : llvm::enumerate(terminator->getOperands()))
+    if (program.info(result).space == ValueSpace::Segment)
+      segmentOutputs.push_back({i, segmentValue(b, loc, result)});
+  if (segmentOutputs.empty())
+    return;
+  OpBuilder writer = b;
+  if (writeSegmentOutputs) {
+    auto ifWriter = b.create<scf::IfOp>(loc, writeSegmentOutputs,
+                                        /*withElse=*/false);
+    writer = ifWriter.getThenBodyBuilder();
+  }
+  KernelCodeBuilder store(writer, loc);
+  for (auto &[i, components] : segmentOutputs)
+    storeElement(store, outputBuffer(i), segment, components);
+}
+
+void SegmentProgramEmitter::emitZeroRowOutputs(OpBuilder &b, Location loc,
+                                               Value row) {
+  KernelCodeBuilder code(b, loc);
+  Operation *terminator = program.func.getBody().front().getTerminator();
+  for (auto [i, result] : llvm::enumerate(terminator->getOperands())) {
+    const SegmentProgram::Info &info = program.info(result);
+    if (info.space != ValueSpace::Row)
+      continue;
+    Components zeros(info.numComponents(), code.zero(program.elementType));
+    storeElement(code, outputBuffer(i), row, zeros);
+  }
+}
