@@ -21,6 +21,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "segops/Dialect/Seg/Analysis/ValueSpaces.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
 #include <functional>
@@ -29,13 +30,6 @@
 namespace mlir {
 namespace seg {
 
-/// Where a value lives.
-enum class ValueSpace {
-  Row,     // one element per row of idx
-  Segment, // one element per segment
-  Size,    // an index: N, S or a constant
-  Scalar,  // a floating-point scalar constant
-};
 
 /// One pointer parameter of a kernel.
 struct KernelBuffer {

@@ -21,13 +21,6 @@ bool SegmentProgram::isCandidate(func::FuncOp func) {
   return hasSegOp;
 }
 
-/// Elementwise ops allowed on same-shaped tensors (or scalars) of one space.
-static bool isElementwise(Operation *op) {
-  return isa<arith::AddFOp, arith::SubFOp, arith::MulFOp, arith::DivFOp,
-             arith::NegFOp, arith::MaximumFOp, arith::MinimumFOp,
-             arith::CmpFOp, arith::SelectOp, math::SqrtOp>(op);
-}
-
 static bool isReduction(Operation *op) {
   return isa<SumOp, MeanOp, RmsNormOp, DotOp, OuterSumOp>(op);
 }
@@ -48,7 +41,6 @@ private:
     return func.emitError() << "'" << func.getSymName()
                             << "' is not a seg kernel function: " << why;
   }
-  LogicalResult assign(Value value, ValueSpace space);
   LogicalResult assignSpaces();
   LogicalResult checkSizes();
   void assignStages();
@@ -56,139 +48,23 @@ private:
 
   func::FuncOp func;
   SegmentProgram program;
-  bool changed = false;
 };
 } // namespace seg
 } // namespace mlir
 
-LogicalResult SegmentProgramAnalysis::assign(Value value, ValueSpace space) {
-  auto [it, inserted] = program.infos.try_emplace(value);
-  SegmentProgram::Info &info = it->second;
-  if (inserted) {
+LogicalResult SegmentProgramAnalysis::assignSpaces() {
+  FailureOr<DenseMap<Value, ValueSpace>> spaces =
+      inferValueSpaces(func, [&](const Twine &why) { return fail(why); });
+  if (failed(spaces))
+    return failure();
+  for (auto [value, space] : *spaces) {
+    SegmentProgram::Info info;
     info.space = space;
     if (auto tensor = dyn_cast<RankedTensorType>(value.getType()))
       info.shape.assign(tensor.getShape().drop_front().begin(),
                         tensor.getShape().drop_front().end());
-    changed = true;
-    return success();
+    program.infos[value] = info;
   }
-  if (info.space != space) {
-    fail("a value is used both per row and per segment").attachNote(value.getLoc())
-        << "this value";
-    return failure();
-  }
-  return success();
-}
-
-// Seg ops fix the spaces of their operands and results; elementwise ops
-// propagate a space between their operands and result until nothing changes.
-LogicalResult SegmentProgramAnalysis::assignSpaces() {
-  Block &body = func.getBody().front();
-  for (BlockArgument arg : body.getArguments())
-    if (isa<IndexType>(arg.getType()))
-      (void)assign(arg, ValueSpace::Size);
-
-  for (Operation &op : body.without_terminator()) {
-    LogicalResult result =
-        TypeSwitch<Operation *, LogicalResult>(&op)
-            .Case<SumOp, MeanOp, RmsNormOp>([&](auto reduce) {
-              return success(succeeded(assign(reduce.getX(), ValueSpace::Row)) &&
-                             succeeded(assign(reduce.getResult(),
-                                              ValueSpace::Segment)));
-            })
-            .Case<DotOp>([&](DotOp dot) {
-              return success(
-                  succeeded(assign(dot.getX(), ValueSpace::Row)) &&
-                  succeeded(assign(dot.getY(), ValueSpace::Row)) &&
-                  succeeded(assign(dot.getResult(), ValueSpace::Segment)));
-            })
-            .Case<OuterSumOp>([&](OuterSumOp outer) {
-              return success(
-                  succeeded(assign(outer.getV(), ValueSpace::Row)) &&
-                  succeeded(assign(outer.getG(), ValueSpace::Row)) &&
-                  succeeded(assign(outer.getResult(), ValueSpace::Segment)));
-            })
-            .Case<MulOp>([&](MulOp mul) {
-              return success(
-                  succeeded(assign(mul.getX(), ValueSpace::Row)) &&
-                  succeeded(assign(mul.getY(), ValueSpace::Segment)) &&
-                  succeeded(assign(mul.getResult(), ValueSpace::Row)));
-            })
-            .Case<MatvecOp>([&](MatvecOp matvec) {
-              return success(
-                  succeeded(assign(matvec.getV(), ValueSpace::Row)) &&
-                  succeeded(assign(matvec.getM(), ValueSpace::Segment)) &&
-                  succeeded(assign(matvec.getResult(), ValueSpace::Row)));
-            })
-            .Case<GatherOp>([&](GatherOp gather) {
-              return success(
-                  succeeded(assign(gather.getY(), ValueSpace::Segment)) &&
-                  succeeded(assign(gather.getResult(), ValueSpace::Row)));
-            })
-            .Case<CountOp>([&](CountOp count) {
-              return assign(count.getResult(), ValueSpace::Segment);
-            })
-            .Case<arith::ConstantOp>([&](arith::ConstantOp constant) {
-              if (isa<IndexType>(constant.getType()))
-                return assign(constant, ValueSpace::Size);
-              if (isa<FloatType>(constant.getType()))
-                return assign(constant, ValueSpace::Scalar);
-              fail("only scalar constants are supported").attachNote(op.getLoc())
-                  << "this constant";
-              return failure();
-            })
-            .Case<tensor::DimOp>([&](tensor::DimOp dim) {
-              return assign(dim, ValueSpace::Size);
-            })
-            .Case<tensor::SplatOp>([&](auto) { return success(); })
-            .Default([&](Operation *other) {
-              if (isElementwise(other) &&
-                  llvm::all_of(other->getOperandTypes(), [](Type type) {
-                    return isa<RankedTensorType>(type);
-                  }))
-                return success();
-              fail("'" + other->getName().getStringRef() +
-                   "' is not supported in kernel functions")
-                      .attachNote(other->getLoc())
-                  << "this operation";
-              return failure();
-            });
-    if (failed(result))
-      return failure();
-  }
-
-  // Propagate through elementwise ops and splats to a fixpoint.
-  do {
-    changed = false;
-    for (Operation &op : body.without_terminator()) {
-      if (!isElementwise(&op) && !isa<tensor::SplatOp>(&op))
-        continue;
-      SmallVector<Value> tensors;
-      for (Value operand : op.getOperands())
-        if (isa<RankedTensorType>(operand.getType()))
-          tensors.push_back(operand);
-      // A splat sized like another tensor lives where that tensor lives.
-      if (auto splat = dyn_cast<tensor::SplatOp>(&op))
-        for (Value size : splat.getDynamicSizes())
-          if (auto dim = size.getDefiningOp<tensor::DimOp>())
-            if (dim.getConstantIndex() == 0)
-              tensors.push_back(dim.getSource());
-      tensors.push_back(op.getResult(0));
-      std::optional<ValueSpace> known;
-      for (Value value : tensors)
-        if (program.hasInfo(value))
-          known = program.info(value).space;
-      if (!known)
-        continue;
-      for (Value value : tensors)
-        if (failed(assign(value, *known)))
-          return failure();
-    }
-  } while (changed);
-
-  // Values still without a space are connected to no seg op (unused
-  // arguments, constant splats feeding nothing anchored); results among them
-  // are rejected when the buffers are built.
   return success();
 }
 

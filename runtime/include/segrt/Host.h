@@ -23,7 +23,7 @@ public:
             int64_t numRows, int64_t numSegments, int64_t begin, int64_t end);
 
   /// Largest number of pointer parameters a host kernel may take.
-  static constexpr size_t kMaxPointers = 8;
+  static constexpr size_t kMaxPointers = 16;
 
 private:
   void *lookup(const std::string &name);

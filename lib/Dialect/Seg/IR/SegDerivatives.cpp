@@ -68,9 +68,9 @@ LogicalResult MeanOp::buildAdjoints(OpBuilder &b, ArrayRef<Value> results,
 }
 
 // rms_norm: r[s] = sqrt(Σ |x[i]|² / c[s])  =>  x̄[i] = x[i] · w[s] with
-// w = ḡ / (c · r) where r > 0 and 0 where r == 0 (no epsilon). The division
-// uses r replaced by 1 where r == 0, so that differentiating this rule again
-// never meets 0/0 either.
+// w = ḡ / (c · r) where r > 0 and 0 where r == 0 (no epsilon; empty
+// segments too). The denominator is replaced by 1 where r == 0, so that no
+// derivative of this rule (of any order) meets 0/0 either.
 LogicalResult RmsNormOp::buildAdjoints(OpBuilder &b, ArrayRef<Value> results,
                                        SmallVectorImpl<Value> &operands) {
   operands.assign(getNumOperands(), Value());
@@ -84,9 +84,9 @@ LogicalResult RmsNormOp::buildAdjoints(OpBuilder &b, ArrayRef<Value> results,
   Value one = splatLike(b, loc, r, 1.0);
   Value positive =
       b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OGT, r, zero);
-  Value safeR = b.create<arith::SelectOp>(loc, positive, r, one);
-  Value scale = b.create<arith::DivFOp>(
-      loc, g, b.create<arith::MulFOp>(loc, count, safeR));
+  Value denominator = b.create<arith::SelectOp>(
+      loc, positive, b.create<arith::MulFOp>(loc, count, r), one);
+  Value scale = b.create<arith::DivFOp>(loc, g, denominator);
   Value weight = b.create<arith::SelectOp>(loc, positive, scale, zero);
   operands[0] =
       b.create<MulOp>(loc, getX().getType(), getX(), weight, getIdx());

@@ -6,6 +6,8 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/IR/Diagnostics.h"
+#include "segops/Dialect/Seg/Analysis/ValueSpaces.h"
 #include "segops/Dialect/Seg/IR/SegOps.h"
 
 namespace mlir {
@@ -39,6 +41,39 @@ static Value zerosLike(OpBuilder &b, Location loc, Value like) {
     if (tensorType.isDynamicDim(d))
       dynamicSizes.push_back(b.create<tensor::DimOp>(loc, like, d));
   return b.create<tensor::SplatOp>(loc, zero, tensorType, dynamicSizes);
+}
+
+/// Records on the gradient function's arguments whether each lives per row
+/// or per segment, as far as the primal function tells: a zero gradient may
+/// leave an argument connected to no seg op in the gradient function.
+static void annotateSpaces(func::FuncOp primal, func::FuncOp grad,
+                           ArrayRef<unsigned> differentiableResults) {
+  FailureOr<DenseMap<Value, ValueSpace>> spaces = failure();
+  {
+    // Best effort: a primal that is not a kernel function is not an error
+    // here.
+    ScopedDiagnosticHandler silence(primal.getContext(),
+                                    [](Diagnostic &) { return success(); });
+    spaces = inferValueSpaces(
+        primal, [&](const Twine &why) { return primal.emitError(why); });
+  }
+  if (failed(spaces))
+    return;
+  Builder b(primal.getContext());
+  auto annotate = [&](unsigned position, Value value) {
+    auto it = spaces->find(value);
+    if (it == spaces->end() || (it->second != ValueSpace::Row &&
+                                it->second != ValueSpace::Segment))
+      return;
+    grad.setArgAttr(position, kSpaceAttrName,
+                    b.getStringAttr(stringifyValueSpace(it->second)));
+  };
+  Block &body = primal.getBody().front();
+  for (BlockArgument arg : body.getArguments())
+    annotate(arg.getArgNumber(), arg);
+  Operation *terminator = body.getTerminator();
+  for (auto [k, resultIndex] : llvm::enumerate(differentiableResults))
+    annotate(body.getNumArguments() + k, terminator->getOperand(resultIndex));
 }
 
 namespace {
@@ -104,6 +139,7 @@ FailureOr<func::FuncOp> mlir::seg::differentiateFunction(
   auto grad = builder.create<func::FuncOp>(
       loc, name, builder.getFunctionType(inputs, outputs));
   Block *entry = grad.addEntryBlock();
+  annotateSpaces(func, grad, differentiableResults);
   builder.setInsertionPointToStart(entry);
 
   // Recompute the primal values; canonicalization later drops what the
