@@ -28,12 +28,13 @@ def make_layout(num_rows: int, mean_length: int, device: str) -> tuple[torch.Ten
     return idx.to(device=device, dtype=torch.int32), num_segments
 
 
-def run(device: str, sizes: list[int], lengths: list[int], widths: list[int]) -> list[dict]:
+def run(device: str, sizes: list[int], lengths: list[int], widths: list[int],
+        max_single_segment: int) -> list[dict]:
     rows = []
     for num_rows in sizes:
         for mean_length in lengths or [num_rows]:
             mean_length = mean_length or num_rows  # 0: one segment of all rows
-            if mean_length > num_rows:
+            if mean_length > num_rows or (mean_length == num_rows > max_single_segment):
                 continue
             idx, num_segments = make_layout(num_rows, mean_length, device)
             for width in widths:
@@ -83,6 +84,8 @@ def main() -> int:
     parser.add_argument("--device", default="all", choices=["cpu", "cuda", "all"])
     parser.add_argument("--quick", action="store_true", help="smaller sizes only")
     parser.add_argument("--csv", help="also write the rows to this CSV file")
+    parser.add_argument("--max-single-segment", type=int, default=10**9,
+                        help="skip the one-segment layout above this N (slow on GPUs for now)")
     args = parser.parse_args()
 
     devices = ["cpu", "cuda"] if args.device == "all" else [args.device]
@@ -97,7 +100,7 @@ def main() -> int:
     rows = []
     for device in devices:
         sizes = [1_000, 100_000, 1_000_000] if args.quick else [1_000, 100_000, 1_000_000, 10_000_000]
-        rows += run(device, sizes, [10, 1000, 0], [1, 3])
+        rows += run(device, sizes, [10, 1000, 0], [1, 3], args.max_single_segment)
     print_table(rows)
     if args.csv:
         with open(args.csv, "w", newline="") as handle:

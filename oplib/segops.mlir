@@ -1,10 +1,37 @@
-// The segops op library: every kernel function that the runtime loads.
-// seg-compile turns each function into a GPU kernel (PTX per architecture)
-// and a host kernel of the same name; see docs/architecture.md for the ABI.
-// Names are <op>_<dtype>_w<row width>.
+// The segops op library: the forward kernel function of every public op
+// (and of seg.gather), per element type and row width. The build derives
+// their first and second derivatives with `seg-opt --seg-derive=order=2`
+// (functions <name>_grad and <name>_grad_grad) and compiles all of them with
+// seg-compile: PTX per architecture and host code, one fused kernel per
+// function. Names are <op>_<dtype>_w<row width>.
 
 func.func @segmented_sum_f32_w1(%x: tensor<?xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?xf32> {
   %0 = seg.sum %x, %idx, %n : tensor<?xf32>, tensor<?xi32> -> tensor<?xf32>
+  return %0 : tensor<?xf32>
+}
+
+func.func @segmented_mean_f32_w1(%x: tensor<?xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?xf32> {
+  %0 = seg.mean %x, %idx, %n : tensor<?xf32>, tensor<?xi32> -> tensor<?xf32>
+  return %0 : tensor<?xf32>
+}
+
+func.func @segmented_rms_norm_f32_w1(%x: tensor<?xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?xf32> {
+  %0 = seg.rms_norm %x, %idx, %n : tensor<?xf32>, tensor<?xi32> -> tensor<?xf32>
+  return %0 : tensor<?xf32>
+}
+
+func.func @segmented_dot_f32_w1(%x: tensor<?xf32>, %y: tensor<?xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?xf32> {
+  %0 = seg.dot %x, %y, %idx, %n : tensor<?xf32>, tensor<?xf32>, tensor<?xi32> -> tensor<?xf32>
+  return %0 : tensor<?xf32>
+}
+
+func.func @segmented_mul_f32_w1(%x: tensor<?xf32>, %y: tensor<?xf32>, %idx: tensor<?xi32>) -> tensor<?xf32> {
+  %0 = seg.mul %x, %y, %idx : tensor<?xf32>, tensor<?xf32>, tensor<?xi32> -> tensor<?xf32>
+  return %0 : tensor<?xf32>
+}
+
+func.func @segmented_gather_f32_w1(%y: tensor<?xf32>, %idx: tensor<?xi32>) -> tensor<?xf32> {
+  %0 = seg.gather %y, %idx : tensor<?xf32>, tensor<?xi32> -> tensor<?xf32>
   return %0 : tensor<?xf32>
 }
 
@@ -13,8 +40,63 @@ func.func @segmented_sum_f32_w3(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: in
   return %0 : tensor<?x3xf32>
 }
 
+func.func @segmented_mean_f32_w3(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?x3xf32> {
+  %0 = seg.mean %x, %idx, %n : tensor<?x3xf32>, tensor<?xi32> -> tensor<?x3xf32>
+  return %0 : tensor<?x3xf32>
+}
+
+func.func @segmented_rms_norm_f32_w3(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?xf32> {
+  %0 = seg.rms_norm %x, %idx, %n : tensor<?x3xf32>, tensor<?xi32> -> tensor<?xf32>
+  return %0 : tensor<?xf32>
+}
+
+func.func @segmented_dot_f32_w3(%x: tensor<?x3xf32>, %y: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?xf32> {
+  %0 = seg.dot %x, %y, %idx, %n : tensor<?x3xf32>, tensor<?x3xf32>, tensor<?xi32> -> tensor<?xf32>
+  return %0 : tensor<?xf32>
+}
+
+func.func @segmented_mul_f32_w3(%x: tensor<?x3xf32>, %y: tensor<?xf32>, %idx: tensor<?xi32>) -> tensor<?x3xf32> {
+  %0 = seg.mul %x, %y, %idx : tensor<?x3xf32>, tensor<?xf32>, tensor<?xi32> -> tensor<?x3xf32>
+  return %0 : tensor<?x3xf32>
+}
+
+func.func @segmented_gather_f32_w3(%y: tensor<?x3xf32>, %idx: tensor<?xi32>) -> tensor<?x3xf32> {
+  %0 = seg.gather %y, %idx : tensor<?x3xf32>, tensor<?xi32> -> tensor<?x3xf32>
+  return %0 : tensor<?x3xf32>
+}
+
+func.func @segmented_matvec_f32_w3(%v: tensor<?x3xf32>, %m: tensor<?x3x3xf32>, %idx: tensor<?xi32>) -> tensor<?x3xf32> {
+  %0 = seg.matvec %v, %m, %idx : tensor<?x3xf32>, tensor<?x3x3xf32>, tensor<?xi32> -> tensor<?x3xf32>
+  return %0 : tensor<?x3xf32>
+}
+
 func.func @segmented_sum_f64_w1(%x: tensor<?xf64>, %idx: tensor<?xi32>, %n: index) -> tensor<?xf64> {
   %0 = seg.sum %x, %idx, %n : tensor<?xf64>, tensor<?xi32> -> tensor<?xf64>
+  return %0 : tensor<?xf64>
+}
+
+func.func @segmented_mean_f64_w1(%x: tensor<?xf64>, %idx: tensor<?xi32>, %n: index) -> tensor<?xf64> {
+  %0 = seg.mean %x, %idx, %n : tensor<?xf64>, tensor<?xi32> -> tensor<?xf64>
+  return %0 : tensor<?xf64>
+}
+
+func.func @segmented_rms_norm_f64_w1(%x: tensor<?xf64>, %idx: tensor<?xi32>, %n: index) -> tensor<?xf64> {
+  %0 = seg.rms_norm %x, %idx, %n : tensor<?xf64>, tensor<?xi32> -> tensor<?xf64>
+  return %0 : tensor<?xf64>
+}
+
+func.func @segmented_dot_f64_w1(%x: tensor<?xf64>, %y: tensor<?xf64>, %idx: tensor<?xi32>, %n: index) -> tensor<?xf64> {
+  %0 = seg.dot %x, %y, %idx, %n : tensor<?xf64>, tensor<?xf64>, tensor<?xi32> -> tensor<?xf64>
+  return %0 : tensor<?xf64>
+}
+
+func.func @segmented_mul_f64_w1(%x: tensor<?xf64>, %y: tensor<?xf64>, %idx: tensor<?xi32>) -> tensor<?xf64> {
+  %0 = seg.mul %x, %y, %idx : tensor<?xf64>, tensor<?xf64>, tensor<?xi32> -> tensor<?xf64>
+  return %0 : tensor<?xf64>
+}
+
+func.func @segmented_gather_f64_w1(%y: tensor<?xf64>, %idx: tensor<?xi32>) -> tensor<?xf64> {
+  %0 = seg.gather %y, %idx : tensor<?xf64>, tensor<?xi32> -> tensor<?xf64>
   return %0 : tensor<?xf64>
 }
 
@@ -23,22 +105,32 @@ func.func @segmented_sum_f64_w3(%x: tensor<?x3xf64>, %idx: tensor<?xi32>, %n: in
   return %0 : tensor<?x3xf64>
 }
 
-func.func @segmented_gather_f32_w1(%y: tensor<?xf32>, %idx: tensor<?xi32>) -> tensor<?xf32> {
-  %0 = seg.gather %y, %idx : tensor<?xf32>, tensor<?xi32> -> tensor<?xf32>
-  return %0 : tensor<?xf32>
+func.func @segmented_mean_f64_w3(%x: tensor<?x3xf64>, %idx: tensor<?xi32>, %n: index) -> tensor<?x3xf64> {
+  %0 = seg.mean %x, %idx, %n : tensor<?x3xf64>, tensor<?xi32> -> tensor<?x3xf64>
+  return %0 : tensor<?x3xf64>
 }
 
-func.func @segmented_gather_f32_w3(%y: tensor<?x3xf32>, %idx: tensor<?xi32>) -> tensor<?x3xf32> {
-  %0 = seg.gather %y, %idx : tensor<?x3xf32>, tensor<?xi32> -> tensor<?x3xf32>
-  return %0 : tensor<?x3xf32>
-}
-
-func.func @segmented_gather_f64_w1(%y: tensor<?xf64>, %idx: tensor<?xi32>) -> tensor<?xf64> {
-  %0 = seg.gather %y, %idx : tensor<?xf64>, tensor<?xi32> -> tensor<?xf64>
+func.func @segmented_rms_norm_f64_w3(%x: tensor<?x3xf64>, %idx: tensor<?xi32>, %n: index) -> tensor<?xf64> {
+  %0 = seg.rms_norm %x, %idx, %n : tensor<?x3xf64>, tensor<?xi32> -> tensor<?xf64>
   return %0 : tensor<?xf64>
+}
+
+func.func @segmented_dot_f64_w3(%x: tensor<?x3xf64>, %y: tensor<?x3xf64>, %idx: tensor<?xi32>, %n: index) -> tensor<?xf64> {
+  %0 = seg.dot %x, %y, %idx, %n : tensor<?x3xf64>, tensor<?x3xf64>, tensor<?xi32> -> tensor<?xf64>
+  return %0 : tensor<?xf64>
+}
+
+func.func @segmented_mul_f64_w3(%x: tensor<?x3xf64>, %y: tensor<?xf64>, %idx: tensor<?xi32>) -> tensor<?x3xf64> {
+  %0 = seg.mul %x, %y, %idx : tensor<?x3xf64>, tensor<?xf64>, tensor<?xi32> -> tensor<?x3xf64>
+  return %0 : tensor<?x3xf64>
 }
 
 func.func @segmented_gather_f64_w3(%y: tensor<?x3xf64>, %idx: tensor<?xi32>) -> tensor<?x3xf64> {
   %0 = seg.gather %y, %idx : tensor<?x3xf64>, tensor<?xi32> -> tensor<?x3xf64>
+  return %0 : tensor<?x3xf64>
+}
+
+func.func @segmented_matvec_f64_w3(%v: tensor<?x3xf64>, %m: tensor<?x3x3xf64>, %idx: tensor<?xi32>) -> tensor<?x3xf64> {
+  %0 = seg.matvec %v, %m, %idx : tensor<?x3xf64>, tensor<?x3x3xf64>, tensor<?xi32> -> tensor<?x3xf64>
   return %0 : tensor<?x3xf64>
 }

@@ -8,6 +8,8 @@ import torch
 
 from segops import _launch, _library
 
+DTYPES = {"f32": torch.float32, "f64": torch.float64}
+
 
 def main() -> None:
     n, segments = 4099, 37
@@ -16,20 +18,21 @@ def main() -> None:
                         generator=generator).to(torch.int32)
     idx[::3] = torch.randint(-2, segments + 2, (len(range(0, n, 3)),), device="cuda",
                              dtype=torch.int32, generator=generator)
-    for kernel in _library.kernels().values():
-        dtype = torch.float32 if kernel.dtype == "f32" else torch.float64
-        tail = () if kernel.width == 1 else (3,)
-        if kernel.work == "segments":
-            source = torch.randn((n,) + tail, device="cuda", dtype=dtype)
-            out = torch.empty((segments,) + tail, device="cuda", dtype=dtype)
-        else:
-            source = torch.randn((segments,) + tail, device="cuda", dtype=dtype)
-            out = torch.empty((n,) + tail, device="cuda", dtype=dtype)
-        _launch.run(kernel.name, [source, idx], out, n, segments)
-        # Also with zero rows and zero segments.
-        _launch.run(kernel.name, [source, idx], out, 0, segments)
+    entries = _library.manifest()["kernels"]
+    for entry in entries:
+        for rows, count in ((n, segments), (0, segments), (n, 0)):
+            sizes = {"N": rows, "S": count, "?": rows}
+            inputs, outputs = [], []
+            for buffer in entry["buffers"]:
+                if buffer["name"] == "idx":
+                    inputs.append(idx[:rows])
+                    continue
+                shape = [sizes[d] if d in sizes else int(d) for d in buffer["shape"]]
+                tensor = torch.randn(shape, device="cuda", dtype=DTYPES[buffer["dtype"]])
+                (outputs if buffer["role"] == "output" else inputs).append(tensor)
+            _launch.run(entry["name"], inputs, outputs, rows, count)
     torch.cuda.synchronize()
-    print(f"oob_check: ran {len(_library.kernels())} kernels on garbage indices")
+    print(f"oob_check: ran {len(entries)} kernels x 3 sizes on garbage indices")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 #include "segops/Conversion/Passes.h"
+#include "segops/Dialect/Seg/Transforms/Passes.h"
 
 using namespace mlir;
 using namespace mlir::seg;
@@ -49,6 +50,19 @@ void mlir::seg::buildSegToPTXPipeline(OpPassManager &pm,
   pm.addPass(createGpuModuleToBinaryPass(binary));
 }
 
+void mlir::seg::buildSegDerivePipeline(OpPassManager &pm,
+                                       const SegDeriveOptions &options) {
+  std::string newest;
+  for (unsigned level = 0; level < options.order; ++level) {
+    SegDifferentiateOptions differentiate;
+    differentiate.onlySuffix = newest;
+    pm.addPass(createSegDifferentiate(differentiate));
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
+    newest += "_grad";
+  }
+}
+
 void mlir::seg::buildSegToHostPipeline(OpPassManager &pm) {
   pm.addPass(createConvertSegToHost());
   pm.addPass(createCanonicalizerPass());
@@ -73,6 +87,12 @@ void mlir::seg::registerSegPipelines() {
       "Compile seg kernel functions to NVVM/LLVM dialect kernels with an "
       "NVVM target attached (seg-to-ptx without serialization)",
       buildSegToNVVMPipeline);
+  PassPipelineRegistration<SegDeriveOptions>(
+      "seg-derive",
+      "Derive gradient functions up to an order: seg-differentiate, "
+      "canonicalize and cse per order (use --mlir-print-ir-after-all to see "
+      "each stage)",
+      buildSegDerivePipeline);
   PassPipelineRegistration<>(
       "seg-to-host",
       "Compile seg kernel functions to LLVM dialect host functions",

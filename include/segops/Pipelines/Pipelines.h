@@ -25,6 +25,18 @@ struct SegToPTXOptions : public PassPipelineOptions<SegToPTXOptions> {
       llvm::cl::init(256)};
 };
 
+/// Options of the `seg-derive` pipeline.
+struct SegDeriveOptions : public PassPipelineOptions<SegDeriveOptions> {
+  PassOptions::Option<unsigned> order{
+      *this, "order",
+      llvm::cl::desc("Highest derivative order (1: f_grad, 2: f_grad_grad...)"),
+      llvm::cl::init(1)};
+};
+
+/// Adds, for every function f with seg ops, f_grad (and f_grad_grad ... up
+/// to `order`), each stage followed by canonicalize and cse.
+void buildSegDerivePipeline(OpPassManager &pm, const SegDeriveOptions &options);
+
 /// seg kernel functions -> gpu.module of NVVM kernels -> gpu.binary holding
 /// PTX text (`gpu-module-to-binary{format=isa}`).
 void buildSegToPTXPipeline(OpPassManager &pm, const SegToPTXOptions &options);

@@ -227,8 +227,14 @@ struct SegDifferentiatePass
     SmallVector<func::FuncOp> targets;
     for (auto func : module.getOps<func::FuncOp>()) {
       StringRef name = func.getSymName();
-      if (!function.empty() ? name == function
-                            : (!name.ends_with(suffix) && hasSegOps(func)))
+      bool selected;
+      if (!function.empty())
+        selected = name == function;
+      else if (!onlySuffix.empty())
+        selected = name.ends_with(onlySuffix) && hasSegOps(func);
+      else
+        selected = !name.ends_with(suffix) && hasSegOps(func);
+      if (selected)
         targets.push_back(func);
     }
     if (!function.empty() && targets.empty()) {

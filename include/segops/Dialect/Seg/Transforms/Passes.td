@@ -38,6 +38,9 @@ def SegDifferentiate : Pass<"seg-differentiate", "ModuleOp"> {
                "(default: every floating-point tensor argument)">,
     Option<"suffix", "suffix", "std::string", /*default=*/"\"_grad\"",
            "Suffix of the gradient function's name">,
+    Option<"onlySuffix", "only-suffix", "std::string", /*default=*/"\"\"",
+           "Without `function`: differentiate exactly the functions whose "
+           "names end in this (e.g. _grad, for second order)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
