@@ -58,3 +58,54 @@ func.func @dead_sum(%x: tensor<?xf32>, %idx: tensor<?xi32>, %n: index) {
   %0 = seg.sum %x, %idx, %n : tensor<?xf32>, tensor<?xi32> -> tensor<?xf32>
   return
 }
+
+// -----
+
+// The length of a seg result comes from its operands.
+// CHECK-LABEL: func.func @dim_of_results
+// CHECK-SAME: (%[[X:.*]]: tensor<?x3xf32>, %[[IDX:.*]]: tensor<?xi32>, %[[N:.*]]: index)
+// CHECK: %[[ROWS:.*]] = tensor.dim %[[IDX]], %c0
+// CHECK: return %[[N]], %[[ROWS]]
+func.func @dim_of_results(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> (index, index) {
+  %c0 = arith.constant 0 : index
+  %s = seg.sum %x, %idx, %n : tensor<?x3xf32>, tensor<?xi32> -> tensor<?x3xf32>
+  %g = seg.gather %s, %idx : tensor<?x3xf32>, tensor<?xi32> -> tensor<?x3xf32>
+  %d0 = tensor.dim %s, %c0 : tensor<?x3xf32>
+  %d1 = tensor.dim %g, %c0 : tensor<?x3xf32>
+  return %d0, %d1 : index, index
+}
+
+// -----
+
+// Structural zeros (splats of 0, as seg-differentiate writes for gradients
+// that do not flow) through linear seg ops give zeros.
+// CHECK-LABEL: func.func @zero_operands
+// CHECK-SAME: (%[[X:.*]]: tensor<?x3xf64>, %[[IDX:.*]]: tensor<?xi32>, %[[N:.*]]: index)
+// CHECK-DAG: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f64
+// CHECK-DAG: %[[ROWS:.*]] = tensor.dim %[[IDX]], %c0
+// CHECK-DAG: %[[SEGS:.*]] = tensor.splat %[[ZERO]][%[[N]]] : tensor<?xf64>
+// CHECK-DAG: %[[ROWZ:.*]] = tensor.splat %[[ZERO]][%[[ROWS]]] : tensor<?x3xf64>
+// CHECK-NOT: seg.
+// CHECK: return %[[SEGS]], %[[ROWZ]]
+func.func @zero_operands(%x: tensor<?x3xf64>, %idx: tensor<?xi32>, %n: index) -> (tensor<?xf64>, tensor<?x3xf64>) {
+  %c0 = arith.constant 0.0 : f64
+  %c0i = arith.constant 0 : index
+  %len = tensor.dim %x, %c0i : tensor<?x3xf64>
+  %zeros = tensor.splat %c0[%n] : tensor<?xf64>
+  %rows = tensor.splat %c0[%len] : tensor<?x3xf64>
+  %d = seg.dot %x, %rows, %idx, %n : tensor<?x3xf64>, tensor<?x3xf64>, tensor<?xi32> -> tensor<?xf64>
+  %m = seg.mul %x, %zeros, %idx : tensor<?x3xf64>, tensor<?xf64>, tensor<?xi32> -> tensor<?x3xf64>
+  return %d, %m : tensor<?xf64>, tensor<?x3xf64>
+}
+
+// -----
+
+// rms_norm is not linear: a zero input still goes through it.
+// CHECK-LABEL: func.func @rms_of_zeros
+// CHECK: seg.rms_norm
+func.func @rms_of_zeros(%idx: tensor<?xi32>, %n: index, %len: index) -> tensor<?xf32> {
+  %c0 = arith.constant 0.0 : f32
+  %rows = tensor.splat %c0[%len] : tensor<?x3xf32>
+  %r = seg.rms_norm %rows, %idx, %n : tensor<?x3xf32>, tensor<?xi32> -> tensor<?xf32>
+  return %r : tensor<?xf32>
+}

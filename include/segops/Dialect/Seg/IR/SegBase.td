@@ -31,7 +31,9 @@ def Seg_Dialect : Dialect {
   // Derivative rules build arith and tensor ops.
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::tensor::TensorDialect"];
-  let hasConstantMaterializer = 0;
+  // Folds of tensor.dim of seg results and of structural zeros (see
+  // SegCanonicalize.cpp).
+  let hasCanonicalizer = 1;
 }
 
 class Seg_Op<string mnemonic, list<Trait> traits = []>
