@@ -1,7 +1,8 @@
 // The segops op library: the forward kernel function of every public op
 // (and of seg.gather), per element type and row width. The build derives
-// their first and second derivatives with `seg-opt --seg-derive=order=2`
-// (functions <name>_grad and <name>_grad_grad) and compiles all of them with
+// their first, second and third derivatives with
+// `seg-opt --seg-derive=order=3` (functions <name>_grad, <name>_grad_grad and
+// <name>_grad_grad_grad) and compiles all of them with
 // seg-compile: PTX per architecture and host code, one fused kernel per
 // function. Names are <op>_<dtype>_w<row width>.
 

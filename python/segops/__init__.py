@@ -15,9 +15,27 @@ from __future__ import annotations
 from typing import Any
 
 from segops._validation import set_debug_checks
-from segops.ops import segmented_gather, segmented_sum
+from segops.ops import (
+    segmented_dot,
+    segmented_gather,
+    segmented_matvec,
+    segmented_mean,
+    segmented_mul,
+    segmented_rms_norm,
+    segmented_sum,
+)
 
-__all__ = ["segmented_sum", "segmented_gather", "set_debug_checks", "library_info"]
+__all__ = [
+    "segmented_sum",
+    "segmented_dot",
+    "segmented_mul",
+    "segmented_mean",
+    "segmented_rms_norm",
+    "segmented_matvec",
+    "segmented_gather",
+    "set_debug_checks",
+    "library_info",
+]
 __version__ = "0.1.0"
 
 

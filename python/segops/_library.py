@@ -76,6 +76,19 @@ def kernels() -> dict[str, Kernel]:
     return table
 
 
+@lru_cache(maxsize=None)
+def _entries() -> dict[str, dict[str, Any]]:
+    return {entry["name"]: entry for entry in manifest()["kernels"]}
+
+
+def kernel_entry(name: str) -> dict[str, Any]:
+    """The manifest's description of kernel `name` (buffers and shapes)."""
+    try:
+        return _entries()[name]
+    except KeyError:
+        raise NotImplementedError(f"the op library has no kernel named {name!r}") from None
+
+
 def kernel(name: str) -> Kernel:
     try:
         return kernels()[name]

@@ -139,7 +139,7 @@ def test_opcheck(width: int) -> None:
     x = torch.randn(shape, dtype=torch.float64, requires_grad=True)
     torch.library.opcheck(torch.ops.segops.segmented_sum.default, (x, idx, 3))
     y = torch.randn((3,) + shape[1:], dtype=torch.float64, requires_grad=True)
-    torch.library.opcheck(torch.ops.segops.segmented_gather.default, (y, idx))
+    torch.library.opcheck(torch.ops.segops.segmented_gather.default, (y, idx, 3))
 
 
 def test_compile_fullgraph_matches_eager() -> None:
