@@ -169,3 +169,80 @@ def test_compile_fullgraph_all_ops() -> None:
 def test_bad_input(call, error: type, message: str) -> None:
     with pytest.raises(error, match=message):
         call(make())
+
+
+LAYOUTS = {
+    "empty_head_middle_tail": [0, 0, 3, 0, 5, 1, 0, 0],
+    "one_segment": [97],
+    "one_row_per_segment": [1] * 50,
+    "skewed": [1, 700, 2, 0, 1, 90],
+    "random": torch.randint(0, 12, (200,), generator=torch.Generator().manual_seed(9)).tolist(),
+}
+
+
+def _reference(op: str, floats: list[torch.Tensor], idx: torch.Tensor, s: int) -> torch.Tensor:
+    seg = idx.long()
+    counts = torch.zeros(s, dtype=floats[0].dtype).index_add_(
+        0, seg, torch.ones(idx.shape[0], dtype=floats[0].dtype)).clamp(min=1)
+    sums = lambda t: torch.zeros((s,) + t.shape[1:], dtype=t.dtype).index_add(0, seg, t)
+    x = floats[0]
+    per_row = lambda t: t if t.dim() == 1 else t.sum(-1)
+    if op == "sum":
+        return sums(x)
+    if op == "mean":
+        return sums(x) / (counts if x.dim() == 1 else counts[:, None])
+    if op == "rms_norm":
+        return torch.sqrt(sums(per_row(x * x)) / counts)
+    if op == "dot":
+        return sums(per_row(x * floats[1]))
+    if op == "mul":
+        scale = floats[1][seg]
+        return x * (scale if x.dim() == 1 else scale[:, None])
+    return torch.einsum("nij,ni->nj", floats[1][seg], x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("width", [1, 3])
+@pytest.mark.parametrize("name", sorted(LAYOUTS))
+@pytest.mark.parametrize("op", ["sum", "mean", "rms_norm", "dot", "mul", "matvec"])
+def test_layouts(device: str, op: str, name: str, width: int, dtype: torch.dtype) -> None:
+    if op == "matvec" and width == 1:
+        pytest.skip("matvec takes (N, 3) rows")
+    counts = LAYOUTS[name]
+    s = len(counts)
+    idx = layout(counts)
+    generator = torch.Generator().manual_seed(len(counts))
+    rows = (idx.shape[0],) if width == 1 else (idx.shape[0], 3)
+    floats = [torch.randn(rows, dtype=dtype, generator=generator)]
+    if op == "dot":
+        floats.append(torch.randn(rows, dtype=dtype, generator=generator))
+    if op == "mul":
+        floats.append(torch.randn(s, dtype=dtype, generator=generator))
+    if op == "matvec":
+        floats.append(torch.randn(s, 3, 3, dtype=dtype, generator=generator))
+    expected = _reference(op, floats, idx, s)
+    function = getattr(segops, f"segmented_{op}")
+    got = function(*[t.to(device) for t in floats], idx.to(device), s)
+    tolerance = {"rtol": 1e-4, "atol": 1e-4} if dtype == torch.float32 else {}
+    torch.testing.assert_close(got.cpu(), expected, **tolerance)
+
+
+@pytest.mark.parametrize("op", sorted(CALLS))
+@pytest.mark.parametrize("level", [1, 2])
+def test_opcheck_derivative_levels(op: str, level: int) -> None:
+    """The derivative ops pass opcheck too (schema, fake kernel, autograd)."""
+    data = make(7)
+    args, _, _ = CALLS[op]
+    # Build the inputs of level `level` directly: floats, then cotangents of
+    # each level's outputs, as the autograd chain does.
+    floats = [t.clone() for t in args(data)]
+    op_name = f"segmented_{op}"
+    result = getattr(torch.ops.segops, op_name)(*floats, data["idx"], S)
+    current = [result] if isinstance(result, torch.Tensor) else list(result)
+    for _ in range(level):
+        floats = floats + [torch.randn_like(t) for t in current]
+        op_name += "_grad"
+        result = getattr(torch.ops.segops, op_name)(*floats, data["idx"], S)
+        current = [result] if isinstance(result, torch.Tensor) else list(result)
+    inputs = tuple(t.clone().requires_grad_() for t in floats)
+    torch.library.opcheck(getattr(torch.ops.segops, op_name).default, (*inputs, data["idx"], S))
