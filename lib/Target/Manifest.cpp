@@ -23,12 +23,15 @@ static llvm::json::Object describeKernel(const SegmentProgram &program,
     llvm::json::Array shape;
     for (const std::string &dim : buffer.shape)
       shape.push_back(dim);
-    buffers.push_back(llvm::json::Object{
+    llvm::json::Object description{
         {"name", buffer.name},
         {"role", buffer.isOutput ? "output" : "input"},
         {"dtype", typeName(buffer.elementType)},
         {"shape", std::move(shape)},
-    });
+    };
+    if (!buffer.isOutput)
+      description["read"] = buffer.isRead;
+    buffers.push_back(std::move(description));
   }
   llvm::json::Array ops;
   program.func.walk([&](Operation *op) {

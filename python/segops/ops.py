@@ -20,6 +20,7 @@ RuntimeError or accept ``True`` as a count) and call ``torch.ops.segops.*``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable, Sequence
 
 import torch
@@ -63,6 +64,14 @@ def _output_shapes(kernel: str, num_rows: int, num_segments: int) -> list[tuple[
     entry = _library.kernel_entry(kernel)
     return [([sizes[d] if d in sizes else int(d) for d in buffer["shape"]], buffer["dtype"])
             for buffer in entry["buffers"] if buffer["role"] == "output"]
+
+
+@lru_cache(maxsize=None)
+def _unused_inputs(kernel: str) -> frozenset[int]:
+    """Positions (among the float inputs) of inputs the kernel never reads."""
+    floats = [b for b in _library.kernel_entry(kernel)["buffers"]
+              if b["role"] == "input" and b["name"] != "idx"]
+    return frozenset(i for i, b in enumerate(floats) if not b.get("read", True))
 
 
 def _schema(spec: OpSpec, level: int) -> str:
@@ -130,9 +139,15 @@ def _register(spec: OpSpec) -> None:
             continue
         next_op = getattr(torch.ops.segops, _op_name(spec, level + 1)).default
 
-        def setup_context(ctx, inputs, output):
+        def setup_context(ctx, inputs, output, _level=level):
             *floats, idx, num_segments = inputs
-            ctx.save_for_backward(idx, *floats)
+            # Keep only what the next level's kernel reads; an input it never
+            # reads (e.g. x in the backward of sum) is replaced by an empty
+            # tensor of the same dtype and row width.
+            unused = _unused_inputs(_kernel_name(spec, _level + 1, floats[0]))
+            kept = [f.new_empty((0,) + tuple(f.shape[1:])) if i in unused else f
+                    for i, f in enumerate(floats)]
+            ctx.save_for_backward(idx, *kept)
             ctx.num_segments = num_segments
 
         def backward(ctx, *grads, _next=next_op):

@@ -13,6 +13,7 @@
 // MANIFEST: "buffers": [
 // MANIFEST: "dtype": "f32",
 // MANIFEST-NEXT: "name": "arg0",
+// MANIFEST-NEXT: "read": true,
 // MANIFEST-NEXT: "role": "input",
 // MANIFEST-NEXT: "shape": [
 // MANIFEST-NEXT: "N",
@@ -38,6 +39,7 @@
 // MANIFEST: "passes": 1,
 // Gather: the per-segment input and a per-row output.
 // MANIFEST: "name": "arg0",
+// MANIFEST-NEXT: "read": true,
 // MANIFEST-NEXT: "role": "input",
 // MANIFEST-NEXT: "shape": [
 // MANIFEST-NEXT: "S"

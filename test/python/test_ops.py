@@ -246,3 +246,14 @@ def test_opcheck_derivative_levels(op: str, level: int) -> None:
         current = [result] if isinstance(result, torch.Tensor) else list(result)
     inputs = tuple(t.clone().requires_grad_() for t in floats)
     torch.library.opcheck(getattr(torch.ops.segops, op_name).default, (*inputs, data["idx"], S))
+
+
+def test_backward_saves_only_what_it_reads() -> None:
+    """The backward of sum reads only the cotangent: x is not kept alive."""
+    idx = layout([2, 3])
+    x = torch.randn(5, 3, dtype=torch.float64, requires_grad=True)
+    out = segops.segmented_sum(x * 2.0, idx, 2)
+    saved = out.grad_fn.saved_tensors
+    assert [tuple(t.shape) for t in saved] == [(5,), (0, 3)]  # idx, and an empty stand-in for x
+    (grad,) = torch.autograd.grad(out.sum(), x)
+    torch.testing.assert_close(grad, torch.full_like(x, 2.0))

@@ -35,6 +35,9 @@ namespace seg {
 struct KernelBuffer {
   std::string name;
   bool isOutput = false;
+  /// False for an input the kernel never reads (only its length, if
+  /// anything, matters): callers may pass any pointer for it.
+  bool isRead = true;
   /// f32, f64 or i32.
   Type elementType;
   /// Symbolic shape: "N" or "S", then the element shape ("3").

@@ -131,7 +131,10 @@ LogicalResult SegmentProgramAnalysis::buildBuffers() {
   Block &body = func.getBody().front();
   auto addBuffer = [&](Value value, StringRef name, bool isOutput) {
     auto type = cast<RankedTensorType>(value.getType());
-    KernelBuffer buffer{name.str(), isOutput, type.getElementType(), {}};
+    KernelBuffer buffer;
+    buffer.name = name.str();
+    buffer.isOutput = isOutput;
+    buffer.elementType = type.getElementType();
     if (value == program.idx) {
       buffer.shape.push_back("N");
     } else if (!program.hasInfo(value)) {
@@ -156,6 +159,11 @@ LogicalResult SegmentProgramAnalysis::buildBuffers() {
     program.argumentBuffer.push_back(program.buffers.size());
     addBuffer(arg, arg == program.idx ? "idx" : "arg" + std::to_string(arg.getArgNumber()),
               /*isOutput=*/false);
+    // tensor.dim only needs the length, which the kernel gets as N or S.
+    program.buffers.back().isRead =
+        llvm::any_of(arg.getUsers(), [](Operation *user) {
+          return !isa<tensor::DimOp>(user);
+        });
   }
   for (auto [i, result] :
        llvm::enumerate(body.getTerminator()->getOperands())) {
