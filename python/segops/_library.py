@@ -13,6 +13,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
 
+import torch
+
 NATIVE_DIR = Path(__file__).resolve().parent / "_native"
 
 
@@ -28,6 +30,7 @@ class Kernel:
     dtype: str
     num_inputs: int
     num_outputs: int
+    idx_position: int  # which pointer is the segment index
     block: int
     grid_per_block: int  # GPU grid: ceil(N / grid_per_block) blocks ...
     grid_min: int  # ... and at least this many
@@ -69,6 +72,7 @@ def kernels() -> dict[str, Kernel]:
             dtype=entry["dtype"],
             num_inputs=len(entry["buffers"]) - outputs,
             num_outputs=outputs,
+            idx_position=[b["name"] for b in entry["buffers"]].index("idx"),
             block=int(entry["gpu"]["block"][0]),
             grid_per_block=int(entry["gpu"]["grid"]["per_block"]),
             grid_min=int(entry["gpu"]["grid"]["min"]),
@@ -137,17 +141,27 @@ def cuda_module(device: int, capability: tuple[int, int]) -> Any:
     return module
 
 
+# Below this many rows, starting threads costs more than it saves.
+PARALLEL_MIN_ROWS = 1 << 16
+
 # Large enough to fill any GPU; kernels grid-stride over the rest.
 MAX_GRID = 1 << 18
 
 
 def launch_host(kernel_info: Kernel, pointers: Sequence[int], num_rows: int,
                 num_segments: int) -> None:
-    """Runs every segment (and zeroes row outputs of rows outside them)."""
+    """Runs every segment (and zeroes row outputs of rows outside them),
+    across PyTorch's intra-op threads when there are enough rows."""
     if num_rows == 0 and num_segments == 0:
         return
-    host_library().call(kernel_info.name, list(pointers), num_rows, num_segments, 0,
-                        num_segments)
+    threads = torch.get_num_threads() if num_rows >= PARALLEL_MIN_ROWS else 1
+    if threads > 1:
+        host_library().call_parallel(kernel_info.name, list(pointers),
+                                     pointers[kernel_info.idx_position], num_rows,
+                                     num_segments, threads)
+    else:
+        host_library().call(kernel_info.name, list(pointers), num_rows, num_segments, 0,
+                            num_segments)
 
 
 def launch_cuda(kernel_info: Kernel, device: int, capability: tuple[int, int], stream: int,

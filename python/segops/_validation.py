@@ -12,6 +12,8 @@ import os
 
 import torch
 
+from segops import _library
+
 INT32_MAX = 2**31 - 1
 FLOAT_DTYPES = (torch.float32, torch.float64)
 INDEX_DTYPES = (torch.int32, torch.int64)
@@ -89,20 +91,24 @@ def check_same_device(op: str, **tensors: torch.Tensor) -> None:
 
 def check_index_content(op: str, idx: torch.Tensor, num_segments: int) -> None:
     """Range and order of idx: on CPU always, on CUDA in debug mode only."""
-    if idx.device.type != "cpu" and not _debug_checks:
-        return
     if idx.numel() == 0:
         return
-    low = int(idx.min())
-    high = int(idx.max())
-    if low < 0 or high >= num_segments:
+    if idx.device.type != "cpu":
+        if not _debug_checks:
+            return
+        idx = idx.cpu()  # debug mode: a host sync is accepted
+    idx = idx.contiguous()
+    problem, row = _library._native_module().check_index(
+        idx.data_ptr(), idx.dtype == torch.int64, idx.numel(), num_segments)
+    if problem == "range":
         raise ValueError(
             f"{op}: idx values must lie in [0, num_segments) = [0, {num_segments}), "
-            f"got values in [{low}, {high}]")
-    if idx.numel() > 1 and not bool((idx[1:] >= idx[:-1]).all()):
+            f"got {int(idx[row])} at row {row}")
+    if problem == "order":
         # Not a memory-safety matter: unsorted rows silently land in wrong
         # segments, so the contract rejects them.
-        raise ValueError(f"{op}: idx must be sorted (non-decreasing)")
+        raise ValueError(f"{op}: idx must be sorted (non-decreasing); row {row} "
+                         f"({int(idx[row])}) follows {int(idx[row - 1])}")
 
 
 def as_kernel_index(idx: torch.Tensor) -> torch.Tensor:

@@ -9,6 +9,7 @@
 #include "segrt/Cuda.h"
 #include "segrt/Error.h"
 #include "segrt/Host.h"
+#include "segrt/IndexCheck.h"
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -24,13 +25,48 @@ PYBIND11_MODULE(_segrt, m) {
   m.def("cuda_unavailable_reason", &segrt::cudaUnavailableReason,
         "Why CUDA is unavailable (empty if it is available).");
 
+  m.def(
+      "check_index",
+      [](uintptr_t idx, bool is64Bit, int64_t numRows, int64_t numSegments) {
+        segrt::IndexCheck result;
+        {
+          // Python objects are built below, with the GIL held again.
+          py::gil_scoped_release release;
+          result = segrt::checkIndex(reinterpret_cast<const void *>(idx),
+                                     is64Bit, numRows, numSegments);
+        }
+        const char *problem =
+            result.problem == segrt::IndexProblem::None         ? ""
+            : result.problem == segrt::IndexProblem::OutOfRange ? "range"
+                                                                : "order";
+        return py::make_tuple(problem, result.row);
+      },
+      py::arg("idx"), py::arg("is_64_bit"), py::arg("num_rows"),
+      py::arg("num_segments"),
+      "One pass over a contiguous host index: ('', -1) if every value is in "
+      "[0, num_segments) and non-decreasing, else ('range' or 'order', row).");
+
   py::class_<segrt::HostLibrary>(m, "HostLibrary")
       .def(py::init<const std::string &>(), py::arg("path"))
       .def("call", &segrt::HostLibrary::call, py::arg("name"),
            py::arg("pointers"), py::arg("num_rows"), py::arg("num_segments"),
            py::arg("begin"), py::arg("end"),
            py::call_guard<py::gil_scoped_release>(),
-           "Run work items [begin, end) of a host kernel.");
+           "Run segments [begin, end) of a host kernel.")
+      .def(
+          "call_parallel",
+          [](segrt::HostLibrary &library, const std::string &name,
+             const std::vector<uintptr_t> &pointers, uintptr_t idx,
+             int64_t numRows, int64_t numSegments, int numThreads) {
+            library.callParallel(name, pointers,
+                                 reinterpret_cast<const int32_t *>(idx),
+                                 numRows, numSegments, numThreads);
+          },
+          py::arg("name"), py::arg("pointers"), py::arg("idx"),
+          py::arg("num_rows"), py::arg("num_segments"),
+          py::arg("num_threads"), py::call_guard<py::gil_scoped_release>(),
+          "Run every segment, split by rows across threads (sorted int32 "
+          "idx).");
 
   py::class_<segrt::CudaModule>(m, "CudaModule")
       .def(py::init<int, const std::string &>(), py::arg("device"),

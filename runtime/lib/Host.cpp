@@ -3,7 +3,9 @@
 #include "segrt/Host.h"
 #include "segrt/Error.h"
 
+#include <algorithm>
 #include <dlfcn.h>
+#include <thread>
 #include <utility>
 
 using namespace segrt;
@@ -21,6 +23,7 @@ HostLibrary::~HostLibrary() {
 }
 
 void *HostLibrary::lookup(const std::string &name) {
+  std::lock_guard<std::mutex> lock(symbolsMutex);
   auto it = symbols.find(name);
   if (it != symbols.end())
     return it->second;
@@ -71,4 +74,38 @@ void HostLibrary::call(const std::string &name,
   void *symbol = lookup(name);
   dispatch(symbol, pointers, numRows, numSegments, begin, end,
            std::make_index_sequence<kMaxPointers>());
+}
+
+/// The segment holding row `row` of a sorted index, clamped to [0, S].
+static int64_t segmentAtRow(const int32_t *idx, int64_t row,
+                            int64_t numSegments) {
+  return std::clamp<int64_t>(idx[row], 0, numSegments);
+}
+
+void HostLibrary::callParallel(const std::string &name,
+                               const std::vector<uintptr_t> &pointers,
+                               const int32_t *idx, int64_t numRows,
+                               int64_t numSegments, int numThreads) {
+  numThreads = std::max(1, numThreads);
+  if (numThreads == 1 || numRows < 2 || numSegments < 2) {
+    call(name, pointers, numRows, numSegments, 0, numSegments);
+    return;
+  }
+  // Split points: the segment of rows N*k/T, so each range holds about N/T
+  // rows (a segment larger than that makes one range larger).
+  std::vector<int64_t> bounds{0};
+  for (int k = 1; k < numThreads; ++k) {
+    int64_t split = segmentAtRow(idx, numRows * k / numThreads, numSegments);
+    bounds.push_back(std::max(bounds.back(), split));
+  }
+  bounds.push_back(numSegments);
+  std::vector<std::thread> workers;
+  for (int k = 1; k < numThreads; ++k)
+    if (bounds[k] < bounds[k + 1])
+      workers.emplace_back([&, k] {
+        call(name, pointers, numRows, numSegments, bounds[k], bounds[k + 1]);
+      });
+  call(name, pointers, numRows, numSegments, bounds[0], bounds[1]);
+  for (std::thread &worker : workers)
+    worker.join();
 }

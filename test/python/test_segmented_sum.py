@@ -244,3 +244,24 @@ def test_cuda_unavailable_is_a_clear_error() -> None:
     assert "libcuda.so.1" in _segrt.cuda_unavailable_reason() or _segrt.cuda_unavailable_reason()
     with pytest.raises(RuntimeError, match="CUDA is unavailable"):
         _segrt.CudaModule(0, "")
+
+
+@pytest.mark.parametrize("mean_length", [3, 500, 200_000])
+def test_threaded_cpu_results_do_not_depend_on_the_thread_count(mean_length: int) -> None:
+    """Large inputs run across threads, each segment on one thread: results
+    are bitwise identical to the single-threaded run."""
+    n = 200_000
+    generator = torch.Generator().manual_seed(mean_length)
+    num_segments = max(1, n // mean_length)
+    idx = torch.sort(torch.randint(0, num_segments, (n,), generator=generator)).values.int()
+    x = torch.randn(n, 3, generator=generator)
+    previous = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        single = segops.segmented_sum(x, idx, num_segments)
+        torch.set_num_threads(3)
+        threaded = segops.segmented_sum(x, idx, num_segments)
+    finally:
+        torch.set_num_threads(previous)
+    assert torch.equal(single, threaded)
+    torch.testing.assert_close(threaded, reference_sum(x, idx, num_segments), rtol=1e-4, atol=1e-3)

@@ -3,6 +3,7 @@
 #define SEGRT_HOST_H
 
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -10,7 +11,8 @@
 namespace segrt {
 
 /// The host half of the op library: a shared object whose kernels take the
-/// segops host ABI, `(ptr..., i64 N, i64 S, i64 begin, i64 end)`.
+/// segops host ABI, `(ptr..., i64 N, i64 S, i64 begin, i64 end)`, computing
+/// segments [begin, end).
 class HostLibrary {
 public:
   explicit HostLibrary(const std::string &path);
@@ -18,9 +20,17 @@ public:
   HostLibrary(const HostLibrary &) = delete;
   HostLibrary &operator=(const HostLibrary &) = delete;
 
-  /// Runs work items [begin, end) of kernel `name` on the calling thread.
+  /// Runs segments [begin, end) of kernel `name` on the calling thread.
   void call(const std::string &name, const std::vector<uintptr_t> &pointers,
             int64_t numRows, int64_t numSegments, int64_t begin, int64_t end);
+
+  /// Runs every segment of kernel `name` on up to `numThreads` threads, each
+  /// taking a contiguous range of segments holding about the same number of
+  /// rows (found from the sorted int32 index `idx`). Each segment is computed
+  /// by one thread, so results do not depend on the split.
+  void callParallel(const std::string &name,
+                    const std::vector<uintptr_t> &pointers, const int32_t *idx,
+                    int64_t numRows, int64_t numSegments, int numThreads);
 
   /// Largest number of pointer parameters a host kernel may take.
   static constexpr size_t kMaxPointers = 16;
@@ -30,6 +40,7 @@ private:
 
   void *handle = nullptr;
   std::string path;
+  std::mutex symbolsMutex;
   std::unordered_map<std::string, void *> symbols;
 };
 

@@ -1,0 +1,25 @@
+//===- IndexCheck.h - validating a segment index on the host ----*- C++ -*-===//
+#ifndef SEGRT_INDEXCHECK_H
+#define SEGRT_INDEXCHECK_H
+
+#include <cstdint>
+
+namespace segrt {
+
+/// What is wrong with a segment index, if anything.
+enum class IndexProblem { None, OutOfRange, Unsorted };
+
+struct IndexCheck {
+  IndexProblem problem = IndexProblem::None;
+  /// The first offending row.
+  int64_t row = -1;
+};
+
+/// One pass over a host index (int32 or int64 values): every value in
+/// [0, numSegments) and non-decreasing.
+IndexCheck checkIndex(const void *idx, bool is64Bit, int64_t numRows,
+                      int64_t numSegments);
+
+} // namespace segrt
+
+#endif // SEGRT_INDEXCHECK_H
