@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "segops/Dialect/Seg/IR/SegInterfaces.h"
+#include "segops/Dialect/Seg/IR/SegOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -14,23 +15,6 @@
 
 using namespace mlir;
 using namespace mlir::seg;
-
-/// A value of `like`'s type filled with `value`.
-static Value constantLike(OpBuilder &b, Location loc, Value like,
-                          double value) {
-  Type type = like.getType();
-  auto tensorType = dyn_cast<RankedTensorType>(type);
-  Type elementType = tensorType ? tensorType.getElementType() : type;
-  Value scalar =
-      b.create<arith::ConstantOp>(loc, b.getFloatAttr(elementType, value));
-  if (!tensorType)
-    return scalar;
-  SmallVector<Value> dynamicSizes;
-  for (int64_t d = 0; d < tensorType.getRank(); ++d)
-    if (tensorType.isDynamicDim(d))
-      dynamicSizes.push_back(b.create<tensor::DimOp>(loc, like, d));
-  return b.create<tensor::SplatOp>(loc, scalar, tensorType, dynamicSizes);
-}
 
 namespace {
 /// Shared boilerplate: sizes the operand adjoints and skips zero adjoints.
@@ -101,7 +85,7 @@ struct SelectAdjoint : ElementwiseAdjoint<SelectAdjoint, arith::SelectOp> {
   void build(arith::SelectOp op, OpBuilder &b, Value g,
              SmallVectorImpl<Value> &operands) const {
     Location loc = op.getLoc();
-    Value zero = constantLike(b, loc, g, 0.0);
+    Value zero = createSplatLike(b, loc, g, 0.0);
     operands[1] =
         b.create<arith::SelectOp>(loc, op.getCondition(), g, zero);
     operands[2] =
@@ -116,11 +100,11 @@ struct SqrtAdjoint : ElementwiseAdjoint<SqrtAdjoint, math::SqrtOp> {
              SmallVectorImpl<Value> &operands) const {
     Location loc = op.getLoc();
     Value r = op.getResult();
-    Value zero = constantLike(b, loc, r, 0.0);
+    Value zero = createSplatLike(b, loc, r, 0.0);
     Value positive =
         b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OGT, r, zero);
     Value safe = b.create<arith::SelectOp>(loc, positive, r,
-                                           constantLike(b, loc, r, 1.0));
+                                           createSplatLike(b, loc, r, 1.0));
     Value twice = b.create<arith::AddFOp>(loc, safe, safe);
     Value scaled = b.create<arith::DivFOp>(loc, g, twice);
     operands[0] = b.create<arith::SelectOp>(loc, positive, scaled, zero);

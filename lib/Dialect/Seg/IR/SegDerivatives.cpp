@@ -19,16 +19,20 @@ static Value leadingDim(OpBuilder &b, Location loc, Value tensor) {
   return b.create<tensor::DimOp>(loc, tensor, 0);
 }
 
-/// A rank-1 tensor of `value` with the type of `like` (per-segment scalars).
-static Value splatLike(OpBuilder &b, Location loc, Value like, double value) {
-  auto type = cast<RankedTensorType>(like.getType());
-  Value scalar = b.create<arith::ConstantOp>(
-      loc, b.getFloatAttr(type.getElementType(), value));
+Value mlir::seg::createSplatLike(OpBuilder &b, Location loc, Value like,
+                                double value) {
+  Type type = like.getType();
+  auto tensorType = dyn_cast<RankedTensorType>(type);
+  Type elementType = tensorType ? tensorType.getElementType() : type;
+  Value scalar =
+      b.create<arith::ConstantOp>(loc, b.getFloatAttr(elementType, value));
+  if (!tensorType)
+    return scalar;
   SmallVector<Value> dynamicSizes;
-  for (int64_t d = 0; d < type.getRank(); ++d)
-    if (type.isDynamicDim(d))
+  for (int64_t d = 0; d < tensorType.getRank(); ++d)
+    if (tensorType.isDynamicDim(d))
       dynamicSizes.push_back(b.create<tensor::DimOp>(loc, like, d));
-  return b.create<tensor::SplatOp>(loc, scalar, type, dynamicSizes);
+  return b.create<tensor::SplatOp>(loc, scalar, tensorType, dynamicSizes);
 }
 
 /// The per-segment row count of `idx` as floats of `like`'s type.
@@ -60,7 +64,7 @@ LogicalResult MeanOp::buildAdjoints(OpBuilder &b, ArrayRef<Value> results,
   Location loc = getLoc();
   Value count = countLike(b, loc, getIdx(), getNumSegments(), getResult());
   Value reciprocal =
-      b.create<arith::DivFOp>(loc, splatLike(b, loc, count, 1.0), count);
+      b.create<arith::DivFOp>(loc, createSplatLike(b, loc, count, 1.0), count);
   Value spread = b.create<GatherOp>(loc, getX().getType(), g, getIdx());
   operands[0] = b.create<MulOp>(loc, getX().getType(), spread, reciprocal,
                                 getIdx());
@@ -80,8 +84,8 @@ LogicalResult RmsNormOp::buildAdjoints(OpBuilder &b, ArrayRef<Value> results,
   Location loc = getLoc();
   Value r = getResult();
   Value count = countLike(b, loc, getIdx(), getNumSegments(), r);
-  Value zero = splatLike(b, loc, r, 0.0);
-  Value one = splatLike(b, loc, r, 1.0);
+  Value zero = createSplatLike(b, loc, r, 0.0);
+  Value one = createSplatLike(b, loc, r, 1.0);
   Value positive =
       b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OGT, r, zero);
   Value denominator = b.create<arith::SelectOp>(

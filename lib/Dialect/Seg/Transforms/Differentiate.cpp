@@ -27,22 +27,6 @@ static bool isDifferentiableType(Type type) {
   return isa<FloatType>(type);
 }
 
-/// Zeros of `like`'s type (a tensor of any shape, or a scalar).
-static Value zerosLike(OpBuilder &b, Location loc, Value like) {
-  Type type = like.getType();
-  auto tensorType = dyn_cast<RankedTensorType>(type);
-  Type elementType = tensorType ? tensorType.getElementType() : type;
-  Value zero =
-      b.create<arith::ConstantOp>(loc, b.getFloatAttr(elementType, 0.0));
-  if (!tensorType)
-    return zero;
-  SmallVector<Value> dynamicSizes;
-  for (int64_t d = 0; d < tensorType.getRank(); ++d)
-    if (tensorType.isDynamicDim(d))
-      dynamicSizes.push_back(b.create<tensor::DimOp>(loc, like, d));
-  return b.create<tensor::SplatOp>(loc, zero, tensorType, dynamicSizes);
-}
-
 /// Records on the gradient function's arguments whether each lives per row
 /// or per segment, as far as the primal function tells: a zero gradient may
 /// leave an argument connected to no seg op in the gradient function.
@@ -211,7 +195,7 @@ FailureOr<func::FuncOp> mlir::seg::differentiateFunction(
   for (unsigned i : chosen) {
     Value arg = entry->getArgument(i);
     Value adjoint = adjoints.lookup(arg);
-    gradients.push_back(adjoint ? adjoint : zerosLike(builder, loc, arg));
+    gradients.push_back(adjoint ? adjoint : createSplatLike(builder, loc, arg, 0.0));
   }
   builder.create<func::ReturnOp>(loc, gradients);
   return grad;

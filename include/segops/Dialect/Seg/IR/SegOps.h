@@ -13,4 +13,13 @@
 #define GET_OP_CLASSES
 #include "segops/Dialect/Seg/IR/SegOps.h.inc"
 
+namespace mlir {
+namespace seg {
+/// A value of `like`'s type filled with `value`: a tensor.splat (sized like
+/// `like`) for tensors, an arith.constant for scalars. Derivative rules and
+/// seg-differentiate use it for zeros and ones.
+Value createSplatLike(OpBuilder &b, Location loc, Value like, double value);
+} // namespace seg
+} // namespace mlir
+
 #endif // SEGOPS_DIALECT_SEG_IR_SEGOPS_H
