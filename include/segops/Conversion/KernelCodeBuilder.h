@@ -28,6 +28,10 @@ public:
   /// First row r in [lo, hi) with idx[r] >= segment, or hi (binary search;
   /// terminates and stays in [lo, hi] for any content of idx).
   Value lowerBound(Value idx, Value lo, Value hi, Value segment);
+  /// Like lowerBound, but probing lo, lo+1, lo+3, lo+7, ... first: cost
+  /// O(log(answer - lo)) rather than O(log(hi - lo)), for walking short
+  /// segments in order.
+  Value gallopingLowerBound(Value idx, Value lo, Value hi, Value segment);
   /// 1 if 0 <= segment < numSegments.
   Value isValidSegment(Value segment, Value numSegments);
   /// Loads idx[row] and sign-extends it to i64.

@@ -89,3 +89,41 @@ Value KernelCodeBuilder::loadOrZero(Value condition, Value base,
       });
   return ifOp.getResult(0);
 }
+
+Value KernelCodeBuilder::gallopingLowerBound(Value idx, Value lo, Value hi,
+                                             Value segment) {
+  // Invariant: every row before `lo` is below `segment`; `probe` is the next
+  // row to test and `step` the distance to the one after.
+  Type i64Type = builder.getI64Type();
+  auto gallop = builder.create<scf::WhileOp>(
+      loc, TypeRange{i64Type, i64Type, i64Type}, ValueRange{lo, lo, i64(1)},
+      [&](OpBuilder &b, Location l, ValueRange state) {
+        KernelCodeBuilder code(b, l);
+        Value probe = state[1];
+        Value inRange =
+            b.create<arith::CmpIOp>(l, arith::CmpIPredicate::slt, probe, hi);
+        auto below = b.create<scf::IfOp>(
+            l, inRange,
+            [&](OpBuilder &tb, Location tl) {
+              KernelCodeBuilder then(tb, tl);
+              Value value = then.loadSegment(idx, probe);
+              tb.create<scf::YieldOp>(
+                  tl, ValueRange{tb.create<arith::CmpIOp>(
+                          tl, arith::CmpIPredicate::slt, value, segment)});
+            },
+            [&](OpBuilder &eb, Location el) {
+              eb.create<scf::YieldOp>(
+                  el, ValueRange{eb.create<arith::ConstantIntOp>(el, 0, 1)});
+            });
+        b.create<scf::ConditionOp>(l, below.getResult(0), state);
+      },
+      [&](OpBuilder &b, Location l, ValueRange state) {
+        KernelCodeBuilder code(b, l);
+        Value newLo = b.create<arith::AddIOp>(l, state[1], code.i64(1));
+        Value probe = b.create<arith::AddIOp>(l, newLo, state[2]);
+        Value step = b.create<arith::AddIOp>(l, state[2], state[2]);
+        b.create<scf::YieldOp>(l, ValueRange{newLo, probe, step});
+      });
+  Value upper = builder.create<arith::MinSIOp>(loc, gallop.getResult(1), hi);
+  return lowerBound(idx, gallop.getResult(0), upper, segment);
+}

@@ -1,8 +1,8 @@
 // RUN: seg-opt %s --convert-seg-to-host --canonicalize --cse -split-input-file | FileCheck %s
 
-// Host kernels take the GPU kernel's parameters plus the range of work items
+// Host kernels take the GPU kernel's parameters plus the range of segments
 // [begin, end), clamped to what exists, and walk segments in order: one
-// binary search for the first row, then one per segment boundary.
+// binary search for the first row, then a galloping search per boundary.
 // CHECK-LABEL: func.func @sum_vec3
 // CHECK-SAME: (%[[X:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:.*]]: i64, %[[S:.*]]: i64, %[[B:.*]]: i64, %[[E:.*]]: i64)
 // CHECK: %[[B0:.*]] = arith.maxsi %[[B]], %c0_i64
@@ -11,7 +11,11 @@
 // CHECK: %[[END:.*]] = arith.minsi %[[E0]], %[[S]]
 // CHECK: %[[FIRST:.*]]:2 = scf.while
 // CHECK: scf.for %[[SEG:.*]] = %[[BEGIN]] to %[[END]] step %c1_i64 iter_args(%[[ROW:.*]] = %[[FIRST]]#0) -> (i64) : i64
-// CHECK: %[[NEXT:.*]]:2 = scf.while (%{{.*}} = %[[ROW]], %{{.*}} = %[[N]])
+// The segment's end: a galloping search from the previous boundary, then a
+// binary search in the bracket it found.
+// CHECK: %[[GALLOP:.*]]:3 = scf.while (%{{.*}} = %[[ROW]], %{{.*}} = %[[ROW]], %{{.*}} = %c1_i64)
+// CHECK: %[[UPPER:.*]] = arith.minsi %[[GALLOP]]#1, %[[N]]
+// CHECK: %[[NEXT:.*]]:2 = scf.while (%{{.*}} = %[[GALLOP]]#0, %{{.*}} = %[[UPPER]])
 // CHECK: %[[ACC:.*]]:3 = scf.for %{{.*}} = %[[ROW]] to %[[NEXT]]#0 step %c1_i64 iter_args({{.*}}) -> (f32, f32, f32) : i64
 // CHECK-COUNT-3: llvm.getelementptr inbounds %[[X]]
 // CHECK: llvm.store %[[ACC]]#0
