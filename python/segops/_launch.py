@@ -9,13 +9,6 @@ import torch
 
 from segops import _library
 
-_DTYPE_NAMES = {torch.float32: "f32", torch.float64: "f64"}
-
-
-def kernel_name(op: str, dtype: torch.dtype, width: int) -> str:
-    """Op-library naming: <op>_<dtype>_w<row width>, e.g. segmented_sum_f32_w3."""
-    return f"{op}_{_DTYPE_NAMES[dtype]}_w{width}"
-
 
 @lru_cache(maxsize=None)
 def _capability(device: int) -> tuple[int, int]:

@@ -25,7 +25,7 @@ FailureOr<std::string> compileToPTX(ModuleOp source,
 /// independent object file for the host, tuned for `cpu` (an LLVM CPU name).
 FailureOr<std::string> compileToHostObject(ModuleOp source, StringRef cpu);
 
-/// Describes every kernel function of `source` (see SegKernelABI.h). Keys
+/// Describes every kernel function of `source` (see SegmentProgram.h). Keys
 /// `ptx`, `host_object` and `host_library` are left to the caller.
 FailureOr<llvm::json::Object> buildKernelManifest(ModuleOp source,
                                                   int64_t blockSize);
