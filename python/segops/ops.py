@@ -59,11 +59,18 @@ def _kernel_name(spec: OpSpec, level: int, first: Tensor) -> str:
     return f"{spec.name}_{_DTYPE_NAMES[first.dtype]}_w{width}" + "_grad" * level
 
 
-def _output_shapes(kernel: str, num_rows: int, num_segments: int) -> list[tuple[list, str]]:
-    sizes = {"N": num_rows, "S": num_segments}
+@lru_cache(maxsize=None)
+def _output_plan(kernel: str) -> tuple[tuple[tuple[str, ...], torch.dtype], ...]:
+    """The kernel's outputs: symbolic shape ("N", "S" or extents) and dtype."""
     entry = _library.kernel_entry(kernel)
-    return [([sizes[d] if d in sizes else int(d) for d in buffer["shape"]], buffer["dtype"])
-            for buffer in entry["buffers"] if buffer["role"] == "output"]
+    return tuple((tuple(buffer["shape"]), _TORCH_DTYPES[buffer["dtype"]])
+                 for buffer in entry["buffers"] if buffer["role"] == "output")
+
+
+def _output_shapes(kernel: str, num_rows: int, num_segments: int) -> list[tuple[list, torch.dtype]]:
+    sizes = {"N": num_rows, "S": num_segments}
+    return [([sizes[d] if d in sizes else int(d) for d in shape], dtype)
+            for shape, dtype in _output_plan(kernel)]
 
 
 @lru_cache(maxsize=None)
@@ -96,7 +103,7 @@ def _run_level(spec: OpSpec, level: int, floats: Sequence[Tensor], idx: Tensor,
         check_index_content(spec.name, idx, num_segments)
     kernel = _kernel_name(spec, level, floats[0])
     num_rows = idx.shape[0]
-    outputs = [torch.empty(shape, dtype=_TORCH_DTYPES[dtype], device=idx.device)
+    outputs = [torch.empty(shape, dtype=dtype, device=idx.device)
                for shape, dtype in _output_shapes(kernel, num_rows, num_segments)]
     k = len(spec.float_args)
     inputs = [t.contiguous() for t in floats[:k]] + [as_kernel_index(idx)] + \
@@ -110,7 +117,7 @@ def _fake_level(spec: OpSpec, level: int, floats: Sequence[Tensor], idx: Tensor,
     if level == 0:
         spec.validate(*floats, idx, num_segments)
     kernel = _kernel_name(spec, level, floats[0])
-    outputs = [floats[0].new_empty(shape, dtype=_TORCH_DTYPES[dtype])
+    outputs = [floats[0].new_empty(shape, dtype=dtype)
                for shape, dtype in _output_shapes(kernel, idx.shape[0], num_segments)]
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
