@@ -51,10 +51,11 @@ FailureOr<std::string> mlir::seg::compileToHostObject(ModuleOp source,
   llvm::InitializeNativeTargetAsmPrinter();
   std::string triple = llvm::sys::getDefaultTargetTriple();
   std::string error;
-  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
+  const llvm::Target *target =
+      llvm::TargetRegistry::lookupTarget(triple, error);
   if (!target)
-    return source.emitError() << "no LLVM target for " << triple << ": "
-                              << error;
+    return source.emitError()
+           << "no LLVM target for " << triple << ": " << error;
   std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
       triple, cpu, /*Features=*/"", llvm::TargetOptions(), llvm::Reloc::PIC_,
       std::nullopt, llvm::CodeGenOptLevel::Aggressive));

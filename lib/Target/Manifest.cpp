@@ -49,12 +49,11 @@ static llvm::json::Object describeKernel(const SegmentProgram &program,
       // segments when there are no rows); kernels grid-stride, so any grid is
       // correct. Host: a call computes segments [begin, end).
       {"gpu",
-       llvm::json::Object{
-           {"block", llvm::json::Array{blockSize, 1, 1}},
-           {"dynamic_shared_bytes", 0},
-           {"grid", llvm::json::Object{{"elements", "rows"},
-                                       {"per_block", blockSize},
-                                       {"min", 1}}}}},
+       llvm::json::Object{{"block", llvm::json::Array{blockSize, 1, 1}},
+                          {"dynamic_shared_bytes", 0},
+                          {"grid", llvm::json::Object{{"elements", "rows"},
+                                                      {"per_block", blockSize},
+                                                      {"min", 1}}}}},
       {"host", llvm::json::Object{{"symbol", program.getName().str()},
                                   {"range", "segments"}}},
   };

@@ -63,8 +63,8 @@ PYBIND11_MODULE(_segrt, m) {
                                  numRows, numSegments, numThreads);
           },
           py::arg("name"), py::arg("pointers"), py::arg("idx"),
-          py::arg("num_rows"), py::arg("num_segments"),
-          py::arg("num_threads"), py::call_guard<py::gil_scoped_release>(),
+          py::arg("num_rows"), py::arg("num_segments"), py::arg("num_threads"),
+          py::call_guard<py::gil_scoped_release>(),
           "Run every segment, split by rows across threads (sorted int32 "
           "idx).");
 

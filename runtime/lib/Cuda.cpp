@@ -36,19 +36,18 @@ struct Driver {
                     dlerror();
       return;
     }
-    bool complete = resolve(handle, "cuInit", init) &&
-                    resolve(handle, "cuGetErrorString", getErrorString) &&
-                    resolve(handle, "cuDeviceGet", deviceGet) &&
-                    resolve(handle, "cuDevicePrimaryCtxRetain",
-                            primaryCtxRetain) &&
-                    resolve(handle, "cuDevicePrimaryCtxRelease_v2",
-                            primaryCtxRelease) &&
-                    resolve(handle, "cuCtxGetCurrent", ctxGetCurrent) &&
-                    resolve(handle, "cuCtxSetCurrent", ctxSetCurrent) &&
-                    resolve(handle, "cuModuleLoadDataEx", moduleLoadDataEx) &&
-                    resolve(handle, "cuModuleUnload", moduleUnload) &&
-                    resolve(handle, "cuModuleGetFunction", moduleGetFunction) &&
-                    resolve(handle, "cuLaunchKernel", launchKernel);
+    bool complete =
+        resolve(handle, "cuInit", init) &&
+        resolve(handle, "cuGetErrorString", getErrorString) &&
+        resolve(handle, "cuDeviceGet", deviceGet) &&
+        resolve(handle, "cuDevicePrimaryCtxRetain", primaryCtxRetain) &&
+        resolve(handle, "cuDevicePrimaryCtxRelease_v2", primaryCtxRelease) &&
+        resolve(handle, "cuCtxGetCurrent", ctxGetCurrent) &&
+        resolve(handle, "cuCtxSetCurrent", ctxSetCurrent) &&
+        resolve(handle, "cuModuleLoadDataEx", moduleLoadDataEx) &&
+        resolve(handle, "cuModuleUnload", moduleUnload) &&
+        resolve(handle, "cuModuleGetFunction", moduleGetFunction) &&
+        resolve(handle, "cuLaunchKernel", launchKernel);
     if (!complete)
       return;
     CUresult status = init(0);
@@ -66,8 +65,7 @@ struct Driver {
 
   std::string describe(CUresult status) const {
     const char *text = nullptr;
-    if (getErrorString && getErrorString(status, &text) == CUDA_SUCCESS &&
-        text)
+    if (getErrorString && getErrorString(status, &text) == CUDA_SUCCESS && text)
       return text;
     return "CUDA error " + std::to_string(static_cast<int>(status));
   }
@@ -185,7 +183,8 @@ bool segrt::cudaAvailable() { return false; }
 std::string segrt::cudaUnavailableReason() { return kNoCuda; }
 
 struct CudaModule::Impl {};
-CudaModule::CudaModule(int device, const std::string &) : deviceOrdinal(device) {
+CudaModule::CudaModule(int device, const std::string &)
+    : deviceOrdinal(device) {
   throw Error(std::string("segrt: ") + kNoCuda);
 }
 CudaModule::~CudaModule() = default;

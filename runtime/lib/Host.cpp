@@ -69,7 +69,8 @@ void HostLibrary::call(const std::string &name,
                        const std::vector<uintptr_t> &pointers, int64_t numRows,
                        int64_t numSegments, int64_t begin, int64_t end) {
   if (pointers.empty() || pointers.size() > kMaxPointers)
-    throw Error("segrt: host kernels take 1 to " + std::to_string(kMaxPointers) + " pointers, got " +
+    throw Error("segrt: host kernels take 1 to " +
+                std::to_string(kMaxPointers) + " pointers, got " +
                 std::to_string(pointers.size()));
   void *symbol = lookup(name);
   dispatch(symbol, pointers, numRows, numSegments, begin, end,

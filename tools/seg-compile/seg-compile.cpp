@@ -24,9 +24,8 @@
 using namespace mlir;
 namespace cl = llvm::cl;
 
-static cl::opt<std::string> inputFile(cl::Positional,
-                                      cl::desc("<kernel module .mlir>"),
-                                      cl::Required);
+static cl::opt<std::string>
+    inputFile(cl::Positional, cl::desc("<kernel module .mlir>"), cl::Required);
 static cl::opt<std::string> outputDir("o", cl::desc("Output directory"),
                                       cl::value_desc("dir"), cl::Required);
 static cl::list<std::string> chips("chips", cl::CommaSeparated,
@@ -34,11 +33,11 @@ static cl::list<std::string> chips("chips", cl::CommaSeparated,
 static cl::opt<std::string> hostCpu("host-cpu",
                                     cl::desc("LLVM CPU for host kernels"),
                                     cl::init("x86-64-v2"));
-static cl::opt<std::string> hostLibrary(
-    "host-library", cl::desc("File name the host object is linked into"),
-    cl::init("libsegops_host.so"));
-static cl::opt<int64_t> blockSize("block-size",
-                                  cl::desc("Threads per block"),
+static cl::opt<std::string>
+    hostLibrary("host-library",
+                cl::desc("File name the host object is linked into"),
+                cl::init("libsegops_host.so"));
+static cl::opt<int64_t> blockSize("block-size", cl::desc("Threads per block"),
                                   cl::init(256));
 
 static LogicalResult writeFile(StringRef name, StringRef contents) {

@@ -1,4 +1,5 @@
-//===- SegmentProgram.h - kernel functions as fused segment programs -*- C++ -*-===//
+//===- SegmentProgram.h - kernel functions as fused segment programs -*- C++
+//-*-===//
 //
 // A *kernel function* is a `func.func` built from seg ops and elementwise
 // arith/math/tensor ops that all share one segment index. Every value in it
@@ -29,7 +30,6 @@
 
 namespace mlir {
 namespace seg {
-
 
 /// One pointer parameter of a kernel.
 struct KernelBuffer {
@@ -127,8 +127,8 @@ public:
   /// `rowLoop` null, the segment is known to be empty: no row loops are
   /// emitted and reductions are 0.
   void emitSegment(OpBuilder &b, Location loc, Value segment, Value count,
-                   const RowLoopBuilder &rowLoop,
-                   const CombineBuilder &combine, Value writeSegmentOutputs);
+                   const RowLoopBuilder &rowLoop, const CombineBuilder &combine,
+                   Value writeSegmentOutputs);
 
   /// Stores 0 to every component of every row output at `row`.
   void emitZeroRowOutputs(OpBuilder &b, Location loc, Value row);

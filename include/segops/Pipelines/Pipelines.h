@@ -13,9 +13,9 @@ struct SegToPTXOptions : public PassPipelineOptions<SegToPTXOptions> {
   PassOptions::Option<std::string> chip{
       *this, "chip", llvm::cl::desc("GPU architecture (e.g. sm_80, sm_90)"),
       llvm::cl::init("sm_90")};
-  PassOptions::Option<std::string> features{
-      *this, "features", llvm::cl::desc("PTX ISA features"),
-      llvm::cl::init("+ptx80")};
+  PassOptions::Option<std::string> features{*this, "features",
+                                            llvm::cl::desc("PTX ISA features"),
+                                            llvm::cl::init("+ptx80")};
   PassOptions::Option<unsigned> optLevel{
       *this, "opt-level", llvm::cl::desc("LLVM optimization level"),
       llvm::cl::init(3)};

@@ -90,8 +90,8 @@ Value GPUKernelEmitter::segmentOr(OpBuilder &b, Value inRange, Value row) {
   auto ifOp = b.create<scf::IfOp>(
       loc, inRange,
       [&](OpBuilder &tb, Location tl) {
-        tb.create<scf::YieldOp>(tl,
-                                KernelCodeBuilder(tb, tl).loadSegment(idx, row));
+        tb.create<scf::YieldOp>(
+            tl, KernelCodeBuilder(tb, tl).loadSegment(idx, row));
       },
       [&](OpBuilder &eb, Location el) {
         eb.create<scf::YieldOp>(el, KernelCodeBuilder(eb, el).i64(-1));
@@ -131,15 +131,15 @@ void GPUKernelEmitter::emitEmptySegments(OpBuilder &b, Value lo, Value hi,
 void GPUKernelEmitter::emitOwnedSegment(OpBuilder &b, Value rowBase,
                                         Value mask) {
   KernelCodeBuilder code(b, loc);
-  Value leader = b.create<LLVM::CountTrailingZerosOp>(
-      loc, b.getI32Type(), mask, /*is_zero_poison=*/false);
+  Value leader = b.create<LLVM::CountTrailingZerosOp>(loc, b.getI32Type(), mask,
+                                                      /*is_zero_poison=*/false);
   Value start = b.create<arith::AddIOp>(
       loc, rowBase, b.create<arith::ExtUIOp>(loc, b.getI64Type(), leader));
   Value segment = code.loadSegment(idx, start);
   Value hasPrevious = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sgt,
                                               start, code.i64(0));
-  Value previous = segmentOr(
-      b, hasPrevious, b.create<arith::SubIOp>(loc, start, code.i64(1)));
+  Value previous = segmentOr(b, hasPrevious,
+                             b.create<arith::SubIOp>(loc, start, code.i64(1)));
   emitEmptySegments(b, b.create<arith::AddIOp>(loc, previous, code.i64(1)),
                     segment, lane, code.i64(kWarpSize));
 
@@ -149,18 +149,17 @@ void GPUKernelEmitter::emitOwnedSegment(OpBuilder &b, Value rowBase,
       loc, TypeRange{b.getI64Type()},
       ValueRange{b.create<arith::AddIOp>(loc, start, lane)},
       [&](OpBuilder &cb, Location cl, ValueRange rows) {
-        Value inRange = cb.create<arith::CmpIOp>(
-            cl, arith::CmpIPredicate::slt, rows[0], numRows);
-        Value same = cb.create<arith::CmpIOp>(
-            cl, arith::CmpIPredicate::eq, segmentOr(cb, inRange, rows[0]),
-            segment);
+        Value inRange = cb.create<arith::CmpIOp>(cl, arith::CmpIPredicate::slt,
+                                                 rows[0], numRows);
+        Value same =
+            cb.create<arith::CmpIOp>(cl, arith::CmpIPredicate::eq,
+                                     segmentOr(cb, inRange, rows[0]), segment);
         cb.create<scf::ConditionOp>(
             cl, cb.create<arith::AndIOp>(cl, inRange, same), rows);
       },
       [&](OpBuilder &ab, Location al, ValueRange rows) {
-        ab.create<scf::YieldOp>(
-            al, ValueRange{ab.create<arith::AddIOp>(al, rows[0],
-                                                    i64(ab, kWarpSize))});
+        ab.create<scf::YieldOp>(al, ValueRange{ab.create<arith::AddIOp>(
+                                        al, rows[0], i64(ab, kWarpSize))});
       });
   Value end = warpReduce(b, walk.getResult(0), /*minimum=*/true);
   Value first = b.create<arith::AddIOp>(loc, start, lane);
@@ -184,8 +183,8 @@ void GPUKernelEmitter::emitOwnedSegment(OpBuilder &b, Value rowBase,
     auto combine = [&](OpBuilder &cb, Location, Value partial) {
       return warpReduce(cb, partial, /*minimum=*/false);
     };
-    Value isLaneZero = vb.create<arith::CmpIOp>(
-        loc, arith::CmpIPredicate::eq, lane, i64(vb, 0));
+    Value isLaneZero = vb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
+                                                lane, i64(vb, 0));
     emitter.emitSegment(vb, loc, segment, count, rowLoop, combine, isLaneZero);
   }
   if (program.hasRowOutputs) {
@@ -202,9 +201,12 @@ void GPUKernelEmitter::emitOwnedSegment(OpBuilder &b, Value rowBase,
 
 void GPUKernelEmitter::emit() {
   OpBuilder &b = builder;
-  Value threadId = indexToI64(b, b.create<gpu::ThreadIdOp>(loc, gpu::Dimension::x));
-  Value blockId = indexToI64(b, b.create<gpu::BlockIdOp>(loc, gpu::Dimension::x));
-  Value gridDim = indexToI64(b, b.create<gpu::GridDimOp>(loc, gpu::Dimension::x));
+  Value threadId =
+      indexToI64(b, b.create<gpu::ThreadIdOp>(loc, gpu::Dimension::x));
+  Value blockId =
+      indexToI64(b, b.create<gpu::BlockIdOp>(loc, gpu::Dimension::x));
+  Value gridDim =
+      indexToI64(b, b.create<gpu::GridDimOp>(loc, gpu::Dimension::x));
   lane = b.create<arith::AndIOp>(loc, threadId, i64(b, kWarpSize - 1));
   Value warpsPerBlock = i64(b, blockSize / kWarpSize);
   Value globalWarp = b.create<arith::AddIOp>(
@@ -216,8 +218,8 @@ void GPUKernelEmitter::emit() {
       i64(b, kWarpSize));
 
   // No rows: every thread of the grid evaluates empty segments.
-  Value noRows = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
-                                         numRows, i64(b, 0));
+  Value noRows = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, numRows,
+                                         i64(b, 0));
   auto ifEmpty = b.create<scf::IfOp>(loc, noRows, /*withElse=*/false);
   {
     OpBuilder eb = ifEmpty.getThenBodyBuilder();
@@ -226,18 +228,18 @@ void GPUKernelEmitter::emit() {
         threadId);
     Value totalThreads =
         eb.create<arith::MulIOp>(loc, gridDim, i64(eb, blockSize));
-    emitEmptySegments(eb, i64(eb, 0), numSegments, globalThread,
-                      totalThreads);
+    emitEmptySegments(eb, i64(eb, 0), numSegments, globalThread, totalThreads);
   }
 
   b.create<scf::ForOp>(
       loc, globalWarp, numChunks, totalWarps, ValueRange{},
       [&](OpBuilder &cb, Location, Value chunk, ValueRange) {
         KernelCodeBuilder code(cb, loc);
-        Value rowBase = cb.create<arith::MulIOp>(loc, chunk, i64(cb, kWarpSize));
+        Value rowBase =
+            cb.create<arith::MulIOp>(loc, chunk, i64(cb, kWarpSize));
         Value row = cb.create<arith::AddIOp>(loc, rowBase, lane);
-        Value inRange = cb.create<arith::CmpIOp>(
-            loc, arith::CmpIPredicate::slt, row, numRows);
+        Value inRange = cb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt,
+                                                 row, numRows);
         Value segment = segmentOr(cb, inRange, row);
         Value hasPrevious = cb.create<arith::AndIOp>(
             loc, inRange,
@@ -245,8 +247,8 @@ void GPUKernelEmitter::emit() {
                                      i64(cb, 0)));
         Value previous = segmentOr(
             cb, hasPrevious, cb.create<arith::SubIOp>(loc, row, i64(cb, 1)));
-        Value changes = cb.create<arith::CmpIOp>(
-            loc, arith::CmpIPredicate::ne, previous, segment);
+        Value changes = cb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne,
+                                                 previous, segment);
         Value isFirstRow = cb.create<arith::CmpIOp>(
             loc, arith::CmpIPredicate::eq, row, i64(cb, 0));
         Value isStart = cb.create<arith::AndIOp>(
@@ -277,10 +279,11 @@ void GPUKernelEmitter::emit() {
             cb.create<arith::AddIOp>(loc, rowBase, i64(cb, kWarpSize)));
         auto ifLast = cb.create<scf::IfOp>(loc, holdsLast, /*withElse=*/false);
         OpBuilder lb = ifLast.getThenBodyBuilder();
-        Value lastSegment = KernelCodeBuilder(lb, loc).loadSegment(idx, lastRow);
-        emitEmptySegments(lb,
-                          lb.create<arith::AddIOp>(loc, lastSegment, i64(lb, 1)),
-                          numSegments, lane, i64(lb, kWarpSize));
+        Value lastSegment =
+            KernelCodeBuilder(lb, loc).loadSegment(idx, lastRow);
+        emitEmptySegments(
+            lb, lb.create<arith::AddIOp>(loc, lastSegment, i64(lb, 1)),
+            numSegments, lane, i64(lb, kWarpSize));
         cb.create<scf::YieldOp>(loc);
       });
   b.create<gpu::ReturnOp>(loc);
@@ -293,11 +296,10 @@ static void useSqrtIntrinsic(gpu::GPUFuncOp kernel) {
   kernel.walk([](math::SqrtOp sqrt) {
     OpBuilder b(sqrt);
     Type type = sqrt.getType();
-    std::string name =
-        "llvm.sqrt." + std::string(type.isF32() ? "f32" : "f64");
-    auto call = b.create<LLVM::CallIntrinsicOp>(
-        sqrt.getLoc(), TypeRange{type}, b.getStringAttr(name),
-        ValueRange{sqrt.getOperand()});
+    std::string name = "llvm.sqrt." + std::string(type.isF32() ? "f32" : "f64");
+    auto call = b.create<LLVM::CallIntrinsicOp>(sqrt.getLoc(), TypeRange{type},
+                                                b.getStringAttr(name),
+                                                ValueRange{sqrt.getOperand()});
     sqrt.replaceAllUsesWith(call.getResults());
     sqrt.erase();
   });
@@ -330,8 +332,8 @@ struct ConvertSegToGPUPass
     builder.setInsertionPointToEnd(module.getBody());
     auto gpuModule = module.lookupSymbol<gpu::GPUModuleOp>(kKernelModuleName);
     if (!gpuModule)
-      gpuModule = builder.create<gpu::GPUModuleOp>(module.getLoc(),
-                                                   kKernelModuleName);
+      gpuModule =
+          builder.create<gpu::GPUModuleOp>(module.getLoc(), kKernelModuleName);
     module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
                     builder.getUnitAttr());
     SymbolTable kernels(gpuModule);
@@ -344,9 +346,9 @@ struct ConvertSegToGPUPass
       SmallVector<Type> params(program->buffers.size(), ptrType);
       params.append(2, builder.getI64Type());
       OpBuilder detached(ctx);
-      auto kernel = detached.create<gpu::GPUFuncOp>(
-          func.getLoc(), func.getSymName(),
-          builder.getFunctionType(params, {}));
+      auto kernel =
+          detached.create<gpu::GPUFuncOp>(func.getLoc(), func.getSymName(),
+                                          builder.getFunctionType(params, {}));
       kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
                       builder.getUnitAttr());
       kernel.setKnownBlockSizeAttr(builder.getDenseI32ArrayAttr(

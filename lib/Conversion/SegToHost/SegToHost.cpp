@@ -49,8 +49,8 @@ static void emitHostKernel(const SegmentProgram &program, func::FuncOp kernel) {
   };
   Value begin = clamp(kernel.getArgument(numBuffers + 2));
   Value end = clamp(kernel.getArgument(numBuffers + 3));
-  Value idx = buffers[program.argumentBuffer[cast<BlockArgument>(program.idx)
-                                                 .getArgNumber()]];
+  Value idx = buffers
+      [program.argumentBuffer[cast<BlockArgument>(program.idx).getArgNumber()]];
   SegmentProgramEmitter emitter(program, buffers, numRows, numSegments);
 
   Value firstRow = code.lowerBound(idx, code.i64(0), numRows, begin);
@@ -117,9 +117,9 @@ struct ConvertSegToHostPass
       SmallVector<Type> params(program->buffers.size(), ptrType);
       params.append(4, builder.getI64Type());
       builder.setInsertionPoint(func);
-      auto kernel = builder.create<func::FuncOp>(
-          func.getLoc(), func.getSymName(),
-          builder.getFunctionType(params, {}));
+      auto kernel =
+          builder.create<func::FuncOp>(func.getLoc(), func.getSymName(),
+                                       builder.getFunctionType(params, {}));
       kernel.addEntryBlock();
       emitHostKernel(*program, kernel);
       func.erase();

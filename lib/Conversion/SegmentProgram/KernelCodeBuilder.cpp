@@ -27,9 +27,9 @@ Value KernelCodeBuilder::load(Value base, Type elementType, Value index) {
 
 void KernelCodeBuilder::store(Value value, Value base, Value index) {
   auto ptrType = LLVM::LLVMPointerType::get(builder.getContext());
-  Value address = builder.create<LLVM::GEPOp>(
-      loc, ptrType, value.getType(), base, ValueRange{index},
-      /*inbounds=*/true);
+  Value address = builder.create<LLVM::GEPOp>(loc, ptrType, value.getType(),
+                                              base, ValueRange{index},
+                                              /*inbounds=*/true);
   builder.create<LLVM::StoreOp>(loc, value, address);
 }
 
@@ -64,7 +64,8 @@ Value KernelCodeBuilder::lowerBound(Value idx, Value lo, Value hi,
         Value below = b.create<arith::CmpIOp>(
             l, arith::CmpIPredicate::slt, code.loadSegment(idx, mid), segment);
         Value midPlusOne = b.create<arith::AddIOp>(l, mid, code.i64(1));
-        Value newLo = b.create<arith::SelectOp>(l, below, midPlusOne, bounds[0]);
+        Value newLo =
+            b.create<arith::SelectOp>(l, below, midPlusOne, bounds[0]);
         Value newHi = b.create<arith::SelectOp>(l, below, bounds[1], mid);
         b.create<scf::YieldOp>(l, ValueRange{newLo, newHi});
       });
@@ -72,7 +73,8 @@ Value KernelCodeBuilder::lowerBound(Value idx, Value lo, Value hi,
 }
 
 Value KernelCodeBuilder::zero(Type type) {
-  return builder.create<arith::ConstantOp>(loc, builder.getFloatAttr(type, 0.0));
+  return builder.create<arith::ConstantOp>(loc,
+                                           builder.getFloatAttr(type, 0.0));
 }
 
 Value KernelCodeBuilder::loadOrZero(Value condition, Value base,

@@ -15,9 +15,8 @@ bool SegmentProgram::isCandidate(func::FuncOp func) {
   if (func.isExternal())
     return false;
   bool hasSegOp = false;
-  func.walk([&](Operation *op) {
-    hasSegOp |= isa<SegDialect>(op->getDialect());
-  });
+  func.walk(
+      [&](Operation *op) { hasSegOp |= isa<SegDialect>(op->getDialect()); });
   return hasSegOp;
 }
 
@@ -157,13 +156,14 @@ LogicalResult SegmentProgramAnalysis::buildBuffers() {
       continue;
     }
     program.argumentBuffer.push_back(program.buffers.size());
-    addBuffer(arg, arg == program.idx ? "idx" : "arg" + std::to_string(arg.getArgNumber()),
+    addBuffer(arg,
+              arg == program.idx ? "idx"
+                                 : "arg" + std::to_string(arg.getArgNumber()),
               /*isOutput=*/false);
     // tensor.dim only needs the length, which the kernel gets as N or S.
     program.buffers.back().isRead =
-        llvm::any_of(arg.getUsers(), [](Operation *user) {
-          return !isa<tensor::DimOp>(user);
-        });
+        llvm::any_of(arg.getUsers(),
+                     [](Operation *user) { return !isa<tensor::DimOp>(user); });
   }
   for (auto [i, result] :
        llvm::enumerate(body.getTerminator()->getOperands())) {

@@ -22,9 +22,9 @@ Value SegmentProgramEmitter::bufferOf(Value argument) const {
 }
 
 Value SegmentProgramEmitter::outputBuffer(unsigned resultIndex) const {
-  unsigned numInputs = program.buffers.size() -
-                       program.func.getBody().front().getTerminator()
-                           ->getNumOperands();
+  unsigned numInputs =
+      program.buffers.size() -
+      program.func.getBody().front().getTerminator()->getNumOperands();
   return buffers[numInputs + resultIndex];
 }
 
@@ -32,9 +32,8 @@ Value SegmentProgramEmitter::outputBuffer(unsigned resultIndex) const {
 static Components loadElement(KernelCodeBuilder &code, Value buffer,
                               Type elementType, Value element,
                               int64_t numComponents) {
-  Value base =
-      code.builder.create<arith::MulIOp>(code.loc, element,
-                                         code.i64(numComponents));
+  Value base = code.builder.create<arith::MulIOp>(code.loc, element,
+                                                  code.i64(numComponents));
   Components components;
   for (int64_t c = 0; c < numComponents; ++c)
     components.push_back(code.load(
@@ -43,14 +42,13 @@ static Components loadElement(KernelCodeBuilder &code, Value buffer,
   return components;
 }
 
-static void storeElement(KernelCodeBuilder &code, Value buffer,
-                         Value element, ArrayRef<Value> components) {
-  Value base = code.builder.create<arith::MulIOp>(
-      code.loc, element, code.i64(components.size()));
+static void storeElement(KernelCodeBuilder &code, Value buffer, Value element,
+                         ArrayRef<Value> components) {
+  Value base = code.builder.create<arith::MulIOp>(code.loc, element,
+                                                  code.i64(components.size()));
   for (auto [c, value] : llvm::enumerate(components))
     code.store(value, buffer,
-               code.builder.create<arith::AddIOp>(code.loc, base,
-                                                  code.i64(c)));
+               code.builder.create<arith::AddIOp>(code.loc, base, code.i64(c)));
 }
 
 /// Splats a single component over `n` (elementwise ops on a scalar).
@@ -98,8 +96,7 @@ Components SegmentProgramEmitter::elementwise(OpBuilder &b, Location loc,
                                              args[1]);
             })
             .Case<arith::SelectOp>([&](auto) {
-              return b.create<arith::SelectOp>(loc, args[0], args[1],
-                                               args[2]);
+              return b.create<arith::SelectOp>(loc, args[0], args[1], args[2]);
             })
             .Case<math::SqrtOp>(
                 [&](auto) { return b.create<math::SqrtOp>(loc, args[0]); });
@@ -121,30 +118,29 @@ Components SegmentProgramEmitter::segmentValue(OpBuilder &b, Location loc,
                          program.info(value).numComponents());
   } else {
     Operation *op = value.getDefiningOp();
-    result =
-        TypeSwitch<Operation *, Components>(op)
-            .Case<arith::ConstantOp>([&](arith::ConstantOp constant) {
-              return Components{b.create<arith::ConstantOp>(
-                  loc, constant.getValue())};
-            })
-            .Case<tensor::SplatOp>([&](tensor::SplatOp splat) {
-              return Components(program.info(value).numComponents(),
-                                segmentValue(b, loc, splat.getInput())[0]);
-            })
-            .Case<CountOp>([&](auto) {
-              return Components{
-                  b.create<arith::SIToFPOp>(loc, elementType, count)};
-            })
-            .Case<SumOp, MeanOp, RmsNormOp, DotOp, OuterSumOp>(
-                [&](Operation *) -> Components {
-                  llvm_unreachable("a reduction is read before its pass");
-                })
-            .Default([&](Operation *other) {
-              SmallVector<Components> operands;
-              for (Value operand : other->getOperands())
-                operands.push_back(segmentValue(b, loc, operand));
-              return elementwise(b, loc, other, operands);
-            });
+    result = TypeSwitch<Operation *, Components>(op)
+                 .Case<arith::ConstantOp>([&](arith::ConstantOp constant) {
+                   return Components{
+                       b.create<arith::ConstantOp>(loc, constant.getValue())};
+                 })
+                 .Case<tensor::SplatOp>([&](tensor::SplatOp splat) {
+                   return Components(program.info(value).numComponents(),
+                                     segmentValue(b, loc, splat.getInput())[0]);
+                 })
+                 .Case<CountOp>([&](auto) {
+                   return Components{
+                       b.create<arith::SIToFPOp>(loc, elementType, count)};
+                 })
+                 .Case<SumOp, MeanOp, RmsNormOp, DotOp, OuterSumOp>(
+                     [&](Operation *) -> Components {
+                       llvm_unreachable("a reduction is read before its pass");
+                     })
+                 .Default([&](Operation *other) {
+                   SmallVector<Components> operands;
+                   for (Value operand : other->getOperands())
+                     operands.push_back(segmentValue(b, loc, operand));
+                   return elementwise(b, loc, other, operands);
+                 });
   }
   segmentValues[value] = result;
   return result;
@@ -153,8 +149,7 @@ Components SegmentProgramEmitter::segmentValue(OpBuilder &b, Location loc,
 Components SegmentProgramEmitter::rowValue(OpBuilder &b, Location loc,
                                            Value value, Value row,
                                            DenseMap<Value, Components> &memo) {
-  if (program.hasInfo(value) &&
-      program.info(value).space != ValueSpace::Row)
+  if (program.hasInfo(value) && program.info(value).space != ValueSpace::Row)
     return segmentValue(b, loc, value); // emitted before the row loop
   auto it = memo.find(value);
   if (it != memo.end())
@@ -188,8 +183,8 @@ Components SegmentProgramEmitter::rowValue(OpBuilder &b, Location loc,
                 for (int64_t k = 0; k < 3; ++k) {
                   Value entry = transpose ? m[k * 3 + a] : m[a * 3 + k];
                   Value term = b.create<arith::MulFOp>(loc, entry, v[k]);
-                  total = total ? b.create<arith::AddFOp>(loc, total, term)
-                                : term;
+                  total =
+                      total ? b.create<arith::AddFOp>(loc, total, term) : term;
                 }
                 out.push_back(total);
               }
@@ -254,9 +249,9 @@ void SegmentProgramEmitter::emitSegment(OpBuilder &b, Location loc,
     if (!rowLoop) {
       // An empty segment: every reduction is 0.
       for (Operation *op : reductions)
-        segmentValues[op->getResult(0)] = Components(
-            program.info(op->getResult(0)).numComponents(),
-            code.zero(elementType));
+        segmentValues[op->getResult(0)] =
+            Components(program.info(op->getResult(0)).numComponents(),
+                       code.zero(elementType));
       continue;
     }
 
@@ -306,8 +301,9 @@ void SegmentProgramEmitter::emitSegment(OpBuilder &b, Location loc,
                       Value total;
                       for (auto [xc, yc] : llvm::zip(x, y)) {
                         Value term = lb.create<arith::MulFOp>(ll, xc, yc);
-                        total = total ? lb.create<arith::AddFOp>(ll, total, term)
-                                      : term;
+                        total = total
+                                    ? lb.create<arith::AddFOp>(ll, total, term)
+                                    : term;
                       }
                       return Components{total};
                     })
@@ -316,8 +312,9 @@ void SegmentProgramEmitter::emitSegment(OpBuilder &b, Location loc,
                       Value total;
                       for (Value xc : x) {
                         Value term = lb.create<arith::MulFOp>(ll, xc, xc);
-                        total = total ? lb.create<arith::AddFOp>(ll, total, term)
-                                      : term;
+                        total = total
+                                    ? lb.create<arith::AddFOp>(ll, total, term)
+                                    : term;
                       }
                       return Components{total};
                     })
@@ -327,7 +324,8 @@ void SegmentProgramEmitter::emitSegment(OpBuilder &b, Location loc,
                       Components out;
                       for (int64_t a = 0; a < 3; ++a)
                         for (int64_t c = 0; c < 3; ++c)
-                          out.push_back(lb.create<arith::MulFOp>(ll, v[a], g[c]));
+                          out.push_back(
+                              lb.create<arith::MulFOp>(ll, v[a], g[c]));
                       return out;
                     });
             for (Value term : terms)

@@ -1,4 +1,5 @@
-//===- Cuda.h - loading and launching PTX through the driver API -*- C++ -*-===//
+//===- Cuda.h - loading and launching PTX through the driver API -*- C++
+//-*-===//
 //
 // The CUDA driver is opened with dlopen("libcuda.so.1") on first use, so code
 // linking segrt builds, loads and runs on machines without a GPU or driver;

@@ -28,8 +28,8 @@ StringRef mlir::seg::stringifyValueSpace(ValueSpace space) {
 /// Elementwise ops allowed on same-shaped tensors (or scalars) of one space.
 static bool isElementwise(Operation *op) {
   return isa<arith::AddFOp, arith::SubFOp, arith::MulFOp, arith::DivFOp,
-             arith::NegFOp, arith::MaximumFOp, arith::MinimumFOp,
-             arith::CmpFOp, arith::SelectOp, math::SqrtOp>(op);
+             arith::NegFOp, arith::MaximumFOp, arith::MinimumFOp, arith::CmpFOp,
+             arith::SelectOp, math::SqrtOp>(op);
 }
 
 namespace {
@@ -63,7 +63,8 @@ LogicalResult SpaceInference::assign(Value value, ValueSpace space) {
     return success();
   }
   if (it->second != space) {
-    fail("a value is used both per row and per segment").attachNote(value.getLoc())
+    fail("a value is used both per row and per segment")
+            .attachNote(value.getLoc())
         << "this value";
     return failure();
   }
@@ -99,9 +100,9 @@ LogicalResult SpaceInference::assignSpaces() {
         TypeSwitch<Operation *, LogicalResult>(&op)
             .Case<SumOp, MeanOp, RmsNormOp>([&](auto reduce) {
               anchorSegmentCount(reduce.getNumSegments());
-              return success(succeeded(assign(reduce.getX(), ValueSpace::Row)) &&
-                             succeeded(assign(reduce.getResult(),
-                                              ValueSpace::Segment)));
+              return success(
+                  succeeded(assign(reduce.getX(), ValueSpace::Row)) &&
+                  succeeded(assign(reduce.getResult(), ValueSpace::Segment)));
             })
             .Case<DotOp>([&](DotOp dot) {
               anchorSegmentCount(dot.getNumSegments());
@@ -143,7 +144,8 @@ LogicalResult SpaceInference::assignSpaces() {
                 return assign(constant, ValueSpace::Size);
               if (isa<FloatType>(constant.getType()))
                 return assign(constant, ValueSpace::Scalar);
-              fail("only scalar constants are supported").attachNote(op.getLoc())
+              fail("only scalar constants are supported")
+                      .attachNote(op.getLoc())
                   << "this constant";
               return failure();
             })
@@ -200,7 +202,6 @@ LogicalResult SpaceInference::assignSpaces() {
   // arguments, constant splats feeding nothing anchored).
   return success();
 }
-
 
 FailureOr<DenseMap<Value, ValueSpace>> mlir::seg::inferValueSpaces(
     func::FuncOp func, function_ref<InFlightDiagnostic(const Twine &)> fail) {

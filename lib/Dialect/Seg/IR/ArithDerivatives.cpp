@@ -86,10 +86,8 @@ struct SelectAdjoint : ElementwiseAdjoint<SelectAdjoint, arith::SelectOp> {
              SmallVectorImpl<Value> &operands) const {
     Location loc = op.getLoc();
     Value zero = createSplatLike(b, loc, g, 0.0);
-    operands[1] =
-        b.create<arith::SelectOp>(loc, op.getCondition(), g, zero);
-    operands[2] =
-        b.create<arith::SelectOp>(loc, op.getCondition(), zero, g);
+    operands[1] = b.create<arith::SelectOp>(loc, op.getCondition(), g, zero);
+    operands[2] = b.create<arith::SelectOp>(loc, op.getCondition(), zero, g);
   }
 };
 

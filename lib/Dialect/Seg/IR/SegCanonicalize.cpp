@@ -75,14 +75,12 @@ struct FoldZeroOperand : public RewritePattern {
       dynamicSizes.push_back(leadingDimOf(rewriter, loc, op));
     Value zero = rewriter.create<arith::ConstantOp>(
         loc, rewriter.getFloatAttr(type.getElementType(), 0.0));
-    rewriter.replaceOpWithNewOp<tensor::SplatOp>(op, zero, type,
-                                                 dynamicSizes);
+    rewriter.replaceOpWithNewOp<tensor::SplatOp>(op, zero, type, dynamicSizes);
     return success();
   }
 };
 } // namespace
 
-void SegDialect::getCanonicalizationPatterns(
-    RewritePatternSet &results) const {
+void SegDialect::getCanonicalizationPatterns(RewritePatternSet &results) const {
   results.add<FoldDimOfSegResult, FoldZeroOperand>(getContext());
 }

@@ -20,7 +20,7 @@ static Value leadingDim(OpBuilder &b, Location loc, Value tensor) {
 }
 
 Value mlir::seg::createSplatLike(OpBuilder &b, Location loc, Value like,
-                                double value) {
+                                 double value) {
   Type type = like.getType();
   auto tensorType = dyn_cast<RankedTensorType>(type);
   Type elementType = tensorType ? tensorType.getElementType() : type;
@@ -36,11 +36,11 @@ Value mlir::seg::createSplatLike(OpBuilder &b, Location loc, Value like,
 }
 
 /// The per-segment row count of `idx` as floats of `like`'s type.
-static Value countLike(OpBuilder &b, Location loc, Value idx,
-                       Value numSegments, Value like) {
+static Value countLike(OpBuilder &b, Location loc, Value idx, Value numSegments,
+                       Value like) {
   auto type = cast<RankedTensorType>(like.getType());
-  auto countType = RankedTensorType::get({type.getDimSize(0)},
-                                         type.getElementType());
+  auto countType =
+      RankedTensorType::get({type.getDimSize(0)}, type.getElementType());
   return b.create<CountOp>(loc, countType, idx, numSegments);
 }
 
@@ -66,8 +66,8 @@ LogicalResult MeanOp::buildAdjoints(OpBuilder &b, ArrayRef<Value> results,
   Value reciprocal =
       b.create<arith::DivFOp>(loc, createSplatLike(b, loc, count, 1.0), count);
   Value spread = b.create<GatherOp>(loc, getX().getType(), g, getIdx());
-  operands[0] = b.create<MulOp>(loc, getX().getType(), spread, reciprocal,
-                                getIdx());
+  operands[0] =
+      b.create<MulOp>(loc, getX().getType(), spread, reciprocal, getIdx());
   return success();
 }
 
@@ -104,8 +104,10 @@ LogicalResult DotOp::buildAdjoints(OpBuilder &b, ArrayRef<Value> results,
   Value g = results[0];
   if (!g)
     return success();
-  operands[0] = b.create<MulOp>(getLoc(), getX().getType(), getY(), g, getIdx());
-  operands[1] = b.create<MulOp>(getLoc(), getY().getType(), getX(), g, getIdx());
+  operands[0] =
+      b.create<MulOp>(getLoc(), getX().getType(), getY(), g, getIdx());
+  operands[1] =
+      b.create<MulOp>(getLoc(), getY().getType(), getX(), g, getIdx());
   return success();
 }
 

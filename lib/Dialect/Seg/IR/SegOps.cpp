@@ -57,12 +57,10 @@ static LogicalResult verifyScalarTensor(const Rows &rows, StringRef leading) {
 
 static LogicalResult verifyMatrixTensor(const Rows &rows) {
   RankedTensorType type = rows.type();
-  if (type.getRank() == 3 && type.getDimSize(1) == 3 &&
-      type.getDimSize(2) == 3)
+  if (type.getRank() == 3 && type.getDimSize(1) == 3 && type.getDimSize(2) == 3)
     return success();
-  return rows.op->emitOpError()
-         << "expects " << rows.name << " to have shape (S,3,3), but got "
-         << type;
+  return rows.op->emitOpError() << "expects " << rows.name
+                                << " to have shape (S,3,3), but got " << type;
 }
 
 /// All floating-point operands and results of a seg op share one element type.
@@ -84,10 +82,9 @@ static LogicalResult verifySameLeadingDim(const Rows &a, const Rows &b) {
   int64_t da = a.type().getDimSize(0), db = b.type().getDimSize(0);
   if (ShapedType::isDynamic(da) || ShapedType::isDynamic(db) || da == db)
     return success();
-  return a.op->emitOpError()
-         << "expects " << a.name << " and " << b.name
-         << " to have the same leading dimension, but got " << da << " and "
-         << db;
+  return a.op->emitOpError() << "expects " << a.name << " and " << b.name
+                             << " to have the same leading dimension, but got "
+                             << da << " and " << db;
 }
 
 /// A result with a static number of segments must agree with a constant
@@ -259,8 +256,8 @@ struct CombineNestedMul : public OpRewritePattern<MulOp> {
     Value a = inner.getY(), b = outer.getY();
     auto aType = cast<RankedTensorType>(a.getType());
     if (a != b && (a.getType() != b.getType() || !aType.hasStaticShape()))
-      return rewriter.notifyMatchFailure(
-          outer, "segment scales may differ in length");
+      return rewriter.notifyMatchFailure(outer,
+                                         "segment scales may differ in length");
     Value scale = rewriter.create<arith::MulFOp>(outer.getLoc(), a, b);
     rewriter.replaceOpWithNewOp<MulOp>(outer, outer.getType(), inner.getX(),
                                        scale, outer.getIdx());

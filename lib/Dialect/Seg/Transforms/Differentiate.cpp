@@ -4,9 +4,9 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
-#include "mlir/IR/Diagnostics.h"
 #include "segops/Dialect/Seg/Analysis/ValueSpaces.h"
 #include "segops/Dialect/Seg/IR/SegOps.h"
 
@@ -46,8 +46,8 @@ static void annotateSpaces(func::FuncOp primal, func::FuncOp grad,
   Builder b(primal.getContext());
   auto annotate = [&](unsigned position, Value value) {
     auto it = spaces->find(value);
-    if (it == spaces->end() || (it->second != ValueSpace::Row &&
-                                it->second != ValueSpace::Segment))
+    if (it == spaces->end() ||
+        (it->second != ValueSpace::Row && it->second != ValueSpace::Segment))
       return;
     grad.setArgAttr(position, kSpaceAttrName,
                     b.getStringAttr(stringifyValueSpace(it->second)));
@@ -71,9 +71,10 @@ public:
 
   void accumulate(Location loc, Value value, Value contribution) {
     Value &slot = adjoints[value];
-    slot = slot ? builder.create<arith::AddFOp>(loc, slot, contribution)
-                      .getResult()
-                : contribution;
+    slot =
+        slot
+            ? builder.create<arith::AddFOp>(loc, slot, contribution).getResult()
+            : contribution;
   }
 
 private:
@@ -82,8 +83,9 @@ private:
 };
 } // namespace
 
-FailureOr<func::FuncOp> mlir::seg::differentiateFunction(
-    func::FuncOp func, ArrayRef<unsigned> wrt, StringRef name) {
+FailureOr<func::FuncOp> mlir::seg::differentiateFunction(func::FuncOp func,
+                                                         ArrayRef<unsigned> wrt,
+                                                         StringRef name) {
   if (func.isExternal() || !func.getBody().hasOneBlock())
     return func.emitError("seg-differentiate needs a function with a body of "
                           "one block");
@@ -95,13 +97,12 @@ FailureOr<func::FuncOp> mlir::seg::differentiateFunction(
         chosen.push_back(i);
   for (unsigned i : chosen) {
     if (i >= type.getNumInputs())
-      return func.emitError() << "seg-differentiate: argument #" << i
-                              << " does not exist";
-    if (!isDifferentiableType(type.getInput(i)))
       return func.emitError()
-             << "seg-differentiate: argument #" << i << " of type "
-             << type.getInput(i)
-             << " is not floating-point and gets no gradient";
+             << "seg-differentiate: argument #" << i << " does not exist";
+    if (!isDifferentiableType(type.getInput(i)))
+      return func.emitError() << "seg-differentiate: argument #" << i
+                              << " of type " << type.getInput(i)
+                              << " is not floating-point and gets no gradient";
   }
 
   // Signature: the original arguments, a cotangent per differentiable
@@ -195,7 +196,8 @@ FailureOr<func::FuncOp> mlir::seg::differentiateFunction(
   for (unsigned i : chosen) {
     Value arg = entry->getArgument(i);
     Value adjoint = adjoints.lookup(arg);
-    gradients.push_back(adjoint ? adjoint : createSplatLike(builder, loc, arg, 0.0));
+    gradients.push_back(adjoint ? adjoint
+                                : createSplatLike(builder, loc, arg, 0.0));
   }
   builder.create<func::ReturnOp>(loc, gradients);
   return grad;
@@ -222,8 +224,8 @@ struct SegDifferentiatePass
         targets.push_back(func);
     }
     if (!function.empty() && targets.empty()) {
-      module.emitError() << "seg-differentiate: no function named '"
-                         << function << "'";
+      module.emitError() << "seg-differentiate: no function named '" << function
+                         << "'";
       return signalPassFailure();
     }
     SymbolTable symbols(module);
@@ -241,9 +243,8 @@ struct SegDifferentiatePass
 
   static bool hasSegOps(func::FuncOp func) {
     bool found = false;
-    func.walk([&](Operation *op) {
-      found |= isa<SegDialect>(op->getDialect());
-    });
+    func.walk(
+        [&](Operation *op) { found |= isa<SegDialect>(op->getDialect()); });
     return found;
   }
 };
