@@ -51,8 +51,8 @@ public:
   /// function.
   static FailureOr<SegmentProgram> analyze(func::FuncOp func);
 
-  /// Returns true if `func` contains seg operations, i.e. is meant as a
-  /// kernel function.
+  /// Returns true if `func` is meant as a kernel function: it has seg
+  /// operations or tensors in its signature.
   static bool isCandidate(func::FuncOp func);
 
   struct Info {

@@ -14,6 +14,13 @@ using namespace mlir::seg;
 bool SegmentProgram::isCandidate(func::FuncOp func) {
   if (func.isExternal())
     return false;
+  // Seg ops, or tensors anywhere in the signature: such a function is meant
+  // as a kernel, and if it cannot be one the analysis says why.
+  auto isTensor = [](Type type) { return isa<RankedTensorType>(type); };
+  FunctionType type = func.getFunctionType();
+  if (llvm::any_of(type.getInputs(), isTensor) ||
+      llvm::any_of(type.getResults(), isTensor))
+    return true;
   bool hasSegOp = false;
   func.walk(
       [&](Operation *op) { hasSegOp |= isa<SegDialect>(op->getDialect()); });
@@ -167,8 +174,8 @@ LogicalResult SegmentProgramAnalysis::buildBuffers() {
   }
   for (auto [i, result] :
        llvm::enumerate(body.getTerminator()->getOperands())) {
-    if (isa<BlockArgument>(result))
-      return fail("result #" + Twine(i) + " returns an argument unchanged");
+    // A result may be an argument itself (an identity gradient, e.g. through
+    // addf): the kernel copies it.
     if (!program.hasInfo(result))
       return fail("cannot tell whether result #" + Twine(i) +
                   " is per row or per segment");
@@ -211,7 +218,8 @@ FailureOr<SegmentProgram> SegmentProgramAnalysis::run() {
     program.idx = idx;
   }
   if (!program.idx)
-    return fail("it has no seg operation");
+    return fail("it has no seg operation (elementwise tensor code alone "
+                "has no segments to run over)");
 
   if (failed(assignSpaces()) || failed(checkSizes()))
     return failure();

@@ -12,10 +12,11 @@ func.func @sum_of_sum(%x: tensor<?xf32>, %idx: tensor<?xi32>, %n: index) -> tens
 
 // -----
 
-// expected-error @+1 {{'returns_argument' is not a seg kernel function: result #1 returns an argument unchanged}}
-func.func @returns_argument(%x: tensor<?xf32>, %idx: tensor<?xi32>, %n: index) -> (tensor<?xf32>, tensor<?xf32>) {
+// A returned argument whose space nothing tells cannot be copied.
+// expected-error @+1 {{'returns_argument' is not a seg kernel function: cannot tell whether result #1 is per row or per segment}}
+func.func @returns_argument(%x: tensor<?xf32>, %idx: tensor<?xi32>, %n: index, %z: tensor<?xf32>) -> (tensor<?xf32>, tensor<?xf32>) {
   %0 = seg.sum %x, %idx, %n : tensor<?xf32>, tensor<?xi32> -> tensor<?xf32>
-  return %0, %x : tensor<?xf32>, tensor<?xf32>
+  return %0, %z : tensor<?xf32>, tensor<?xf32>
 }
 
 // -----
@@ -73,4 +74,12 @@ func.func @unanchored(%x: tensor<?xf32>, %idx: tensor<?xi32>, %n: index, %len: i
   %0 = seg.sum %x, %idx, %n : tensor<?xf32>, tensor<?xi32> -> tensor<?xf32>
   %z = tensor.splat %c[%len] : tensor<?xf32>
   return %0, %z : tensor<?xf32>, tensor<?xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'elementwise_only' is not a seg kernel function: it has no seg operation (elementwise tensor code alone has no segments to run over)}}
+func.func @elementwise_only(%a: tensor<?xf32>, %b: tensor<?xf32>) -> tensor<?xf32> {
+  %0 = arith.addf %a, %b : tensor<?xf32>
+  return %0 : tensor<?xf32>
 }

@@ -85,6 +85,11 @@ LogicalResult SpaceInference::assignSpaces() {
   for (BlockArgument arg : body.getArguments()) {
     if (isa<IndexType>(arg.getType()))
       (void)assign(arg, ValueSpace::Size);
+    // 3x3 matrices exist only per segment.
+    auto tensor = dyn_cast<RankedTensorType>(arg.getType());
+    if (tensor && tensor.getRank() == 3 &&
+        failed(assign(arg, ValueSpace::Segment)))
+      return failure();
     auto annotation =
         func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kSpaceAttrName);
     if (annotation && annotation.getValue() == "row" &&

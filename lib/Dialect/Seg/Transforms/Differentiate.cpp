@@ -27,6 +27,21 @@ static bool isDifferentiableType(Type type) {
   return isa<FloatType>(type);
 }
 
+/// The values that some result of `func` depends on.
+static DenseSet<Value> valuesAffectingResults(func::FuncOp func) {
+  DenseSet<Value> affecting;
+  SmallVector<Value> worklist(
+      func.getBody().front().getTerminator()->getOperands());
+  while (!worklist.empty()) {
+    Value value = worklist.pop_back_val();
+    if (!affecting.insert(value).second)
+      continue;
+    if (Operation *op = value.getDefiningOp())
+      llvm::append_range(worklist, op->getOperands());
+  }
+  return affecting;
+}
+
 /// Records on the gradient function's arguments whether each lives per row
 /// or per segment, as far as the primal function tells: a zero gradient may
 /// leave an argument connected to no seg op in the gradient function.
@@ -90,11 +105,23 @@ FailureOr<func::FuncOp> mlir::seg::differentiateFunction(func::FuncOp func,
     return func.emitError("seg-differentiate needs a function with a body of "
                           "one block");
   FunctionType type = func.getFunctionType();
+  // By default every floating-point tensor argument, except one that no
+  // result depends on and whose space (per row or per segment) nothing
+  // tells: its zero gradient could not be given a length.
   SmallVector<unsigned> chosen(wrt);
-  if (chosen.empty())
-    for (unsigned i = 0; i < type.getNumInputs(); ++i)
-      if (isDifferentiableType(type.getInput(i)))
+  if (chosen.empty()) {
+    DenseSet<Value> affecting = valuesAffectingResults(func);
+    for (unsigned i = 0; i < type.getNumInputs(); ++i) {
+      if (!isDifferentiableType(type.getInput(i)))
+        continue;
+      auto tensor = dyn_cast<RankedTensorType>(type.getInput(i));
+      bool placeable = affecting.contains(func.getArgument(i)) ||
+                       func.getArgAttr(i, kSpaceAttrName) ||
+                       (tensor && tensor.getRank() == 3);
+      if (placeable)
         chosen.push_back(i);
+    }
+  }
   for (unsigned i : chosen) {
     if (i >= type.getNumInputs())
       return func.emitError()

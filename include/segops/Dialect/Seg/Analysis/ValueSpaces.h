@@ -3,6 +3,7 @@
 // In a function of seg ops every tensor lives either per row (N rows of idx)
 // or per segment (S segments). Seg ops fix the spaces of their operands and
 // results; elementwise ops and splats share one space among their tensors.
+// A (?, 3, 3) argument is per segment (matrices exist only per segment).
 // A `seg.space = "row" | "segment"` argument attribute fixes an argument's
 // space where no op does (seg-differentiate writes it on gradient
 // functions, whose zero gradients may not touch any seg op).

@@ -35,7 +35,8 @@ def SegDifferentiate : Pass<"seg-differentiate", "ModuleOp"> {
            "whose name does not end in the suffix)">,
     ListOption<"wrt", "wrt", "unsigned",
                "Argument positions to differentiate with respect to "
-               "(default: every floating-point tensor argument)">,
+               "(default: every floating-point tensor argument, except "
+               "one no result depends on whose space is unknown)">,
     Option<"suffix", "suffix", "std::string", /*default=*/"\"_grad\"",
            "Suffix of the gradient function's name">,
     Option<"onlySuffix", "only-suffix", "std::string", /*default=*/"\"\"",
