@@ -42,5 +42,8 @@ fi
 step "benchmark (CUDA)"
 timeout 200 python3 -m bench --device cuda --max-single-segment 1000000 --csv "$OUT/bench-cuda.csv" || status=1
 
+step "benchmark: all six ops, forward and forward+backward (CUDA)"
+timeout 150 python3 -m bench.ops --device cuda --sizes 1000000,10000000 || status=1
+
 step "done: status $status"
 exit $status
