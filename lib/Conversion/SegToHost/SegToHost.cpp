@@ -8,6 +8,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "segops/Conversion/KernelCodeBuilder.h"
 #include "segops/Conversion/SegmentProgram.h"
+#include "segops/Dialect/Seg/IR/SegOps.h"
 
 namespace mlir {
 namespace seg {
@@ -97,6 +98,74 @@ static void emitHostKernel(const SegmentProgram &program, func::FuncOp kernel) {
   b.create<func::ReturnOp>(loc);
 }
 
+/// True for programs that only map rows (seg.mul, seg.matvec, seg.gather
+/// and arithmetic): no reduction, no row count, no per-segment output. Those
+/// need no segment boundaries at all.
+static bool isRowMap(const SegmentProgram &program) {
+  Block &body = program.func.getBody().front();
+  for (Operation &op : body.without_terminator())
+    if (isa<SumOp, MeanOp, RmsNormOp, DotOp, OuterSumOp, CountOp>(op))
+      return false;
+  return llvm::all_of(body.getTerminator()->getOperands(), [&](Value result) {
+    return program.info(result).space == ValueSpace::Row;
+  });
+}
+
+// Row maps: the rows of segments [begin, end) (with the rows outside every
+// valid segment for the first and last call) are visited one by one, each
+// reading its own segment's values; no search per segment.
+static void emitHostRowMapKernel(const SegmentProgram &program,
+                                 func::FuncOp kernel) {
+  OpBuilder b = OpBuilder::atBlockBegin(&kernel.getBody().front());
+  Location loc = program.func.getLoc();
+  KernelCodeBuilder code(b, loc);
+  unsigned numBuffers = program.buffers.size();
+  SmallVector<Value> buffers(kernel.getArguments().take_front(numBuffers));
+  Value numRows = kernel.getArgument(numBuffers);
+  Value numSegments = kernel.getArgument(numBuffers + 1);
+  auto clamp = [&](Value v) {
+    return b.create<arith::MinSIOp>(
+        loc, b.create<arith::MaxSIOp>(loc, v, code.i64(0)), numSegments);
+  };
+  Value begin = clamp(kernel.getArgument(numBuffers + 2));
+  Value end = clamp(kernel.getArgument(numBuffers + 3));
+  Value idx = buffers[program.argumentBuffer[cast<BlockArgument>(program.idx)
+                                                 .getArgNumber()]];
+  SegmentProgramEmitter emitter(program, buffers, numRows, numSegments);
+
+  Value isFirst = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, begin,
+                                          code.i64(0));
+  Value firstRow = b.create<arith::SelectOp>(
+      loc, isFirst, code.i64(0),
+      code.lowerBound(idx, code.i64(0), numRows, begin));
+  Value isLast = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, end,
+                                         numSegments);
+  Value lastRow = b.create<arith::SelectOp>(
+      loc, isLast, numRows, code.lowerBound(idx, firstRow, numRows, end));
+  b.create<scf::ForOp>(
+      loc, firstRow, lastRow, code.i64(1), ValueRange{},
+      [&](OpBuilder &rb, Location rl, Value row, ValueRange) {
+        KernelCodeBuilder local(rb, rl);
+        Value segment = local.loadSegment(idx, row);
+        auto ifValid = rb.create<scf::IfOp>(
+            rl, local.isValidSegment(segment, numSegments), /*withElse=*/true);
+        OpBuilder vb = ifValid.getThenBodyBuilder();
+        auto oneRow = [&](OpBuilder &lb, Location ll, ValueRange init,
+                          function_ref<SmallVector<Value>(
+                              OpBuilder &, Location, Value, ValueRange)>
+                              body) -> SmallVector<Value> {
+          return body(lb, ll, row, init);
+        };
+        auto identity = [](OpBuilder &, Location, Value v) { return v; };
+        emitter.emitSegment(vb, rl, segment, KernelCodeBuilder(vb, rl).i64(1),
+                            oneRow, identity, Value());
+        OpBuilder eb = ifValid.getElseBodyBuilder();
+        emitter.emitZeroRowOutputs(eb, rl, row);
+        rb.create<scf::YieldOp>(rl);
+      });
+  b.create<func::ReturnOp>(loc);
+}
+
 namespace {
 struct ConvertSegToHostPass
     : public seg::impl::ConvertSegToHostBase<ConvertSegToHostPass> {
@@ -121,7 +190,10 @@ struct ConvertSegToHostPass
           builder.create<func::FuncOp>(func.getLoc(), func.getSymName(),
                                        builder.getFunctionType(params, {}));
       kernel.addEntryBlock();
-      emitHostKernel(*program, kernel);
+      if (isRowMap(*program))
+        emitHostRowMapKernel(*program, kernel);
+      else
+        emitHostKernel(*program, kernel);
       func.erase();
     }
   }

@@ -30,20 +30,21 @@ func.func @sum_vec3(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> tens
 
 // -----
 
-// Gather has a row output: rows outside [0, S) are zeroed by the calls that
-// cover the first and last segment; each segment's row is loaded once.
+// Gather only maps rows: no per-segment search; the call's rows are visited
+// one by one, each reading its own segment's row, and rows whose segment is
+// outside [0, S) get 0.
 // CHECK-LABEL: func.func @gather_scalar
 // CHECK-SAME: (%[[Y:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:.*]]: i64, %[[S:.*]]: i64, %[[B:.*]]: i64, %[[E:.*]]: i64)
+// CHECK: %[[FIRST:.*]] = arith.select %{{.*}}, %c0_i64, %{{.*}}#0 : i64
+// CHECK: %[[LAST:.*]] = arith.select %{{.*}}, %[[N]], %{{.*}}#0 : i64
+// CHECK: scf.for %[[ROW:.*]] = %[[FIRST]] to %[[LAST]] step %c1_i64 : i64
+// CHECK: %[[SEGMENT:.*]] = arith.extsi
 // CHECK: scf.if
-// CHECK: scf.for
-// CHECK: llvm.store %cst
-// CHECK: scf.if
-// CHECK: scf.for
-// CHECK: llvm.store %cst
-// CHECK: scf.for %[[SEG:.*]] = %{{.*}} to %{{.*}} step %c1_i64 iter_args
-// CHECK: llvm.getelementptr inbounds %[[Y]][%[[SEG]]]
-// CHECK: scf.for %[[ROW:.*]] = %{{.*}} to %{{.*}} step %c1_i64 : i64
+// CHECK: llvm.getelementptr inbounds %[[Y]][%[[SEGMENT]]]
 // CHECK: llvm.getelementptr inbounds %[[OUT]][%[[ROW]]]
+// CHECK: } else {
+// CHECK: llvm.store %cst
+// CHECK-NOT: scf.for
 func.func @gather_scalar(%y: tensor<?xf32>, %idx: tensor<?xi32>) -> tensor<?xf32> {
   %0 = seg.gather %y, %idx : tensor<?xf32>, tensor<?xi32> -> tensor<?xf32>
   return %0 : tensor<?xf32>
