@@ -31,6 +31,36 @@ static void zeroRows(OpBuilder &b, Location loc, SegmentProgramEmitter &emitter,
                        });
 }
 
+namespace {
+/// The parameters of a host kernel (the host ABI), with the segment range
+/// clamped to [0, S) so that no caller can make the kernel write out of
+/// bounds.
+struct HostKernelArguments {
+  HostKernelArguments(const SegmentProgram &program, func::FuncOp kernel,
+                      KernelCodeBuilder &code) {
+    unsigned numBuffers = program.buffers.size();
+    buffers.assign(kernel.getArguments().begin(),
+                   kernel.getArguments().begin() + numBuffers);
+    numRows = kernel.getArgument(numBuffers);
+    numSegments = kernel.getArgument(numBuffers + 1);
+    begin = clamp(code, kernel.getArgument(numBuffers + 2));
+    end = clamp(code, kernel.getArgument(numBuffers + 3));
+    idx = buffers[program.argumentBuffer[cast<BlockArgument>(program.idx)
+                                             .getArgNumber()]];
+  }
+
+  SmallVector<Value> buffers;
+  Value numRows, numSegments, begin, end, idx;
+
+private:
+  Value clamp(KernelCodeBuilder &code, Value value) {
+    Value low =
+        code.builder.create<arith::MaxSIOp>(code.loc, value, code.i64(0));
+    return code.builder.create<arith::MinSIOp>(code.loc, low, numSegments);
+  }
+};
+} // namespace
+
 // Segments [begin, end) are walked in order; each one's rows end where the
 // next segment's begin, found by a galloping search from the previous
 // boundary (cost logarithmic in the segment's length, not in N).
@@ -40,19 +70,10 @@ static void emitHostKernel(const SegmentProgram &program, func::FuncOp kernel) {
   OpBuilder b = OpBuilder::atBlockBegin(&kernel.getBody().front());
   Location loc = program.func.getLoc();
   KernelCodeBuilder code(b, loc);
-  unsigned numBuffers = program.buffers.size();
-  SmallVector<Value> buffers(kernel.getArguments().take_front(numBuffers));
-  Value numRows = kernel.getArgument(numBuffers);
-  Value numSegments = kernel.getArgument(numBuffers + 1);
-  auto clamp = [&](Value v) {
-    return b.create<arith::MinSIOp>(
-        loc, b.create<arith::MaxSIOp>(loc, v, code.i64(0)), numSegments);
-  };
-  Value begin = clamp(kernel.getArgument(numBuffers + 2));
-  Value end = clamp(kernel.getArgument(numBuffers + 3));
-  Value idx = buffers
-      [program.argumentBuffer[cast<BlockArgument>(program.idx).getArgNumber()]];
-  SegmentProgramEmitter emitter(program, buffers, numRows, numSegments);
+  HostKernelArguments args(program, kernel, code);
+  Value numRows = args.numRows, numSegments = args.numSegments;
+  Value begin = args.begin, end = args.end, idx = args.idx;
+  SegmentProgramEmitter emitter(program, args.buffers, numRows, numSegments);
 
   Value firstRow = code.lowerBound(idx, code.i64(0), numRows, begin);
   if (program.hasRowOutputs) {
@@ -119,27 +140,18 @@ static void emitHostRowMapKernel(const SegmentProgram &program,
   OpBuilder b = OpBuilder::atBlockBegin(&kernel.getBody().front());
   Location loc = program.func.getLoc();
   KernelCodeBuilder code(b, loc);
-  unsigned numBuffers = program.buffers.size();
-  SmallVector<Value> buffers(kernel.getArguments().take_front(numBuffers));
-  Value numRows = kernel.getArgument(numBuffers);
-  Value numSegments = kernel.getArgument(numBuffers + 1);
-  auto clamp = [&](Value v) {
-    return b.create<arith::MinSIOp>(
-        loc, b.create<arith::MaxSIOp>(loc, v, code.i64(0)), numSegments);
-  };
-  Value begin = clamp(kernel.getArgument(numBuffers + 2));
-  Value end = clamp(kernel.getArgument(numBuffers + 3));
-  Value idx = buffers[program.argumentBuffer[cast<BlockArgument>(program.idx)
-                                                 .getArgNumber()]];
-  SegmentProgramEmitter emitter(program, buffers, numRows, numSegments);
+  HostKernelArguments args(program, kernel, code);
+  Value numRows = args.numRows, numSegments = args.numSegments;
+  Value begin = args.begin, end = args.end, idx = args.idx;
+  SegmentProgramEmitter emitter(program, args.buffers, numRows, numSegments);
 
   Value isFirst = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, begin,
                                           code.i64(0));
   Value firstRow = b.create<arith::SelectOp>(
       loc, isFirst, code.i64(0),
       code.lowerBound(idx, code.i64(0), numRows, begin));
-  Value isLast = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, end,
-                                         numSegments);
+  Value isLast =
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, end, numSegments);
   Value lastRow = b.create<arith::SelectOp>(
       loc, isLast, numRows, code.lowerBound(idx, firstRow, numRows, end));
   b.create<scf::ForOp>(
@@ -151,8 +163,8 @@ static void emitHostRowMapKernel(const SegmentProgram &program,
             rl, local.isValidSegment(segment, numSegments), /*withElse=*/true);
         OpBuilder vb = ifValid.getThenBodyBuilder();
         auto oneRow = [&](OpBuilder &lb, Location ll, ValueRange init,
-                          function_ref<SmallVector<Value>(
-                              OpBuilder &, Location, Value, ValueRange)>
+                          function_ref<SmallVector<Value>(OpBuilder &, Location,
+                                                          Value, ValueRange)>
                               body) -> SmallVector<Value> {
           return body(lb, ll, row, init);
         };
