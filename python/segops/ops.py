@@ -179,6 +179,14 @@ def _same_dtype(op: str, **tensors: Tensor) -> None:
         raise TypeError(f"{op}: all float tensors must have one dtype, got {listing}")
 
 
+def _check_segment_rows(op: str, name: str, tensor: Tensor, num_segments: int) -> None:
+    """A per-segment input must have num_segments rows: its gradient does."""
+    if tensor.shape[0] != num_segments:
+        raise ValueError(
+            f"{op}: num_segments ({num_segments}) must equal {name}.shape[0] "
+            f"({tensor.shape[0]}): the gradient of {name} has num_segments rows")
+
+
 def _validate_reduction(op: str) -> Callable[..., None]:
     def validate(x: Tensor, idx: Tensor, num_segments: int) -> None:
         check_float_rows(op, "x", x)
@@ -214,10 +222,7 @@ def _validate_mul(x: Tensor, y: Tensor, idx: Tensor, num_segments: int) -> None:
     _same_dtype(op, x=x, y=y)
     check_index(op, idx, x.shape[0], "x")
     check_num_segments(op, num_segments)
-    if y.shape[0] != num_segments:
-        raise ValueError(
-            f"{op}: num_segments ({num_segments}) must equal y.shape[0] ({y.shape[0]}): "
-            "the gradient of y has num_segments rows")
+    _check_segment_rows(op, "y", y, num_segments)
     check_same_device(op, x=x, y=y, idx=idx)
 
 
@@ -232,10 +237,7 @@ def _validate_matvec(v: Tensor, m: Tensor, idx: Tensor, num_segments: int) -> No
     _same_dtype(op, v=v, m=m)
     check_index(op, idx, v.shape[0], "v")
     check_num_segments(op, num_segments)
-    if m.shape[0] != num_segments:
-        raise ValueError(
-            f"{op}: num_segments ({num_segments}) must equal m.shape[0] ({m.shape[0]}): "
-            "the gradient of m has num_segments rows")
+    _check_segment_rows(op, "m", m, num_segments)
     check_same_device(op, v=v, m=m, idx=idx)
 
 

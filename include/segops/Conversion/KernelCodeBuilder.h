@@ -36,9 +36,6 @@ public:
   Value isValidSegment(Value segment, Value numSegments);
   /// Loads idx[row] and sign-extends it to i64.
   Value loadSegment(Value idx, Value row);
-  /// Loads `base[index]` where `condition` holds and yields 0 elsewhere,
-  /// without touching memory then.
-  Value loadOrZero(Value condition, Value base, Type elementType, Value index);
   /// The floating-point zero of `type`.
   Value zero(Type type);
 

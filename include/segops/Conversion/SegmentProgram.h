@@ -88,8 +88,6 @@ public:
   SmallVector<int, 6> argumentBuffer;
   /// Number of passes over each segment's rows.
   unsigned numPasses = 1;
-  /// Largest element count of a row output (for launch heuristics).
-  int64_t maxRowComponents = 1;
   /// True if the program has row outputs (so rows outside every valid
   /// segment must be zeroed).
   bool hasRowOutputs = false;

@@ -77,21 +77,6 @@ Value KernelCodeBuilder::zero(Type type) {
                                            builder.getFloatAttr(type, 0.0));
 }
 
-Value KernelCodeBuilder::loadOrZero(Value condition, Value base,
-                                    Type elementType, Value index) {
-  auto ifOp = builder.create<scf::IfOp>(
-      loc, condition,
-      [&](OpBuilder &b, Location l) {
-        KernelCodeBuilder code(b, l);
-        b.create<scf::YieldOp>(l, code.load(base, elementType, index));
-      },
-      [&](OpBuilder &b, Location l) {
-        KernelCodeBuilder code(b, l);
-        b.create<scf::YieldOp>(l, code.zero(elementType));
-      });
-  return ifOp.getResult(0);
-}
-
 Value KernelCodeBuilder::gallopingLowerBound(Value idx, Value lo, Value hi,
                                              Value segment) {
   // Invariant: every row before `lo` is below `segment`; `probe` is the next

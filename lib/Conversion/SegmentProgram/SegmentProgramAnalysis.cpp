@@ -182,11 +182,8 @@ LogicalResult SegmentProgramAnalysis::buildBuffers() {
     const SegmentProgram::Info &info = program.info(result);
     if (info.space != ValueSpace::Row && info.space != ValueSpace::Segment)
       return fail("result #" + Twine(i) + " is not a tensor");
-    if (info.space == ValueSpace::Row) {
+    if (info.space == ValueSpace::Row)
       program.hasRowOutputs = true;
-      program.maxRowComponents =
-          std::max(program.maxRowComponents, info.numComponents());
-    }
     addBuffer(result, "result" + std::to_string(i), /*isOutput=*/true);
   }
   return success();
