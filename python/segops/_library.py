@@ -164,6 +164,11 @@ def launch_host(kernel_info: Kernel, pointers: Sequence[int], num_rows: int,
                             num_segments)
 
 
+def advise_huge_pages(tensor: torch.Tensor) -> None:
+    """Hints that a fresh host tensor be backed by transparent huge pages."""
+    _native_module().advise_huge_pages(tensor.data_ptr(), tensor.nbytes)
+
+
 def launch_cuda(kernel_info: Kernel, device: int, capability: tuple[int, int], stream: int,
                 pointers: Sequence[int], num_rows: int, num_segments: int) -> None:
     if num_rows == 0 and num_segments == 0:

@@ -99,7 +99,8 @@ def check_index_content(op: str, idx: torch.Tensor, num_segments: int) -> None:
         idx = idx.cpu()  # debug mode: a host sync is accepted
     idx = idx.contiguous()
     problem, row = _library._native_module().check_index(
-        idx.data_ptr(), idx.dtype == torch.int64, idx.numel(), num_segments)
+        idx.data_ptr(), idx.dtype == torch.int64, idx.numel(), num_segments,
+        torch.get_num_threads())
     if problem == "range":
         raise ValueError(
             f"{op}: idx values must lie in [0, num_segments) = [0, {num_segments}), "

@@ -10,6 +10,7 @@
 #include "segrt/Error.h"
 #include "segrt/Host.h"
 #include "segrt/IndexCheck.h"
+#include "segrt/Memory.h"
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -27,13 +28,15 @@ PYBIND11_MODULE(_segrt, m) {
 
   m.def(
       "check_index",
-      [](uintptr_t idx, bool is64Bit, int64_t numRows, int64_t numSegments) {
+      [](uintptr_t idx, bool is64Bit, int64_t numRows, int64_t numSegments,
+         int numThreads) {
         segrt::IndexCheck result;
         {
           // Python objects are built below, with the GIL held again.
           py::gil_scoped_release release;
           result = segrt::checkIndex(reinterpret_cast<const void *>(idx),
-                                     is64Bit, numRows, numSegments);
+                                     is64Bit, numRows, numSegments,
+                                     numThreads);
         }
         const char *problem =
             result.problem == segrt::IndexProblem::None         ? ""
@@ -42,9 +45,18 @@ PYBIND11_MODULE(_segrt, m) {
         return py::make_tuple(problem, result.row);
       },
       py::arg("idx"), py::arg("is_64_bit"), py::arg("num_rows"),
-      py::arg("num_segments"),
-      "One pass over a contiguous host index: ('', -1) if every value is in "
+      py::arg("num_segments"), py::arg("num_threads") = 1,
+      "One pass over a contiguous host index (on up to num_threads threads): ('', -1) if every value is in "
       "[0, num_segments) and non-decreasing, else ('range' or 'order', row).");
+
+  m.def(
+      "advise_huge_pages",
+      [](uintptr_t data, size_t bytes) {
+        segrt::adviseHugePages(reinterpret_cast<void *>(data), bytes);
+      },
+      py::arg("data"), py::arg("bytes"),
+      "Hint that a fresh host buffer be backed by transparent huge pages "
+      "(fewer page faults on first touch).");
 
   py::class_<segrt::HostLibrary>(m, "HostLibrary")
       .def(py::init<const std::string &>(), py::arg("path"))

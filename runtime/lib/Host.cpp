@@ -2,10 +2,10 @@
 
 #include "segrt/Host.h"
 #include "segrt/Error.h"
+#include "segrt/Parallel.h"
 
 #include <algorithm>
 #include <dlfcn.h>
-#include <thread>
 #include <utility>
 
 using namespace segrt;
@@ -100,13 +100,8 @@ void HostLibrary::callParallel(const std::string &name,
     bounds.push_back(std::max(bounds.back(), split));
   }
   bounds.push_back(numSegments);
-  std::vector<std::thread> workers;
-  for (int k = 1; k < numThreads; ++k)
+  runWorkers(numThreads, [&](int k) {
     if (bounds[k] < bounds[k + 1])
-      workers.emplace_back([&, k] {
-        call(name, pointers, numRows, numSegments, bounds[k], bounds[k + 1]);
-      });
-  call(name, pointers, numRows, numSegments, bounds[0], bounds[1]);
-  for (std::thread &worker : workers)
-    worker.join();
+      call(name, pointers, numRows, numSegments, bounds[k], bounds[k + 1]);
+  });
 }

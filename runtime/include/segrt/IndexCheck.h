@@ -16,9 +16,10 @@ struct IndexCheck {
 };
 
 /// One pass over a host index (int32 or int64 values): every value in
-/// [0, numSegments) and non-decreasing.
+/// [0, numSegments) and non-decreasing. Large indices are split across up to
+/// `numThreads` threads; the first offending row is reported either way.
 IndexCheck checkIndex(const void *idx, bool is64Bit, int64_t numRows,
-                      int64_t numSegments);
+                      int64_t numSegments, int numThreads = 1);
 
 } // namespace segrt
 

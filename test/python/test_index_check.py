@@ -1,0 +1,81 @@
+"""The native index check: first offending row, whatever the block and
+thread split (blocks of 2048 rows, threads above 2^18 rows)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import segops
+from segops import _library
+
+NUM_ROWS = (1 << 18) + 12345  # large enough for the threaded path
+
+
+def _check(idx: torch.Tensor, num_segments: int, threads: int) -> tuple[str, int]:
+    return _library._native_module().check_index(
+        idx.data_ptr(), idx.dtype == torch.int64, idx.numel(), num_segments, threads)
+
+
+def _sorted_index(num_rows: int, num_segments: int, dtype: torch.dtype) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(1)
+    values = torch.randint(0, num_segments, (num_rows,), generator=generator)
+    return torch.sort(values).values.to(dtype)
+
+
+# Rows at block edges (2048k, 2048k - 1), at the two-thread split and the ends.
+ROWS = [0, 1, 2047, 2048, 4095, NUM_ROWS // 2 - 1, NUM_ROWS // 2, NUM_ROWS // 2 + 1,
+        NUM_ROWS - 1]
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_valid_index_passes(dtype: torch.dtype, threads: int) -> None:
+    idx = _sorted_index(NUM_ROWS, 1000, dtype)
+    assert _check(idx, 1000, threads) == ("", -1)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("row", ROWS)
+def test_out_of_range_row_is_found(dtype: torch.dtype, threads: int, row: int) -> None:
+    idx = _sorted_index(NUM_ROWS, 1000, dtype)
+    bad = idx.clone()
+    bad[row] = -1
+    assert _check(bad, 1000, threads) == ("range", row)
+    bad = idx.clone()
+    bad[row:] = 1000  # past the end (and still sorted)
+    assert _check(bad, 1000, threads) == ("range", row)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("row", [r for r in ROWS if r > 0])
+def test_descent_is_found(threads: int, row: int) -> None:
+    idx = _sorted_index(NUM_ROWS, 1000, torch.int32)
+    idx = idx.clamp(min=1)  # so that every row can step down to a valid value
+    idx[row] = idx[row - 1] - 1
+    assert idx[row] < idx[row - 1]
+    assert _check(idx, 1000, threads) == ("order", row)
+
+
+def test_first_problem_wins_across_threads() -> None:
+    idx = _sorted_index(NUM_ROWS, 1000, torch.int32)
+    idx[NUM_ROWS - 10] = 5000  # out of range late, on the second thread
+    idx[100] = idx[99] - 1 if idx[99] > 0 else idx[100]  # maybe a descent early
+    idx[50] = -3  # out of range early, on the first thread
+    assert _check(idx, 1000, 2) == ("range", 50)
+
+
+def test_int64_beyond_int32_is_out_of_range() -> None:
+    idx = _sorted_index(NUM_ROWS, 1000, torch.int64)
+    idx[-1] = 2**32 + 5  # would wrap to 5 if truncated to int32
+    assert _check(idx, 1000, 2) == ("range", NUM_ROWS - 1)
+
+
+def test_public_op_reports_the_row() -> None:
+    idx = _sorted_index(NUM_ROWS, 1000, torch.int32)
+    idx[NUM_ROWS // 2 + 7] = 1000
+    idx[NUM_ROWS // 2 + 8:] = 1000
+    x = torch.randn(NUM_ROWS, 3)
+    with pytest.raises(ValueError, match=f"got 1000 at row {NUM_ROWS // 2 + 7}"):
+        segops.segmented_sum(x, idx, 1000)
