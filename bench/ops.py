@@ -1,72 +1,125 @@
-"""All six ops, forward and forward+backward, against PyTorch eager written
-the way users write it (index_add_, gather, einsum), measured in one run.
+"""The op sweep: each op, forward and forward+backward, over sizes and
+segment-length layouts, against eager PyTorch, torch.compile of the same
+reference and a memory copy of the same bytes, all measured in one run.
 
-    python -m bench.ops [--device cpu|cuda] [--sizes 100000,1000000] [--length 10]
+    python -m bench.ops [--device cpu|cuda] [--sizes 1000,100000] [--lengths 10,1000,0]
 
-Vec3 rows, float32. "fwd+bwd" runs the op and the backward of out.sum() with
-respect to every float input. Ratios are segops / eager from the same run.
+(Usually run through `python -m bench`, which also writes CSV and plots.)
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import Callable
+from typing import Callable, Iterable
 
 import torch
+from torch import Tensor
 
-import segops
-from bench.timing import median_seconds
+from bench import references
+from bench.timing import graph_replay_seconds, median_seconds
 
-
-def eager_ops(idx: torch.Tensor, num_segments: int) -> dict[str, Callable[..., torch.Tensor]]:
-    seg = idx.long()
-
-    def sums(t: torch.Tensor) -> torch.Tensor:
-        return t.new_zeros((num_segments,) + t.shape[1:]).index_add_(0, seg, t)
-
-    counts = torch.bincount(seg, minlength=num_segments).clamp(min=1)
-    return {
-        "sum": lambda x: sums(x),
-        "mean": lambda x: sums(x) / counts[:, None].to(x.dtype),
-        "rms_norm": lambda x: torch.sqrt(sums((x * x).sum(-1)) / counts.to(x.dtype)),
-        "dot": lambda x, y: sums((x * y).sum(-1)),
-        "mul": lambda x, w: x * w[seg][:, None],
-        "matvec": lambda v, m: torch.einsum("nij,ni->nj", m[seg], v),
-    }
+SIZES = [1_000, 100_000, 1_000_000, 10_000_000]
+# Mean segment lengths; 0 means one segment of all rows.
+LENGTHS = [10, 1000, 0]
 
 
-def segops_ops(idx: torch.Tensor, num_segments: int) -> dict[str, Callable[..., torch.Tensor]]:
-    return {
-        "sum": lambda x: segops.segmented_sum(x, idx, num_segments),
-        "mean": lambda x: segops.segmented_mean(x, idx, num_segments),
-        "rms_norm": lambda x: segops.segmented_rms_norm(x, idx, num_segments),
-        "dot": lambda x, y: segops.segmented_dot(x, y, idx, num_segments),
-        "mul": lambda x, w: segops.segmented_mul(x, w, idx, num_segments),
-        "matvec": lambda v, m: segops.segmented_matvec(v, m, idx, num_segments),
-    }
+def layouts(sizes: Iterable[int], lengths: Iterable[int]) -> list[tuple[int, int]]:
+    """(N, mean segment length) pairs, without duplicates (at N=1000 a mean
+    length of 1000 is the single segment)."""
+    pairs = []
+    for num_rows in sizes:
+        for length in lengths:
+            length = min(length or num_rows, num_rows)
+            if (num_rows, length) not in pairs:
+                pairs.append((num_rows, length))
+    return pairs
 
 
-def inputs_for(op: str, num_rows: int, num_segments: int, device: str) -> list[torch.Tensor]:
-    x = torch.randn(num_rows, 3, device=device)
-    extra = {
-        "dot": [torch.randn(num_rows, 3, device=device)],
-        "mul": [torch.randn(num_segments, device=device)],
-        "matvec": [torch.randn(num_segments, 3, 3, device=device)],
-    }
-    return [x] + extra.get(op, [])
+def _forward(fn: Callable[..., Tensor], floats: list[Tensor], idx: Tensor,
+             num_segments: int) -> Callable[[], object]:
+    return lambda: fn(*floats, idx, num_segments)
 
 
-def timed(fn: Callable[..., torch.Tensor], args: list[torch.Tensor], device: str,
-          backward: bool) -> float:
-    if not backward:
-        return median_seconds(lambda: fn(*args), device, repeats=9)
-    leaves = [a.clone().requires_grad_() for a in args]
+def _forward_backward(fn: Callable[..., Tensor], floats: list[Tensor], idx: Tensor,
+                      num_segments: int) -> Callable[[], object]:
+    leaves = [f.detach().clone().requires_grad_() for f in floats]
+    return lambda: torch.autograd.grad(fn(*leaves, idx, num_segments).sum(), leaves)
 
-    def step() -> None:
-        torch.autograd.grad(fn(*leaves).sum(), leaves)
 
-    return median_seconds(step, device, repeats=9)
+def _bytes(floats: list[Tensor], idx: Tensor, output: Tensor) -> int:
+    """The bytes the forward op must move at least: every input once and the
+    output once."""
+    return sum(t.nbytes for t in floats) + idx.nbytes + output.nbytes
+
+
+def run(device: str, sizes: Iterable[int], lengths: Iterable[int], ops: Iterable[str],
+        budget_s: float, compiled: bool, log: Callable[[str], None] = print) -> list[dict]:
+    compiled_refs = references.compiled_references() if compiled else {}
+    rows = []
+    for num_rows, length in layouts(sizes, lengths):
+        generator = torch.Generator().manual_seed(num_rows + length)
+        idx, num_segments = references.make_index(num_rows, length, device, generator)
+        for op in ops:
+            for width in references.widths(op):
+                floats = references.make_inputs(op, width, num_rows, num_segments, device,
+                                                generator)
+                impls = {"segops": references.SEGOPS[op], "eager": references.EAGER[op]}
+                if op in compiled_refs:
+                    impls["compiled"] = compiled_refs[op]
+                row = {"device": device, "op": op, "width": width, "N": num_rows,
+                       "mean_seg_len": length, "S": num_segments}
+                for mode, builder in (("fwd", _forward), ("fwd+bwd", _forward_backward)):
+                    for name, fn in impls.items():
+                        call = builder(fn, floats, idx, num_segments)
+                        row[f"{mode} {name} us"] = median_seconds(
+                            call, device, budget_s=budget_s) * 1e6
+                        if device == "cuda" and mode == "fwd" and name == "segops":
+                            row["fwd segops graph us"] = _graph_or_nan(call)
+                # A copy of as many bytes as the forward op moves at least.
+                moved = _bytes(floats, idx, references.SEGOPS[op](*floats, idx, num_segments))
+                source = torch.empty(max(1, moved // 8), dtype=torch.float32, device=device)
+                target = torch.empty_like(source)
+                row["fwd copy us"] = median_seconds(lambda: target.copy_(source), device,
+                                                    budget_s=budget_s) * 1e6
+                row["fwd bytes"] = moved
+                _add_ratios(row)
+                rows.append(row)
+                log(format_row(row))
+    return rows
+
+
+def _graph_or_nan(call: Callable[[], object]) -> float:
+    try:
+        return graph_replay_seconds(call) * 1e6
+    except RuntimeError as error:  # capture unsupported: report, keep going
+        print(f"  (CUDA graph capture failed: {error})", file=sys.stderr)
+        return float("nan")
+
+
+def _add_ratios(row: dict) -> None:
+    for mode in ("fwd", "fwd+bwd"):
+        ours = row[f"{mode} segops us"]
+        row[f"{mode} vs eager"] = ours / row[f"{mode} eager us"]
+        if f"{mode} compiled us" in row:
+            row[f"{mode} vs compiled"] = ours / row[f"{mode} compiled us"]
+    row["fwd segops GB/s"] = row["fwd bytes"] / row["fwd segops us"] / 1e3
+    row["fwd copy GB/s"] = row["fwd bytes"] / row["fwd copy us"] / 1e3
+    row["fwd bandwidth vs copy"] = row["fwd copy us"] / row["fwd segops us"]
+
+
+HEADER = (f"{'op':9}{'w':>2}{'N':>10}{'len':>9} | {'fwd us':>9}{'/eager':>7}{'/comp':>7}"
+          f"{'%copy':>6} | {'fwd+bwd us':>11}{'/eager':>7}{'/comp':>7}")
+
+
+def format_row(row: dict) -> str:
+    def ratio(key: str) -> str:
+        return f"{row[key]:>7.2f}" if key in row else f"{'-':>7}"
+
+    return (f"{row['op']:9}{row['width']:>2}{row['N']:>10}{row['mean_seg_len']:>9} | "
+            f"{row['fwd segops us']:>9.1f}{ratio('fwd vs eager')}{ratio('fwd vs compiled')}"
+            f"{100 * row['fwd bandwidth vs copy']:>6.0f} | {row['fwd+bwd segops us']:>11.1f}"
+            f"{ratio('fwd+bwd vs eager')}{ratio('fwd+bwd vs compiled')}")
 
 
 def main() -> int:
@@ -74,30 +127,16 @@ def main() -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--sizes", default="100000,1000000")
-    parser.add_argument("--length", type=int, default=10, help="mean segment length")
+    parser.add_argument("--lengths", default="10,1000,0")
+    parser.add_argument("--ops", default=",".join(references.OPS))
+    parser.add_argument("--no-compile", action="store_true")
+    parser.add_argument("--budget", type=float, default=0.5,
+                        help="seconds of sampling per measurement (at least 3 samples)")
     args = parser.parse_args()
-    if args.device == "cuda" and not torch.cuda.is_available():
-        print("no CUDA device", file=sys.stderr)
-        return 1
-    print(f"segops {segops.__version__}, torch {torch.__version__}, {args.device}, "
-          f"{torch.get_num_threads()} CPU threads, vec3 float32, mean segment length {args.length}")
-    header = f"{'op':9} {'N':>9} {'fwd segops us':>14} {'fwd eager us':>13} {'ratio':>6} " \
-             f"{'fwd+bwd segops us':>18} {'fwd+bwd eager us':>17} {'ratio':>6}"
-    print(header)
-    print("-" * len(header))
-    for num_rows in [int(s) for s in args.sizes.split(",")]:
-        num_segments = max(1, num_rows // args.length)
-        generator = torch.Generator().manual_seed(0)
-        idx = torch.sort(torch.randint(0, num_segments, (num_rows,), generator=generator)).values
-        idx = idx.to(device=args.device, dtype=torch.int32)
-        ours, theirs = segops_ops(idx, num_segments), eager_ops(idx, num_segments)
-        for op in ours:
-            data = inputs_for(op, num_rows, num_segments, args.device)
-            fwd = [timed(f[op], data, args.device, False) for f in (ours, theirs)]
-            both = [timed(f[op], data, args.device, True) for f in (ours, theirs)]
-            print(f"{op:9} {num_rows:>9} {fwd[0] * 1e6:>14.1f} {fwd[1] * 1e6:>13.1f} "
-                  f"{fwd[0] / fwd[1]:>6.2f} {both[0] * 1e6:>18.1f} {both[1] * 1e6:>17.1f} "
-                  f"{both[0] / both[1]:>6.2f}")
+    print(HEADER)
+    run(args.device, [int(s) for s in args.sizes.split(",")],
+        [int(s) for s in args.lengths.split(",")], args.ops.split(","), args.budget,
+        not args.no_compile)
     return 0
 
 

@@ -1,4 +1,5 @@
-"""Timing helpers: medians over repeats, CUDA events on GPUs."""
+"""Timing helpers: medians over repeats (adaptive to a time budget), CUDA
+events on GPUs, CUDA-graph replay."""
 
 from __future__ import annotations
 
@@ -10,30 +11,55 @@ import torch
 
 
 def median_seconds(fn: Callable[[], object], device: str, repeats: int = 15,
-                   inner: int | None = None) -> float:
-    """Median wall time of one call of fn, after warm-up. On CUDA, kernels are
-    timed with events over `inner` back-to-back calls (so host launch overhead
-    overlaps with device work, as in real use)."""
+                   inner: int | None = None, budget_s: float | None = None,
+                   min_repeats: int = 3) -> float:
+    """Median wall time of one call of fn, after one warm-up call.
+
+    With `budget_s`, sampling stops once that much time has been spent and at
+    least `min_repeats` samples exist (slow configurations get fewer
+    samples, never fewer than min_repeats). On CUDA each sample is `inner`
+    back-to-back calls timed with events, so host launch overhead overlaps
+    device work as in real use."""
     fn()
     if device == "cuda":
         torch.cuda.synchronize()
-        inner = inner or 20
-        samples = []
-        for _ in range(repeats):
-            start = torch.cuda.Event(enable_timing=True)
-            stop = torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(inner):
-                fn()
-            stop.record()
-            stop.synchronize()
-            samples.append(start.elapsed_time(stop) / 1e3 / inner)
-        return statistics.median(samples)
-    inner = inner or 1
-    samples = []
+    inner = inner or (20 if device == "cuda" else 1)
+    samples: list[float] = []
+    started = time.perf_counter()
     for _ in range(repeats):
-        begin = time.perf_counter()
+        samples.append(_sample(fn, device, inner))
+        if (budget_s is not None and len(samples) >= min_repeats
+                and time.perf_counter() - started > budget_s):
+            break
+    return statistics.median(samples)
+
+
+def _sample(fn: Callable[[], object], device: str, inner: int) -> float:
+    if device == "cuda":
+        start = torch.cuda.Event(enable_timing=True)
+        stop = torch.cuda.Event(enable_timing=True)
+        start.record()
         for _ in range(inner):
             fn()
-        samples.append((time.perf_counter() - begin) / inner)
-    return statistics.median(samples)
+        stop.record()
+        stop.synchronize()
+        return start.elapsed_time(stop) / 1e3 / inner
+    begin = time.perf_counter()
+    for _ in range(inner):
+        fn()
+    return (time.perf_counter() - begin) / inner
+
+
+def graph_replay_seconds(fn: Callable[[], object], repeats: int = 15) -> float:
+    """Median time of one replay of a CUDA graph capturing one call of fn
+    (device time without host launch overhead)."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(2):  # warm-up outside the capture
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return median_seconds(graph.replay, "cuda", repeats=repeats)

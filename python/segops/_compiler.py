@@ -8,11 +8,13 @@ compiler to link the host object.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 from typing import Sequence
 
@@ -39,6 +41,76 @@ def seg_opt(source: str, *flags: str) -> str:
     if result.returncode != 0:
         raise RuntimeError(f"seg-opt {' '.join(flags)} failed:\n{result.stderr}")
     return result.stdout
+
+
+def _compiler_identity(path: Path) -> str:
+    """Changes whenever the compiler binary does (so a rebuilt compiler
+    never serves stale cache entries)."""
+    stat = path.stat()
+    return f"{path}:{stat.st_size}:{stat.st_mtime_ns}"
+
+
+def cache_dir() -> Path:
+    """Where compiled kernels are cached: $SEGOPS_CACHE_DIR, else
+    $XDG_CACHE_HOME/segops, else ~/.cache/segops."""
+    if "SEGOPS_CACHE_DIR" in os.environ:
+        return Path(os.environ["SEGOPS_CACHE_DIR"])
+    base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    return base / "segops"
+
+
+_ptx_cache: dict[str, str] = {}
+_ptx_cache_lock = threading.Lock()
+
+
+def clear_memory_cache() -> None:
+    """Forgets the in-process cache (the on-disk cache stays)."""
+    with _ptx_cache_lock:
+        _ptx_cache.clear()
+
+
+def _segc():
+    """The in-process compiler (built with the compiler, not the runtime)."""
+    try:
+        from segops._native import _segc  # type: ignore[attr-defined]
+    except ImportError as error:
+        raise RuntimeError(
+            "run-time compilation needs segops' compiler module (_segc), built by "
+            "`make build` where LLVM/MLIR 19 is installed") from error
+    return _segc
+
+
+def compile_ptx(source: str, order: int = 0, chip: str = "sm_90", opt_level: int = 2) -> str:
+    """Compiles the kernel functions of `source` and their derivatives up to
+    `order` (seg-derive) to PTX for `chip`, in this process; returns the PTX.
+
+    Results are cached by a hash of the source, the options and the compiler
+    binary: first in this process, then on disk under cache_dir(), so a
+    repeated compilation costs a dictionary lookup or one file read. Invalid
+    source raises ValueError with the compiler's diagnostics."""
+    compiler = _segc()
+    options = f"order={order} chip={chip} O={opt_level}"
+    key = hashlib.sha256("\0".join(
+        [_compiler_identity(Path(compiler.__file__)), options, source]).encode()).hexdigest()
+    cached = _ptx_cache.get(key)
+    if cached is not None:
+        return cached
+    path = cache_dir() / f"{key}.ptx"
+    try:
+        ptx = path.read_text()
+    except OSError:
+        ptx = compiler.compile_ptx(source, order, chip, opt_level)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # Write, then rename: a concurrent reader never sees half a file.
+            partial = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+            partial.write_text(ptx)
+            os.replace(partial, path)
+        except OSError:
+            pass  # an unwritable cache only costs recompilation
+    with _ptx_cache_lock:
+        _ptx_cache[key] = ptx
+    return ptx
 
 
 _DTYPES = {"f32": torch.float32, "f64": torch.float64, "i32": torch.int32}

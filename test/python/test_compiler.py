@@ -1,0 +1,91 @@
+"""Run-time compilation (segops._compiler.compile_ptx): the in-process
+compiler, its caches and its errors. Needs the compiler module, which GPU
+machines without LLVM do not build."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("segops._native._segc")
+
+from segops import _compiler  # noqa: E402
+
+RMS_NORM = """
+func.func @rms(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?xf32> {
+  %0 = seg.rms_norm %x, %idx, %n : tensor<?x3xf32>, tensor<?xi32> -> tensor<?xf32>
+  return %0 : tensor<?xf32>
+}
+"""
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("SEGOPS_CACHE_DIR", str(tmp_path))
+    _compiler.clear_memory_cache()
+    return tmp_path
+
+
+def entries(ptx: str) -> list[str]:
+    return re.findall(r"\.entry (\w+)\(", ptx)
+
+
+def test_derivatives_to_the_requested_order() -> None:
+    assert entries(_compiler.compile_ptx(RMS_NORM, order=0)) == ["rms"]
+    assert sorted(entries(_compiler.compile_ptx(RMS_NORM, order=2))) == \
+        ["rms", "rms_grad", "rms_grad_grad"]
+
+
+@pytest.mark.parametrize("chip", ["sm_80", "sm_90"])
+def test_ptx_passes_ptxas(chip: str, tmp_path: Path) -> None:
+    ptx = _compiler.compile_ptx(RMS_NORM, order=2, chip=chip)
+    assert f".target {chip}" in ptx
+    ptxas = shutil.which("ptxas") or "/usr/local/cuda/bin/ptxas"
+    if not Path(ptxas).exists():
+        pytest.skip("ptxas is not installed")
+    source = tmp_path / "kernels.ptx"
+    source.write_text(ptx)
+    result = subprocess.run([ptxas, f"-arch={chip}", str(source), "-o", str(tmp_path / "k.o")],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_memory_and_disk_cache(fresh_cache: Path) -> None:
+    first = _compiler.compile_ptx(RMS_NORM, order=1)
+    files = list(fresh_cache.glob("*.ptx"))
+    assert len(files) == 1 and files[0].read_text() == first
+    assert _compiler.compile_ptx(RMS_NORM, order=1) is first  # in-process hit
+    _compiler.clear_memory_cache()
+    files[0].write_text(first + "// from disk\n")  # proves the disk is read
+    assert _compiler.compile_ptx(RMS_NORM, order=1).endswith("// from disk\n")
+
+
+def test_options_and_source_are_part_of_the_key(fresh_cache: Path) -> None:
+    _compiler.compile_ptx(RMS_NORM, order=1)
+    _compiler.compile_ptx(RMS_NORM, order=2)
+    _compiler.compile_ptx(RMS_NORM, order=1, chip="sm_80")
+    _compiler.compile_ptx(RMS_NORM.replace("@rms", "@rms2"), order=1)
+    assert len(list(fresh_cache.glob("*.ptx"))) == 4
+
+
+def test_unwritable_cache_still_compiles(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("SEGOPS_CACHE_DIR", str(blocker / "cache"))  # under a file
+    assert entries(_compiler.compile_ptx(RMS_NORM)) == ["rms"]
+
+
+@pytest.mark.parametrize("source, message", [
+    ("func.func @f(", "cannot parse"),
+    ("""func.func @f(%x: tensor<?xf32>, %idx: tensor<?xi64>, %n: index) -> tensor<?xf32> {
+  %0 = seg.sum %x, %idx, %n : tensor<?xf32>, tensor<?xi64> -> tensor<?xf32>
+  return %0 : tensor<?xf32>
+}""", "operand #1 must be 1D tensor of 32-bit"),
+])
+def test_invalid_source_raises_with_diagnostics(source: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        _compiler.compile_ptx(source)
