@@ -1,113 +1,131 @@
-"""Benchmark segops.segmented_sum against what users write today.
+"""The segops benchmark suite: one command, one run, every baseline.
 
-    python -m bench [--device cpu|cuda|all] [--quick] [--csv PATH]
+    python -m bench [--device cpu|cuda] [--quick] [--out docs/benchmarks]
+                    [--sections ops,overhead,compile] [--budget 0.5]
 
-For each size and layout it times, in one run: segops.segmented_sum,
-PyTorch eager `zeros(...).index_add_(0, idx.long(), x)`, and a copy of the
-same input bytes (x.clone()) as a bandwidth yardstick. Ratios are quoted
-against the index_add_ baseline measured in the same run.
+Sections:
+  ops       each op forward and forward+backward, N in {1e3, 1e5, 1e6, 1e7}
+            (--quick: up to 1e6), mean segment length 10, 1000 and N, scalar
+            and vec3 float32, against eager PyTorch (index_add_, gather,
+            einsum), torch.compile of the same reference, and a memory copy
+            of the same bytes;
+  overhead  host time per call at N=100 against index_add_ and no-op
+            torch.library operators;
+  compile   run-time compilation of one op's kernels (cold, warm caches) and
+            the op library build.
+Prints tables, a summary against the performance targets, and writes CSV
+files and PNG plots into --out. Ratios are segops / baseline from this run.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import platform
 import sys
+import time
+from pathlib import Path
 
 import torch
 
 import segops
-from bench.timing import median_seconds
+from bench import compile_time, ops, overhead, report
 
 
-def make_layout(num_rows: int, mean_length: int, device: str) -> tuple[torch.Tensor, int]:
-    num_segments = max(1, num_rows // mean_length)
-    generator = torch.Generator().manual_seed(0)
-    idx = torch.sort(torch.randint(0, num_segments, (num_rows,), generator=generator)).values
-    return idx.to(device=device, dtype=torch.int32), num_segments
+def machine(device: str) -> str:
+    text = (f"segops {segops.__version__}, torch {torch.__version__}, "
+            f"{platform.machine()}, {torch.get_num_threads()} CPU threads")
+    if device == "cuda":
+        text += f", {torch.cuda.get_device_name()}"
+    return text
 
 
-def run(device: str, sizes: list[int], lengths: list[int], widths: list[int],
-        max_single_segment: int) -> list[dict]:
-    rows = []
-    for num_rows in sizes:
-        for mean_length in lengths or [num_rows]:
-            mean_length = mean_length or num_rows  # 0: one segment of all rows
-            if mean_length > num_rows or (mean_length == num_rows > max_single_segment):
-                continue
-            idx, num_segments = make_layout(num_rows, mean_length, device)
-            for width in widths:
-                shape = (num_rows,) if width == 1 else (num_rows, width)
-                x = torch.randn(shape, device=device)
-
-                def segops_sum() -> torch.Tensor:
-                    return segops.segmented_sum(x, idx, num_segments)
-
-                def index_add() -> torch.Tensor:
-                    out = x.new_zeros((num_segments,) + shape[1:])
-                    return out.index_add_(0, idx.long(), x)
-
-                def copy() -> torch.Tensor:
-                    return x.clone()
-
-                repeats = 7 if num_rows >= 1_000_000 and device == "cpu" else 15
-                t_segops = median_seconds(segops_sum, device, repeats)
-                t_index_add = median_seconds(index_add, device, repeats)
-                t_copy = median_seconds(copy, device, repeats)
-                bytes_moved = x.numel() * 4 + num_rows * 4 + num_segments * width * 4
-                rows.append({
-                    "device": device, "N": num_rows, "mean_seg_len": mean_length,
-                    "width": width, "segops_us": t_segops * 1e6,
-                    "index_add_us": t_index_add * 1e6, "copy_us": t_copy * 1e6,
-                    "segops_vs_index_add": t_segops / t_index_add,
-                    "segops_GBps": bytes_moved / t_segops / 1e9,
-                    "copy_GBps": 2 * x.numel() * 4 / t_copy / 1e9,
-                })
-    return rows
-
-
-def print_table(rows: list[dict]) -> None:
-    header = (f"{'device':6} {'N':>9} {'len':>6} {'w':>2} {'segops us':>11} {'index_add us':>13} "
-              f"{'ratio':>7} {'segops GB/s':>12} {'copy GB/s':>10}")
-    print(header)
-    print("(len: mean segment length; ratio: segops time / index_add_ time, below 1 is faster)")
-    print("-" * len(header))
-    for r in rows:
-        print(f"{r['device']:6} {r['N']:>9} {r['mean_seg_len']:>6} {r['width']:>2} "
-              f"{r['segops_us']:>11.1f} {r['index_add_us']:>13.1f} {r['segops_vs_index_add']:>7.2f} "
-              f"{r['segops_GBps']:>12.1f} {r['copy_GBps']:>10.1f}")
+def summarize(rows: list[dict], overhead_rows: list[dict]) -> list[str]:
+    """Where the measurements stand against issue 5's targets."""
+    lines = []
+    largest = max((r["N"] for r in rows), default=0)
+    at_largest = [r for r in rows if r["N"] == largest]
+    for key, limit in (("fwd vs eager", 0.5), ("fwd+bwd vs eager", 0.5),
+                       ("fwd vs compiled", 1.0), ("fwd+bwd vs compiled", 1.0)):
+        values = [(r[key], r) for r in at_largest if key in r]
+        if values:
+            worst, row = max(values, key=lambda pair: pair[0])
+            lines.append(f"N={largest}: worst {key} = {worst:.2f} ({row['op']} w{row['width']} "
+                         f"len {row['mean_seg_len']}); target <= {limit}")
+    fractions = [(r["fwd bandwidth vs copy"], r) for r in at_largest]
+    if fractions:
+        worst, row = min(fractions, key=lambda pair: pair[0])
+        lines.append(f"N={largest}: lowest forward bandwidth = {100 * worst:.0f}% of the copy's "
+                     f"({row['op']} w{row['width']} len {row['mean_seg_len']}); target >= 60%")
+    ratios = [r["vs index_add_"] for r in overhead_rows if "vs index_add_" in r]
+    if ratios:
+        lines.append(f"N=100: host overhead {min(ratios):.2f}-{max(ratios):.2f}x index_add_'s; "
+                     "target <= 1.5x")
+    return lines
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--device", default="all", choices=["cpu", "cuda", "all"])
-    parser.add_argument("--quick", action="store_true", help="smaller sizes only")
-    parser.add_argument("--csv", help="also write the rows to this CSV file")
-    parser.add_argument("--max-single-segment", type=int, default=10**9,
-                        help="skip the one-segment layout above this N (slow on GPUs for now)")
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--quick", action="store_true", help="N up to 1e6 only")
+    parser.add_argument("--sizes", help="comma-separated N (overrides --quick)")
+    parser.add_argument("--out", default="docs/benchmarks", help="CSV and PNG directory")
+    parser.add_argument("--sections", default="ops,overhead,compile")
+    parser.add_argument("--budget", type=float, default=0.5,
+                        help="seconds of sampling per measurement (at least 3 samples)")
+    parser.add_argument("--no-compiled-baseline", action="store_true",
+                        help="skip the torch.compile references")
     args = parser.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("no CUDA device", file=sys.stderr)
+        return 1
+    sections = args.sections.split(",")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    print(machine(args.device))
 
-    devices = ["cpu", "cuda"] if args.device == "all" else [args.device]
-    if "cuda" in devices and not torch.cuda.is_available():
-        if args.device == "cuda":
-            print("no CUDA device", file=sys.stderr)
-            return 1
-        devices.remove("cuda")
-    print(f"segops {segops.__version__}, torch {torch.__version__}, {platform.processor() or platform.machine()}, "
-          f"{torch.get_num_threads()} CPU threads"
-          + (f", {torch.cuda.get_device_name()}" if "cuda" in devices else ""))
-    rows = []
-    for device in devices:
-        sizes = [1_000, 100_000, 1_000_000] if args.quick else [1_000, 100_000, 1_000_000, 10_000_000]
-        rows += run(device, sizes, [10, 1000, 0], [1, 3], args.max_single_segment)
-    print_table(rows)
-    if args.csv:
-        with open(args.csv, "w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
+    op_rows: list[dict] = []
+    if "ops" in sections:
+        sizes = ([int(s) for s in args.sizes.split(",")] if args.sizes else
+                 ops.SIZES[:-1] if args.quick else ops.SIZES)
+        print("\n## ops: time / baseline (below 1: segops faster); %copy: forward "
+              "bandwidth as a share of a copy's")
+        print(ops.HEADER)
+        op_rows = ops.run(args.device, sizes, ops.LENGTHS, ops_list(), args.budget,
+                          not args.no_compiled_baseline)
+        report.write_csv(out / f"ops_{args.device}.csv", op_rows)
+        title = machine(args.device)
+        report.plot_ratios(out / f"ops_{args.device}.png", op_rows, title)
+        report.plot_bandwidth(out / f"bandwidth_{args.device}.png", op_rows, title)
+
+    overhead_rows: list[dict] = []
+    if "overhead" in sections:
+        print(f"\n## host overhead per call, N={overhead.NUM_ROWS}, vec3 float32")
+        overhead_rows = overhead.run(args.device)
+        report.write_csv(out / f"overhead_{args.device}.csv", overhead_rows)
+        report.plot_overhead(out / f"overhead_{args.device}.png", overhead_rows,
+                             f"host time per call, N={overhead.NUM_ROWS}, {args.device}")
+
+    if "compile" in sections:
+        print("\n## compile time")
+        try:
+            compile_rows = compile_time.run(library=True)
+            report.write_csv(out / "compile.csv", compile_rows)
+        except (RuntimeError, FileNotFoundError) as error:  # runtime-only builds
+            print(f"skipped: {error}")
+
+    print("\n## summary")
+    for line in summarize(op_rows, overhead_rows):
+        print(line)
+    print(f"(suite took {time.perf_counter() - started:.0f} s; CSV and PNG in {out}/)")
     return 0
+
+
+def ops_list() -> list[str]:
+    from bench.references import OPS
+
+    return OPS
 
 
 if __name__ == "__main__":

@@ -88,10 +88,12 @@ def widths(op: str) -> list[int]:
     return [3] if op == "matvec" else [1, 3]
 
 
-def compiled_references() -> dict[str, Op]:
-    """torch.compile of the eager references (dynamic shapes, so one
-    compilation serves every size)."""
-    return {op: torch.compile(fn, dynamic=True) for op, fn in EAGER.items()}
+def compiled_references() -> dict[str, tuple[Op, Op]]:
+    """torch.compile of the eager references: (dynamic shapes, so that one
+    compilation serves every size; static shapes, for one segment, where
+    inductor 2.13 fails on a dynamic-size scatter into one row)."""
+    return {op: (torch.compile(fn, dynamic=True), torch.compile(fn, dynamic=False))
+            for op, fn in EAGER.items()}
 
 
 def make_inputs(op: str, width: int, num_rows: int, num_segments: int, device: str,

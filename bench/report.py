@@ -1,0 +1,110 @@
+"""Writing the suite's results: CSV files and PNG plots (matplotlib)."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from bench.ops import LENGTHS
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    if not rows:
+        return
+    fields: list[str] = []
+    for row in rows:
+        fields += [key for key in row if key not in fields]
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display needed
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_ratios(path: Path, rows: list[dict], title: str) -> None:
+    """segops time / baseline time against N, per op (vec3): one row of plots
+    per mode, eager solid and torch.compile dashed, a colour per layout."""
+    plt = _pyplot()
+    ops = list(dict.fromkeys(r["op"] for r in rows))
+    modes = ["fwd", "fwd+bwd"]
+    figure, axes = plt.subplots(len(modes), len(ops), figsize=(3.2 * len(ops), 6.2),
+                                sharex=True, sharey=True, squeeze=False)
+    colours = {"10": "tab:blue", "1000": "tab:orange", "N": "tab:green"}
+    for column, op in enumerate(ops):
+        for line, mode in enumerate(modes):
+            axis = axes[line][column]
+            for length in LENGTHS:
+                label = str(length) if length else "N"
+                selected = [r for r in rows if r["op"] == op and r["width"] == 3 and
+                            (r["mean_seg_len"] == r["N"] if not length else
+                             r["mean_seg_len"] == length and length < r["N"])]
+                if not selected:
+                    continue
+                sizes = [r["N"] for r in selected]
+                for baseline, style in (("eager", "-"), ("compiled", "--")):
+                    key = f"{mode} vs {baseline}"
+                    if all(key in r for r in selected):
+                        axis.plot(sizes, [r[key] for r in selected], style, marker="o",
+                                  markersize=3, color=colours[label],
+                                  label=f"len {label} / {baseline}")
+            axis.axhline(1.0, color="black", linewidth=0.8)
+            axis.axhline(0.5, color="grey", linewidth=0.6, linestyle=":")
+            axis.set_xscale("log")
+            axis.set_yscale("log")
+            axis.set_title(f"{op} {mode}", fontsize=9)
+            if column == 0:
+                axis.set_ylabel("segops time / baseline time")
+            if line == len(modes) - 1:
+                axis.set_xlabel("N rows")
+    axes[0][0].legend(fontsize=6)
+    figure.suptitle(title + " (vec3 float32; below 1: segops faster)", fontsize=10)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def plot_bandwidth(path: Path, rows: list[dict], title: str) -> None:
+    """Forward bandwidth as a fraction of a same-size copy's, against N."""
+    plt = _pyplot()
+    figure, axes = plt.subplots(1, 3, figsize=(13, 3.8), sharey=True)
+    for axis, length in zip(axes, LENGTHS):
+        for op in dict.fromkeys(r["op"] for r in rows):
+            selected = [r for r in rows if r["op"] == op and r["width"] == 3 and
+                        (r["mean_seg_len"] == r["N"] if not length else
+                         r["mean_seg_len"] == length and length < r["N"])]
+            if selected:
+                axis.plot([r["N"] for r in selected],
+                          [r["fwd bandwidth vs copy"] for r in selected], marker="o",
+                          markersize=3, label=op)
+        axis.axhline(0.6, color="grey", linewidth=0.6, linestyle=":")
+        axis.set_xscale("log")
+        axis.set_title(f"mean segment length {length or 'N (one segment)'}", fontsize=9)
+        axis.set_xlabel("N rows")
+    axes[0].set_ylabel("segops bandwidth / copy bandwidth")
+    axes[0].legend(fontsize=7)
+    figure.suptitle(title + " (forward, vec3 float32)", fontsize=10)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def plot_overhead(path: Path, rows: list[dict], title: str) -> None:
+    plt = _pyplot()
+    figure, axis = plt.subplots(figsize=(7, 0.35 * len(rows) + 1.2))
+    names = [r["call"] for r in rows][::-1]
+    values = [r["us"] for r in rows][::-1]
+    colours = ["tab:blue" if n.startswith("segops") else "tab:grey" for n in names]
+    axis.barh(names, values, color=colours)
+    axis.set_xlabel("µs per call (median)")
+    axis.set_title(title, fontsize=10)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
