@@ -19,6 +19,7 @@ RuntimeError or accept ``True`` as a count) and call ``torch.ops.segops.*``.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable, Sequence
@@ -81,12 +82,18 @@ def _unused_inputs(kernel: str) -> frozenset[int]:
     return frozenset(i for i, b in enumerate(floats) if not b.get("read", True))
 
 
-def _schema(spec: OpSpec, level: int) -> str:
+def _float_names(spec: OpSpec, level: int) -> tuple[list[str], int]:
+    """The float arguments of a level and its number of outputs."""
     names = list(spec.float_args)
     outputs = 1
     for _ in range(level):
         cotangents = [f"grad{len(names) + k}" for k in range(outputs)]
         outputs, names = len(names), names + cotangents
+    return names, outputs
+
+
+def _schema(spec: OpSpec, level: int) -> str:
+    names, outputs = _float_names(spec, level)
     params = ", ".join(f"Tensor {n}" for n in names)
     returns = "Tensor" if outputs == 1 else "(" + ", ".join(["Tensor"] * outputs) + ")"
     return f"{_op_name(spec, level)}({params}, Tensor idx, SymInt num_segments) -> {returns}"
@@ -125,6 +132,51 @@ def _fake_level(spec: OpSpec, level: int, floats: Sequence[Tensor], idx: Tensor,
 _library_def = torch.library.Library("segops", "DEF")
 
 
+def _native_ops():
+    """The C++ CPU and autograd kernels (segops._native._torchops), loaded
+    with the host kernels; None where they are not built, the op library is
+    missing, or SEGOPS_PYTHON_OPS=1 asks for the Python kernels."""
+    if os.environ.get("SEGOPS_PYTHON_OPS", "") not in ("", "0"):
+        return None
+    try:
+        from segops._native import _torchops  # type: ignore[attr-defined]
+
+        _torchops.load_host_library(str(_library.NATIVE_DIR / _library.manifest()["host_library"]))
+    except (ImportError, OSError, RuntimeError):
+        return None
+    return _torchops
+
+
+def _native_variants(spec: OpSpec, level: int) -> dict[str, dict]:
+    """Every kernel of a level by dtype and width, as _torchops reads them."""
+    variants = {}
+    num_floats = len(_float_names(spec, level)[0])
+    for dtype in ("f32", "f64"):
+        for width in (1, 3):
+            kernel = f"{spec.name}_{dtype}_w{width}" + "_grad" * level
+            if kernel not in _library.kernels():
+                continue
+            unused = (_unused_inputs(kernel + "_grad") if level < MAX_LEVEL else frozenset())
+            variants[f"{dtype}_w{width}"] = {
+                "kernel": kernel,
+                "buffers": _library.kernel_entry(kernel)["buffers"],
+                "saved_for_backward": [i not in unused for i in range(num_floats)],
+            }
+    return variants
+
+
+def _native_validator(spec: OpSpec, level: int) -> Callable[..., None]:
+    """Raises the error for arguments the C++ kernel rejected."""
+    def validate(*args) -> None:
+        if level == 0:
+            spec.validate(*args[:-2], args[-2], args[-1])
+            check_index_content(spec.name, args[-2], args[-1])
+    return validate
+
+
+_native = _native_ops()
+
+
 def _register(spec: OpSpec) -> None:
     # Define every level first: each level's backward calls the next one.
     for level in range(MAX_LEVEL + 1):
@@ -139,10 +191,19 @@ def _register(spec: OpSpec) -> None:
         def fake(*args, _level=level):
             return _fake_level(spec, _level, args[:-2], args[-2], args[-1])
 
-        for key in ("CPU", "CUDA"):
-            _library_def.impl(name, implementation, key)
+        if _native is not None:
+            # CPU kernels and autograd in C++; CUDA launches from Python.
+            names, outputs = _float_names(spec, level)
+            _native.register_level(
+                name, level == 0, len(names), outputs, _native_variants(spec, level),
+                _op_name(spec, level + 1) if level < MAX_LEVEL else "",
+                _native_validator(spec, level))
+            _library_def.impl(name, implementation, "CUDA")
+        else:
+            for key in ("CPU", "CUDA"):
+                _library_def.impl(name, implementation, key)
         torch.library.register_fake(qualified, fake, lib=_library_def)
-        if level == MAX_LEVEL:
+        if level == MAX_LEVEL or _native is not None:
             continue
         next_op = getattr(torch.ops.segops, _op_name(spec, level + 1)).default
 

@@ -65,16 +65,21 @@ bool dispatch(void *symbol, const std::vector<uintptr_t> &pointers, I64 n,
 }
 } // namespace
 
+void segrt::callHostKernel(void *symbol, const std::vector<uintptr_t> &pointers,
+                           int64_t numRows, int64_t numSegments,
+                           int64_t begin, int64_t end) {
+  if (pointers.empty() || pointers.size() > HostLibrary::kMaxPointers)
+    throw Error("segrt: host kernels take 1 to " +
+                std::to_string(HostLibrary::kMaxPointers) +
+                " pointers, got " + std::to_string(pointers.size()));
+  dispatch(symbol, pointers, numRows, numSegments, begin, end,
+           std::make_index_sequence<HostLibrary::kMaxPointers>());
+}
+
 void HostLibrary::call(const std::string &name,
                        const std::vector<uintptr_t> &pointers, int64_t numRows,
                        int64_t numSegments, int64_t begin, int64_t end) {
-  if (pointers.empty() || pointers.size() > kMaxPointers)
-    throw Error("segrt: host kernels take 1 to " +
-                std::to_string(kMaxPointers) + " pointers, got " +
-                std::to_string(pointers.size()));
-  void *symbol = lookup(name);
-  dispatch(symbol, pointers, numRows, numSegments, begin, end,
-           std::make_index_sequence<kMaxPointers>());
+  callHostKernel(lookup(name), pointers, numRows, numSegments, begin, end);
 }
 
 /// The segment holding row `row` of a sorted index, clamped to [0, S].
@@ -83,13 +88,13 @@ static int64_t segmentAtRow(const int32_t *idx, int64_t row,
   return std::clamp<int64_t>(idx[row], 0, numSegments);
 }
 
-void HostLibrary::callParallel(const std::string &name,
-                               const std::vector<uintptr_t> &pointers,
-                               const int32_t *idx, int64_t numRows,
-                               int64_t numSegments, int numThreads) {
+void segrt::callHostKernelParallel(void *symbol,
+                                   const std::vector<uintptr_t> &pointers,
+                                   const int32_t *idx, int64_t numRows,
+                                   int64_t numSegments, int numThreads) {
   numThreads = std::max(1, numThreads);
   if (numThreads == 1 || numRows < 2 || numSegments < 2) {
-    call(name, pointers, numRows, numSegments, 0, numSegments);
+    callHostKernel(symbol, pointers, numRows, numSegments, 0, numSegments);
     return;
   }
   // Split points: the segment of rows N*k/T, so each range holds about N/T
@@ -102,6 +107,15 @@ void HostLibrary::callParallel(const std::string &name,
   bounds.push_back(numSegments);
   runWorkers(numThreads, [&](int k) {
     if (bounds[k] < bounds[k + 1])
-      call(name, pointers, numRows, numSegments, bounds[k], bounds[k + 1]);
+      callHostKernel(symbol, pointers, numRows, numSegments, bounds[k],
+                     bounds[k + 1]);
   });
+}
+
+void HostLibrary::callParallel(const std::string &name,
+                               const std::vector<uintptr_t> &pointers,
+                               const int32_t *idx, int64_t numRows,
+                               int64_t numSegments, int numThreads) {
+  callHostKernelParallel(lookup(name), pointers, idx, numRows, numSegments,
+                         numThreads);
 }

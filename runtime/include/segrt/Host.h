@@ -35,14 +35,29 @@ public:
   /// Largest number of pointer parameters a host kernel may take.
   static constexpr size_t kMaxPointers = 16;
 
-private:
+  /// The address of kernel `name` (throws if absent).
   void *lookup(const std::string &name);
+
+private:
 
   void *handle = nullptr;
   std::string path;
   std::mutex symbolsMutex;
   std::unordered_map<std::string, void *> symbols;
 };
+
+/// Runs segments [begin, end) of the host kernel at `symbol` (see
+/// HostLibrary::lookup) on the calling thread.
+void callHostKernel(void *symbol, const std::vector<uintptr_t> &pointers,
+                    int64_t numRows, int64_t numSegments, int64_t begin,
+                    int64_t end);
+
+/// Runs every segment of the host kernel at `symbol` on up to `numThreads`
+/// threads (see HostLibrary::callParallel).
+void callHostKernelParallel(void *symbol,
+                            const std::vector<uintptr_t> &pointers,
+                            const int32_t *idx, int64_t numRows,
+                            int64_t numSegments, int numThreads);
 
 } // namespace segrt
 

@@ -1,0 +1,456 @@
+//===- torch_ops.cpp - segops operators as C++ PyTorch kernels ------------===//
+//
+// segops._native._torchops: the CPU kernels and the autograd kernels of the
+// segops operators, registered with the PyTorch dispatcher from C++, so that
+// calling an operator on CPU tensors runs no Python at all.
+//
+// ops.py defines the schemas, the fake kernels and the CUDA kernels, then
+// describes each operator level to this module: its host kernels by dtype and
+// row width with their buffers (from the op library's manifest), the next
+// level's operator (its backward) and a Python validator. The checks here are
+// generic: every tensor must match its kernel buffer's dtype and symbolic
+// shape (N rows, S segments); when one does not, the Python validator is
+// called to word the error the user sees, so messages stay in one place.
+//
+//===----------------------------------------------------------------------===//
+
+#include "segrt/Host.h"
+#include "segrt/IndexCheck.h"
+#include "segrt/Memory.h"
+
+#include <ATen/Parallel.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/utils.h>
+#include <torch/csrc/autograd/python_variable.h>
+#include <torch/library.h>
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <limits>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <type_traits>
+
+namespace py = pybind11;
+using torch::autograd::Node;
+using torch::autograd::SavedVariable;
+using torch::autograd::variable_list;
+
+namespace {
+
+/// One pointer parameter of a host kernel, from the manifest.
+struct Buffer {
+  bool isOutput = false;
+  bool isIndex = false;
+  bool isRead = true;
+  at::ScalarType dtype = at::kFloat;
+  /// "N", "S" or an extent, per dimension.
+  std::vector<std::string> shape;
+};
+
+/// One host kernel of an operator level: a dtype and row width.
+struct Variant {
+  std::string kernel;
+  void *symbol = nullptr;
+  std::vector<Buffer> buffers;
+  /// Per float argument: whether the next level's kernel reads it (what the
+  /// backward must save).
+  std::vector<bool> savedForBackward;
+};
+
+/// One level of an operator (`segops::segmented_sum_grad` is level 1 of
+/// segmented_sum).
+struct OperatorLevel {
+  std::string name;
+  bool validatesIndex = false; // level 0: idx content is checked here
+  size_t numFloats = 0;
+  size_t numOutputs = 0;
+  std::map<std::string, Variant> variants; // by "f32_w3"
+  std::string backward;                    // the next level; "" for the last
+  /// Raises the error for bad input. A strong reference that is never
+  /// dropped: levels live until exit, past the interpreter's finalization.
+  PyObject *validator = nullptr;
+};
+
+// Never destroyed: the dispatcher and the interpreter may be gone at exit.
+segrt::HostLibrary *hostLibrary = nullptr;
+auto *registrations = new std::vector<std::unique_ptr<torch::Library>>();
+
+/// Rows below which one thread runs the whole kernel (as in _library.py).
+constexpr int64_t kParallelMinRows = 1 << 16;
+/// Outputs this large get the huge-page hint (as in _launch.py).
+constexpr size_t kHugePageMinBytes = size_t(8) << 20;
+
+std::string variantKey(const at::Tensor &first) {
+  const char *dtype = first.scalar_type() == at::kDouble  ? "f64"
+                      : first.scalar_type() == at::kFloat ? "f32"
+                                                          : "?";
+  return std::string(dtype) + (first.dim() == 1 ? "_w1" : "_w3");
+}
+
+int64_t extent(const std::string &symbol, int64_t numRows,
+               int64_t numSegments) {
+  if (symbol == "N")
+    return numRows;
+  if (symbol == "S")
+    return numSegments;
+  return std::stoll(symbol);
+}
+
+/// Calls the Python validator with the operator's arguments; it raises the
+/// error the user sees. If it accepts them, raises a generic error (a check
+/// here that the validator lacks: still never run the kernel).
+[[noreturn]] void reportInvalid(const OperatorLevel &level,
+                                const std::vector<at::Tensor> &floats,
+                                const at::Tensor &idx, int64_t numSegments,
+                                const std::string &problem) {
+  {
+    py::gil_scoped_acquire gil;
+    py::tuple args(floats.size() + 2);
+    for (size_t i = 0; i < floats.size(); ++i)
+      args[i] = py::reinterpret_steal<py::object>(THPVariable_Wrap(floats[i]));
+    args[floats.size()] =
+        py::reinterpret_steal<py::object>(THPVariable_Wrap(idx));
+    args[floats.size() + 1] = py::int_(numSegments);
+    py::handle(level.validator)(*args);
+  }
+  TORCH_CHECK_VALUE(false, "segops::", level.name, ": ", problem);
+}
+
+/// The kernel of `level` for these arguments, or an error.
+const Variant &selectVariant(const OperatorLevel &level,
+                             const std::vector<at::Tensor> &floats,
+                             const at::Tensor &idx, int64_t numSegments) {
+  if (floats.empty())
+    reportInvalid(level, floats, idx, numSegments, "no float arguments");
+  auto it = level.variants.find(variantKey(floats[0]));
+  if (it == level.variants.end())
+    reportInvalid(level, floats, idx, numSegments,
+                  "no kernel for the first argument's dtype and shape");
+  return it->second;
+}
+
+/// Empty if every tensor matches its buffer, else what does not.
+std::string mismatch(const Variant &variant,
+                     const std::vector<at::Tensor> &floats,
+                     const at::Tensor &idx, int64_t numSegments) {
+  std::ostringstream out;
+  if (!idx.device().is_cpu() ||
+      (idx.scalar_type() != at::kInt && idx.scalar_type() != at::kLong) ||
+      idx.dim() != 1)
+    return "idx must be a 1-D int32 or int64 CPU tensor";
+  if (numSegments < 0 || numSegments > std::numeric_limits<int32_t>::max())
+    return "num_segments must lie in [0, 2^31)";
+  int64_t numRows = idx.size(0);
+  size_t next = 0;
+  for (const Buffer &buffer : variant.buffers) {
+    if (buffer.isOutput || buffer.isIndex)
+      continue;
+    if (next == floats.size())
+      return "too few float arguments";
+    const at::Tensor &tensor = floats[next++];
+    if (!tensor.device().is_cpu() || tensor.scalar_type() != buffer.dtype ||
+        tensor.dim() != int64_t(buffer.shape.size())) {
+      out << "argument " << next - 1 << " must be a "
+          << c10::toString(buffer.dtype) << " CPU tensor of rank "
+          << buffer.shape.size();
+      return out.str();
+    }
+    // An input the kernel never reads may have any number of rows.
+    for (size_t d = buffer.isRead ? 0 : 1; d < buffer.shape.size(); ++d)
+      if (tensor.size(d) != extent(buffer.shape[d], numRows, numSegments)) {
+        out << "argument " << next - 1 << " has shape " << tensor.sizes()
+            << " where the kernel expects (";
+        for (size_t e = 0; e < buffer.shape.size(); ++e)
+          out << (e ? ", " : "") << buffer.shape[e];
+        out << ") with N = " << numRows << ", S = " << numSegments;
+        return out.str();
+      }
+  }
+  if (next != floats.size())
+    return "too many float arguments";
+  return {};
+}
+
+/// The CPU kernel of one operator level (boxed: one implementation serves
+/// every operator).
+class HostKernel final : public c10::OperatorKernel {
+public:
+  explicit HostKernel(std::shared_ptr<const OperatorLevel> level)
+      : level(std::move(level)) {}
+
+  void operator()(const c10::OperatorHandle &, c10::DispatchKeySet,
+                  torch::jit::Stack *stack) {
+    size_t numFloats = level->numFloats;
+    auto args = torch::jit::last(stack, numFloats + 2);
+    std::vector<at::Tensor> floats;
+    floats.reserve(numFloats);
+    for (size_t i = 0; i < numFloats; ++i)
+      floats.push_back(args[i].toTensor());
+    at::Tensor idx = args[numFloats].toTensor();
+    int64_t numSegments = args[numFloats + 1].toSymInt().guard_int(
+        __FILE__, __LINE__);
+    torch::jit::drop(stack, numFloats + 2);
+
+    const Variant &variant = selectVariant(*level, floats, idx, numSegments);
+    std::string problem = mismatch(variant, floats, idx, numSegments);
+    if (!problem.empty())
+      reportInvalid(*level, floats, idx, numSegments, problem);
+    int64_t numRows = idx.size(0);
+    if (level->validatesIndex && numRows > 0) {
+      at::Tensor contiguous = idx.contiguous();
+      segrt::IndexCheck check = segrt::checkIndex(
+          contiguous.data_ptr(), contiguous.scalar_type() == at::kLong,
+          numRows, numSegments, at::get_num_threads());
+      if (check.problem != segrt::IndexProblem::None)
+        reportInvalid(*level, floats, idx, numSegments,
+                      "idx is out of range or unsorted");
+    }
+    // int64 values outside int32 become -1 (no segment), never wrap.
+    at::Tensor kernelIdx =
+        idx.scalar_type() == at::kLong
+            ? idx.clamp(-1, std::numeric_limits<int32_t>::max())
+                  .to(at::kInt)
+                  .contiguous()
+            : idx.contiguous();
+
+    std::vector<at::Tensor> keepAlive;
+    std::vector<at::Tensor> outputs;
+    std::vector<uintptr_t> pointers;
+    size_t next = 0;
+    for (const Buffer &buffer : variant.buffers) {
+      if (buffer.isIndex) {
+        pointers.push_back(reinterpret_cast<uintptr_t>(kernelIdx.data_ptr()));
+      } else if (!buffer.isOutput) {
+        keepAlive.push_back(floats[next++].contiguous());
+        pointers.push_back(
+            reinterpret_cast<uintptr_t>(keepAlive.back().data_ptr()));
+      } else {
+        std::vector<int64_t> shape;
+        for (const std::string &symbol : buffer.shape)
+          shape.push_back(extent(symbol, numRows, numSegments));
+        outputs.push_back(at::empty(shape, at::TensorOptions()
+                                               .dtype(buffer.dtype)
+                                               .device(at::kCPU)));
+        if (outputs.back().nbytes() >= kHugePageMinBytes)
+          segrt::adviseHugePages(outputs.back().data_ptr(),
+                                 outputs.back().nbytes());
+        pointers.push_back(
+            reinterpret_cast<uintptr_t>(outputs.back().data_ptr()));
+      }
+    }
+    if (numRows > 0 || numSegments > 0) {
+      int threads = numRows >= kParallelMinRows ? at::get_num_threads() : 1;
+      segrt::callHostKernelParallel(variant.symbol, pointers,
+                                    kernelIdx.data_ptr<int32_t>(), numRows,
+                                    numSegments, threads);
+    }
+    for (at::Tensor &output : outputs)
+      stack->emplace_back(std::move(output));
+  }
+
+private:
+  std::shared_ptr<const OperatorLevel> level;
+};
+
+/// The backward of one operator level: calls the next level's operator
+/// (through the dispatcher, so that it is differentiable in turn).
+struct SegmentOpBackward final : Node {
+  std::string levelName;
+  c10::OperatorHandle next;
+  std::vector<SavedVariable> floats;
+  SavedVariable idx;
+  c10::SymInt numSegments;
+
+  SegmentOpBackward(std::string levelName, c10::OperatorHandle next)
+      : levelName(std::move(levelName)), next(std::move(next)) {}
+
+  variable_list apply(variable_list &&grads) override {
+    torch::jit::Stack stack;
+    for (const SavedVariable &saved : floats)
+      stack.emplace_back(saved.unpack());
+    for (size_t i = 0; i < grads.size(); ++i)
+      stack.emplace_back(grads[i].defined() ? grads[i]
+                                            : input_metadata(i).zeros_like());
+    stack.emplace_back(idx.unpack());
+    stack.emplace_back(numSegments);
+    next.callBoxed(stack);
+    variable_list result;
+    for (c10::IValue &value : stack)
+      result.push_back(value.toTensor());
+    return result;
+  }
+
+  void release_variables() override {
+    floats.clear();
+    idx.reset_data();
+  }
+
+  std::string name() const override { return levelName + "Backward"; }
+};
+
+/// Makes a node the way this PyTorch's autograd holds nodes (intrusive or
+/// shared pointers, depending on the release).
+template <typename NodePointer, typename... Args>
+NodePointer makeNode(Args &&...args) {
+  if constexpr (std::is_same_v<NodePointer, std::shared_ptr<Node>>)
+    return std::make_shared<SegmentOpBackward>(std::forward<Args>(args)...);
+  else
+    return c10::make_intrusive<SegmentOpBackward>(std::forward<Args>(args)...);
+}
+using NodePointer = decltype(torch::autograd::Edge().function);
+
+/// The autograd kernel of one operator level (all but the last).
+class AutogradKernel final : public c10::OperatorKernel {
+public:
+  explicit AutogradKernel(std::shared_ptr<const OperatorLevel> level)
+      : level(std::move(level)) {}
+
+  void operator()(const c10::OperatorHandle &op, c10::DispatchKeySet keys,
+                  torch::jit::Stack *stack) {
+    size_t numFloats = level->numFloats;
+    auto args = torch::jit::last(stack, numFloats + 2);
+    std::vector<at::Tensor> floats;
+    bool requiresGrad = false;
+    for (size_t i = 0; i < numFloats; ++i) {
+      floats.push_back(args[i].toTensor());
+      requiresGrad |= floats.back().requires_grad();
+    }
+    at::Tensor idx = args[numFloats].toTensor();
+    c10::SymInt numSegments = args[numFloats + 1].toSymInt();
+    requiresGrad &= at::GradMode::is_enabled();
+    {
+      at::AutoDispatchBelowADInplaceOrView guard;
+      op.redispatchBoxed(keys & c10::after_ADInplaceOrView_keyset, stack);
+    }
+    if (!requiresGrad)
+      return;
+
+    auto node = makeNode<NodePointer>(
+        level->name + "_grad",
+        c10::Dispatcher::singleton().findSchemaOrThrow(
+            ("segops::" + level->backward).c_str(), ""));
+    auto *backward = static_cast<SegmentOpBackward *>(node.get());
+    const Variant *variant = nullptr;
+    auto it = level->variants.find(variantKey(floats[0]));
+    if (it != level->variants.end())
+      variant = &it->second;
+    for (size_t i = 0; i < numFloats; ++i) {
+      bool saved = !variant || variant->savedForBackward[i];
+      // An input the backward never reads is saved as an empty tensor of
+      // the same dtype and row shape (the kernel needs no data from it).
+      at::Tensor kept = saved ? floats[i] : [&] {
+        std::vector<int64_t> shape = floats[i].sizes().vec();
+        shape[0] = 0;
+        return floats[i].new_empty(shape);
+      }();
+      backward->floats.emplace_back(kept, /*is_output=*/false);
+    }
+    backward->idx = SavedVariable(idx, /*is_output=*/false);
+    backward->numSegments = numSegments;
+    node->set_next_edges(torch::autograd::collect_next_edges(floats));
+    for (size_t i = stack->size() - level->numOutputs; i < stack->size(); ++i)
+      torch::autograd::set_history((*stack)[i].toTensor(), node);
+  }
+
+private:
+  std::shared_ptr<const OperatorLevel> level;
+};
+
+at::ScalarType parseDtype(const std::string &name) {
+  if (name == "f32")
+    return at::kFloat;
+  if (name == "f64")
+    return at::kDouble;
+  if (name == "i32")
+    return at::kInt;
+  throw std::invalid_argument("unknown kernel dtype " + name);
+}
+
+/// Reads a level description handed over by ops.py (see register_level).
+std::shared_ptr<OperatorLevel> parseLevel(const std::string &name,
+                                          bool validatesIndex,
+                                          size_t numFloats, size_t numOutputs,
+                                          const py::dict &variants,
+                                          const std::string &backward,
+                                          py::object validator) {
+  if (!hostLibrary)
+    throw std::runtime_error("segops: load the host library first");
+  auto level = std::make_shared<OperatorLevel>();
+  level->name = name;
+  level->validatesIndex = validatesIndex;
+  level->numFloats = numFloats;
+  level->numOutputs = numOutputs;
+  level->backward = backward;
+  level->validator = validator.release().ptr();
+  for (auto [key, value] : variants) {
+    py::dict entry = value.cast<py::dict>();
+    Variant variant;
+    variant.kernel = entry["kernel"].cast<std::string>();
+    variant.symbol = hostLibrary->lookup(variant.kernel);
+    for (py::handle item : entry["buffers"].cast<py::list>()) {
+      py::dict description = item.cast<py::dict>();
+      Buffer buffer;
+      std::string role = description["role"].cast<std::string>();
+      buffer.isOutput = role == "output";
+      buffer.isIndex = description["name"].cast<std::string>() == "idx";
+      buffer.isRead = !description.contains("read") ||
+                      description["read"].cast<bool>();
+      buffer.dtype = parseDtype(description["dtype"].cast<std::string>());
+      buffer.shape = description["shape"].cast<std::vector<std::string>>();
+      variant.buffers.push_back(std::move(buffer));
+    }
+    variant.savedForBackward =
+        entry["saved_for_backward"].cast<std::vector<bool>>();
+    level->variants.emplace(key.cast<std::string>(), std::move(variant));
+  }
+  return level;
+}
+
+} // namespace
+
+PYBIND11_MODULE(_torchops, m) {
+  m.doc() = "segops operators' CPU and autograd kernels in C++";
+  m.def(
+      "load_host_library",
+      [](const std::string &path) {
+        if (!hostLibrary)
+          hostLibrary = new segrt::HostLibrary(path);
+      },
+      py::arg("path"), "Loads the op library's host kernels.");
+  m.def(
+      "register_level",
+      [](const std::string &name, bool validatesIndex, size_t numFloats,
+         size_t numOutputs, const py::dict &variants,
+         const std::string &backward, py::object validator) {
+        std::shared_ptr<const OperatorLevel> level =
+            parseLevel(name, validatesIndex, numFloats, numOutputs, variants,
+                       backward, std::move(validator));
+        auto cpu = std::make_unique<torch::Library>(
+            torch::Library::IMPL, "segops", c10::DispatchKey::CPU, __FILE__,
+            __LINE__);
+        cpu->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(
+                                    std::make_unique<HostKernel>(level)));
+        registrations->push_back(std::move(cpu));
+        if (!backward.empty()) {
+          auto autograd = std::make_unique<torch::Library>(
+              torch::Library::IMPL, "segops", c10::DispatchKey::Autograd,
+              __FILE__, __LINE__);
+          autograd->impl(name.c_str(),
+                         torch::CppFunction::makeFromBoxedFunctor(
+                             std::make_unique<AutogradKernel>(level)));
+          registrations->push_back(std::move(autograd));
+        }
+      },
+      py::arg("name"), py::arg("validates_index"), py::arg("num_floats"),
+      py::arg("num_outputs"), py::arg("variants"), py::arg("backward"),
+      py::arg("validator"),
+      "Registers the CPU kernel of operator segops::<name> and, if it has a "
+      "backward (the next level's operator name), its autograd kernel. "
+      "variants maps 'f32_w3'-style keys to {'kernel', 'buffers' (manifest), "
+      "'saved_for_backward' (per float argument)}; validator(*args) raises "
+      "the error for arguments the kernel rejects.");
+}

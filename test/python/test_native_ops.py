@@ -1,0 +1,85 @@
+"""The C++ CPU and autograd kernels (segops._native._torchops): what the
+generic checks reject, and that they agree with the Python kernels."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import segops
+from segops import ops
+from conftest import layout
+
+pytestmark = pytest.mark.skipif(ops._native is None, reason="C++ kernels not in use")
+
+
+def test_cpu_kernels_and_autograd_are_cpp() -> None:
+    x = torch.randn(5, 3, requires_grad=True)
+    out = segops.segmented_rms_norm(x, layout([2, 3]), 2)
+    assert out.grad_fn.name() == "segmented_rms_norm_gradBackward"
+
+
+@pytest.mark.parametrize("bad, message", [
+    # the cotangent of sum must have S rows
+    (lambda x, g, idx: (x, g[:1], idx, 2), "argument 1 has shape"),
+    (lambda x, g, idx: (x, g.double(), idx, 2), "argument 1 must be a Float"),
+    (lambda x, g, idx: (x, g, idx.float(), 2), "idx must be a 1-D int32 or int64"),
+    (lambda x, g, idx: (x, g, idx, -1), "num_segments"),
+])
+def test_derivative_ops_check_their_arguments(bad, message: str) -> None:
+    """Derivative levels called directly get the same buffer checks (the
+    kernel would otherwise read or write out of bounds)."""
+    idx = layout([2, 3])
+    x, grad = torch.randn(5, 3), torch.randn(2, 3)
+    with pytest.raises(ValueError, match=message):
+        torch.ops.segops.segmented_sum_grad(*bad(x, grad, idx))
+
+
+def test_read_inputs_must_have_n_rows() -> None:
+    idx = layout([2, 3])
+    with pytest.raises(ValueError, match="argument 0 has shape"):
+        torch.ops.segops.segmented_rms_norm_grad(torch.randn(5, 3), torch.randn(2), idx[:3], 2)
+
+
+def test_unread_inputs_may_be_empty() -> None:
+    """sum's backward never reads x: an empty stand-in is accepted."""
+    idx = layout([2, 3])
+    grad = torch.randn(2, 3)
+    result = torch.ops.segops.segmented_sum_grad(torch.empty(0, 3), grad, idx, 2)
+    torch.testing.assert_close(result, grad[idx.long()])
+
+
+def test_large_outputs_match_the_reference() -> None:
+    """Outputs over the huge-page threshold (8 MiB), threaded kernels."""
+    n = 1_000_000
+    idx = torch.sort(torch.randint(0, 1000, (n,))).values.int()
+    x, y = torch.randn(n, 3), torch.randn(1000)
+    torch.testing.assert_close(segops.segmented_mul(x, y, idx, 1000), x * y[idx.long()][:, None])
+
+
+def test_python_and_cpp_kernels_agree_bitwise() -> None:
+    """The same kernels behind both registrations: identical results, values
+    and gradients, in a process that forces the Python kernels."""
+    script = """
+import torch, segops
+g = torch.Generator().manual_seed(3)
+idx = torch.sort(torch.randint(0, 50, (400,), generator=g)).values.int()
+x = torch.randn(400, 3, generator=g, dtype=torch.float64, requires_grad=True)
+m = torch.randn(50, 3, 3, generator=g, dtype=torch.float64, requires_grad=True)
+out = segops.segmented_rms_norm(segops.segmented_matvec(x, m, idx, 50), idx, 50)
+grads = torch.autograd.grad(out.sum(), (x, m))
+torch.save([out.detach(), *grads], __import__("sys").argv[1])
+"""
+    results = []
+    for python_ops in ("1", "0"):
+        path = f"{os.environ.get('TMPDIR', '/tmp')}/segops-agree-{os.getpid()}-{python_ops}.pt"
+        env = dict(os.environ, SEGOPS_PYTHON_OPS=python_ops)
+        subprocess.run([sys.executable, "-c", script, path], check=True, env=env)
+        results.append(torch.load(path))
+        os.unlink(path)
+    for a, b in zip(*results):
+        assert torch.equal(a, b)
