@@ -73,6 +73,8 @@ def main() -> int:
     parser.add_argument("--sections", default="ops,overhead,compile")
     parser.add_argument("--budget", type=float, default=0.5,
                         help="seconds of sampling per measurement (at least 3 samples)")
+    parser.add_argument("--max-single-segment", type=int,
+                        help="skip the one-segment layout above this N")
     parser.add_argument("--no-compiled-baseline", action="store_true",
                         help="skip the torch.compile references")
     args = parser.parse_args()
@@ -93,19 +95,20 @@ def main() -> int:
               "bandwidth as a share of a copy's")
         print(ops.HEADER)
         op_rows = ops.run(args.device, sizes, ops.LENGTHS, ops_list(), args.budget,
-                          not args.no_compiled_baseline)
+                          not args.no_compiled_baseline,
+                          max_single_segment=args.max_single_segment)
         report.write_csv(out / f"ops_{args.device}.csv", op_rows)
         title = machine(args.device)
-        report.plot_ratios(out / f"ops_{args.device}.png", op_rows, title)
-        report.plot_bandwidth(out / f"bandwidth_{args.device}.png", op_rows, title)
+        report.plot(report.plot_ratios, out / f"ops_{args.device}.png", op_rows, title)
+        report.plot(report.plot_bandwidth, out / f"bandwidth_{args.device}.png", op_rows, title)
 
     overhead_rows: list[dict] = []
     if "overhead" in sections:
         print(f"\n## host overhead per call, N={overhead.NUM_ROWS}, vec3 float32")
         overhead_rows = overhead.run(args.device)
         report.write_csv(out / f"overhead_{args.device}.csv", overhead_rows)
-        report.plot_overhead(out / f"overhead_{args.device}.png", overhead_rows,
-                             f"host time per call, N={overhead.NUM_ROWS}, {args.device}")
+        report.plot(report.plot_overhead, out / f"overhead_{args.device}.png", overhead_rows,
+                    f"host time per call, N={overhead.NUM_ROWS}, {args.device}")
 
     if "compile" in sections:
         print("\n## compile time")

@@ -24,13 +24,17 @@ SIZES = [1_000, 100_000, 1_000_000, 10_000_000]
 LENGTHS = [10, 1000, 0]
 
 
-def layouts(sizes: Iterable[int], lengths: Iterable[int]) -> list[tuple[int, int]]:
+def layouts(sizes: Iterable[int], lengths: Iterable[int],
+            max_single_segment: int | None = None) -> list[tuple[int, int]]:
     """(N, mean segment length) pairs, without duplicates (at N=1000 a mean
-    length of 1000 is the single segment)."""
+    length of 1000 is the single segment); single segments only up to
+    max_single_segment rows, if given."""
     pairs = []
     for num_rows in sizes:
         for length in lengths:
             length = min(length or num_rows, num_rows)
+            if max_single_segment is not None and length == num_rows > max_single_segment:
+                continue
             if (num_rows, length) not in pairs:
                 pairs.append((num_rows, length))
     return pairs
@@ -64,12 +68,13 @@ def _allow_recompiles() -> None:
 
 
 def run(device: str, sizes: Iterable[int], lengths: Iterable[int], ops: Iterable[str],
-        budget_s: float, compiled: bool, log: Callable[[str], None] = print) -> list[dict]:
+        budget_s: float, compiled: bool, log: Callable[[str], None] = print,
+        max_single_segment: int | None = None) -> list[dict]:
     compiled_refs = references.compiled_references() if compiled else {}
     if compiled:
         _allow_recompiles()
     rows = []
-    for num_rows, length in layouts(sizes, lengths):
+    for num_rows, length in layouts(sizes, lengths, max_single_segment):
         generator = torch.Generator().manual_seed(num_rows + length)
         idx, num_segments = references.make_index(num_rows, length, device, generator)
         for op in ops:

@@ -8,7 +8,9 @@ torch.library offers (`@custom_op`, `Library.define` + `impl`).
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
 import sys
 import timeit
 from typing import Callable
@@ -74,6 +76,10 @@ def run(device: str, log: Callable[[str], None] = print) -> list[dict]:
     for name, fn in baselines.items():
         rows.append({"device": device, "call": name, "us": median_call_us(fn, device)})
         log(f"{name:32} {rows[-1]['us']:8.1f} us")
+    python_us = _python_kernels_us(device)
+    rows.append({"device": device, "call": "segops sum, Python kernels", "us": python_us})
+    log(f"{'segops sum, Python kernels':32} {python_us:8.1f} us  (SEGOPS_PYTHON_OPS=1: "
+        "Library.impl + register_autograd)")
     index_add_us = rows[0]["us"]
     for op in references.OPS:
         floats = references.make_inputs(op, 3, NUM_ROWS, NUM_SEGMENTS, device, generator)
@@ -83,6 +89,23 @@ def run(device: str, log: Callable[[str], None] = print) -> list[dict]:
                      "vs index_add_": us / index_add_us})
         log(f"{'segops ' + op:32} {us:8.1f} us  ({us / index_add_us:.2f}x index_add_)")
     return rows
+
+
+def _python_kernels_us(device: str) -> float:
+    """segmented_sum's host time with the Python registration (the
+    fallback), measured in a process that selects it at import."""
+    script = (
+        "import torch, segops\n"
+        "from bench import overhead, references\n"
+        "g = torch.Generator().manual_seed(0)\n"
+        f"idx, _ = references.make_index({NUM_ROWS}, {NUM_ROWS // NUM_SEGMENTS}, '{device}', g)\n"
+        f"x = torch.randn({NUM_ROWS}, 3, generator=g).to('{device}')\n"
+        f"print(overhead.median_call_us(lambda: segops.segmented_sum(x, idx, {NUM_SEGMENTS}), "
+        f"'{device}'))\n")
+    env = dict(os.environ, SEGOPS_PYTHON_OPS="1")
+    result = subprocess.run([sys.executable, "-c", script], env=env, check=True,
+                            capture_output=True, text=True)
+    return float(result.stdout.strip().splitlines()[-1])
 
 
 def main() -> int:

@@ -20,6 +20,15 @@ def write_csv(path: Path, rows: list[dict]) -> None:
         writer.writerows(rows)
 
 
+def plot(plotter, path: Path, rows: list[dict], title: str) -> None:
+    """Runs one plotter; without matplotlib (e.g. on a GPU machine with no
+    network) the CSV files are the result and the plots are skipped."""
+    try:
+        plotter(path, rows, title)
+    except ImportError as error:
+        print(f"no plot {path.name}: {error}")
+
+
 def _pyplot():
     import matplotlib
 

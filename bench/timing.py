@@ -20,10 +20,14 @@ def median_seconds(fn: Callable[[], object], device: str, repeats: int = 15,
     samples, never fewer than min_repeats). On CUDA each sample is `inner`
     back-to-back calls timed with events, so host launch overhead overlaps
     device work as in real use."""
+    warm_up = time.perf_counter()
     fn()
     if device == "cuda":
         torch.cuda.synchronize()
-    inner = inner or (20 if device == "cuda" else 1)
+    warm_up = time.perf_counter() - warm_up
+    if inner is None:
+        # Enough back-to-back calls to keep a GPU busy, few when each is slow.
+        inner = max(1, min(20, int(2e-3 / max(warm_up, 1e-9)))) if device == "cuda" else 1
     samples: list[float] = []
     started = time.perf_counter()
     for _ in range(repeats):
