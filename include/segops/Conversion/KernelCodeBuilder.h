@@ -28,10 +28,13 @@ public:
   /// First row r in [lo, hi) with idx[r] >= segment, or hi (binary search;
   /// terminates and stays in [lo, hi] for any content of idx).
   Value lowerBound(Value idx, Value lo, Value hi, Value segment);
-  /// Like lowerBound, but probing lo, lo+1, lo+3, lo+7, ... first: cost
-  /// O(log(answer - lo)) rather than O(log(hi - lo)), for walking short
-  /// segments in order.
-  Value gallopingLowerBound(Value idx, Value lo, Value hi, Value segment);
+  /// Like lowerBound, but scanning forward from lo a block of `block` rows
+  /// at a time (one probe per block: its last row), then searching the
+  /// block that holds the answer. For walking segments in order: the probes
+  /// read idx sequentially, which hardware prefetchers stream, where a
+  /// galloping search's doubling probes each miss the cache on long segments.
+  Value scanningLowerBound(Value idx, Value lo, Value hi, Value segment,
+                           int64_t block = 16);
   /// 1 if 0 <= segment < numSegments.
   Value isValidSegment(Value segment, Value numSegments);
   /// Loads idx[row] and sign-extends it to i64.

@@ -116,8 +116,9 @@ static SmallVector<Value> emitInterleavedRowLoop(
 }
 
 // Segments [begin, end) are walked in order; each one's rows end where the
-// next segment's begin, found by a galloping search from the previous
-// boundary (cost logarithmic in the segment's length, not in N).
+// next segment's begin, found by scanning idx forward from the previous
+// boundary a cache line at a time (sequential reads, which the hardware
+// prefetches), then a binary search within the last line.
 // Rows whose segment is outside [0, S) get zero row outputs, from the calls
 // that cover the first and the last segment.
 static void emitHostKernel(const SegmentProgram &program, func::FuncOp kernel) {
@@ -151,7 +152,7 @@ static void emitHostKernel(const SegmentProgram &program, func::FuncOp kernel) {
         KernelCodeBuilder local(sb, sl);
         Value rowBegin = state[0];
         Value next = sb.create<arith::AddIOp>(sl, segment, local.i64(1));
-        Value rowEnd = local.gallopingLowerBound(idx, rowBegin, numRows, next);
+        Value rowEnd = local.scanningLowerBound(idx, rowBegin, numRows, next);
         Value count = sb.create<arith::SubIOp>(sl, rowEnd, rowBegin);
         auto rowLoop = [&](OpBuilder &rb, Location rl, ValueRange init,
                            function_ref<SmallVector<Value>(

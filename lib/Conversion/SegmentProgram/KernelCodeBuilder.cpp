@@ -77,23 +77,24 @@ Value KernelCodeBuilder::zero(Type type) {
                                            builder.getFloatAttr(type, 0.0));
 }
 
-Value KernelCodeBuilder::gallopingLowerBound(Value idx, Value lo, Value hi,
-                                             Value segment) {
-  // Invariant: every row before `lo` is below `segment`; `probe` is the next
-  // row to test and `step` the distance to the one after.
+Value KernelCodeBuilder::scanningLowerBound(Value idx, Value lo, Value hi,
+                                            Value segment, int64_t block) {
+  // Skip whole blocks while a block's last row is below `segment` (in a
+  // sorted index, so is every row of the block); then search the block
+  // holding the answer.
   Type i64Type = builder.getI64Type();
-  auto gallop = builder.create<scf::WhileOp>(
-      loc, TypeRange{i64Type, i64Type, i64Type}, ValueRange{lo, lo, i64(1)},
+  auto scan = builder.create<scf::WhileOp>(
+      loc, TypeRange{i64Type}, ValueRange{lo},
       [&](OpBuilder &b, Location l, ValueRange state) {
         KernelCodeBuilder code(b, l);
-        Value probe = state[1];
+        Value last = b.create<arith::AddIOp>(l, state[0], code.i64(block - 1));
         Value inRange =
-            b.create<arith::CmpIOp>(l, arith::CmpIPredicate::slt, probe, hi);
+            b.create<arith::CmpIOp>(l, arith::CmpIPredicate::slt, last, hi);
         auto below = b.create<scf::IfOp>(
             l, inRange,
             [&](OpBuilder &tb, Location tl) {
               KernelCodeBuilder then(tb, tl);
-              Value value = then.loadSegment(idx, probe);
+              Value value = then.loadSegment(idx, last);
               tb.create<scf::YieldOp>(
                   tl, ValueRange{tb.create<arith::CmpIOp>(
                           tl, arith::CmpIPredicate::slt, value, segment)});
@@ -106,11 +107,11 @@ Value KernelCodeBuilder::gallopingLowerBound(Value idx, Value lo, Value hi,
       },
       [&](OpBuilder &b, Location l, ValueRange state) {
         KernelCodeBuilder code(b, l);
-        Value newLo = b.create<arith::AddIOp>(l, state[1], code.i64(1));
-        Value probe = b.create<arith::AddIOp>(l, newLo, state[2]);
-        Value step = b.create<arith::AddIOp>(l, state[2], state[2]);
-        b.create<scf::YieldOp>(l, ValueRange{newLo, probe, step});
+        b.create<scf::YieldOp>(
+            l, ValueRange{b.create<arith::AddIOp>(l, state[0], code.i64(block))});
       });
-  Value upper = builder.create<arith::MinSIOp>(loc, gallop.getResult(1), hi);
-  return lowerBound(idx, gallop.getResult(0), upper, segment);
+  Value start = scan.getResult(0);
+  Value upper = builder.create<arith::MinSIOp>(
+      loc, builder.create<arith::AddIOp>(loc, start, i64(block)), hi);
+  return lowerBound(idx, start, upper, segment);
 }

@@ -2,7 +2,7 @@
 
 // Host kernels take the GPU kernel's parameters plus the range of segments
 // [begin, end), clamped to what exists, and walk segments in order: one
-// binary search for the first row, then a galloping search per boundary.
+// binary search for the first row, then a forward scan per boundary.
 // CHECK-LABEL: func.func @sum_vec3
 // CHECK-SAME: (%[[X:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:.*]]: i64, %[[S:.*]]: i64, %[[B:.*]]: i64, %[[E:.*]]: i64)
 // CHECK: %[[B0:.*]] = arith.maxsi %[[B]], %c0_i64
@@ -11,16 +11,22 @@
 // CHECK: %[[END:.*]] = arith.minsi %[[E0]], %[[S]]
 // CHECK: %[[FIRST:.*]]:2 = scf.while
 // CHECK: scf.for %[[SEG:.*]] = %[[BEGIN]] to %[[END]] step %c1_i64 iter_args(%[[ROW:.*]] = %[[FIRST]]#0) -> (i64) : i64
-// The segment's end: a galloping search from the previous boundary, then a
-// binary search in the bracket it found.
-// CHECK: %[[GALLOP:.*]]:3 = scf.while (%{{.*}} = %[[ROW]], %{{.*}} = %[[ROW]], %{{.*}} = %c1_i64)
-// CHECK: %[[UPPER:.*]] = arith.minsi %[[GALLOP]]#1, %[[N]]
-// CHECK: %[[NEXT:.*]]:2 = scf.while (%{{.*}} = %[[GALLOP]]#0, %{{.*}} = %[[UPPER]])
-// CHECK: %[[ACC:.*]]:3 = scf.for %{{.*}} = %[[ROW]] to %[[NEXT]]#0 step %c1_i64 iter_args({{.*}}) -> (f32, f32, f32) : i64
-// CHECK-COUNT-3: llvm.getelementptr inbounds %[[X]]
-// CHECK: llvm.store %[[ACC]]#0
-// CHECK: llvm.store %[[ACC]]#1
-// CHECK: llvm.store %[[ACC]]#2
+// The segment's end: a scan from the previous boundary probing the last row
+// of each 16-row block, then a binary search in the block it stopped at.
+// CHECK: %[[SCAN:.*]] = scf.while (%{{.*}} = %[[ROW]]) : (i64) -> i64
+// CHECK: arith.addi %{{.*}}, %c15_i64
+// CHECK: %[[BLOCKEND:.*]] = arith.addi %[[SCAN]], %c16_i64
+// CHECK: %[[UPPER:.*]] = arith.minsi %[[BLOCKEND]], %[[N]]
+// CHECK: %[[NEXT:.*]]:2 = scf.while (%{{.*}} = %[[SCAN]], %{{.*}} = %[[UPPER]])
+// Rows are summed in 4 interleaved partial sums (4 rows per iteration),
+// the tail continues the first, and the partials are added pairwise.
+// CHECK: %[[MAIN:.*]]:12 = scf.for %{{.*}} = %[[ROW]] to %{{.*}} step %c4_i64 iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32) : i64
+// CHECK-COUNT-12: llvm.getelementptr inbounds %[[X]]
+// CHECK: %[[TAIL:.*]]:3 = scf.for %{{.*}} to %[[NEXT]]#0 step %c1_i64 iter_args(%{{.*}} = %[[MAIN]]#0, %{{.*}} = %[[MAIN]]#1, %{{.*}} = %[[MAIN]]#2) -> (f32, f32, f32) : i64
+// CHECK: %[[A0:.*]] = arith.addf %[[TAIL]]#0, %[[MAIN]]#6
+// CHECK: %[[B0:.*]] = arith.addf %[[MAIN]]#3, %[[MAIN]]#9
+// CHECK: %[[S0:.*]] = arith.addf %[[A0]], %[[B0]]
+// CHECK: llvm.store %[[S0]]
 // CHECK: scf.yield %[[NEXT]]#0 : i64
 // CHECK: return
 func.func @sum_vec3(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?x3xf32> {
@@ -55,7 +61,11 @@ func.func @gather_scalar(%y: tensor<?xf32>, %idx: tensor<?xi32>) -> tensor<?xf32
 // mean: one pass, then division by the row count (1 for an empty segment,
 // whose sum is 0).
 // CHECK-LABEL: func.func @mean
-// CHECK: %[[ACC:.*]] = scf.for {{.*}} -> (f64)
+// CHECK: %[[MAIN:.*]]:4 = scf.for {{.*}} -> (f64, f64, f64, f64)
+// CHECK: %[[TAIL:.*]] = scf.for {{.*}} -> (f64)
+// CHECK: %[[A:.*]] = arith.addf %[[TAIL]], %[[MAIN]]#2
+// CHECK: %[[B:.*]] = arith.addf %[[MAIN]]#1, %[[MAIN]]#3
+// CHECK: %[[ACC:.*]] = arith.addf %[[A]], %[[B]]
 // CHECK: %[[COUNT:.*]] = arith.sitofp %{{.*}} : i64 to f64
 // CHECK: %[[SOME:.*]] = arith.cmpi sgt
 // CHECK: %[[SAFE:.*]] = arith.select %[[SOME]], %[[COUNT]], %cst
