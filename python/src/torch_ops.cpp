@@ -200,11 +200,16 @@ public:
     if (!problem.empty())
       reportInvalid(*level, floats, idx, numSegments, problem);
     int64_t numRows = idx.size(0);
-    if (level->validatesIndex && numRows > 0) {
+    // An int32 index is checked block by block just before the kernel reads
+    // it (one pass over idx); an int64 index is checked whole first, since
+    // the kernel reads its int32 conversion.
+    bool checkWhileRunning =
+        level->validatesIndex && idx.scalar_type() == at::kInt;
+    if (level->validatesIndex && !checkWhileRunning && numRows > 0) {
       at::Tensor contiguous = idx.contiguous();
       segrt::IndexCheck check = segrt::checkIndex(
-          contiguous.data_ptr(), contiguous.scalar_type() == at::kLong,
-          numRows, numSegments, at::get_num_threads());
+          contiguous.data_ptr(), /*is64Bit=*/true, numRows, numSegments,
+          at::get_num_threads());
       if (check.problem != segrt::IndexProblem::None)
         reportInvalid(*level, floats, idx, numSegments,
                       "idx is out of range or unsorted");
@@ -244,9 +249,18 @@ public:
     }
     if (numRows > 0 || numSegments > 0) {
       int threads = numRows >= kParallelMinRows ? at::get_num_threads() : 1;
-      segrt::callHostKernelParallel(variant.symbol, pointers,
-                                    kernelIdx.data_ptr<int32_t>(), numRows,
-                                    numSegments, threads);
+      const int32_t *kernelIdxData = kernelIdx.data_ptr<int32_t>();
+      if (checkWhileRunning) {
+        segrt::IndexCheck check = segrt::checkIndexAndCallHostKernel(
+            variant.symbol, pointers, kernelIdxData, numRows, numSegments,
+            threads);
+        if (check.problem != segrt::IndexProblem::None)
+          reportInvalid(*level, floats, idx, numSegments,
+                        "idx is out of range or unsorted");
+      } else {
+        segrt::callHostKernelParallel(variant.symbol, pointers, kernelIdxData,
+                                      numRows, numSegments, threads);
+      }
     }
     for (at::Tensor &output : outputs)
       stack->emplace_back(std::move(output));

@@ -119,3 +119,50 @@ void HostLibrary::callParallel(const std::string &name,
   callHostKernelParallel(lookup(name), pointers, idx, numRows, numSegments,
                          numThreads);
 }
+
+/// Rows of idx checked at a time before the kernel runs their segments: 512
+/// KiB of int32, which stays in a core's L2 or the shared L3 until read again.
+static constexpr int64_t kCheckBlockRows = 1 << 17;
+
+IndexCheck segrt::checkIndexAndCallHostKernel(
+    void *symbol, const std::vector<uintptr_t> &pointers, const int32_t *idx,
+    int64_t numRows, int64_t numSegments, int numThreads) {
+  numThreads = std::max(1, numThreads);
+  if (numRows == 0) {
+    callHostKernel(symbol, pointers, numRows, numSegments, 0, numSegments);
+    return {};
+  }
+  // Rows [rowBegin, rowEnd) of a thread or block run the segments from the
+  // segment of rowBegin up to the segment of rowEnd (0 and S at the ends),
+  // so every segment runs once, in the range holding its first row.
+  auto segmentBound = [&](int64_t row) -> int64_t {
+    if (row <= 0)
+      return 0;
+    if (row >= numRows)
+      return numSegments;
+    return segmentAtRow(idx, row, numSegments);
+  };
+  std::vector<IndexCheck> problems(numThreads);
+  runWorkers(numThreads, [&](int k) {
+    int64_t rowBegin = numRows * k / numThreads;
+    int64_t rowEnd = numRows * (k + 1) / numThreads;
+    int64_t done = segmentBound(rowBegin);
+    for (int64_t row = rowBegin; row < rowEnd; row += kCheckBlockRows) {
+      int64_t blockEnd = std::min(rowEnd, row + kCheckBlockRows);
+      IndexCheck check = checkIndexRows(idx, row, blockEnd, numSegments);
+      if (check.problem != IndexProblem::None) {
+        problems[k] = check;
+        return;
+      }
+      // Bounds from a checked index never descend.
+      int64_t until = segmentBound(blockEnd);
+      if (done < until || (blockEnd == numRows && done <= until))
+        callHostKernel(symbol, pointers, numRows, numSegments, done, until);
+      done = until;
+    }
+  });
+  for (const IndexCheck &problem : problems)
+    if (problem.problem != IndexProblem::None)
+      return problem;
+  return {};
+}

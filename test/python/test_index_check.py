@@ -72,6 +72,38 @@ def test_int64_beyond_int32_is_out_of_range() -> None:
     assert _check(idx, 1000, 2) == ("range", NUM_ROWS - 1)
 
 
+@pytest.mark.parametrize("rows", [[0], [(1 << 17) - 1], [1 << 17], [NUM_ROWS - 1],
+                                  [NUM_ROWS - 5, 1 << 17], [NUM_ROWS // 2 + 3, 7]])
+@pytest.mark.parametrize("problem", ["range", "order"])
+def test_ops_report_the_first_bad_row(rows: list[int], problem: str) -> None:
+    """The C++ kernels check idx block by block (2^17 rows) while running:
+    the first bad row in row order is reported, whatever block or thread
+    sees it first."""
+    idx = _sorted_index(NUM_ROWS, 1000, torch.int32).clamp(min=1)
+    for row in rows:
+        if problem == "range":
+            idx[row] = -1
+        else:
+            idx[row] = idx[row - 1] - 1 if row > 0 else idx[row]
+    first = min(rows) if problem == "range" else min(r for r in rows if r > 0) if any(
+        r > 0 for r in rows) else None
+    x = torch.randn(NUM_ROWS, 3)
+    if first is None:
+        segops.segmented_sum(x, idx, 1000)  # row 0 cannot descend
+        return
+    match = f"at row {first}" if problem == "range" else f"row {first} "
+    previous = torch.get_num_threads()
+    try:
+        for threads in (1, 3):
+            torch.set_num_threads(threads)
+            for op in (lambda: segops.segmented_sum(x, idx, 1000),
+                       lambda: segops.segmented_mul(x, torch.randn(1000), idx, 1000)):
+                with pytest.raises(ValueError, match=match):
+                    op()
+    finally:
+        torch.set_num_threads(previous)
+
+
 def test_public_op_reports_the_row() -> None:
     idx = _sorted_index(NUM_ROWS, 1000, torch.int32)
     idx[NUM_ROWS // 2 + 7] = 1000

@@ -2,6 +2,8 @@
 #ifndef SEGRT_HOST_H
 #define SEGRT_HOST_H
 
+#include "segrt/IndexCheck.h"
+
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -58,6 +60,18 @@ void callHostKernelParallel(void *symbol,
                             const std::vector<uintptr_t> &pointers,
                             const int32_t *idx, int64_t numRows,
                             int64_t numSegments, int numThreads);
+
+/// Checks a sorted int32 index (every value in [0, numSegments), no descent)
+/// and runs every segment of the host kernel at `symbol`, in one pass over
+/// idx: each thread checks a block of rows, then runs the segments starting
+/// in it while those rows of idx are still in cache. On a problem the
+/// kernel's outputs are unspecified (but every access stayed in bounds:
+/// kernels clamp whatever idx holds) and the first problem in row order is
+/// returned.
+IndexCheck checkIndexAndCallHostKernel(void *symbol,
+                                       const std::vector<uintptr_t> &pointers,
+                                       const int32_t *idx, int64_t numRows,
+                                       int64_t numSegments, int numThreads);
 
 } // namespace segrt
 
