@@ -30,6 +30,7 @@
 
 #include <limits>
 #include <map>
+#include <optional>
 #include <memory>
 #include <sstream>
 #include <type_traits>
@@ -70,6 +71,7 @@ struct OperatorLevel {
   size_t numOutputs = 0;
   std::map<std::string, Variant> variants; // by "f32_w3"
   std::string backward;                    // the next level; "" for the last
+  std::optional<c10::OperatorHandle> backwardOp; // resolved at registration
   /// Raises the error for bad input. A strong reference that is never
   /// dropped: levels live until exit, past the interpreter's finalization.
   PyObject *validator = nullptr;
@@ -343,10 +345,7 @@ public:
     if (!requiresGrad)
       return;
 
-    auto node = makeNode<NodePointer>(
-        level->name + "_grad",
-        c10::Dispatcher::singleton().findSchemaOrThrow(
-            ("segops::" + level->backward).c_str(), ""));
+    auto node = makeNode<NodePointer>(level->backward, *level->backwardOp);
     auto *backward = static_cast<SegmentOpBackward *>(node.get());
     const Variant *variant = nullptr;
     auto it = level->variants.find(variantKey(floats[0]));
@@ -399,6 +398,10 @@ std::shared_ptr<OperatorLevel> parseLevel(const std::string &name,
   level->numFloats = numFloats;
   level->numOutputs = numOutputs;
   level->backward = backward;
+  if (!backward.empty())
+    // Defined before any level is registered (ops.py defines all levels).
+    level->backwardOp = c10::Dispatcher::singleton().findSchemaOrThrow(
+        ("segops::" + backward).c_str(), "");
   level->validator = validator.release().ptr();
   for (auto [key, value] : variants) {
     py::dict entry = value.cast<py::dict>();
