@@ -47,7 +47,8 @@ static llvm::json::Object describeKernel(const SegmentProgram &program,
       {"passes", program.numPasses},
       // GPU: a warp per 32-row chunk, one block at least (to evaluate the
       // segments when there are no rows); kernels grid-stride, so any grid is
-      // correct. Host: a call computes segments [begin, end).
+      // correct. Host: a call computes segments [begin, end), or rows
+      // [begin, end) for programs that only map rows.
       {"gpu",
        llvm::json::Object{{"block", llvm::json::Array{blockSize, 1, 1}},
                           {"dynamic_shared_bytes", 0},
@@ -55,7 +56,9 @@ static llvm::json::Object describeKernel(const SegmentProgram &program,
                                                       {"per_block", blockSize},
                                                       {"min", 1}}}}},
       {"host", llvm::json::Object{{"symbol", program.getName().str()},
-                                  {"range", "segments"}}},
+                                  {"range", program.mapsRowsOnly()
+                                                ? "rows"
+                                                : "segments"}}},
   };
 }
 

@@ -151,7 +151,9 @@ class CompiledModule:
             outputs.append(torch.empty(shape, dtype=_DTYPES[buffer["dtype"]]))
         inputs = [t.contiguous() for t in inputs]  # kept alive across the call
         pointers = [t.data_ptr() for t in inputs] + [t.data_ptr() for t in outputs]
-        self._library.call(name, pointers, num_rows, num_segments, 0, num_segments)
+        # A call computes segments [begin, end), or rows for row maps.
+        end = num_rows if entry.get("host", {}).get("range") == "rows" else num_segments
+        self._library.call(name, pointers, num_rows, num_segments, 0, end)
         return outputs
 
     def __del__(self) -> None:

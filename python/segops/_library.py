@@ -34,6 +34,7 @@ class Kernel:
     block: int
     grid_per_block: int  # GPU grid: ceil(N / grid_per_block) blocks ...
     grid_min: int  # ... and at least this many
+    host_rows: bool  # a host call computes rows [begin, end), not segments
 
 
 def _native_module() -> Any:
@@ -76,6 +77,7 @@ def kernels() -> dict[str, Kernel]:
             block=int(entry["gpu"]["block"][0]),
             grid_per_block=int(entry["gpu"]["grid"]["per_block"]),
             grid_min=int(entry["gpu"]["grid"]["min"]),
+            host_rows=entry.get("host", {}).get("range") == "rows",
         )
     return table
 
@@ -158,10 +160,10 @@ def launch_host(kernel_info: Kernel, pointers: Sequence[int], num_rows: int,
     if threads > 1:
         host_library().call_parallel(kernel_info.name, list(pointers),
                                      pointers[kernel_info.idx_position], num_rows,
-                                     num_segments, threads)
+                                     num_segments, threads, kernel_info.host_rows)
     else:
-        host_library().call(kernel_info.name, list(pointers), num_rows, num_segments, 0,
-                            num_segments)
+        end = num_rows if kernel_info.host_rows else num_segments
+        host_library().call(kernel_info.name, list(pointers), num_rows, num_segments, 0, end)
 
 
 def advise_huge_pages(tensor: torch.Tensor) -> None:

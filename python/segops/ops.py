@@ -160,6 +160,7 @@ def _native_variants(spec: OpSpec, level: int) -> dict[str, dict]:
             variants[f"{dtype}_w{width}"] = {
                 "kernel": kernel,
                 "buffers": _library.kernel_entry(kernel)["buffers"],
+                "row_range": _library.kernel(kernel).host_rows,
                 "saved_for_backward": [i not in unused for i in range(num_floats)],
             }
     return variants

@@ -69,16 +69,21 @@ PYBIND11_MODULE(_segrt, m) {
           "call_parallel",
           [](segrt::HostLibrary &library, const std::string &name,
              const std::vector<uintptr_t> &pointers, uintptr_t idx,
-             int64_t numRows, int64_t numSegments, int numThreads) {
+             int64_t numRows, int64_t numSegments, int numThreads,
+             bool rowRange) {
             library.callParallel(name, pointers,
                                  reinterpret_cast<const int32_t *>(idx),
-                                 numRows, numSegments, numThreads);
+                                 numRows, numSegments, numThreads,
+                                 rowRange ? segrt::HostRange::Rows
+                                          : segrt::HostRange::Segments);
           },
           py::arg("name"), py::arg("pointers"), py::arg("idx"),
           py::arg("num_rows"), py::arg("num_segments"), py::arg("num_threads"),
+          py::arg("row_range") = false,
           py::call_guard<py::gil_scoped_release>(),
-          "Run every segment, split by rows across threads (sorted int32 "
-          "idx).");
+          "Run every segment (every row with row_range, for kernels whose "
+          "manifest host.range is 'rows'), split by rows across threads "
+          "(sorted int32 idx).");
 
   py::class_<segrt::CudaModule>(m, "CudaModule")
       .def(py::init<int, const std::string &>(), py::arg("device"),

@@ -57,6 +57,8 @@ struct Variant {
   std::string kernel;
   void *symbol = nullptr;
   std::vector<Buffer> buffers;
+  /// What a call's [begin, end) counts (rows for kernels that only map rows).
+  segrt::HostRange range = segrt::HostRange::Segments;
   /// Per float argument: whether the next level's kernel reads it (what the
   /// backward must save).
   std::vector<bool> savedForBackward;
@@ -255,13 +257,14 @@ public:
       if (checkWhileRunning) {
         segrt::IndexCheck check = segrt::checkIndexAndCallHostKernel(
             variant.symbol, pointers, kernelIdxData, numRows, numSegments,
-            threads);
+            threads, variant.range);
         if (check.problem != segrt::IndexProblem::None)
           reportInvalid(*level, floats, idx, numSegments,
                         "idx is out of range or unsorted");
       } else {
         segrt::callHostKernelParallel(variant.symbol, pointers, kernelIdxData,
-                                      numRows, numSegments, threads);
+                                      numRows, numSegments, threads,
+                                      variant.range);
       }
     }
     for (at::Tensor &output : outputs)
@@ -420,6 +423,8 @@ std::shared_ptr<OperatorLevel> parseLevel(const std::string &name,
       buffer.shape = description["shape"].cast<std::vector<std::string>>();
       variant.buffers.push_back(std::move(buffer));
     }
+    variant.range = entry["row_range"].cast<bool>() ? segrt::HostRange::Rows
+                                                    : segrt::HostRange::Segments;
     variant.savedForBackward =
         entry["saved_for_backward"].cast<std::vector<bool>>();
     level->variants.emplace(key.cast<std::string>(), std::move(variant));

@@ -91,8 +91,16 @@ static int64_t segmentAtRow(const int32_t *idx, int64_t row,
 void segrt::callHostKernelParallel(void *symbol,
                                    const std::vector<uintptr_t> &pointers,
                                    const int32_t *idx, int64_t numRows,
-                                   int64_t numSegments, int numThreads) {
+                                   int64_t numSegments, int numThreads,
+                                   HostRange range) {
   numThreads = std::max(1, numThreads);
+  if (range == HostRange::Rows) {
+    runWorkers(numThreads, [&](int k) {
+      callHostKernel(symbol, pointers, numRows, numSegments,
+                     numRows * k / numThreads, numRows * (k + 1) / numThreads);
+    });
+    return;
+  }
   if (numThreads == 1 || numRows < 2 || numSegments < 2) {
     callHostKernel(symbol, pointers, numRows, numSegments, 0, numSegments);
     return;
@@ -115,9 +123,10 @@ void segrt::callHostKernelParallel(void *symbol,
 void HostLibrary::callParallel(const std::string &name,
                                const std::vector<uintptr_t> &pointers,
                                const int32_t *idx, int64_t numRows,
-                               int64_t numSegments, int numThreads) {
+                               int64_t numSegments, int numThreads,
+                               HostRange range) {
   callHostKernelParallel(lookup(name), pointers, idx, numRows, numSegments,
-                         numThreads);
+                         numThreads, range);
 }
 
 /// Rows of idx checked at a time before the kernel runs their segments: 512
@@ -126,10 +135,11 @@ static constexpr int64_t kCheckBlockRows = 1 << 17;
 
 IndexCheck segrt::checkIndexAndCallHostKernel(
     void *symbol, const std::vector<uintptr_t> &pointers, const int32_t *idx,
-    int64_t numRows, int64_t numSegments, int numThreads) {
+    int64_t numRows, int64_t numSegments, int numThreads, HostRange range) {
   numThreads = std::max(1, numThreads);
   if (numRows == 0) {
-    callHostKernel(symbol, pointers, numRows, numSegments, 0, numSegments);
+    if (range == HostRange::Segments)
+      callHostKernel(symbol, pointers, numRows, numSegments, 0, numSegments);
     return {};
   }
   // Rows [rowBegin, rowEnd) of a thread or block run the segments from the
@@ -146,13 +156,17 @@ IndexCheck segrt::checkIndexAndCallHostKernel(
   runWorkers(numThreads, [&](int k) {
     int64_t rowBegin = numRows * k / numThreads;
     int64_t rowEnd = numRows * (k + 1) / numThreads;
-    int64_t done = segmentBound(rowBegin);
+    int64_t done = range == HostRange::Rows ? 0 : segmentBound(rowBegin);
     for (int64_t row = rowBegin; row < rowEnd; row += kCheckBlockRows) {
       int64_t blockEnd = std::min(rowEnd, row + kCheckBlockRows);
       IndexCheck check = checkIndexRows(idx, row, blockEnd, numSegments);
       if (check.problem != IndexProblem::None) {
         problems[k] = check;
         return;
+      }
+      if (range == HostRange::Rows) {
+        callHostKernel(symbol, pointers, numRows, numSegments, row, blockEnd);
+        continue;
       }
       // Bounds from a checked index never descend.
       int64_t until = segmentBound(blockEnd);

@@ -37,12 +37,16 @@
 // MANIFEST-NEXT: "ops": [
 // MANIFEST-NEXT: "seg.sum"
 // MANIFEST: "passes": 1,
-// Gather: the per-segment input and a per-row output.
+// Gather: the per-segment input and a per-row output; it only maps rows, so
+// a host call computes a range of rows.
 // MANIFEST: "name": "arg0",
 // MANIFEST-NEXT: "read": true,
 // MANIFEST-NEXT: "role": "input",
 // MANIFEST-NEXT: "shape": [
 // MANIFEST-NEXT: "S"
+// MANIFEST: "host": {
+// MANIFEST-NEXT: "range": "rows",
+// MANIFEST-NEXT: "symbol": "gather_scalar"
 // MANIFEST: "name": "gather_scalar",
 // MANIFEST: "ptx": {
 // MANIFEST-NEXT: "sm_80": "segops_sm_80.ptx",

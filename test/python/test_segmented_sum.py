@@ -246,6 +246,42 @@ def test_cuda_unavailable_is_a_clear_error() -> None:
         _segrt.CudaModule(0, "")
 
 
+@pytest.mark.parametrize("mean_length", [3, 200_000])
+def test_row_maps_split_rows_evenly_across_threads(mean_length: int) -> None:
+    """mul, matvec and gather only map rows: their host calls take row
+    ranges, so one huge segment still spreads over every thread. Results
+    equal the single-threaded run and the reference, rows outside every
+    segment included."""
+    n = 200_000
+    generator = torch.Generator().manual_seed(mean_length)
+    num_segments = max(1, n // mean_length)
+    idx = torch.sort(torch.randint(0, num_segments, (n,), generator=generator)).values.int()
+    x = torch.randn(n, 3, generator=generator)
+    y = torch.randn(num_segments, generator=generator)
+    m = torch.randn(num_segments, 3, 3, generator=generator)
+    calls = {
+        "mul": lambda: segops.segmented_mul(x, y, idx, num_segments),
+        "matvec": lambda: segops.segmented_matvec(x, m, idx, num_segments),
+        "gather": lambda: segops.segmented_gather(y, idx),
+    }
+    expected = {
+        "mul": x * y[idx.long()][:, None],
+        "matvec": torch.einsum("nij,ni->nj", m[idx.long()], x),
+        "gather": y[idx.long()],
+    }
+    previous = torch.get_num_threads()
+    try:
+        for name, call in calls.items():
+            torch.set_num_threads(1)
+            single = call()
+            torch.set_num_threads(3)
+            threaded = call()
+            assert torch.equal(single, threaded), name
+            torch.testing.assert_close(threaded, expected[name], rtol=1e-5, atol=1e-5)
+    finally:
+        torch.set_num_threads(previous)
+
+
 @pytest.mark.parametrize("mean_length", [3, 500, 200_000])
 def test_threaded_cpu_results_do_not_depend_on_the_thread_count(mean_length: int) -> None:
     """Large inputs run across threads, each segment on one thread: results

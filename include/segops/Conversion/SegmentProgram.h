@@ -72,6 +72,11 @@ public:
   };
 
   StringRef getName() const { return name; }
+
+  /// True for programs that only map rows (seg.mul, seg.matvec, seg.gather
+  /// and arithmetic): no reduction, no row count, no per-segment output.
+  /// Their rows can be computed in any grouping: no segment boundaries.
+  bool mapsRowsOnly() const;
   const Info &info(Value value) const { return infos.find(value)->second; }
   bool hasInfo(Value value) const { return infos.count(value); }
 

@@ -32,19 +32,20 @@ static void zeroRows(OpBuilder &b, Location loc, SegmentProgramEmitter &emitter,
 }
 
 namespace {
-/// The parameters of a host kernel (the host ABI), with the segment range
-/// clamped to [0, S) so that no caller can make the kernel write out of
-/// bounds.
+/// The parameters of a host kernel (the host ABI), with the range a call
+/// computes (segments, or rows for row maps) clamped to [0, S] or [0, N], so
+/// that no caller can make the kernel write out of bounds.
 struct HostKernelArguments {
   HostKernelArguments(const SegmentProgram &program, func::FuncOp kernel,
-                      KernelCodeBuilder &code) {
+                      KernelCodeBuilder &code, bool rowRange) {
     unsigned numBuffers = program.buffers.size();
     buffers.assign(kernel.getArguments().begin(),
                    kernel.getArguments().begin() + numBuffers);
     numRows = kernel.getArgument(numBuffers);
     numSegments = kernel.getArgument(numBuffers + 1);
-    begin = clamp(code, kernel.getArgument(numBuffers + 2));
-    end = clamp(code, kernel.getArgument(numBuffers + 3));
+    Value limit = rowRange ? numRows : numSegments;
+    begin = clamp(code, kernel.getArgument(numBuffers + 2), limit);
+    end = clamp(code, kernel.getArgument(numBuffers + 3), limit);
     idx = buffers[program.argumentBuffer[cast<BlockArgument>(program.idx)
                                              .getArgNumber()]];
   }
@@ -53,10 +54,10 @@ struct HostKernelArguments {
   Value numRows, numSegments, begin, end, idx;
 
 private:
-  Value clamp(KernelCodeBuilder &code, Value value) {
+  Value clamp(KernelCodeBuilder &code, Value value, Value limit) {
     Value low =
         code.builder.create<arith::MaxSIOp>(code.loc, value, code.i64(0));
-    return code.builder.create<arith::MinSIOp>(code.loc, low, numSegments);
+    return code.builder.create<arith::MinSIOp>(code.loc, low, limit);
   }
 };
 } // namespace
@@ -125,7 +126,7 @@ static void emitHostKernel(const SegmentProgram &program, func::FuncOp kernel) {
   OpBuilder b = OpBuilder::atBlockBegin(&kernel.getBody().front());
   Location loc = program.func.getLoc();
   KernelCodeBuilder code(b, loc);
-  HostKernelArguments args(program, kernel, code);
+  HostKernelArguments args(program, kernel, code, /*rowRange=*/false);
   Value numRows = args.numRows, numSegments = args.numSegments;
   Value begin = args.begin, end = args.end, idx = args.idx;
   SegmentProgramEmitter emitter(program, args.buffers, numRows, numSegments);
@@ -168,43 +169,22 @@ static void emitHostKernel(const SegmentProgram &program, func::FuncOp kernel) {
   b.create<func::ReturnOp>(loc);
 }
 
-/// True for programs that only map rows (seg.mul, seg.matvec, seg.gather
-/// and arithmetic): no reduction, no row count, no per-segment output. Those
-/// need no segment boundaries at all.
-static bool isRowMap(const SegmentProgram &program) {
-  Block &body = program.func.getBody().front();
-  for (Operation &op : body.without_terminator())
-    if (isa<SumOp, MeanOp, RmsNormOp, DotOp, OuterSumOp, CountOp>(op))
-      return false;
-  return llvm::all_of(body.getTerminator()->getOperands(), [&](Value result) {
-    return program.info(result).space == ValueSpace::Row;
-  });
-}
-
-// Row maps: the rows of segments [begin, end) (with the rows outside every
-// valid segment for the first and last call) are visited one by one, each
-// reading its own segment's values; no search per segment.
+// Row maps: a call computes rows [begin, end) (its range is rows, not
+// segments: any split of the rows is as good, so threads split them evenly
+// however skewed the segments are). Each row reads its own segment's
+// values; rows whose segment is outside [0, S) get 0.
 static void emitHostRowMapKernel(const SegmentProgram &program,
                                  func::FuncOp kernel) {
   OpBuilder b = OpBuilder::atBlockBegin(&kernel.getBody().front());
   Location loc = program.func.getLoc();
   KernelCodeBuilder code(b, loc);
-  HostKernelArguments args(program, kernel, code);
+  HostKernelArguments args(program, kernel, code, /*rowRange=*/true);
   Value numRows = args.numRows, numSegments = args.numSegments;
-  Value begin = args.begin, end = args.end, idx = args.idx;
+  Value idx = args.idx;
   SegmentProgramEmitter emitter(program, args.buffers, numRows, numSegments);
 
-  Value isFirst = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, begin,
-                                          code.i64(0));
-  Value firstRow = b.create<arith::SelectOp>(
-      loc, isFirst, code.i64(0),
-      code.lowerBound(idx, code.i64(0), numRows, begin));
-  Value isLast =
-      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, end, numSegments);
-  Value lastRow = b.create<arith::SelectOp>(
-      loc, isLast, numRows, code.lowerBound(idx, firstRow, numRows, end));
   b.create<scf::ForOp>(
-      loc, firstRow, lastRow, code.i64(1), ValueRange{},
+      loc, args.begin, args.end, code.i64(1), ValueRange{},
       [&](OpBuilder &rb, Location rl, Value row, ValueRange) {
         KernelCodeBuilder local(rb, rl);
         Value segment = local.loadSegment(idx, row);
@@ -251,7 +231,7 @@ struct ConvertSegToHostPass
           builder.create<func::FuncOp>(func.getLoc(), func.getSymName(),
                                        builder.getFunctionType(params, {}));
       kernel.addEntryBlock();
-      if (isRowMap(*program))
+      if (program->mapsRowsOnly())
         emitHostRowMapKernel(*program, kernel);
       else
         emitHostKernel(*program, kernel);

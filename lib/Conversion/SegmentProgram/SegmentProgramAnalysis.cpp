@@ -232,3 +232,13 @@ FailureOr<SegmentProgram> SegmentProgramAnalysis::run() {
 FailureOr<SegmentProgram> SegmentProgram::analyze(func::FuncOp func) {
   return SegmentProgramAnalysis(func).run();
 }
+
+bool SegmentProgram::mapsRowsOnly() const {
+  Block &body = func.getBody().front();
+  for (Operation &op : body.without_terminator())
+    if (isa<SumOp, MeanOp, RmsNormOp, DotOp, OuterSumOp, CountOp>(op))
+      return false;
+  return llvm::all_of(body.getTerminator()->getOperands(), [&](Value result) {
+    return info(result).space == ValueSpace::Row;
+  });
+}

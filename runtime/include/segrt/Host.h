@@ -12,6 +12,10 @@
 
 namespace segrt {
 
+/// What the range [begin, end) of a host kernel call counts: segments, or
+/// rows (kernels that only map rows; see the manifest's host.range).
+enum class HostRange { Segments, Rows };
+
 /// The host half of the op library: a shared object whose kernels take the
 /// segops host ABI, `(ptr..., i64 N, i64 S, i64 begin, i64 end)`, computing
 /// segments [begin, end).
@@ -32,7 +36,8 @@ public:
   /// by one thread, so results do not depend on the split.
   void callParallel(const std::string &name,
                     const std::vector<uintptr_t> &pointers, const int32_t *idx,
-                    int64_t numRows, int64_t numSegments, int numThreads);
+                    int64_t numRows, int64_t numSegments, int numThreads,
+                    HostRange range = HostRange::Segments);
 
   /// Largest number of pointer parameters a host kernel may take.
   static constexpr size_t kMaxPointers = 16;
@@ -54,12 +59,14 @@ void callHostKernel(void *symbol, const std::vector<uintptr_t> &pointers,
                     int64_t numRows, int64_t numSegments, int64_t begin,
                     int64_t end);
 
-/// Runs every segment of the host kernel at `symbol` on up to `numThreads`
-/// threads (see HostLibrary::callParallel).
+/// Runs every segment (or row) of the host kernel at `symbol` on up to
+/// `numThreads` threads (see HostLibrary::callParallel); row ranges are
+/// split evenly.
 void callHostKernelParallel(void *symbol,
                             const std::vector<uintptr_t> &pointers,
                             const int32_t *idx, int64_t numRows,
-                            int64_t numSegments, int numThreads);
+                            int64_t numSegments, int numThreads,
+                            HostRange range = HostRange::Segments);
 
 /// Checks a sorted int32 index (every value in [0, numSegments), no descent)
 /// and runs every segment of the host kernel at `symbol`, in one pass over
@@ -71,7 +78,8 @@ void callHostKernelParallel(void *symbol,
 IndexCheck checkIndexAndCallHostKernel(void *symbol,
                                        const std::vector<uintptr_t> &pointers,
                                        const int32_t *idx, int64_t numRows,
-                                       int64_t numSegments, int numThreads);
+                                       int64_t numSegments, int numThreads,
+                                       HostRange range = HostRange::Segments);
 
 } // namespace segrt
 

@@ -36,13 +36,16 @@ func.func @sum_vec3(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> tens
 
 // -----
 
-// Gather only maps rows: no per-segment search; the call's rows are visited
-// one by one, each reading its own segment's row, and rows whose segment is
-// outside [0, S) get 0.
+// Gather only maps rows: a call computes rows [begin, end) (clamped to
+// [0, N], not to [0, S]), with no segment search; each row reads its own
+// segment's row, and rows whose segment is outside [0, S) get 0.
 // CHECK-LABEL: func.func @gather_scalar
 // CHECK-SAME: (%[[Y:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:.*]]: i64, %[[S:.*]]: i64, %[[B:.*]]: i64, %[[E:.*]]: i64)
-// CHECK: %[[FIRST:.*]] = arith.select %{{.*}}, %c0_i64, %{{.*}}#0 : i64
-// CHECK: %[[LAST:.*]] = arith.select %{{.*}}, %[[N]], %{{.*}}#0 : i64
+// CHECK: %[[B0:.*]] = arith.maxsi %[[B]], %c0_i64
+// CHECK: %[[FIRST:.*]] = arith.minsi %[[B0]], %[[N]]
+// CHECK: %[[E0:.*]] = arith.maxsi %[[E]], %c0_i64
+// CHECK: %[[LAST:.*]] = arith.minsi %[[E0]], %[[N]]
+// CHECK-NOT: scf.while
 // CHECK: scf.for %[[ROW:.*]] = %[[FIRST]] to %[[LAST]] step %c1_i64 : i64
 // CHECK: %[[SEGMENT:.*]] = arith.extsi
 // CHECK: scf.if
