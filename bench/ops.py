@@ -91,7 +91,8 @@ def run(device: str, sizes: Iterable[int], lengths: Iterable[int], ops: Iterable
                     for name, fn in impls.items():
                         call = builder(fn, floats, idx, num_segments)
                         try:
-                            seconds = median_seconds(call, device, budget_s=budget_s)
+                            seconds = median_seconds(call, device, budget_s=budget_s,
+                                                     min_repeats=5)
                         except Exception as error:  # noqa: BLE001 - a compiler bug
                             if name != "compiled":
                                 raise

@@ -60,34 +60,42 @@ def median_call_us(fn: Callable[[], object], device: str, number: int = 200,
     return statistics.median(samples) * 1e6
 
 
-def run(device: str, log: Callable[[str], None] = print) -> list[dict]:
+def run(device: str, log: Callable[[str], None] = print, rounds: int = 15) -> list[dict]:
+    """Every call is sampled once per round, rounds interleaved, so that a
+    noisy moment on a shared machine hits all calls alike; the median over
+    rounds is reported."""
     generator = torch.Generator().manual_seed(0)
     idx, _ = references.make_index(NUM_ROWS, NUM_ROWS // NUM_SEGMENTS, device, generator)
     x = torch.randn(NUM_ROWS, 3, generator=generator).to(device)
     seg = idx.long()
-    baselines = {
+    calls: dict[str, Callable[[], object]] = {
         "index_add_": lambda: x.new_zeros(NUM_SEGMENTS, 3).index_add_(0, seg, x),
         "index_add_ with idx.long()":
             lambda: x.new_zeros(NUM_SEGMENTS, 3).index_add_(0, idx.long(), x),
         "no-op @custom_op": lambda: torch.ops.segops_bench.noop_custom_op(x, idx, NUM_SEGMENTS),
         "no-op Library.impl": lambda: torch.ops.segops_bench.noop_library(x, idx, NUM_SEGMENTS),
     }
-    rows = []
-    for name, fn in baselines.items():
-        rows.append({"device": device, "call": name, "us": median_call_us(fn, device)})
-        log(f"{name:32} {rows[-1]['us']:8.1f} us")
-    python_us = _python_kernels_us(device)
-    rows.append({"device": device, "call": "segops sum, Python kernels", "us": python_us})
-    log(f"{'segops sum, Python kernels':32} {python_us:8.1f} us  (SEGOPS_PYTHON_OPS=1: "
-        "Library.impl + register_autograd)")
-    index_add_us = rows[0]["us"]
     for op in references.OPS:
         floats = references.make_inputs(op, 3, NUM_ROWS, NUM_SEGMENTS, device, generator)
-        fn = references.SEGOPS[op]
-        us = median_call_us(lambda: fn(*floats, idx, NUM_SEGMENTS), device)
-        rows.append({"device": device, "call": f"segops {op}", "us": us,
-                     "vs index_add_": us / index_add_us})
-        log(f"{'segops ' + op:32} {us:8.1f} us  ({us / index_add_us:.2f}x index_add_)")
+        calls[f"segops {op}"] = (lambda fn, args: lambda: fn(*args, idx, NUM_SEGMENTS))(
+            references.SEGOPS[op], floats)
+    samples: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(rounds):
+        for name, fn in calls.items():
+            samples[name].append(median_call_us(fn, device, number=200, repeats=1))
+    rows = []
+    for name, values in samples.items():
+        rows.append({"device": device, "call": name, "us": statistics.median(values)})
+    python_us = _python_kernels_us(device)
+    rows.insert(4, {"device": device, "call": "segops sum, Python kernels", "us": python_us})
+    index_add_us = rows[0]["us"]
+    for row in rows:
+        if row["call"].startswith("segops") and "Python" not in row["call"]:
+            row["vs index_add_"] = row["us"] / index_add_us
+        note = (f"  ({row['vs index_add_']:.2f}x index_add_)" if "vs index_add_" in row else
+                "  (SEGOPS_PYTHON_OPS=1: Library.impl + register_autograd)"
+                if "Python" in row["call"] else "")
+        log(f"{row['call']:32} {row['us']:8.1f} us{note}")
     return rows
 
 

@@ -117,3 +117,60 @@ def plot_overhead(path: Path, rows: list[dict], title: str) -> None:
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
+
+
+def _read_csv(path: Path) -> list[dict]:
+    with path.open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def _number(value: str, digits: int = 2) -> str:
+    if value in ("", None):
+        return "-"
+    number = float(value)
+    return "n/a" if number != number else f"{number:.{digits}f}"
+
+
+def markdown(directory: Path, device: str = "cpu") -> str:
+    """The suite's CSV files in `directory` as markdown tables (for
+    docs/benchmarks.md): one row per op, width and layout."""
+    lines = []
+    ops_path = directory / f"ops_{device}.csv"
+    if ops_path.exists():
+        lines += ["| op | w | N | mean seg len | fwd µs | / eager | / compiled | % copy bw "
+                  "| fwd+bwd µs | / eager | / compiled |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for row in _read_csv(ops_path):
+            lines.append(
+                f"| {row['op']} | {row['width']} | {int(row['N']):,} | "
+                f"{int(row['mean_seg_len']):,} | {_number(row['fwd segops us'], 1)} | "
+                f"{_number(row.get('fwd vs eager'))} | {_number(row.get('fwd vs compiled'))} | "
+                f"{100 * float(row['fwd bandwidth vs copy']):.0f} | "
+                f"{_number(row['fwd+bwd segops us'], 1)} | {_number(row.get('fwd+bwd vs eager'))} | "
+                f"{_number(row.get('fwd+bwd vs compiled'))} |")
+    overhead_path = directory / f"overhead_{device}.csv"
+    if overhead_path.exists():
+        lines += ["", "| call (N=100) | µs | / index_add_ |", "|---|---:|---:|"]
+        for row in _read_csv(overhead_path):
+            lines.append(f"| {row['call']} | {_number(row['us'], 1)} | "
+                         f"{_number(row.get('vs index_add_'))} |")
+    compile_path = directory / "compile.csv"
+    if compile_path.exists():
+        lines += ["", "| compilation | cold | memory hit | disk hit |", "|---|---:|---:|---:|"]
+        for row in _read_csv(compile_path):
+            if row.get("cold ms"):
+                lines.append(f"| {row['what']} | {_number(row['cold ms'], 1)} ms | "
+                             f"{_number(row['memory hit ms'], 3)} ms | "
+                             f"{_number(row['disk hit ms'], 3)} ms |")
+            elif row.get("ms"):
+                lines.append(f"| {row['what']} | {_number(row['ms'], 1)} ms | | |")
+            else:
+                lines.append(f"| {row['what']} | {_number(row['s'], 2)} s | | |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    import sys
+
+    print(markdown(Path(sys.argv[1] if len(sys.argv) > 1 else "docs/benchmarks"),
+                  sys.argv[2] if len(sys.argv) > 2 else "cpu"))
