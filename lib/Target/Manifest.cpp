@@ -16,6 +16,21 @@ static std::string typeName(Type type) {
   return name;
 }
 
+/// The host entry points: the kernel, its range, and for splittable
+/// programs the tile and finish kernels with the number of totals per tile.
+static llvm::json::Object describeHost(const SegmentProgram &program) {
+  std::string name = program.getName().str();
+  llvm::json::Object host{
+      {"symbol", name},
+      {"range", program.mapsRowsOnly() ? "rows" : "segments"}};
+  if (program.isSplittable())
+    host["split"] = llvm::json::Object{
+        {"rows_symbol", name + "__rows"},
+        {"finish_symbol", name + "__finish"},
+        {"totals", program.numReductionComponents()}};
+  return host;
+}
+
 static llvm::json::Object describeKernel(const SegmentProgram &program,
                                          int64_t blockSize) {
   llvm::json::Array buffers;
@@ -55,10 +70,7 @@ static llvm::json::Object describeKernel(const SegmentProgram &program,
                           {"grid", llvm::json::Object{{"elements", "rows"},
                                                       {"per_block", blockSize},
                                                       {"min", 1}}}}},
-      {"host", llvm::json::Object{{"symbol", program.getName().str()},
-                                  {"range", program.mapsRowsOnly()
-                                                ? "rows"
-                                                : "segments"}}},
+      {"host", describeHost(program)},
   };
 }
 

@@ -161,6 +161,7 @@ def _native_variants(spec: OpSpec, level: int) -> dict[str, dict]:
                 "kernel": kernel,
                 "buffers": _library.kernel_entry(kernel)["buffers"],
                 "row_range": _library.kernel(kernel).host_rows,
+                "split": _library.kernel_entry(kernel).get("host", {}).get("split"),
                 "saved_for_backward": [i not in unused for i in range(num_floats)],
             }
     return variants

@@ -59,6 +59,9 @@ struct Variant {
   std::vector<Buffer> buffers;
   /// What a call's [begin, end) counts (rows for kernels that only map rows).
   segrt::HostRange range = segrt::HostRange::Segments;
+  /// Tile and finish kernels for splitting long segments, if the kernel has
+  /// them (split.rows non-null).
+  segrt::HostSplitKernel split;
   /// Per float argument: whether the next level's kernel reads it (what the
   /// backward must save).
   std::vector<bool> savedForBackward;
@@ -257,14 +260,17 @@ public:
       if (checkWhileRunning) {
         segrt::IndexCheck check = segrt::checkIndexAndCallHostKernel(
             variant.symbol, pointers, kernelIdxData, numRows, numSegments,
-            threads, variant.range);
+            threads, variant.range,
+            variant.split.rows ? &variant.split : nullptr);
         if (check.problem != segrt::IndexProblem::None)
           reportInvalid(*level, floats, idx, numSegments,
                         "idx is out of range or unsorted");
       } else {
         segrt::callHostKernelParallel(variant.symbol, pointers, kernelIdxData,
                                       numRows, numSegments, threads,
-                                      variant.range);
+                                      variant.range,
+                                      variant.split.rows ? &variant.split
+                                                         : nullptr);
       }
     }
     for (at::Tensor &output : outputs)
@@ -425,6 +431,15 @@ std::shared_ptr<OperatorLevel> parseLevel(const std::string &name,
     }
     variant.range = entry["row_range"].cast<bool>() ? segrt::HostRange::Rows
                                                     : segrt::HostRange::Segments;
+    if (!entry["split"].is_none()) {
+      py::dict split = entry["split"].cast<py::dict>();
+      variant.split.rows =
+          hostLibrary->lookup(split["rows_symbol"].cast<std::string>());
+      variant.split.finish =
+          hostLibrary->lookup(split["finish_symbol"].cast<std::string>());
+      variant.split.numTotals = split["totals"].cast<int64_t>();
+      variant.split.isDouble = key.cast<std::string>().rfind("f64", 0) == 0;
+    }
     variant.savedForBackward =
         entry["saved_for_backward"].cast<std::vector<bool>>();
     level->variants.emplace(key.cast<std::string>(), std::move(variant));

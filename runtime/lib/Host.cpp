@@ -58,6 +58,35 @@ bool callIfCount(void *symbol, const std::vector<uintptr_t> &pointers, I64 n,
   return true;
 }
 
+// Split kernels take one more pointer after the four i64s.
+template <size_t... Is>
+void callWithPointersAndTotals(void *symbol,
+                               const std::vector<uintptr_t> &pointers, I64 n,
+                               I64 s, I64 a, I64 b, void *totals,
+                               std::index_sequence<Is...>) {
+  using Fn = void (*)(decltype((void)Is, P())..., I64, I64, I64, I64, P);
+  reinterpret_cast<Fn>(symbol)(reinterpret_cast<P>(pointers[Is])..., n, s, a,
+                               b, totals);
+}
+
+template <size_t Count>
+bool callSplitIfCount(void *symbol, const std::vector<uintptr_t> &pointers,
+                      I64 n, I64 s, I64 a, I64 b, void *totals) {
+  if (pointers.size() != Count)
+    return false;
+  callWithPointersAndTotals(symbol, pointers, n, s, a, b, totals,
+                            std::make_index_sequence<Count>());
+  return true;
+}
+
+template <size_t... Counts>
+bool dispatchSplit(void *symbol, const std::vector<uintptr_t> &pointers, I64 n,
+                   I64 s, I64 a, I64 b, void *totals,
+                   std::index_sequence<Counts...>) {
+  return (callSplitIfCount<Counts + 1>(symbol, pointers, n, s, a, b, totals) ||
+          ...);
+}
+
 template <size_t... Counts>
 bool dispatch(void *symbol, const std::vector<uintptr_t> &pointers, I64 n,
               I64 s, I64 begin, I64 end, std::index_sequence<Counts...>) {
@@ -88,12 +117,141 @@ static int64_t segmentAtRow(const int32_t *idx, int64_t row,
   return std::clamp<int64_t>(idx[row], 0, numSegments);
 }
 
+namespace {
+/// A segment long enough to be split into tiles.
+struct HeavySegment {
+  int64_t segment, rowBegin, rowEnd;
+};
+
+/// First row in [lo, hi) whose segment is >= `segment` (any idx content:
+/// the answer stays in [lo, hi]).
+int64_t lowerBound(const int32_t *idx, int64_t lo, int64_t hi,
+                   int64_t segment) {
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    if (idx[mid] < segment)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+/// The segments with at least kSplitMinRows rows. Each holds a row that is
+/// a multiple of kSplitMinRows, so probing those rows finds them all.
+std::vector<HeavySegment> findHeavySegments(const int32_t *idx,
+                                            int64_t numRows,
+                                            int64_t numSegments) {
+  constexpr int64_t minRows = HostSplitKernel::kSplitMinRows;
+  std::vector<HeavySegment> heavy;
+  for (int64_t probe = 0; probe < numRows; probe += minRows) {
+    int64_t segment = idx[probe];
+    if (segment < 0 || segment >= numSegments ||
+        (!heavy.empty() && heavy.back().segment == segment))
+      continue;
+    int64_t begin = lowerBound(idx, 0, numRows, segment);
+    int64_t end = lowerBound(idx, begin, numRows, segment + 1);
+    if (end - begin >= minRows)
+      heavy.push_back({segment, begin, end});
+  }
+  return heavy;
+}
+
+/// Runs segments [begin, end) except the heavy ones (computed by tiles).
+void callSegmentsExcept(void *symbol, const std::vector<uintptr_t> &pointers,
+                        int64_t numRows, int64_t numSegments, int64_t begin,
+                        int64_t end, const std::vector<HeavySegment> &heavy) {
+  for (const HeavySegment &segment : heavy) {
+    if (segment.segment < begin || segment.segment >= end)
+      continue;
+    if (begin < segment.segment)
+      callHostKernel(symbol, pointers, numRows, numSegments, begin,
+                     segment.segment);
+    begin = segment.segment + 1;
+  }
+  if (begin < end)
+    callHostKernel(symbol, pointers, numRows, numSegments, begin, end);
+}
+
+/// Tiles of the heavy segments over the threads, then each segment's
+/// totals added in tile order and its outputs computed.
+template <typename T>
+void runHeavySegments(const HostSplitKernel &split,
+                      const std::vector<uintptr_t> &pointers, int64_t numRows,
+                      int64_t numSegments,
+                      const std::vector<HeavySegment> &heavy, int numThreads) {
+  struct Tile {
+    size_t heavy;
+    int64_t begin, end;
+  };
+  std::vector<Tile> tiles;
+  for (size_t h = 0; h < heavy.size(); ++h)
+    for (int64_t row = heavy[h].rowBegin; row < heavy[h].rowEnd;
+         row += HostSplitKernel::kTileRows)
+      tiles.push_back({h, row,
+                       std::min(heavy[h].rowEnd,
+                                row + HostSplitKernel::kTileRows)});
+  size_t numTotals = split.numTotals;
+  std::vector<T> partials(tiles.size() * numTotals);
+  runWorkers(numThreads, [&](int k) {
+    for (size_t t = k; t < tiles.size(); t += numThreads)
+      dispatchSplit(split.rows, pointers, numRows, numSegments, tiles[t].begin,
+                    tiles[t].end, &partials[t * numTotals],
+                    std::make_index_sequence<HostLibrary::kMaxPointers>());
+  });
+  std::vector<T> totals(numTotals);
+  size_t t = 0;
+  for (size_t h = 0; h < heavy.size(); ++h) {
+    std::fill(totals.begin(), totals.end(), T(0));
+    for (; t < tiles.size() && tiles[t].heavy == h; ++t)
+      for (size_t c = 0; c < numTotals; ++c)
+        totals[c] += partials[t * numTotals + c];
+    dispatchSplit(split.finish, pointers, numRows, numSegments,
+                  heavy[h].segment, heavy[h].rowEnd - heavy[h].rowBegin,
+                  totals.data(),
+                  std::make_index_sequence<HostLibrary::kMaxPointers>());
+  }
+}
+
+void runHeavySegments(const HostSplitKernel &split,
+                      const std::vector<uintptr_t> &pointers, int64_t numRows,
+                      int64_t numSegments,
+                      const std::vector<HeavySegment> &heavy, int numThreads) {
+  if (split.isDouble)
+    runHeavySegments<double>(split, pointers, numRows, numSegments, heavy,
+                             numThreads);
+  else
+    runHeavySegments<float>(split, pointers, numRows, numSegments, heavy,
+                            numThreads);
+}
+} // namespace
+
 void segrt::callHostKernelParallel(void *symbol,
                                    const std::vector<uintptr_t> &pointers,
                                    const int32_t *idx, int64_t numRows,
                                    int64_t numSegments, int numThreads,
-                                   HostRange range) {
+                                   HostRange range,
+                                   const HostSplitKernel *split) {
   numThreads = std::max(1, numThreads);
+  std::vector<HeavySegment> heavy;
+  if (split && range == HostRange::Segments && numRows > 0)
+    heavy = findHeavySegments(idx, numRows, numSegments);
+  if (!heavy.empty()) {
+    // Light segments as usual (threads by rows), then the heavy ones' tiles.
+    std::vector<int64_t> bounds{0};
+    for (int k = 1; k < numThreads; ++k)
+      bounds.push_back(std::max(
+          bounds.back(),
+          segmentAtRow(idx, numRows * k / numThreads, numSegments)));
+    bounds.push_back(numSegments);
+    runWorkers(numThreads, [&](int k) {
+      callSegmentsExcept(symbol, pointers, numRows, numSegments, bounds[k],
+                         bounds[k + 1], heavy);
+    });
+    runHeavySegments(*split, pointers, numRows, numSegments, heavy,
+                     numThreads);
+    return;
+  }
   if (range == HostRange::Rows) {
     runWorkers(numThreads, [&](int k) {
       callHostKernel(symbol, pointers, numRows, numSegments,
@@ -135,8 +293,14 @@ static constexpr int64_t kCheckBlockRows = 1 << 17;
 
 IndexCheck segrt::checkIndexAndCallHostKernel(
     void *symbol, const std::vector<uintptr_t> &pointers, const int32_t *idx,
-    int64_t numRows, int64_t numSegments, int numThreads, HostRange range) {
+    int64_t numRows, int64_t numSegments, int numThreads, HostRange range,
+    const HostSplitKernel *split) {
   numThreads = std::max(1, numThreads);
+  // Found on the unchecked index (memory-safe whatever it holds); their
+  // tiles run only once the whole index has passed.
+  std::vector<HeavySegment> heavy;
+  if (split && range == HostRange::Segments && numRows > 0)
+    heavy = findHeavySegments(idx, numRows, numSegments);
   if (numRows == 0) {
     if (range == HostRange::Segments)
       callHostKernel(symbol, pointers, numRows, numSegments, 0, numSegments);
@@ -170,7 +334,10 @@ IndexCheck segrt::checkIndexAndCallHostKernel(
       }
       // Bounds from a checked index never descend.
       int64_t until = segmentBound(blockEnd);
-      if (done < until || (blockEnd == numRows && done <= until))
+      if (!heavy.empty())
+        callSegmentsExcept(symbol, pointers, numRows, numSegments, done,
+                           until, heavy);
+      else if (done < until || (blockEnd == numRows && done <= until))
         callHostKernel(symbol, pointers, numRows, numSegments, done, until);
       done = until;
     }
@@ -178,5 +345,8 @@ IndexCheck segrt::checkIndexAndCallHostKernel(
   for (const IndexCheck &problem : problems)
     if (problem.problem != IndexProblem::None)
       return problem;
+  if (!heavy.empty())
+    runHeavySegments(*split, pointers, numRows, numSegments, heavy,
+                     numThreads);
   return {};
 }

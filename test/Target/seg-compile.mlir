@@ -32,7 +32,11 @@
 // MANIFEST-NEXT: "per_block": 256
 // MANIFEST: "host": {
 // MANIFEST-NEXT: "range": "segments",
-// MANIFEST-NEXT: "symbol": "sum_vec3"
+// MANIFEST-NEXT: "split": {
+// MANIFEST-NEXT: "finish_symbol": "sum_vec3__finish",
+// MANIFEST-NEXT: "rows_symbol": "sum_vec3__rows",
+// MANIFEST-NEXT: "totals": 3
+// MANIFEST: "symbol": "sum_vec3"
 // MANIFEST: "name": "sum_vec3",
 // MANIFEST-NEXT: "ops": [
 // MANIFEST-NEXT: "seg.sum"
@@ -60,6 +64,8 @@
 
 // HOST-DAG: T gather_scalar
 // HOST-DAG: T sum_vec3
+// HOST-DAG: T sum_vec3__rows
+// HOST-DAG: T sum_vec3__finish
 
 // BAD: is not a seg kernel function: a value is used both per row and per segment
 

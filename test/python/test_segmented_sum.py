@@ -301,3 +301,46 @@ def test_threaded_cpu_results_do_not_depend_on_the_thread_count(mean_length: int
         torch.set_num_threads(previous)
     assert torch.equal(single, threaded)
     torch.testing.assert_close(threaded, reference_sum(x, idx, num_segments), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_long_segments_split_into_tiles(dtype: torch.dtype) -> None:
+    """Segments of 2^17 rows or more are reduced in tiles spread over the
+    threads (forward reductions): same values as the reference, bitwise the
+    same for any thread count, next to short and empty segments."""
+    counts = [10, 300_000, 5, 0, 200_000, 3, 131_072, 131_071]
+    idx = layout(counts)
+    n, num_segments = idx.shape[0], len(counts)
+    generator = torch.Generator().manual_seed(11)
+    x = torch.randn(n, 3, generator=generator, dtype=dtype)
+    y = torch.randn(n, 3, generator=generator, dtype=dtype)
+    count = torch.tensor(counts, dtype=dtype).clamp(min=1)
+    sums = reference_sum(x, idx, num_segments)
+    cases = {
+        "sum": (lambda: segops.segmented_sum(x, idx, num_segments), sums),
+        "mean": (lambda: segops.segmented_mean(x, idx, num_segments), sums / count[:, None]),
+        "rms_norm": (lambda: segops.segmented_rms_norm(x, idx, num_segments),
+                     torch.sqrt(reference_sum((x * x).sum(-1), idx, num_segments) / count)),
+        "dot": (lambda: segops.segmented_dot(x, y, idx, num_segments),
+                reference_sum((x * y).sum(-1), idx, num_segments)),
+    }
+    tolerance = {"rtol": 1e-4, "atol": 1e-2} if dtype == torch.float32 else {}
+    previous = torch.get_num_threads()
+    try:
+        for name, (call, expected) in cases.items():
+            results = []
+            for threads in (1, 2, 3):
+                torch.set_num_threads(threads)
+                results.append(call())
+            assert all(torch.equal(results[0], r) for r in results[1:]), name
+            torch.testing.assert_close(results[0], expected, **tolerance)
+    finally:
+        torch.set_num_threads(previous)
+
+
+def test_bad_index_in_a_long_segment_is_reported() -> None:
+    idx = layout([5, 300_000, 7])
+    idx[150_000] = 3  # out of range in the middle of the long segment
+    x = torch.randn(idx.shape[0], 3)
+    with pytest.raises(ValueError, match="at row 150000"):
+        segops.segmented_sum(x, idx, 3)

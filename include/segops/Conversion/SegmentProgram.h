@@ -77,6 +77,15 @@ public:
   /// and arithmetic): no reduction, no row count, no per-segment output.
   /// Their rows can be computed in any grouping: no segment boundaries.
   bool mapsRowsOnly() const;
+
+  /// True for programs whose segments may be split into tiles of rows on
+  /// the host: one pass of reductions and no row outputs, so a segment's
+  /// result follows from its tiles' raw totals, added in tile order.
+  bool isSplittable() const { return numPasses == 1 && !hasRowOutputs; }
+
+  /// Number of scalar accumulators of the program's reductions (a vec3 sum
+  /// counts 3, a dot 1, an outer sum 9): the raw totals of one tile.
+  int64_t numReductionComponents() const;
   const Info &info(Value value) const { return infos.find(value)->second; }
   bool hasInfo(Value value) const { return infos.count(value); }
 

@@ -207,6 +207,99 @@ static void emitHostRowMapKernel(const SegmentProgram &program,
   b.create<func::ReturnOp>(loc);
 }
 
+// Split segments (programs with isSplittable()): a segment too long for one
+// thread is cut into tiles of rows. `<name>__rows(buffers..., N, S,
+// rowBegin, rowEnd, partials)` computes the raw totals of one tile (all its
+// rows in the segment of its first row) into `partials`; `<name>__finish(
+// buffers..., N, S, segment, count, totals)` computes the segment's outputs
+// from the totals of all its tiles, added in tile order by the caller.
+static void emitHostTileKernel(const SegmentProgram &program,
+                               func::FuncOp kernel) {
+  OpBuilder b = OpBuilder::atBlockBegin(&kernel.getBody().front());
+  Location loc = program.func.getLoc();
+  KernelCodeBuilder code(b, loc);
+  unsigned numBuffers = program.buffers.size();
+  SmallVector<Value> buffers(kernel.getArguments().take_front(numBuffers));
+  Value numRows = kernel.getArgument(numBuffers);
+  Value numSegments = kernel.getArgument(numBuffers + 1);
+  auto clampRow = [&](Value row) {
+    return b.create<arith::MinSIOp>(
+        loc, b.create<arith::MaxSIOp>(loc, row, code.i64(0)), numRows);
+  };
+  Value rowBegin = clampRow(kernel.getArgument(numBuffers + 2));
+  Value rowEnd = clampRow(kernel.getArgument(numBuffers + 3));
+  Value partials = kernel.getArgument(numBuffers + 4);
+  Value idx = buffers[program.argumentBuffer[cast<BlockArgument>(program.idx)
+                                                 .getArgNumber()]];
+  SegmentProgramEmitter emitter(program, buffers, numRows, numSegments);
+
+  // An empty tile, or one whose segment is not valid, contributes zeros.
+  Type elementType = program.elementType;
+  int64_t numTotals = program.numReductionComponents();
+  for (int64_t i = 0; i < numTotals; ++i)
+    code.store(code.zero(elementType), partials, code.i64(i));
+  Value nonEmpty =
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, rowBegin, rowEnd);
+  auto ifNonEmpty = b.create<scf::IfOp>(loc, nonEmpty, /*withElse=*/false);
+  OpBuilder nb = ifNonEmpty.getThenBodyBuilder();
+  KernelCodeBuilder nonEmptyCode(nb, loc);
+  Value segment = nonEmptyCode.loadSegment(idx, rowBegin);
+  auto ifValid = nb.create<scf::IfOp>(
+      loc, nonEmptyCode.isValidSegment(segment, numSegments),
+      /*withElse=*/false);
+  OpBuilder vb = ifValid.getThenBodyBuilder();
+  auto rowLoop = [&](OpBuilder &rb, Location rl, ValueRange init,
+                     function_ref<SmallVector<Value>(OpBuilder &, Location,
+                                                     Value, ValueRange)>
+                         body) -> SmallVector<Value> {
+    SmallVector<Value> totals =
+        emitInterleavedRowLoop(rb, rl, rowBegin, rowEnd, init, body);
+    KernelCodeBuilder store(rb, rl);
+    for (auto [i, total] : llvm::enumerate(totals))
+      store.store(total, partials, store.i64(i));
+    return totals;
+  };
+  auto identity = [](OpBuilder &, Location, Value v) { return v; };
+  Value count = vb.create<arith::SubIOp>(loc, rowEnd, rowBegin);
+  Value never = vb.create<arith::ConstantIntOp>(loc, 0, 1);
+  emitter.emitSegment(vb, loc, segment, count, rowLoop, identity, never);
+  b.create<func::ReturnOp>(loc);
+}
+
+static void emitHostFinishKernel(const SegmentProgram &program,
+                                 func::FuncOp kernel) {
+  OpBuilder b = OpBuilder::atBlockBegin(&kernel.getBody().front());
+  Location loc = program.func.getLoc();
+  KernelCodeBuilder code(b, loc);
+  unsigned numBuffers = program.buffers.size();
+  SmallVector<Value> buffers(kernel.getArguments().take_front(numBuffers));
+  Value numRows = kernel.getArgument(numBuffers);
+  Value numSegments = kernel.getArgument(numBuffers + 1);
+  Value segment = kernel.getArgument(numBuffers + 2);
+  Value count = kernel.getArgument(numBuffers + 3);
+  Value totals = kernel.getArgument(numBuffers + 4);
+  SegmentProgramEmitter emitter(program, buffers, numRows, numSegments);
+  auto ifValid = b.create<scf::IfOp>(
+      loc, code.isValidSegment(segment, numSegments), /*withElse=*/false);
+  OpBuilder vb = ifValid.getThenBodyBuilder();
+  Type elementType = program.elementType;
+  // The rows were reduced by the tile kernels: the "row loop" reads their
+  // totals.
+  auto readTotals = [&](OpBuilder &rb, Location rl, ValueRange init,
+                        function_ref<SmallVector<Value>(OpBuilder &, Location,
+                                                        Value, ValueRange)>)
+      -> SmallVector<Value> {
+    KernelCodeBuilder load(rb, rl);
+    SmallVector<Value> values;
+    for (int64_t i = 0, e = init.size(); i < e; ++i)
+      values.push_back(load.load(totals, elementType, load.i64(i)));
+    return values;
+  };
+  auto identity = [](OpBuilder &, Location, Value v) { return v; };
+  emitter.emitSegment(vb, loc, segment, count, readTotals, identity, Value());
+  b.create<func::ReturnOp>(loc);
+}
+
 namespace {
 struct ConvertSegToHostPass
     : public seg::impl::ConvertSegToHostBase<ConvertSegToHostPass> {
@@ -235,6 +328,20 @@ struct ConvertSegToHostPass
         emitHostRowMapKernel(*program, kernel);
       else
         emitHostKernel(*program, kernel);
+      if (program->isSplittable()) {
+        SmallVector<Type> splitParams(program->buffers.size(), ptrType);
+        splitParams.append(4, builder.getI64Type());
+        splitParams.push_back(ptrType);
+        auto splitType = builder.getFunctionType(splitParams, {});
+        auto tile = builder.create<func::FuncOp>(
+            func.getLoc(), (func.getSymName() + "__rows").str(), splitType);
+        tile.addEntryBlock();
+        emitHostTileKernel(*program, tile);
+        auto finish = builder.create<func::FuncOp>(
+            func.getLoc(), (func.getSymName() + "__finish").str(), splitType);
+        finish.addEntryBlock();
+        emitHostFinishKernel(*program, finish);
+      }
       func.erase();
     }
   }

@@ -242,3 +242,11 @@ bool SegmentProgram::mapsRowsOnly() const {
     return info(result).space == ValueSpace::Row;
   });
 }
+
+int64_t SegmentProgram::numReductionComponents() const {
+  int64_t count = 0;
+  for (Operation &op : func.getBody().front().without_terminator())
+    if (isa<SumOp, MeanOp, RmsNormOp, DotOp, OuterSumOp>(op))
+      count += info(op.getResult(0)).numComponents();
+  return count;
+}

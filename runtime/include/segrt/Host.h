@@ -16,6 +16,23 @@ namespace segrt {
 /// rows (kernels that only map rows; see the manifest's host.range).
 enum class HostRange { Segments, Rows };
 
+/// The split entry points of a host kernel (manifest `host.split`): a tile
+/// kernel computing the raw totals of a range of rows of one segment, a
+/// finish kernel computing a segment's outputs from its totals, and the
+/// number of totals. With them, segments of at least kSplitMinRows rows
+/// are cut into tiles of kTileRows rows spread over the threads, and their
+/// totals added in tile order: the same work and order whatever the thread
+/// count, so results still do not depend on it.
+struct HostSplitKernel {
+  void *rows = nullptr;
+  void *finish = nullptr;
+  int64_t numTotals = 0;
+  bool isDouble = false;
+
+  static constexpr int64_t kSplitMinRows = 1 << 17;
+  static constexpr int64_t kTileRows = 1 << 15;
+};
+
 /// The host half of the op library: a shared object whose kernels take the
 /// segops host ABI, `(ptr..., i64 N, i64 S, i64 begin, i64 end)`, computing
 /// segments [begin, end).
@@ -66,7 +83,8 @@ void callHostKernelParallel(void *symbol,
                             const std::vector<uintptr_t> &pointers,
                             const int32_t *idx, int64_t numRows,
                             int64_t numSegments, int numThreads,
-                            HostRange range = HostRange::Segments);
+                            HostRange range = HostRange::Segments,
+                            const HostSplitKernel *split = nullptr);
 
 /// Checks a sorted int32 index (every value in [0, numSegments), no descent)
 /// and runs every segment of the host kernel at `symbol`, in one pass over
@@ -79,7 +97,8 @@ IndexCheck checkIndexAndCallHostKernel(void *symbol,
                                        const std::vector<uintptr_t> &pointers,
                                        const int32_t *idx, int64_t numRows,
                                        int64_t numSegments, int numThreads,
-                                       HostRange range = HostRange::Segments);
+                                       HostRange range = HostRange::Segments,
+                                       const HostSplitKernel *split = nullptr);
 
 } // namespace segrt
 

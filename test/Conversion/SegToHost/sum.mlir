@@ -54,6 +54,8 @@ func.func @sum_vec3(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> tens
 // CHECK: } else {
 // CHECK: llvm.store %cst
 // CHECK-NOT: scf.for
+// Row outputs: no tile kernel.
+// CHECK-NOT: @gather_scalar__rows
 func.func @gather_scalar(%y: tensor<?xf32>, %idx: tensor<?xi32>) -> tensor<?xf32> {
   %0 = seg.gather %y, %idx : tensor<?xf32>, tensor<?xi32> -> tensor<?xf32>
   return %0 : tensor<?xf32>
@@ -73,6 +75,26 @@ func.func @gather_scalar(%y: tensor<?xf32>, %idx: tensor<?xi32>) -> tensor<?xf32
 // CHECK: %[[SOME:.*]] = arith.cmpi sgt
 // CHECK: %[[SAFE:.*]] = arith.select %[[SOME]], %[[COUNT]], %cst
 // CHECK: arith.divf %[[ACC]], %[[SAFE]]
+// A single-pass reduction also gets a tile kernel (the raw totals of rows
+// [begin, end) of one segment, for splitting long segments across
+// threads) and a finish kernel (the segment's result from its totals).
+// CHECK-LABEL: func.func @mean__rows
+// CHECK-SAME: (%{{.*}}: !llvm.ptr, %[[TIDX:.*]]: !llvm.ptr, %{{.*}}: !llvm.ptr, %[[TN:.*]]: i64, %[[TS:.*]]: i64, %{{.*}}: i64, %{{.*}}: i64, %[[TOTALS:.*]]: !llvm.ptr)
+// CHECK: llvm.store %cst, %[[TOTALS]] : f64
+// CHECK: scf.if
+// CHECK: %[[TILE:.*]]:4 = scf.for {{.*}} -> (f64, f64, f64, f64)
+// CHECK: %[[TAILT:.*]] = scf.for
+// CHECK: %[[P:.*]] = arith.addf %[[TAILT]], %[[TILE]]#2
+// CHECK: %[[Q:.*]] = arith.addf %[[TILE]]#1, %[[TILE]]#3
+// CHECK: %[[RAW:.*]] = arith.addf %[[P]], %[[Q]]
+// CHECK-NOT: arith.divf
+// CHECK: llvm.store %[[RAW]], %[[TOTALS]] : f64
+// CHECK-LABEL: func.func @mean__finish
+// CHECK-SAME: %[[SEG:[^:]*]]: i64, %[[COUNTF:[^:]*]]: i64, %[[FTOTALS:[^:]*]]: !llvm.ptr)
+// CHECK: scf.if
+// CHECK: %[[T:.*]] = llvm.load %[[FTOTALS]] : !llvm.ptr -> f64
+// CHECK: arith.sitofp %[[COUNTF]]
+// CHECK: arith.divf %[[T]]
 func.func @mean(%x: tensor<?xf64>, %idx: tensor<?xi32>, %n: index) -> tensor<?xf64> {
   %0 = seg.mean %x, %idx, %n : tensor<?xf64>, tensor<?xi32> -> tensor<?xf64>
   return %0 : tensor<?xf64>
