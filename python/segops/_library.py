@@ -35,6 +35,7 @@ class Kernel:
     grid_per_block: int  # GPU grid: ceil(N / grid_per_block) blocks ...
     grid_min: int  # ... and at least this many
     host_rows: bool  # a host call computes rows [begin, end), not segments
+    split_totals: int  # > 0: tile and finish kernels split long segments
 
 
 def _native_module() -> Any:
@@ -78,6 +79,7 @@ def kernels() -> dict[str, Kernel]:
             grid_per_block=int(entry["gpu"]["grid"]["per_block"]),
             grid_min=int(entry["gpu"]["grid"]["min"]),
             host_rows=entry.get("host", {}).get("range") == "rows",
+            split_totals=int(entry.get("host", {}).get("split", {}).get("totals", 0)),
         )
     return table
 
@@ -157,10 +159,13 @@ def launch_host(kernel_info: Kernel, pointers: Sequence[int], num_rows: int,
     if num_rows == 0 and num_segments == 0:
         return
     threads = torch.get_num_threads() if num_rows >= PARALLEL_MIN_ROWS else 1
-    if threads > 1:
+    # Long segments are split into tiles whatever the thread count (so
+    # results do not depend on it): the runtime decides, on every large call.
+    if threads > 1 or (kernel_info.split_totals and num_rows >= PARALLEL_MIN_ROWS):
         host_library().call_parallel(kernel_info.name, list(pointers),
                                      pointers[kernel_info.idx_position], num_rows,
-                                     num_segments, threads, kernel_info.host_rows)
+                                     num_segments, threads, kernel_info.host_rows,
+                                     kernel_info.split_totals, kernel_info.dtype == "f64")
     else:
         end = num_rows if kernel_info.host_rows else num_segments
         host_library().call(kernel_info.name, list(pointers), num_rows, num_segments, 0, end)

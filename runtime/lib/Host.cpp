@@ -282,9 +282,9 @@ void HostLibrary::callParallel(const std::string &name,
                                const std::vector<uintptr_t> &pointers,
                                const int32_t *idx, int64_t numRows,
                                int64_t numSegments, int numThreads,
-                               HostRange range) {
+                               HostRange range, const HostSplitKernel *split) {
   callHostKernelParallel(lookup(name), pointers, idx, numRows, numSegments,
-                         numThreads, range);
+                         numThreads, range, split);
 }
 
 /// Rows of idx checked at a time before the kernel runs their segments: 512

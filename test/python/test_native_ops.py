@@ -72,7 +72,11 @@ x = torch.randn(400, 3, generator=g, dtype=torch.float64, requires_grad=True)
 m = torch.randn(50, 3, 3, generator=g, dtype=torch.float64, requires_grad=True)
 out = segops.segmented_rms_norm(segops.segmented_matvec(x, m, idx, 50), idx, 50)
 grads = torch.autograd.grad(out.sum(), (x, m))
-torch.save([out.detach(), *grads], __import__("sys").argv[1])
+# Long segments (split into tiles) next to short ones.
+long_idx = torch.repeat_interleave(torch.arange(3), torch.tensor([7, 300_000, 5])).int()
+y = torch.randn(300_012, 3, generator=g)
+sums = segops.segmented_sum(y, long_idx, 3)
+torch.save([out.detach(), *grads, sums], __import__("sys").argv[1])
 """
     results = []
     for python_ops in ("1", "0"):

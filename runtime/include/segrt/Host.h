@@ -54,7 +54,8 @@ public:
   void callParallel(const std::string &name,
                     const std::vector<uintptr_t> &pointers, const int32_t *idx,
                     int64_t numRows, int64_t numSegments, int numThreads,
-                    HostRange range = HostRange::Segments);
+                    HostRange range = HostRange::Segments,
+                    const HostSplitKernel *split = nullptr);
 
   /// Largest number of pointer parameters a host kernel may take.
   static constexpr size_t kMaxPointers = 16;
