@@ -24,10 +24,10 @@ static llvm::json::Object describeHost(const SegmentProgram &program) {
       {"symbol", name},
       {"range", program.mapsRowsOnly() ? "rows" : "segments"}};
   if (program.isSplittable())
-    host["split"] = llvm::json::Object{
-        {"rows_symbol", name + "__rows"},
-        {"finish_symbol", name + "__finish"},
-        {"totals", program.numReductionComponents()}};
+    host["split"] =
+        llvm::json::Object{{"rows_symbol", name + "__rows"},
+                           {"finish_symbol", name + "__finish"},
+                           {"totals", program.numReductionComponents()}};
   return host;
 }
 

@@ -1,4 +1,5 @@
-//===- segc_module.cpp - the segops compiler as a Python module ------------===//
+//===- segc_module.cpp - the segops compiler as a Python module
+//------------===//
 //
 // segops._native._segc: compiles seg kernel modules inside the Python
 // process (no seg-opt process to start, no MLIR text to re-parse), for

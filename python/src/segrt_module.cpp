@@ -35,8 +35,7 @@ PYBIND11_MODULE(_segrt, m) {
           // Python objects are built below, with the GIL held again.
           py::gil_scoped_release release;
           result = segrt::checkIndex(reinterpret_cast<const void *>(idx),
-                                     is64Bit, numRows, numSegments,
-                                     numThreads);
+                                     is64Bit, numRows, numSegments, numThreads);
         }
         const char *problem =
             result.problem == segrt::IndexProblem::None         ? ""
@@ -46,7 +45,8 @@ PYBIND11_MODULE(_segrt, m) {
       },
       py::arg("idx"), py::arg("is_64_bit"), py::arg("num_rows"),
       py::arg("num_segments"), py::arg("num_threads") = 1,
-      "One pass over a contiguous host index (on up to num_threads threads): ('', -1) if every value is in "
+      "One pass over a contiguous host index (on up to num_threads threads): "
+      "('', -1) if every value is in "
       "[0, num_segments) and non-decreasing, else ('range' or 'order', row).");
 
   m.def(
@@ -79,12 +79,11 @@ PYBIND11_MODULE(_segrt, m) {
               split.numTotals = splitTotals;
               split.isDouble = splitDouble;
             }
-            library.callParallel(name, pointers,
-                                 reinterpret_cast<const int32_t *>(idx),
-                                 numRows, numSegments, numThreads,
-                                 rowRange ? segrt::HostRange::Rows
-                                          : segrt::HostRange::Segments,
-                                 splitTotals > 0 ? &split : nullptr);
+            library.callParallel(
+                name, pointers, reinterpret_cast<const int32_t *>(idx), numRows,
+                numSegments, numThreads,
+                rowRange ? segrt::HostRange::Rows : segrt::HostRange::Segments,
+                splitTotals > 0 ? &split : nullptr);
           },
           py::arg("name"), py::arg("pointers"), py::arg("idx"),
           py::arg("num_rows"), py::arg("num_segments"), py::arg("num_threads"),

@@ -30,8 +30,8 @@
 
 #include <limits>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <type_traits>
 
@@ -198,8 +198,8 @@ public:
     for (size_t i = 0; i < numFloats; ++i)
       floats.push_back(args[i].toTensor());
     at::Tensor idx = args[numFloats].toTensor();
-    int64_t numSegments = args[numFloats + 1].toSymInt().guard_int(
-        __FILE__, __LINE__);
+    int64_t numSegments =
+        args[numFloats + 1].toSymInt().guard_int(__FILE__, __LINE__);
     torch::jit::drop(stack, numFloats + 2);
 
     const Variant &variant = selectVariant(*level, floats, idx, numSegments);
@@ -214,9 +214,9 @@ public:
         level->validatesIndex && idx.scalar_type() == at::kInt;
     if (level->validatesIndex && !checkWhileRunning && numRows > 0) {
       at::Tensor contiguous = idx.contiguous();
-      segrt::IndexCheck check = segrt::checkIndex(
-          contiguous.data_ptr(), /*is64Bit=*/true, numRows, numSegments,
-          at::get_num_threads());
+      segrt::IndexCheck check =
+          segrt::checkIndex(contiguous.data_ptr(), /*is64Bit=*/true, numRows,
+                            numSegments, at::get_num_threads());
       if (check.problem != segrt::IndexProblem::None)
         reportInvalid(*level, floats, idx, numSegments,
                       "idx is out of range or unsorted");
@@ -244,9 +244,8 @@ public:
         std::vector<int64_t> shape;
         for (const std::string &symbol : buffer.shape)
           shape.push_back(extent(symbol, numRows, numSegments));
-        outputs.push_back(at::empty(shape, at::TensorOptions()
-                                               .dtype(buffer.dtype)
-                                               .device(at::kCPU)));
+        outputs.push_back(at::empty(
+            shape, at::TensorOptions().dtype(buffer.dtype).device(at::kCPU)));
         if (outputs.back().nbytes() >= kHugePageMinBytes)
           segrt::adviseHugePages(outputs.back().data_ptr(),
                                  outputs.back().nbytes());
@@ -266,11 +265,10 @@ public:
           reportInvalid(*level, floats, idx, numSegments,
                         "idx is out of range or unsorted");
       } else {
-        segrt::callHostKernelParallel(variant.symbol, pointers, kernelIdxData,
-                                      numRows, numSegments, threads,
-                                      variant.range,
-                                      variant.split.rows ? &variant.split
-                                                         : nullptr);
+        segrt::callHostKernelParallel(
+            variant.symbol, pointers, kernelIdxData, numRows, numSegments,
+            threads, variant.range,
+            variant.split.rows ? &variant.split : nullptr);
       }
     }
     for (at::Tensor &output : outputs)
@@ -393,12 +391,10 @@ at::ScalarType parseDtype(const std::string &name) {
 }
 
 /// Reads a level description handed over by ops.py (see register_level).
-std::shared_ptr<OperatorLevel> parseLevel(const std::string &name,
-                                          bool validatesIndex,
-                                          size_t numFloats, size_t numOutputs,
-                                          const py::dict &variants,
-                                          const std::string &backward,
-                                          py::object validator) {
+std::shared_ptr<OperatorLevel>
+parseLevel(const std::string &name, bool validatesIndex, size_t numFloats,
+           size_t numOutputs, const py::dict &variants,
+           const std::string &backward, py::object validator) {
   if (!hostLibrary)
     throw std::runtime_error("segops: load the host library first");
   auto level = std::make_shared<OperatorLevel>();
@@ -423,14 +419,15 @@ std::shared_ptr<OperatorLevel> parseLevel(const std::string &name,
       std::string role = description["role"].cast<std::string>();
       buffer.isOutput = role == "output";
       buffer.isIndex = description["name"].cast<std::string>() == "idx";
-      buffer.isRead = !description.contains("read") ||
-                      description["read"].cast<bool>();
+      buffer.isRead =
+          !description.contains("read") || description["read"].cast<bool>();
       buffer.dtype = parseDtype(description["dtype"].cast<std::string>());
       buffer.shape = description["shape"].cast<std::vector<std::string>>();
       variant.buffers.push_back(std::move(buffer));
     }
-    variant.range = entry["row_range"].cast<bool>() ? segrt::HostRange::Rows
-                                                    : segrt::HostRange::Segments;
+    variant.range = entry["row_range"].cast<bool>()
+                        ? segrt::HostRange::Rows
+                        : segrt::HostRange::Segments;
     if (!entry["split"].is_none()) {
       py::dict split = entry["split"].cast<py::dict>();
       variant.split.rows =

@@ -65,8 +65,8 @@ void callWithPointersAndTotals(void *symbol,
                                I64 s, I64 a, I64 b, void *totals,
                                std::index_sequence<Is...>) {
   using Fn = void (*)(decltype((void)Is, P())..., I64, I64, I64, I64, P);
-  reinterpret_cast<Fn>(symbol)(reinterpret_cast<P>(pointers[Is])..., n, s, a,
-                               b, totals);
+  reinterpret_cast<Fn>(symbol)(reinterpret_cast<P>(pointers[Is])..., n, s, a, b,
+                               totals);
 }
 
 template <size_t Count>
@@ -95,12 +95,12 @@ bool dispatch(void *symbol, const std::vector<uintptr_t> &pointers, I64 n,
 } // namespace
 
 void segrt::callHostKernel(void *symbol, const std::vector<uintptr_t> &pointers,
-                           int64_t numRows, int64_t numSegments,
-                           int64_t begin, int64_t end) {
+                           int64_t numRows, int64_t numSegments, int64_t begin,
+                           int64_t end) {
   if (pointers.empty() || pointers.size() > HostLibrary::kMaxPointers)
     throw Error("segrt: host kernels take 1 to " +
-                std::to_string(HostLibrary::kMaxPointers) +
-                " pointers, got " + std::to_string(pointers.size()));
+                std::to_string(HostLibrary::kMaxPointers) + " pointers, got " +
+                std::to_string(pointers.size()));
   dispatch(symbol, pointers, numRows, numSegments, begin, end,
            std::make_index_sequence<HostLibrary::kMaxPointers>());
 }
@@ -139,8 +139,7 @@ int64_t lowerBound(const int32_t *idx, int64_t lo, int64_t hi,
 
 /// The segments with at least kSplitMinRows rows. Each holds a row that is
 /// a multiple of kSplitMinRows, so probing those rows finds them all.
-std::vector<HeavySegment> findHeavySegments(const int32_t *idx,
-                                            int64_t numRows,
+std::vector<HeavySegment> findHeavySegments(const int32_t *idx, int64_t numRows,
                                             int64_t numSegments) {
   constexpr int64_t minRows = HostSplitKernel::kSplitMinRows;
   std::vector<HeavySegment> heavy;
@@ -188,9 +187,9 @@ void runHeavySegments(const HostSplitKernel &split,
   for (size_t h = 0; h < heavy.size(); ++h)
     for (int64_t row = heavy[h].rowBegin; row < heavy[h].rowEnd;
          row += HostSplitKernel::kTileRows)
-      tiles.push_back({h, row,
-                       std::min(heavy[h].rowEnd,
-                                row + HostSplitKernel::kTileRows)});
+      tiles.push_back(
+          {h, row,
+           std::min(heavy[h].rowEnd, row + HostSplitKernel::kTileRows)});
   size_t numTotals = split.numTotals;
   std::vector<T> partials(tiles.size() * numTotals);
   runWorkers(numThreads, [&](int k) {
@@ -240,16 +239,15 @@ void segrt::callHostKernelParallel(void *symbol,
     // Light segments as usual (threads by rows), then the heavy ones' tiles.
     std::vector<int64_t> bounds{0};
     for (int k = 1; k < numThreads; ++k)
-      bounds.push_back(std::max(
-          bounds.back(),
-          segmentAtRow(idx, numRows * k / numThreads, numSegments)));
+      bounds.push_back(
+          std::max(bounds.back(),
+                   segmentAtRow(idx, numRows * k / numThreads, numSegments)));
     bounds.push_back(numSegments);
     runWorkers(numThreads, [&](int k) {
       callSegmentsExcept(symbol, pointers, numRows, numSegments, bounds[k],
                          bounds[k + 1], heavy);
     });
-    runHeavySegments(*split, pointers, numRows, numSegments, heavy,
-                     numThreads);
+    runHeavySegments(*split, pointers, numRows, numSegments, heavy, numThreads);
     return;
   }
   if (range == HostRange::Rows) {
@@ -335,8 +333,8 @@ IndexCheck segrt::checkIndexAndCallHostKernel(
       // Bounds from a checked index never descend.
       int64_t until = segmentBound(blockEnd);
       if (!heavy.empty())
-        callSegmentsExcept(symbol, pointers, numRows, numSegments, done,
-                           until, heavy);
+        callSegmentsExcept(symbol, pointers, numRows, numSegments, done, until,
+                           heavy);
       else if (done < until || (blockEnd == numRows && done <= until))
         callHostKernel(symbol, pointers, numRows, numSegments, done, until);
       done = until;
@@ -346,7 +344,6 @@ IndexCheck segrt::checkIndexAndCallHostKernel(
     if (problem.problem != IndexProblem::None)
       return problem;
   if (!heavy.empty())
-    runHeavySegments(*split, pointers, numRows, numSegments, heavy,
-                     numThreads);
+    runHeavySegments(*split, pointers, numRows, numSegments, heavy, numThreads);
   return {};
 }

@@ -36,8 +36,7 @@ static IndexCheck checkRange(const T *idx, int64_t begin, int64_t end,
                              int64_t numSegments) {
   // Comparisons in T: an int64 value beyond int32 must not be truncated.
   const T limit = static_cast<T>(numSegments);
-  for (int64_t blockBegin = begin; blockBegin < end;
-       blockBegin += kBlockRows) {
+  for (int64_t blockBegin = begin; blockBegin < end; blockBegin += kBlockRows) {
     int64_t blockEnd = std::min(end, blockBegin + kBlockRows);
     T previous = blockBegin > 0 ? idx[blockBegin - 1] : T(0);
     int bad = idx[blockBegin] < previous;
@@ -47,8 +46,8 @@ static IndexCheck checkRange(const T *idx, int64_t begin, int64_t end,
       bad |= idx[row] < idx[row - 1];
     if (bad)
       return scanRows(idx, blockBegin, blockEnd,
-                      blockBegin > 0 ? std::clamp<int64_t>(
-                                           idx[blockBegin - 1], 0, numSegments)
+                      blockBegin > 0 ? std::clamp<int64_t>(idx[blockBegin - 1],
+                                                           0, numSegments)
                                      : 0,
                       numSegments);
   }
@@ -71,8 +70,8 @@ static IndexCheck check(const T *idx, int64_t numRows, int64_t numSegments,
   return {};
 }
 
-IndexCheck segrt::checkIndexRows(const int32_t *idx, int64_t begin,
-                                 int64_t end, int64_t numSegments) {
+IndexCheck segrt::checkIndexRows(const int32_t *idx, int64_t begin, int64_t end,
+                                 int64_t numSegments) {
   return checkRange(idx, begin, end, numSegments);
 }
 

@@ -90,8 +90,8 @@ static SmallVector<Value> emitInterleavedRowLoop(
         KernelCodeBuilder local(lb, ll);
         SmallVector<Value> next;
         for (int64_t i = 0; i < kInterleave; ++i) {
-          Value r = i == 0 ? row
-                           : lb.create<arith::AddIOp>(ll, row, local.i64(i));
+          Value r =
+              i == 0 ? row : lb.create<arith::AddIOp>(ll, row, local.i64(i));
           llvm::append_range(next,
                              body(lb, ll, r, partials.slice(i * width, width)));
         }
@@ -99,8 +99,7 @@ static SmallVector<Value> emitInterleavedRowLoop(
       });
   // The tail rows continue partial 0.
   auto tail = b.create<scf::ForOp>(
-      loc, mainEnd, rowEnd, code.i64(1),
-      main.getResults().take_front(width),
+      loc, mainEnd, rowEnd, code.i64(1), main.getResults().take_front(width),
       [&](OpBuilder &lb, Location ll, Value row, ValueRange acc) {
         lb.create<scf::YieldOp>(ll, body(lb, ll, row, acc));
       });
@@ -110,8 +109,7 @@ static SmallVector<Value> emitInterleavedRowLoop(
     for (int64_t i = 0; i < live / 2; ++i)
       for (unsigned c = 0; c < width; ++c)
         partials[i * width + c] = b.create<arith::AddFOp>(
-            loc, partials[i * width + c],
-            partials[(i + live / 2) * width + c]);
+            loc, partials[i * width + c], partials[(i + live / 2) * width + c]);
   partials.resize(width);
   return partials;
 }
@@ -229,8 +227,8 @@ static void emitHostTileKernel(const SegmentProgram &program,
   Value rowBegin = clampRow(kernel.getArgument(numBuffers + 2));
   Value rowEnd = clampRow(kernel.getArgument(numBuffers + 3));
   Value partials = kernel.getArgument(numBuffers + 4);
-  Value idx = buffers[program.argumentBuffer[cast<BlockArgument>(program.idx)
-                                                 .getArgNumber()]];
+  Value idx = buffers
+      [program.argumentBuffer[cast<BlockArgument>(program.idx).getArgNumber()]];
   SegmentProgramEmitter emitter(program, buffers, numRows, numSegments);
 
   // An empty tile, or one whose segment is not valid, contributes zeros.
@@ -285,10 +283,10 @@ static void emitHostFinishKernel(const SegmentProgram &program,
   Type elementType = program.elementType;
   // The rows were reduced by the tile kernels: the "row loop" reads their
   // totals.
-  auto readTotals = [&](OpBuilder &rb, Location rl, ValueRange init,
-                        function_ref<SmallVector<Value>(OpBuilder &, Location,
-                                                        Value, ValueRange)>)
-      -> SmallVector<Value> {
+  auto readTotals =
+      [&](OpBuilder &rb, Location rl, ValueRange init,
+          function_ref<SmallVector<Value>(OpBuilder &, Location, Value,
+                                          ValueRange)>) -> SmallVector<Value> {
     KernelCodeBuilder load(rb, rl);
     SmallVector<Value> values;
     for (int64_t i = 0, e = init.size(); i < e; ++i)

@@ -107,8 +107,8 @@ Value KernelCodeBuilder::scanningLowerBound(Value idx, Value lo, Value hi,
       },
       [&](OpBuilder &b, Location l, ValueRange state) {
         KernelCodeBuilder code(b, l);
-        b.create<scf::YieldOp>(
-            l, ValueRange{b.create<arith::AddIOp>(l, state[0], code.i64(block))});
+        b.create<scf::YieldOp>(l, ValueRange{b.create<arith::AddIOp>(
+                                      l, state[0], code.i64(block))});
       });
   Value start = scan.getResult(0);
   Value upper = builder.create<arith::MinSIOp>(

@@ -64,7 +64,6 @@ public:
   void *lookup(const std::string &name);
 
 private:
-
   void *handle = nullptr;
   std::string path;
   std::mutex symbolsMutex;
