@@ -211,22 +211,41 @@ static void emitHostRowMapKernel(const SegmentProgram &program,
 // rows in the segment of its first row) into `partials`; `<name>__finish(
 // buffers..., N, S, segment, count, totals)` computes the segment's outputs
 // from the totals of all its tiles, added in tile order by the caller.
+namespace {
+/// The parameters of a split kernel: the buffers, N, S, two i64s (a tile's
+/// rows, or a segment and its row count) and the pointer to the totals.
+struct SplitKernelArguments {
+  SplitKernelArguments(const SegmentProgram &program, func::FuncOp kernel) {
+    unsigned numBuffers = program.buffers.size();
+    buffers.assign(kernel.getArguments().begin(),
+                   kernel.getArguments().begin() + numBuffers);
+    numRows = kernel.getArgument(numBuffers);
+    numSegments = kernel.getArgument(numBuffers + 1);
+    first = kernel.getArgument(numBuffers + 2);
+    second = kernel.getArgument(numBuffers + 3);
+    totals = kernel.getArgument(numBuffers + 4);
+  }
+
+  SmallVector<Value> buffers;
+  Value numRows, numSegments, first, second, totals;
+};
+} // namespace
+
 static void emitHostTileKernel(const SegmentProgram &program,
                                func::FuncOp kernel) {
   OpBuilder b = OpBuilder::atBlockBegin(&kernel.getBody().front());
   Location loc = program.func.getLoc();
   KernelCodeBuilder code(b, loc);
-  unsigned numBuffers = program.buffers.size();
-  SmallVector<Value> buffers(kernel.getArguments().take_front(numBuffers));
-  Value numRows = kernel.getArgument(numBuffers);
-  Value numSegments = kernel.getArgument(numBuffers + 1);
+  SplitKernelArguments args(program, kernel);
+  SmallVector<Value> &buffers = args.buffers;
+  Value numRows = args.numRows, numSegments = args.numSegments;
   auto clampRow = [&](Value row) {
     return b.create<arith::MinSIOp>(
         loc, b.create<arith::MaxSIOp>(loc, row, code.i64(0)), numRows);
   };
-  Value rowBegin = clampRow(kernel.getArgument(numBuffers + 2));
-  Value rowEnd = clampRow(kernel.getArgument(numBuffers + 3));
-  Value partials = kernel.getArgument(numBuffers + 4);
+  Value rowBegin = clampRow(args.first);
+  Value rowEnd = clampRow(args.second);
+  Value partials = args.totals;
   Value idx = buffers
       [program.argumentBuffer[cast<BlockArgument>(program.idx).getArgNumber()]];
   SegmentProgramEmitter emitter(program, buffers, numRows, numSegments);
@@ -269,14 +288,11 @@ static void emitHostFinishKernel(const SegmentProgram &program,
   OpBuilder b = OpBuilder::atBlockBegin(&kernel.getBody().front());
   Location loc = program.func.getLoc();
   KernelCodeBuilder code(b, loc);
-  unsigned numBuffers = program.buffers.size();
-  SmallVector<Value> buffers(kernel.getArguments().take_front(numBuffers));
-  Value numRows = kernel.getArgument(numBuffers);
-  Value numSegments = kernel.getArgument(numBuffers + 1);
-  Value segment = kernel.getArgument(numBuffers + 2);
-  Value count = kernel.getArgument(numBuffers + 3);
-  Value totals = kernel.getArgument(numBuffers + 4);
-  SegmentProgramEmitter emitter(program, buffers, numRows, numSegments);
+  SplitKernelArguments args(program, kernel);
+  Value numSegments = args.numSegments;
+  Value segment = args.first, count = args.second, totals = args.totals;
+  SegmentProgramEmitter emitter(program, args.buffers, args.numRows,
+                                numSegments);
   auto ifValid = b.create<scf::IfOp>(
       loc, code.isValidSegment(segment, numSegments), /*withElse=*/false);
   OpBuilder vb = ifValid.getThenBodyBuilder();
