@@ -20,6 +20,14 @@ def write_csv(path: Path, rows: list[dict]) -> None:
         writer.writerows(rows)
 
 
+def _layout_rows(rows: list[dict], op: str, length: int) -> list[dict]:
+    """The vec3 rows of `op` with mean segment length `length` (0: one
+    segment), in N order."""
+    return [r for r in rows if r["op"] == op and r["width"] == 3 and
+            (r["mean_seg_len"] == r["N"] if not length else
+             r["mean_seg_len"] == length and length < r["N"])]
+
+
 def plot(plotter, path: Path, rows: list[dict], title: str) -> None:
     """Runs one plotter; without matplotlib (e.g. on a GPU machine with no
     network) the CSV files are the result and the plots are skipped."""
@@ -52,9 +60,7 @@ def plot_ratios(path: Path, rows: list[dict], title: str) -> None:
             axis = axes[line][column]
             for length in LENGTHS:
                 label = str(length) if length else "N"
-                selected = [r for r in rows if r["op"] == op and r["width"] == 3 and
-                            (r["mean_seg_len"] == r["N"] if not length else
-                             r["mean_seg_len"] == length and length < r["N"])]
+                selected = _layout_rows(rows, op, length)
                 if not selected:
                     continue
                 sizes = [r["N"] for r in selected]
@@ -86,9 +92,7 @@ def plot_bandwidth(path: Path, rows: list[dict], title: str) -> None:
     figure, axes = plt.subplots(1, 3, figsize=(13, 3.8), sharey=True)
     for axis, length in zip(axes, LENGTHS):
         for op in dict.fromkeys(r["op"] for r in rows):
-            selected = [r for r in rows if r["op"] == op and r["width"] == 3 and
-                        (r["mean_seg_len"] == r["N"] if not length else
-                         r["mean_seg_len"] == length and length < r["N"])]
+            selected = _layout_rows(rows, op, length)
             if selected:
                 axis.plot([r["N"] for r in selected],
                           [r["fwd bandwidth vs copy"] for r in selected], marker="o",

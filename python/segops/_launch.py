@@ -10,11 +10,6 @@ import torch
 from segops import _library
 
 
-# Outputs this large are fresh mappings whose first touch by the kernel costs
-# one page fault per 4 KiB page unless backed by huge pages.
-HUGE_PAGE_MIN_BYTES = 8 << 20
-
-
 @lru_cache(maxsize=None)
 def _capability(device: int) -> tuple[int, int]:
     return torch.cuda.get_device_capability(device)
@@ -35,9 +30,8 @@ def run(name: str, inputs: Sequence[torch.Tensor], outputs: torch.Tensor | Seque
     pointers.extend(t.data_ptr() for t in outputs)
     device = outputs[0].device
     if device.type == "cpu":
-        for output in outputs:
-            if output.nbytes >= HUGE_PAGE_MIN_BYTES:
-                _library.advise_huge_pages(output)
+        for output in outputs:  # segrt skips the small ones
+            _library.advise_huge_pages(output)
         _library.launch_host(info, pointers, num_rows, num_segments)
     elif device.type == "cuda":
         index = device.index if device.index is not None else torch.cuda.current_device()

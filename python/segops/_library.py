@@ -35,7 +35,8 @@ class Kernel:
     grid_per_block: int  # GPU grid: ceil(N / grid_per_block) blocks ...
     grid_min: int  # ... and at least this many
     host_rows: bool  # a host call computes rows [begin, end), not segments
-    split_totals: int  # > 0: tile and finish kernels split long segments
+    # Tile and finish kernels and their totals (manifest host.split), if any.
+    split: tuple[str, str, int] | None
 
 
 def _native_module() -> Any:
@@ -64,6 +65,13 @@ def manifest() -> dict[str, Any]:
     return data
 
 
+def _split_of(entry: dict[str, Any]) -> tuple[str, str, int] | None:
+    split = entry.get("host", {}).get("split")
+    if split is None:
+        return None
+    return split["rows_symbol"], split["finish_symbol"], int(split["totals"])
+
+
 @lru_cache(maxsize=None)
 def kernels() -> dict[str, Kernel]:
     table = {}
@@ -79,7 +87,7 @@ def kernels() -> dict[str, Kernel]:
             grid_per_block=int(entry["gpu"]["grid"]["per_block"]),
             grid_min=int(entry["gpu"]["grid"]["min"]),
             host_rows=entry.get("host", {}).get("range") == "rows",
-            split_totals=int(entry.get("host", {}).get("split", {}).get("totals", 0)),
+            split=_split_of(entry),
         )
     return table
 
@@ -145,9 +153,6 @@ def cuda_module(device: int, capability: tuple[int, int]) -> Any:
     return module
 
 
-# Below this many rows, starting threads costs more than it saves.
-PARALLEL_MIN_ROWS = 1 << 16
-
 # Large enough to fill any GPU; kernels grid-stride over the rest.
 MAX_GRID = 1 << 18
 
@@ -155,20 +160,15 @@ MAX_GRID = 1 << 18
 def launch_host(kernel_info: Kernel, pointers: Sequence[int], num_rows: int,
                 num_segments: int) -> None:
     """Runs every segment (and zeroes row outputs of rows outside them),
-    across PyTorch's intra-op threads when there are enough rows."""
+    across PyTorch's intra-op threads when there are enough rows (the
+    runtime decides, and splits long segments of kernels that allow it)."""
     if num_rows == 0 and num_segments == 0:
         return
-    threads = torch.get_num_threads() if num_rows >= PARALLEL_MIN_ROWS else 1
-    # Long segments are split into tiles whatever the thread count (so
-    # results do not depend on it): the runtime decides, on every large call.
-    if threads > 1 or (kernel_info.split_totals and num_rows >= PARALLEL_MIN_ROWS):
-        host_library().call_parallel(kernel_info.name, list(pointers),
-                                     pointers[kernel_info.idx_position], num_rows,
-                                     num_segments, threads, kernel_info.host_rows,
-                                     kernel_info.split_totals, kernel_info.dtype == "f64")
-    else:
-        end = num_rows if kernel_info.host_rows else num_segments
-        host_library().call(kernel_info.name, list(pointers), num_rows, num_segments, 0, end)
+    rows_symbol, finish_symbol, totals = kernel_info.split or ("", "", 0)
+    host_library().call_parallel(kernel_info.name, list(pointers),
+                                 pointers[kernel_info.idx_position], num_rows, num_segments,
+                                 torch.get_num_threads(), kernel_info.host_rows, rows_symbol,
+                                 finish_symbol, totals, kernel_info.dtype == "f64")
 
 
 def advise_huge_pages(tensor: torch.Tensor) -> None:

@@ -70,12 +70,13 @@ PYBIND11_MODULE(_segrt, m) {
           [](segrt::HostLibrary &library, const std::string &name,
              const std::vector<uintptr_t> &pointers, uintptr_t idx,
              int64_t numRows, int64_t numSegments, int numThreads,
-             bool rowRange, int64_t splitTotals, bool splitDouble) {
-            // Split kernels, if any: <name>__rows and <name>__finish.
+             bool rowRange, const std::string &splitRows,
+             const std::string &splitFinish, int64_t splitTotals,
+             bool splitDouble) {
             segrt::HostSplitKernel split;
             if (splitTotals > 0) {
-              split.rows = library.lookup(name + "__rows");
-              split.finish = library.lookup(name + "__finish");
+              split.rows = library.lookup(splitRows);
+              split.finish = library.lookup(splitFinish);
               split.numTotals = splitTotals;
               split.isDouble = splitDouble;
             }
@@ -87,13 +88,14 @@ PYBIND11_MODULE(_segrt, m) {
           },
           py::arg("name"), py::arg("pointers"), py::arg("idx"),
           py::arg("num_rows"), py::arg("num_segments"), py::arg("num_threads"),
-          py::arg("row_range") = false, py::arg("split_totals") = 0,
+          py::arg("row_range") = false, py::arg("split_rows") = "",
+          py::arg("split_finish") = "", py::arg("split_totals") = 0,
           py::arg("split_double") = false,
           py::call_guard<py::gil_scoped_release>(),
           "Run every segment (every row with row_range, for kernels whose "
           "manifest host.range is 'rows'), split by rows across threads "
-          "(sorted int32 idx); with split_totals (host.split.totals), long "
-          "segments are cut into tiles.");
+          "(sorted int32 idx); with the kernel's host.split entry points, "
+          "long segments are cut into tiles.");
 
   py::class_<segrt::CudaModule>(m, "CudaModule")
       .def(py::init<int, const std::string &>(), py::arg("device"),

@@ -48,8 +48,9 @@ struct Buffer {
   bool isIndex = false;
   bool isRead = true;
   at::ScalarType dtype = at::kFloat;
-  /// "N", "S" or an extent, per dimension.
-  std::vector<std::string> shape;
+  /// Per dimension: an extent, or kRows (N) or kSegments (S); parsed once
+  /// from the manifest's symbols.
+  std::vector<int64_t> shape;
 };
 
 /// One host kernel of an operator level: a dtype and row width.
@@ -86,11 +87,6 @@ struct OperatorLevel {
 segrt::HostLibrary *hostLibrary = nullptr;
 auto *registrations = new std::vector<std::unique_ptr<torch::Library>>();
 
-/// Rows below which one thread runs the whole kernel (as in _library.py).
-constexpr int64_t kParallelMinRows = 1 << 16;
-/// Outputs this large get the huge-page hint (as in _launch.py).
-constexpr size_t kHugePageMinBytes = size_t(8) << 20;
-
 std::string variantKey(const at::Tensor &first) {
   const char *dtype = first.scalar_type() == at::kDouble  ? "f64"
                       : first.scalar_type() == at::kFloat ? "f32"
@@ -98,13 +94,16 @@ std::string variantKey(const at::Tensor &first) {
   return std::string(dtype) + (first.dim() == 1 ? "_w1" : "_w3");
 }
 
-int64_t extent(const std::string &symbol, int64_t numRows,
-               int64_t numSegments) {
-  if (symbol == "N")
-    return numRows;
-  if (symbol == "S")
-    return numSegments;
-  return std::stoll(symbol);
+constexpr int64_t kRows = -1, kSegments = -2;
+
+int64_t parseExtent(const std::string &symbol) {
+  return symbol == "N" ? kRows : symbol == "S" ? kSegments : std::stoll(symbol);
+}
+
+int64_t extent(int64_t dimension, int64_t numRows, int64_t numSegments) {
+  return dimension == kRows       ? numRows
+         : dimension == kSegments ? numSegments
+                                  : dimension;
 }
 
 /// Calls the Python validator with the operator's arguments; it raises the
@@ -144,7 +143,6 @@ const Variant &selectVariant(const OperatorLevel &level,
 std::string mismatch(const Variant &variant,
                      const std::vector<at::Tensor> &floats,
                      const at::Tensor &idx, int64_t numSegments) {
-  std::ostringstream out;
   if (!idx.device().is_cpu() ||
       (idx.scalar_type() != at::kInt && idx.scalar_type() != at::kLong) ||
       idx.dim() != 1)
@@ -161,6 +159,7 @@ std::string mismatch(const Variant &variant,
     const at::Tensor &tensor = floats[next++];
     if (!tensor.device().is_cpu() || tensor.scalar_type() != buffer.dtype ||
         tensor.dim() != int64_t(buffer.shape.size())) {
+      std::ostringstream out;
       out << "argument " << next - 1 << " must be a "
           << c10::toString(buffer.dtype) << " CPU tensor of rank "
           << buffer.shape.size();
@@ -169,10 +168,19 @@ std::string mismatch(const Variant &variant,
     // An input the kernel never reads may have any number of rows.
     for (size_t d = buffer.isRead ? 0 : 1; d < buffer.shape.size(); ++d)
       if (tensor.size(d) != extent(buffer.shape[d], numRows, numSegments)) {
+        std::ostringstream out;
         out << "argument " << next - 1 << " has shape " << tensor.sizes()
             << " where the kernel expects (";
-        for (size_t e = 0; e < buffer.shape.size(); ++e)
-          out << (e ? ", " : "") << buffer.shape[e];
+        for (size_t e = 0; e < buffer.shape.size(); ++e) {
+          int64_t dimension = buffer.shape[e];
+          out << (e ? ", " : "");
+          if (dimension == kRows)
+            out << "N";
+          else if (dimension == kSegments)
+            out << "S";
+          else
+            out << dimension;
+        }
         out << ") with N = " << numRows << ", S = " << numSegments;
         return out.str();
       }
@@ -242,19 +250,18 @@ public:
             reinterpret_cast<uintptr_t>(keepAlive.back().data_ptr()));
       } else {
         std::vector<int64_t> shape;
-        for (const std::string &symbol : buffer.shape)
-          shape.push_back(extent(symbol, numRows, numSegments));
+        for (int64_t dimension : buffer.shape)
+          shape.push_back(extent(dimension, numRows, numSegments));
         outputs.push_back(at::empty(
             shape, at::TensorOptions().dtype(buffer.dtype).device(at::kCPU)));
-        if (outputs.back().nbytes() >= kHugePageMinBytes)
-          segrt::adviseHugePages(outputs.back().data_ptr(),
-                                 outputs.back().nbytes());
+        segrt::adviseHugePages(outputs.back().data_ptr(),
+                               outputs.back().nbytes());
         pointers.push_back(
             reinterpret_cast<uintptr_t>(outputs.back().data_ptr()));
       }
     }
     if (numRows > 0 || numSegments > 0) {
-      int threads = numRows >= kParallelMinRows ? at::get_num_threads() : 1;
+      int threads = at::get_num_threads();
       const int32_t *kernelIdxData = kernelIdx.data_ptr<int32_t>();
       if (checkWhileRunning) {
         segrt::IndexCheck check = segrt::checkIndexAndCallHostKernel(
@@ -422,7 +429,9 @@ parseLevel(const std::string &name, bool validatesIndex, size_t numFloats,
       buffer.isRead =
           !description.contains("read") || description["read"].cast<bool>();
       buffer.dtype = parseDtype(description["dtype"].cast<std::string>());
-      buffer.shape = description["shape"].cast<std::vector<std::string>>();
+      for (const std::string &symbol :
+           description["shape"].cast<std::vector<std::string>>())
+        buffer.shape.push_back(parseExtent(symbol));
       variant.buffers.push_back(std::move(buffer));
     }
     variant.range = entry["row_range"].cast<bool>()

@@ -231,7 +231,7 @@ void segrt::callHostKernelParallel(void *symbol,
                                    int64_t numSegments, int numThreads,
                                    HostRange range,
                                    const HostSplitKernel *split) {
-  numThreads = std::max(1, numThreads);
+  numThreads = numRows < kParallelMinRows ? 1 : std::max(1, numThreads);
   std::vector<HeavySegment> heavy;
   if (split && range == HostRange::Segments && numRows > 0)
     heavy = findHeavySegments(idx, numRows, numSegments);
@@ -293,7 +293,7 @@ IndexCheck segrt::checkIndexAndCallHostKernel(
     void *symbol, const std::vector<uintptr_t> &pointers, const int32_t *idx,
     int64_t numRows, int64_t numSegments, int numThreads, HostRange range,
     const HostSplitKernel *split) {
-  numThreads = std::max(1, numThreads);
+  numThreads = numRows < kParallelMinRows ? 1 : std::max(1, numThreads);
   // Found on the unchecked index (memory-safe whatever it holds); their
   // tiles run only once the whole index has passed.
   std::vector<HeavySegment> heavy;

@@ -9,6 +9,8 @@
 
 void segrt::adviseHugePages(void *data, size_t bytes) {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
+  if (bytes < kHugePageMinBytes)
+    return;
   constexpr uintptr_t kHugePage = uintptr_t(2) << 20;
   uintptr_t begin =
       (reinterpret_cast<uintptr_t>(data) + kHugePage - 1) & ~(kHugePage - 1);

@@ -62,6 +62,11 @@ private:
 };
 } // namespace
 
+/// The host's CombineBuilder: one thread holds a segment's whole total.
+static Value combineNothing(OpBuilder &, Location, Value total) {
+  return total;
+}
+
 /// Number of interleaved partial sums per reduction in a segment's row loop.
 static constexpr int64_t kInterleave = 4;
 
@@ -159,8 +164,7 @@ static void emitHostKernel(const SegmentProgram &program, func::FuncOp kernel) {
                                body) -> SmallVector<Value> {
           return emitInterleavedRowLoop(rb, rl, rowBegin, rowEnd, init, body);
         };
-        auto identity = [](OpBuilder &, Location, Value v) { return v; };
-        emitter.emitSegment(sb, sl, segment, count, rowLoop, identity,
+        emitter.emitSegment(sb, sl, segment, count, rowLoop, combineNothing,
                             /*writeSegmentOutputs=*/Value());
         sb.create<scf::YieldOp>(sl, rowEnd);
       });
@@ -195,9 +199,8 @@ static void emitHostRowMapKernel(const SegmentProgram &program,
                               body) -> SmallVector<Value> {
           return body(lb, ll, row, init);
         };
-        auto identity = [](OpBuilder &, Location, Value v) { return v; };
         emitter.emitSegment(vb, rl, segment, KernelCodeBuilder(vb, rl).i64(1),
-                            oneRow, identity, Value());
+                            oneRow, combineNothing, Value());
         OpBuilder eb = ifValid.getElseBodyBuilder();
         emitter.emitZeroRowOutputs(eb, rl, row);
         rb.create<scf::YieldOp>(rl);
@@ -276,10 +279,9 @@ static void emitHostTileKernel(const SegmentProgram &program,
       store.store(total, partials, store.i64(i));
     return totals;
   };
-  auto identity = [](OpBuilder &, Location, Value v) { return v; };
   Value count = vb.create<arith::SubIOp>(loc, rowEnd, rowBegin);
   Value never = vb.create<arith::ConstantIntOp>(loc, 0, 1);
-  emitter.emitSegment(vb, loc, segment, count, rowLoop, identity, never);
+  emitter.emitSegment(vb, loc, segment, count, rowLoop, combineNothing, never);
   b.create<func::ReturnOp>(loc);
 }
 
@@ -309,8 +311,8 @@ static void emitHostFinishKernel(const SegmentProgram &program,
       values.push_back(load.load(totals, elementType, load.i64(i)));
     return values;
   };
-  auto identity = [](OpBuilder &, Location, Value v) { return v; };
-  emitter.emitSegment(vb, loc, segment, count, readTotals, identity, Value());
+  emitter.emitSegment(vb, loc, segment, count, readTotals, combineNothing,
+                      Value());
   b.create<func::ReturnOp>(loc);
 }
 

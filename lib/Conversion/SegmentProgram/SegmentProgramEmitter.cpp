@@ -208,17 +208,6 @@ Components SegmentProgramEmitter::rowValue(OpBuilder &b, Location loc,
   return result;
 }
 
-/// Per-row contribution of a reduction (before combining over rows).
-static unsigned contributionSize(Operation *op) {
-  return TypeSwitch<Operation *, unsigned>(op)
-      .Case<SumOp, MeanOp>([](auto reduce) {
-        auto type = cast<RankedTensorType>(reduce.getX().getType());
-        return type.getRank() == 1 ? 1u : 3u;
-      })
-      .Case<DotOp, RmsNormOp>([](auto) { return 1u; })
-      .Case<OuterSumOp>([](auto) { return 9u; });
-}
-
 void SegmentProgramEmitter::emitSegment(OpBuilder &b, Location loc,
                                         Value segmentValue_, Value rowCount,
                                         const RowLoopBuilder &rowLoop,
@@ -282,7 +271,9 @@ void SegmentProgramEmitter::emitSegment(OpBuilder &b, Location loc,
 
     SmallVector<Value> init;
     for (Operation *op : reductions)
-      init.append(contributionSize(op), code.zero(elementType));
+      // One accumulator per component of the reduction's per-segment result.
+      init.append(program.info(op->getResult(0)).numComponents(),
+                  code.zero(elementType));
     SmallVector<Value> totals = rowLoop(
         b, loc, init,
         [&](OpBuilder &lb, Location ll, Value row, ValueRange acc) {
@@ -351,7 +342,8 @@ void SegmentProgramEmitter::emitSegment(OpBuilder &b, Location loc,
         b.create<arith::ConstantOp>(loc, b.getFloatAttr(elementType, 1.0)));
     for (Operation *op : reductions) {
       Components combined;
-      for (unsigned c = 0, e = contributionSize(op); c < e; ++c)
+      for (int64_t c = 0, e = program.info(op->getResult(0)).numComponents();
+           c < e; ++c)
         combined.push_back(combine(b, loc, totals[position++]));
       if (isa<MeanOp>(op))
         for (Value &component : combined)

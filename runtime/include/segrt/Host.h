@@ -16,6 +16,10 @@ namespace segrt {
 /// rows (kernels that only map rows; see the manifest's host.range).
 enum class HostRange { Segments, Rows };
 
+/// Below this many rows, a parallel call runs on the calling thread:
+/// starting threads costs more than it saves.
+constexpr int64_t kParallelMinRows = 1 << 16;
+
 /// The split entry points of a host kernel (manifest `host.split`): a tile
 /// kernel computing the raw totals of a range of rows of one segment, a
 /// finish kernel computing a segment's outputs from its totals, and the
