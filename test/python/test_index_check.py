@@ -72,6 +72,18 @@ def test_int64_beyond_int32_is_out_of_range() -> None:
     assert _check(idx, 1000, 2) == ("range", NUM_ROWS - 1)
 
 
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+def test_num_segments_beyond_the_index_width(dtype: torch.dtype) -> None:
+    """S beyond int32 (or int64 max): every non-negative value is in range,
+    negative ones are not (the check compares unsigned against a limit that
+    must not wrap)."""
+    idx = _sorted_index(NUM_ROWS, 1000, dtype)
+    huge = 2**32 + 5 if dtype == torch.int32 else 2**63 - 1
+    assert _check(idx, huge, 2) == ("", -1)
+    idx[:7] = -2
+    assert _check(idx, huge, 2) == ("range", 0)
+
+
 @pytest.mark.parametrize("rows", [[0], [(1 << 17) - 1], [1 << 17], [NUM_ROWS - 1],
                                   [NUM_ROWS - 5, 1 << 17], [NUM_ROWS // 2 + 3, 7]])
 @pytest.mark.parametrize("problem", ["range", "order"])

@@ -1,8 +1,8 @@
 //===- KernelCodeBuilder.h - scalar helpers for kernel code -----*- C++ -*-===//
 //
-// Small builders for the scalar code that both lowerings emit over raw
-// pointers: constants, loads and stores through llvm.getelementptr, and a
-// binary search over the segment index.
+// Small builders for the code that both lowerings emit over raw pointers:
+// constants, scalar and vector loads and stores through llvm.getelementptr,
+// vector shuffles and sums, and searches over the segment index.
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,19 +28,34 @@ public:
   /// First row r in [lo, hi) with idx[r] >= segment, or hi (binary search;
   /// terminates and stays in [lo, hi] for any content of idx).
   Value lowerBound(Value idx, Value lo, Value hi, Value segment);
-  /// Like lowerBound, but scanning forward from lo a block of `block` rows
-  /// at a time (one probe per block: its last row), then searching the
-  /// block that holds the answer. For walking segments in order: the probes
-  /// read idx sequentially, which hardware prefetchers stream, where a
-  /// galloping search's doubling probes each miss the cache on long segments.
-  Value scanningLowerBound(Value idx, Value lo, Value hi, Value segment,
-                           int64_t block = 16);
+  /// Like lowerBound, but counting forward from lo, kCountingBlock rows at
+  /// a time: a block's rows below `segment` are counted with one vector
+  /// compare (no branch per row), and the scan stops at the first block
+  /// that is not wholly below. For walking segments in order: idx is read
+  /// sequentially (hardware prefetchers stream it) and a short segment
+  /// costs one block. For any content of idx it terminates and stays in
+  /// [lo, hi].
+  Value countingLowerBound(Value idx, Value lo, Value hi, Value segment);
+  static constexpr int64_t kCountingBlock = 16;
   /// 1 if 0 <= segment < numSegments.
   Value isValidSegment(Value segment, Value numSegments);
   /// Loads idx[row] and sign-extends it to i64.
   Value loadSegment(Value idx, Value row);
-  /// The floating-point zero of `type`.
+  /// The floating-point zero of `type` (a scalar or vector type).
   Value zero(Type type);
+
+  /// Loads `lanes` consecutive `elementType`s from `base[index]` as one
+  /// vector (aligned to the element only).
+  Value loadVector(Value base, Type elementType, Value index, int64_t lanes);
+  /// Stores a vector to `base[index]`, `base[index + 1]`, ...
+  void storeVector(Value vector, Value base, Value index);
+  /// A vector of `lanes` copies of a scalar.
+  Value splat(Value scalar, int64_t lanes);
+  /// llvm.shufflevector of two vectors of the same type.
+  Value shuffle(Value first, Value second, ArrayRef<int32_t> mask);
+  /// The sum of a vector's lanes, added in a fixed order (halves, pairwise),
+  /// so it is the same on every call.
+  Value horizontalSum(Value vector);
 
   OpBuilder &builder;
   Location loc;

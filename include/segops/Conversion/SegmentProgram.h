@@ -117,13 +117,20 @@ private:
 /// stores) is shared.
 class SegmentProgramEmitter {
 public:
-  /// Builds a loop over the rows of the current segment, calling `body` for
-  /// each row the current thread owns with the loop-carried accumulators,
-  /// and returns the final accumulators.
+  /// The code of `lanes` consecutive rows from `row` (lanes > 1: each
+  /// scalar becomes a vector of `lanes`, one lane per row, accumulators
+  /// included), given the loop-carried accumulators; returns the next ones.
+  using RowBody = function_ref<SmallVector<Value>(
+      OpBuilder &, Location, Value row, int64_t lanes, ValueRange acc)>;
+  /// Builds a loop over the rows of the current segment, calling the body
+  /// for the rows the current thread owns, and returns the final scalar
+  /// accumulators (`init` holds scalar zeros; a loop running the body with
+  /// lanes > 1 makes its own vector accumulators and adds their lanes up).
+  /// `storesRows` says whether the body stores row outputs: if not, a loop
+  /// may run it on rows past the segment's end (within N) and discard their
+  /// terms.
   using RowLoopBuilder = std::function<SmallVector<Value>(
-      OpBuilder &, Location, ValueRange init,
-      function_ref<SmallVector<Value>(OpBuilder &, Location, Value row,
-                                      ValueRange acc)>)>;
+      OpBuilder &, Location, ValueRange init, RowBody, bool storesRows)>;
   /// Combines one thread's partial sum into the total over the segment (the
   /// identity on the host, a warp butterfly on GPUs).
   using CombineBuilder = std::function<Value(OpBuilder &, Location, Value)>;
@@ -149,7 +156,7 @@ private:
   using Components = SmallVector<Value, 9>;
   Components segmentValue(OpBuilder &b, Location loc, Value value);
   Components rowValue(OpBuilder &b, Location loc, Value value, Value row,
-                      DenseMap<Value, Components> &memo);
+                      int64_t lanes, DenseMap<Value, Components> &memo);
   Components elementwise(OpBuilder &b, Location loc, Operation *op,
                          ArrayRef<Components> operands);
   Value bufferOf(Value argument) const;

@@ -170,13 +170,12 @@ void GPUKernelEmitter::emitOwnedSegment(OpBuilder &b, Value rowBase,
     OpBuilder vb = ifValid.getThenBodyBuilder();
     Value count = vb.create<arith::SubIOp>(loc, end, start);
     auto rowLoop = [&](OpBuilder &rb, Location rl, ValueRange init,
-                       function_ref<SmallVector<Value>(OpBuilder &, Location,
-                                                       Value, ValueRange)>
-                           body) -> SmallVector<Value> {
+                       SegmentProgramEmitter::RowBody body,
+                       bool /*storesRows*/) -> SmallVector<Value> {
       auto loop = rb.create<scf::ForOp>(
           rl, first, end, i64(rb, kWarpSize), init,
           [&](OpBuilder &ib, Location il, Value row, ValueRange acc) {
-            ib.create<scf::YieldOp>(il, body(ib, il, row, acc));
+            ib.create<scf::YieldOp>(il, body(ib, il, row, /*lanes=*/1, acc));
           });
       return SmallVector<Value>(loop.getResults());
     };

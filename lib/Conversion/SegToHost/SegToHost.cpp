@@ -70,53 +70,167 @@ static Value combineNothing(OpBuilder &, Location, Value total) {
 /// Number of interleaved partial sums per reduction in a segment's row loop.
 static constexpr int64_t kInterleave = 4;
 
-// Row r of a segment (counted from its first row) adds into partial sum
-// r mod kInterleave; the partials are added pairwise at the end. Independent
-// chains let the adds overlap and the SLP vectorizer pack rows into vector
-// registers, while the order stays a function of the segment alone, so
-// results do not depend on how segments are split across threads.
-static SmallVector<Value> emitInterleavedRowLoop(
-    OpBuilder &b, Location loc, Value rowBegin, Value rowEnd, ValueRange init,
-    function_ref<SmallVector<Value>(OpBuilder &, Location, Value, ValueRange)>
-        body) {
+/// Bytes of one vector register (SSE, the op library's x86-64-v2 target):
+/// vector row bodies take this many bytes of each component.
+static constexpr int64_t kVectorBytes = 16;
+
+/// Rows of the whole-block path for short segments.
+static constexpr int64_t kShortSegmentRows = 16;
+
+/// Rows per vector body for `elementType`: a vector register's worth.
+static int64_t vectorLanes(Type elementType) {
+  return std::max<int64_t>(2, kVectorBytes * 8 /
+                                  elementType.getIntOrFloatBitWidth());
+}
+
+// A segment's rows run through the body as vectors of `lanes` rows, in
+// kInterleave independent vector partial sums (row r, counted from the
+// segment's first row, adds into lane r mod lanes of partial
+// (r / lanes) mod kInterleave); then whole vectors into partial 0, then the
+// last rows one at a time. The partials are added pairwise, their lanes
+// added in a fixed order, and the scalar rows added after. The order is a
+// function of the segment alone, so results do not depend on how segments
+// are split across threads; independent chains let the adds overlap.
+static SmallVector<Value> emitVectorRowLoop(OpBuilder &b, Location loc,
+                                            Value rowBegin, Value rowEnd,
+                                            ValueRange init,
+                                            SegmentProgramEmitter::RowBody body,
+                                            Type elementType) {
   KernelCodeBuilder code(b, loc);
-  Value step = code.i64(kInterleave);
+  int64_t lanes = vectorLanes(elementType);
   Value count = b.create<arith::SubIOp>(loc, rowEnd, rowBegin);
-  Value wholeRows = b.create<arith::MulIOp>(
-      loc, b.create<arith::DivUIOp>(loc, count, step), step);
-  Value mainEnd = b.create<arith::AddIOp>(loc, rowBegin, wholeRows);
+  auto roundDown = [&](int64_t multiple) {
+    Value step = code.i64(multiple);
+    return b.create<arith::AddIOp>(
+        loc, rowBegin,
+        b.create<arith::MulIOp>(loc, b.create<arith::DivUIOp>(loc, count, step),
+                                step));
+  };
+  Value interleavedEnd = roundDown(kInterleave * lanes);
+  Value vectorEnd = roundDown(lanes);
   unsigned width = init.size();
   SmallVector<Value> partialsInit;
   for (int64_t i = 0; i < kInterleave; ++i)
-    llvm::append_range(partialsInit, init);
-  auto main = b.create<scf::ForOp>(
-      loc, rowBegin, mainEnd, step, partialsInit,
+    for (Value value : init)
+      partialsInit.push_back(
+          code.zero(VectorType::get({lanes}, value.getType())));
+  auto interleaved = b.create<scf::ForOp>(
+      loc, rowBegin, interleavedEnd, code.i64(kInterleave * lanes),
+      partialsInit,
       [&](OpBuilder &lb, Location ll, Value row, ValueRange partials) {
         KernelCodeBuilder local(lb, ll);
         SmallVector<Value> next;
         for (int64_t i = 0; i < kInterleave; ++i) {
           Value r =
-              i == 0 ? row : lb.create<arith::AddIOp>(ll, row, local.i64(i));
-          llvm::append_range(next,
-                             body(lb, ll, r, partials.slice(i * width, width)));
+              i == 0 ? row
+                     : lb.create<arith::AddIOp>(ll, row, local.i64(i * lanes));
+          llvm::append_range(
+              next, body(lb, ll, r, lanes, partials.slice(i * width, width)));
         }
         lb.create<scf::YieldOp>(ll, next);
       });
-  // The tail rows continue partial 0.
-  auto tail = b.create<scf::ForOp>(
-      loc, mainEnd, rowEnd, code.i64(1), main.getResults().take_front(width),
+  auto vectors = b.create<scf::ForOp>(
+      loc, interleavedEnd, vectorEnd, code.i64(lanes),
+      interleaved.getResults().take_front(width),
       [&](OpBuilder &lb, Location ll, Value row, ValueRange acc) {
-        lb.create<scf::YieldOp>(ll, body(lb, ll, row, acc));
+        lb.create<scf::YieldOp>(ll, body(lb, ll, row, lanes, acc));
       });
-  SmallVector<Value> partials(tail.getResults());
-  llvm::append_range(partials, main.getResults().drop_front(width));
+  SmallVector<Value> partials(vectors.getResults());
+  llvm::append_range(partials, interleaved.getResults().drop_front(width));
   for (int64_t live = kInterleave; live > 1; live /= 2)
     for (int64_t i = 0; i < live / 2; ++i)
       for (unsigned c = 0; c < width; ++c)
         partials[i * width + c] = b.create<arith::AddFOp>(
             loc, partials[i * width + c], partials[(i + live / 2) * width + c]);
-  partials.resize(width);
-  return partials;
+  SmallVector<Value> sums;
+  for (unsigned c = 0; c < width; ++c)
+    sums.push_back(code.horizontalSum(partials[c]));
+  auto scalars = b.create<scf::ForOp>(
+      loc, vectorEnd, rowEnd, code.i64(1), sums,
+      [&](OpBuilder &lb, Location ll, Value row, ValueRange acc) {
+        lb.create<scf::YieldOp>(ll, body(lb, ll, row, /*lanes=*/1, acc));
+      });
+  return SmallVector<Value>(scalars.getResults());
+}
+
+// A segment of at most kShortSegmentRows rows whose block of
+// kShortSegmentRows rows lies within N: the body runs on the whole block as
+// vectors (rows past the segment's end belong to later segments and are
+// read, not written), terms of rows past the end are replaced by 0, and the
+// vectors are added pairwise, then their lanes. No branch depends on the
+// segment's length, where the general loop's trip counts do (a mispredicted
+// branch or two per segment, which dominate ~10-row segments). Only for
+// bodies that store no rows.
+static SmallVector<Value>
+emitShortSegmentBlock(OpBuilder &b, Location loc, Value rowBegin, Value count,
+                      ValueRange init, SegmentProgramEmitter::RowBody body,
+                      Type elementType) {
+  KernelCodeBuilder code(b, loc);
+  int64_t lanes = vectorLanes(elementType);
+  int64_t numVectors = kShortSegmentRows / lanes;
+  unsigned width = init.size();
+  SmallVector<Value> zeros;
+  for (Value value : init)
+    zeros.push_back(code.zero(VectorType::get({lanes}, value.getType())));
+  Value counts =
+      code.splat(b.create<arith::TruncIOp>(loc, b.getI32Type(), count), lanes);
+  SmallVector<Value> terms;
+  for (int64_t j = 0; j < numVectors; ++j) {
+    Value row =
+        j == 0 ? rowBegin
+               : b.create<arith::AddIOp>(loc, rowBegin, code.i64(j * lanes));
+    SmallVector<int32_t> positions;
+    for (int64_t l = 0; l < lanes; ++l)
+      positions.push_back(j * lanes + l);
+    Value inSegment = b.create<arith::CmpIOp>(
+        loc, arith::CmpIPredicate::slt,
+        b.create<arith::ConstantOp>(loc, b.getI32VectorAttr(positions)),
+        counts);
+    for (auto [c, term] : llvm::enumerate(body(b, loc, row, lanes, zeros)))
+      terms.push_back(
+          b.create<arith::SelectOp>(loc, inSegment, term, zeros[c]));
+  }
+  for (int64_t live = numVectors; live > 1; live /= 2)
+    for (int64_t i = 0; i < live / 2; ++i)
+      for (unsigned c = 0; c < width; ++c)
+        terms[i * width + c] = b.create<arith::AddFOp>(
+            loc, terms[i * width + c], terms[(i + live / 2) * width + c]);
+  SmallVector<Value> sums;
+  for (unsigned c = 0; c < width; ++c)
+    sums.push_back(code.horizontalSum(terms[c]));
+  return sums;
+}
+
+/// A segment's row loop: the short-segment block where it applies (a body
+/// without row stores, a segment of at most kShortSegmentRows rows, the
+/// block within `numRows`), else the vector loop.
+static SmallVector<Value>
+emitSegmentRowLoop(OpBuilder &b, Location loc, Value rowBegin, Value rowEnd,
+                   Value numRows, ValueRange init,
+                   SegmentProgramEmitter::RowBody body, bool storesRows,
+                   Type elementType) {
+  if (storesRows)
+    return emitVectorRowLoop(b, loc, rowBegin, rowEnd, init, body, elementType);
+  KernelCodeBuilder code(b, loc);
+  Value count = b.create<arith::SubIOp>(loc, rowEnd, rowBegin);
+  Value isShort = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sle, count,
+                                          code.i64(kShortSegmentRows));
+  Value blockFits = b.create<arith::CmpIOp>(
+      loc, arith::CmpIPredicate::sle,
+      b.create<arith::AddIOp>(loc, rowBegin, code.i64(kShortSegmentRows)),
+      numRows);
+  auto ifShort = b.create<scf::IfOp>(
+      loc, b.create<arith::AndIOp>(loc, isShort, blockFits),
+      [&](OpBuilder &tb, Location tl) {
+        tb.create<scf::YieldOp>(tl,
+                                emitShortSegmentBlock(tb, tl, rowBegin, count,
+                                                      init, body, elementType));
+      },
+      [&](OpBuilder &eb, Location el) {
+        eb.create<scf::YieldOp>(el, emitVectorRowLoop(eb, el, rowBegin, rowEnd,
+                                                      init, body, elementType));
+      });
+  return SmallVector<Value>(ifShort.getResults());
 }
 
 // Segments [begin, end) are walked in order; each one's rows end where the
@@ -156,13 +270,13 @@ static void emitHostKernel(const SegmentProgram &program, func::FuncOp kernel) {
         KernelCodeBuilder local(sb, sl);
         Value rowBegin = state[0];
         Value next = sb.create<arith::AddIOp>(sl, segment, local.i64(1));
-        Value rowEnd = local.scanningLowerBound(idx, rowBegin, numRows, next);
+        Value rowEnd = local.countingLowerBound(idx, rowBegin, numRows, next);
         Value count = sb.create<arith::SubIOp>(sl, rowEnd, rowBegin);
         auto rowLoop = [&](OpBuilder &rb, Location rl, ValueRange init,
-                           function_ref<SmallVector<Value>(
-                               OpBuilder &, Location, Value, ValueRange)>
-                               body) -> SmallVector<Value> {
-          return emitInterleavedRowLoop(rb, rl, rowBegin, rowEnd, init, body);
+                           SegmentProgramEmitter::RowBody body,
+                           bool storesRows) {
+          return emitSegmentRowLoop(rb, rl, rowBegin, rowEnd, numRows, init,
+                                    body, storesRows, program.elementType);
         };
         emitter.emitSegment(sb, sl, segment, count, rowLoop, combineNothing,
                             /*writeSegmentOutputs=*/Value());
@@ -194,10 +308,8 @@ static void emitHostRowMapKernel(const SegmentProgram &program,
             rl, local.isValidSegment(segment, numSegments), /*withElse=*/true);
         OpBuilder vb = ifValid.getThenBodyBuilder();
         auto oneRow = [&](OpBuilder &lb, Location ll, ValueRange init,
-                          function_ref<SmallVector<Value>(OpBuilder &, Location,
-                                                          Value, ValueRange)>
-                              body) -> SmallVector<Value> {
-          return body(lb, ll, row, init);
+                          SegmentProgramEmitter::RowBody body, bool) {
+          return body(lb, ll, row, /*lanes=*/1, init);
         };
         emitter.emitSegment(vb, rl, segment, KernelCodeBuilder(vb, rl).i64(1),
                             oneRow, combineNothing, Value());
@@ -269,11 +381,10 @@ static void emitHostTileKernel(const SegmentProgram &program,
       /*withElse=*/false);
   OpBuilder vb = ifValid.getThenBodyBuilder();
   auto rowLoop = [&](OpBuilder &rb, Location rl, ValueRange init,
-                     function_ref<SmallVector<Value>(OpBuilder &, Location,
-                                                     Value, ValueRange)>
-                         body) -> SmallVector<Value> {
+                     SegmentProgramEmitter::RowBody body, bool) {
+    // Tiles are long: no short-segment block.
     SmallVector<Value> totals =
-        emitInterleavedRowLoop(rb, rl, rowBegin, rowEnd, init, body);
+        emitVectorRowLoop(rb, rl, rowBegin, rowEnd, init, body, elementType);
     KernelCodeBuilder store(rb, rl);
     for (auto [i, total] : llvm::enumerate(totals))
       store.store(total, partials, store.i64(i));
@@ -301,10 +412,8 @@ static void emitHostFinishKernel(const SegmentProgram &program,
   Type elementType = program.elementType;
   // The rows were reduced by the tile kernels: the "row loop" reads their
   // totals.
-  auto readTotals =
-      [&](OpBuilder &rb, Location rl, ValueRange init,
-          function_ref<SmallVector<Value>(OpBuilder &, Location, Value,
-                                          ValueRange)>) -> SmallVector<Value> {
+  auto readTotals = [&](OpBuilder &rb, Location rl, ValueRange init,
+                        SegmentProgramEmitter::RowBody, bool) {
     KernelCodeBuilder load(rb, rl);
     SmallVector<Value> values;
     for (int64_t i = 0, e = init.size(); i < e; ++i)

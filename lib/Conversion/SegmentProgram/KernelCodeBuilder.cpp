@@ -5,6 +5,9 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "llvm/Support/MathExtras.h"
+
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::seg;
@@ -73,45 +76,115 @@ Value KernelCodeBuilder::lowerBound(Value idx, Value lo, Value hi,
 }
 
 Value KernelCodeBuilder::zero(Type type) {
-  return builder.create<arith::ConstantOp>(loc,
-                                           builder.getFloatAttr(type, 0.0));
+  return builder.create<arith::ConstantOp>(
+      loc, cast<TypedAttr>(builder.getZeroAttr(type)));
 }
 
-Value KernelCodeBuilder::scanningLowerBound(Value idx, Value lo, Value hi,
-                                            Value segment, int64_t block) {
-  // Skip whole blocks while a block's last row is below `segment` (in a
-  // sorted index, so is every row of the block); then search the block
-  // holding the answer.
+Value KernelCodeBuilder::loadVector(Value base, Type elementType, Value index,
+                                    int64_t lanes) {
+  auto ptrType = LLVM::LLVMPointerType::get(builder.getContext());
+  Value address = builder.create<LLVM::GEPOp>(loc, ptrType, elementType, base,
+                                              ValueRange{index},
+                                              /*inbounds=*/true);
+  auto vectorType = VectorType::get({lanes}, elementType);
+  unsigned alignment = elementType.getIntOrFloatBitWidth() / 8;
+  return builder.create<LLVM::LoadOp>(loc, vectorType, address, alignment);
+}
+
+void KernelCodeBuilder::storeVector(Value vector, Value base, Value index) {
+  Type elementType = cast<VectorType>(vector.getType()).getElementType();
+  auto ptrType = LLVM::LLVMPointerType::get(builder.getContext());
+  Value address = builder.create<LLVM::GEPOp>(loc, ptrType, elementType, base,
+                                              ValueRange{index},
+                                              /*inbounds=*/true);
+  unsigned alignment = elementType.getIntOrFloatBitWidth() / 8;
+  builder.create<LLVM::StoreOp>(loc, vector, address, alignment);
+}
+
+Value KernelCodeBuilder::splat(Value scalar, int64_t lanes) {
+  auto vectorType = VectorType::get({lanes}, scalar.getType());
+  Value poison = builder.create<LLVM::PoisonOp>(loc, vectorType);
+  Value first = builder.create<LLVM::InsertElementOp>(
+      loc, poison, scalar, builder.create<arith::ConstantIntOp>(loc, 0, 32));
+  return shuffle(first, first, SmallVector<int32_t>(lanes, 0));
+}
+
+Value KernelCodeBuilder::shuffle(Value first, Value second,
+                                 ArrayRef<int32_t> mask) {
+  return builder.create<LLVM::ShuffleVectorOp>(loc, first, second, mask);
+}
+
+Value KernelCodeBuilder::horizontalSum(Value vector) {
+  int64_t lanes = cast<VectorType>(vector.getType()).getNumElements();
+  assert(llvm::isPowerOf2_64(lanes) && "lanes must be a power of two");
+  for (; lanes > 1; lanes /= 2) {
+    SmallVector<int32_t> low, high;
+    for (int32_t i = 0; i < lanes / 2; ++i) {
+      low.push_back(i);
+      high.push_back(lanes / 2 + i);
+    }
+    vector = builder.create<arith::AddFOp>(loc, shuffle(vector, vector, low),
+                                           shuffle(vector, vector, high));
+  }
+  return builder.create<LLVM::ExtractElementOp>(
+      loc, vector, builder.create<arith::ConstantIntOp>(loc, 0, 32));
+}
+
+Value KernelCodeBuilder::countingLowerBound(Value idx, Value lo, Value hi,
+                                            Value segment) {
+  constexpr int64_t block = kCountingBlock;
   Type i64Type = builder.getI64Type();
+  Type i32Type = builder.getI32Type();
+  // idx holds i32: compare against `segment` clamped to i32 (a segment
+  // above the i32 range has every row below it).
+  Value int32Max = i64(std::numeric_limits<int32_t>::max());
+  Value int32Min = i64(std::numeric_limits<int32_t>::min());
+  Value allBelow = builder.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sgt,
+                                                 segment, int32Max);
+  Value target = builder.create<arith::TruncIOp>(
+      loc, i32Type,
+      builder.create<arith::MaxSIOp>(
+          loc, builder.create<arith::MinSIOp>(loc, segment, int32Max),
+          int32Min));
+  Value targets = splat(target, block);
   auto scan = builder.create<scf::WhileOp>(
       loc, TypeRange{i64Type}, ValueRange{lo},
       [&](OpBuilder &b, Location l, ValueRange state) {
         KernelCodeBuilder code(b, l);
-        Value last = b.create<arith::AddIOp>(l, state[0], code.i64(block - 1));
-        Value inRange =
-            b.create<arith::CmpIOp>(l, arith::CmpIPredicate::slt, last, hi);
-        auto below = b.create<scf::IfOp>(
-            l, inRange,
+        Value row = state[0];
+        Value blockEnd = b.create<arith::AddIOp>(l, row, code.i64(block));
+        Value fits =
+            b.create<arith::CmpIOp>(l, arith::CmpIPredicate::sle, blockEnd, hi);
+        auto step = b.create<scf::IfOp>(
+            l, fits,
             [&](OpBuilder &tb, Location tl) {
               KernelCodeBuilder then(tb, tl);
-              Value value = then.loadSegment(idx, last);
+              Value rows = then.loadVector(idx, i32Type, row, block);
+              Value below = tb.create<arith::CmpIOp>(
+                  tl, arith::CmpIPredicate::slt, rows, targets);
+              Value bits = tb.create<LLVM::BitcastOp>(
+                  tl, tb.getIntegerType(block), below);
+              Value count = tb.create<arith::ExtUIOp>(
+                  tl, i64Type, tb.create<LLVM::CtPopOp>(tl, bits));
+              count = tb.create<arith::SelectOp>(tl, allBelow, then.i64(block),
+                                                 count);
+              Value whole = tb.create<arith::CmpIOp>(
+                  tl, arith::CmpIPredicate::eq, count, then.i64(block));
               tb.create<scf::YieldOp>(
-                  tl, ValueRange{tb.create<arith::CmpIOp>(
-                          tl, arith::CmpIPredicate::slt, value, segment)});
+                  tl,
+                  ValueRange{whole, tb.create<arith::AddIOp>(tl, row, count)});
             },
             [&](OpBuilder &eb, Location el) {
+              // Fewer than a block of rows left: search them.
+              KernelCodeBuilder other(eb, el);
               eb.create<scf::YieldOp>(
-                  el, ValueRange{eb.create<arith::ConstantIntOp>(el, 0, 1)});
+                  el, ValueRange{eb.create<arith::ConstantIntOp>(el, 0, 1),
+                                 other.lowerBound(idx, row, hi, segment)});
             });
-        b.create<scf::ConditionOp>(l, below.getResult(0), state);
+        b.create<scf::ConditionOp>(l, step.getResult(0), step.getResult(1));
       },
       [&](OpBuilder &b, Location l, ValueRange state) {
-        KernelCodeBuilder code(b, l);
-        b.create<scf::YieldOp>(l, ValueRange{b.create<arith::AddIOp>(
-                                      l, state[0], code.i64(block))});
+        b.create<scf::YieldOp>(l, state);
       });
-  Value start = scan.getResult(0);
-  Value upper = builder.create<arith::MinSIOp>(
-      loc, builder.create<arith::AddIOp>(loc, start, i64(block)), hi);
-  return lowerBound(idx, start, upper, segment);
+  return scan.getResult(0);
 }

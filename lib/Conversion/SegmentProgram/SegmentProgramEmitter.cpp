@@ -28,13 +28,30 @@ Value SegmentProgramEmitter::outputBuffer(unsigned resultIndex) const {
   return buffers[numInputs + resultIndex];
 }
 
-/// Loads the components of element `element` of a buffer.
+/// Loads the components of elements [element, element + lanes) of a buffer
+/// of `numComponents` components per element: scalars for one lane, else one
+/// vector per component (a vector load of the elements, deinterleaved).
 static Components loadElement(KernelCodeBuilder &code, Value buffer,
                               Type elementType, Value element,
-                              int64_t numComponents) {
+                              int64_t numComponents, int64_t lanes = 1) {
   Value base = code.builder.create<arith::MulIOp>(code.loc, element,
                                                   code.i64(numComponents));
   Components components;
+  if (lanes > 1) {
+    Value all =
+        code.loadVector(buffer, elementType, base, lanes * numComponents);
+    for (int64_t c = 0; c < numComponents; ++c) {
+      if (numComponents == 1) {
+        components.push_back(all);
+        break;
+      }
+      SmallVector<int32_t> lane;
+      for (int64_t l = 0; l < lanes; ++l)
+        lane.push_back(l * numComponents + c);
+      components.push_back(code.shuffle(all, all, lane));
+    }
+    return components;
+  }
   for (int64_t c = 0; c < numComponents; ++c)
     components.push_back(code.load(
         buffer, elementType,
@@ -42,13 +59,65 @@ static Components loadElement(KernelCodeBuilder &code, Value buffer,
   return components;
 }
 
+/// Concatenates vectors (shufflevector needs operands of one type: the
+/// shorter of two is first widened with repeated lanes).
+static Value concatVectors(KernelCodeBuilder &code, ArrayRef<Value> vectors) {
+  auto length = [](Value v) {
+    return cast<VectorType>(v.getType()).getNumElements();
+  };
+  auto widen = [&](Value v, int64_t size) {
+    if (length(v) == size)
+      return v;
+    SmallVector<int32_t> mask;
+    for (int64_t i = 0; i < size; ++i)
+      mask.push_back(i < length(v) ? i : 0);
+    return code.shuffle(v, v, mask);
+  };
+  Value result = vectors.front();
+  for (Value next : vectors.drop_front()) {
+    int64_t a = length(result), b = length(next), size = std::max(a, b);
+    SmallVector<int32_t> mask;
+    for (int64_t i = 0; i < a + b; ++i)
+      mask.push_back(i < a ? i : size + (i - a));
+    result = code.shuffle(widen(result, size), widen(next, size), mask);
+  }
+  return result;
+}
+
+/// Stores the components of elements [element, element + lanes) (scalars
+/// for one lane, else one vector per component, interleaved back).
 static void storeElement(KernelCodeBuilder &code, Value buffer, Value element,
-                         ArrayRef<Value> components) {
+                         ArrayRef<Value> components, int64_t lanes = 1) {
+  int64_t numComponents = components.size();
   Value base = code.builder.create<arith::MulIOp>(code.loc, element,
-                                                  code.i64(components.size()));
+                                                  code.i64(numComponents));
+  if (lanes > 1) {
+    Value all = concatVectors(code, components);
+    if (numComponents > 1) {
+      SmallVector<int32_t> interleaved;
+      for (int64_t l = 0; l < lanes; ++l)
+        for (int64_t c = 0; c < numComponents; ++c)
+          interleaved.push_back(c * lanes + l);
+      all = code.shuffle(all, all, interleaved);
+    }
+    code.storeVector(all, buffer, base);
+    return;
+  }
   for (auto [c, value] : llvm::enumerate(components))
     code.store(value, buffer,
                code.builder.create<arith::AddIOp>(code.loc, base, code.i64(c)));
+}
+
+/// Segment values used by the rows of a vector body: one vector per
+/// component, every lane the same.
+static Components splatComponents(KernelCodeBuilder &code,
+                                  const Components &values, int64_t lanes) {
+  if (lanes == 1)
+    return values;
+  Components result;
+  for (Value value : values)
+    result.push_back(code.splat(value, lanes));
+  return result;
 }
 
 /// Splats a single component over `n` (elementwise ops on a scalar).
@@ -148,26 +217,30 @@ Components SegmentProgramEmitter::segmentValue(OpBuilder &b, Location loc,
 
 Components SegmentProgramEmitter::rowValue(OpBuilder &b, Location loc,
                                            Value value, Value row,
+                                           int64_t lanes,
                                            DenseMap<Value, Components> &memo) {
-  if (program.hasInfo(value) && program.info(value).space != ValueSpace::Row)
-    return segmentValue(b, loc, value); // emitted before the row loop
   auto it = memo.find(value);
   if (it != memo.end())
     return it->second;
   KernelCodeBuilder code(b, loc);
-  Type elementType = program.elementType;
+  // Segment values are emitted before the row loop; vector rows splat them.
+  auto segment_ = [&](Value v) {
+    return splatComponents(code, segmentValue(b, loc, v), lanes);
+  };
   Components result;
-  if (isa<BlockArgument>(value)) {
-    result = loadElement(code, bufferOf(value), elementType, row,
-                         program.info(value).numComponents());
+  if (program.hasInfo(value) && program.info(value).space != ValueSpace::Row) {
+    result = segment_(value);
+  } else if (isa<BlockArgument>(value)) {
+    result = loadElement(code, bufferOf(value), program.elementType, row,
+                         program.info(value).numComponents(), lanes);
   } else {
     Operation *op = value.getDefiningOp();
-    auto row_ = [&](Value v) { return rowValue(b, loc, v, row, memo); };
+    auto row_ = [&](Value v) { return rowValue(b, loc, v, row, lanes, memo); };
     result =
         TypeSwitch<Operation *, Components>(op)
             .Case<MulOp>([&](MulOp mul) {
               Components x = row_(mul.getX());
-              Value scale = segmentValue(b, loc, mul.getY())[0];
+              Value scale = segment_(mul.getY())[0];
               Components out;
               for (Value component : x)
                 out.push_back(b.create<arith::MulFOp>(loc, component, scale));
@@ -175,7 +248,7 @@ Components SegmentProgramEmitter::rowValue(OpBuilder &b, Location loc,
             })
             .Case<MatvecOp>([&](MatvecOp matvec) {
               Components v = row_(matvec.getV());
-              Components m = segmentValue(b, loc, matvec.getM());
+              Components m = segment_(matvec.getM());
               bool transpose = matvec.getTranspose();
               Components out;
               for (int64_t a = 0; a < 3; ++a) {
@@ -190,12 +263,11 @@ Components SegmentProgramEmitter::rowValue(OpBuilder &b, Location loc,
               }
               return out;
             })
-            .Case<GatherOp>([&](GatherOp gather) {
-              return segmentValue(b, loc, gather.getY());
-            })
+            .Case<GatherOp>(
+                [&](GatherOp gather) { return segment_(gather.getY()); })
             .Case<tensor::SplatOp>([&](tensor::SplatOp splat) {
               return Components(program.info(value).numComponents(),
-                                segmentValue(b, loc, splat.getInput())[0]);
+                                segment_(splat.getInput())[0]);
             })
             .Default([&](Operation *other) {
               SmallVector<Components> operands;
@@ -276,7 +348,8 @@ void SegmentProgramEmitter::emitSegment(OpBuilder &b, Location loc,
                   code.zero(elementType));
     SmallVector<Value> totals = rowLoop(
         b, loc, init,
-        [&](OpBuilder &lb, Location ll, Value row, ValueRange acc) {
+        [&](OpBuilder &lb, Location ll, Value row, int64_t lanes,
+            ValueRange acc) {
           DenseMap<Value, Components> memo;
           SmallVector<Value> next;
           unsigned position = 0;
@@ -284,11 +357,13 @@ void SegmentProgramEmitter::emitSegment(OpBuilder &b, Location loc,
             Components terms =
                 TypeSwitch<Operation *, Components>(op)
                     .Case<SumOp, MeanOp>([&](auto reduce) {
-                      return rowValue(lb, ll, reduce.getX(), row, memo);
+                      return rowValue(lb, ll, reduce.getX(), row, lanes, memo);
                     })
                     .Case<DotOp>([&](DotOp dot) {
-                      Components x = rowValue(lb, ll, dot.getX(), row, memo);
-                      Components y = rowValue(lb, ll, dot.getY(), row, memo);
+                      Components x =
+                          rowValue(lb, ll, dot.getX(), row, lanes, memo);
+                      Components y =
+                          rowValue(lb, ll, dot.getY(), row, lanes, memo);
                       Value total;
                       for (auto [xc, yc] : llvm::zip(x, y)) {
                         Value term = lb.create<arith::MulFOp>(ll, xc, yc);
@@ -299,7 +374,8 @@ void SegmentProgramEmitter::emitSegment(OpBuilder &b, Location loc,
                       return Components{total};
                     })
                     .Case<RmsNormOp>([&](RmsNormOp rms) {
-                      Components x = rowValue(lb, ll, rms.getX(), row, memo);
+                      Components x =
+                          rowValue(lb, ll, rms.getX(), row, lanes, memo);
                       Value total;
                       for (Value xc : x) {
                         Value term = lb.create<arith::MulFOp>(ll, xc, xc);
@@ -310,8 +386,10 @@ void SegmentProgramEmitter::emitSegment(OpBuilder &b, Location loc,
                       return Components{total};
                     })
                     .Case<OuterSumOp>([&](OuterSumOp outer) {
-                      Components v = rowValue(lb, ll, outer.getV(), row, memo);
-                      Components g = rowValue(lb, ll, outer.getG(), row, memo);
+                      Components v =
+                          rowValue(lb, ll, outer.getV(), row, lanes, memo);
+                      Components g =
+                          rowValue(lb, ll, outer.getG(), row, lanes, memo);
                       Components out;
                       for (int64_t a = 0; a < 3; ++a)
                         for (int64_t c = 0; c < 3; ++c)
@@ -326,11 +404,12 @@ void SegmentProgramEmitter::emitSegment(OpBuilder &b, Location loc,
           KernelCodeBuilder local(lb, ll);
           for (unsigned i : rowOutputs) {
             Components value =
-                rowValue(lb, ll, terminator->getOperand(i), row, memo);
-            storeElement(local, outputBuffer(i), row, value);
+                rowValue(lb, ll, terminator->getOperand(i), row, lanes, memo);
+            storeElement(local, outputBuffer(i), row, value, lanes);
           }
           return next;
-        });
+        },
+        /*storesRows=*/!rowOutputs.empty());
 
     // Finalize: combine partial sums, then the per-segment epilogues.
     unsigned position = 0;

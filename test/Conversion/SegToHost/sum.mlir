@@ -2,7 +2,7 @@
 
 // Host kernels take the GPU kernel's parameters plus the range of segments
 // [begin, end), clamped to what exists, and walk segments in order: one
-// binary search for the first row, then a forward scan per boundary.
+// binary search for the first row, then a forward count per boundary.
 // CHECK-LABEL: func.func @sum_vec3
 // CHECK-SAME: (%[[X:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:.*]]: i64, %[[S:.*]]: i64, %[[B:.*]]: i64, %[[E:.*]]: i64)
 // CHECK: %[[B0:.*]] = arith.maxsi %[[B]], %c0_i64
@@ -11,23 +11,47 @@
 // CHECK: %[[END:.*]] = arith.minsi %[[E0]], %[[S]]
 // CHECK: %[[FIRST:.*]]:2 = scf.while
 // CHECK: scf.for %[[SEG:.*]] = %[[BEGIN]] to %[[END]] step %c1_i64 iter_args(%[[ROW:.*]] = %[[FIRST]]#0) -> (i64) : i64
-// The segment's end: a scan from the previous boundary probing the last row
-// of each 16-row block, then a binary search in the block it stopped at.
-// CHECK: %[[SCAN:.*]] = scf.while (%{{.*}} = %[[ROW]]) : (i64) -> i64
-// CHECK: arith.addi %{{.*}}, %c15_i64
-// CHECK: %[[BLOCKEND:.*]] = arith.addi %[[SCAN]], %c16_i64
-// CHECK: %[[UPPER:.*]] = arith.minsi %[[BLOCKEND]], %[[N]]
-// CHECK: %[[NEXT:.*]]:2 = scf.while (%{{.*}} = %[[SCAN]], %{{.*}} = %[[UPPER]])
-// Rows are summed in 4 interleaved partial sums (4 rows per iteration),
-// the tail continues the first, and the partials are added pairwise.
-// CHECK: %[[MAIN:.*]]:12 = scf.for %{{.*}} = %[[ROW]] to %{{.*}} step %c4_i64 iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32) : i64
-// CHECK-COUNT-12: llvm.getelementptr inbounds %[[X]]
-// CHECK: %[[TAIL:.*]]:3 = scf.for %{{.*}} to %[[NEXT]]#0 step %c1_i64 iter_args(%{{.*}} = %[[MAIN]]#0, %{{.*}} = %[[MAIN]]#1, %{{.*}} = %[[MAIN]]#2) -> (f32, f32, f32) : i64
-// CHECK: %[[A0:.*]] = arith.addf %[[TAIL]]#0, %[[MAIN]]#6
+// The segment's end: count forward from the previous boundary, 16 rows of
+// idx per step (a vector compare, a mask and a popcount), until a block is
+// not wholly below the next segment; a binary search over the last rows.
+// CHECK: %[[NEXTSEG:.*]] = arith.addi %[[SEG]], %c1_i64
+// CHECK: %[[END:.*]] = scf.while (%[[P:.*]] = %[[ROW]]) : (i64) -> i64
+// CHECK: %[[BLOCK:.*]] = llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr -> vector<16xi32>
+// CHECK: %[[BELOW:.*]] = arith.cmpi slt, %[[BLOCK]], %{{.*}} : vector<16xi32>
+// CHECK: %[[BITS:.*]] = llvm.bitcast %[[BELOW]] : vector<16xi1> to i16
+// CHECK: llvm.intr.ctpop(%[[BITS]])
+// CHECK: } else {
+// CHECK: scf.while
+// CHECK: arith.cmpi slt, %{{.*}}, %[[NEXTSEG]] : i64
+// CHECK: %[[COUNT:.*]] = arith.subi %[[END]], %[[ROW]]
+// A short segment (<= 16 rows, its 16-row block within N): the block runs
+// as 4 vectors of 4 rows (each a vector load of 12 floats, deinterleaved),
+// the terms of rows past the segment's end replaced by 0, the vectors added
+// pairwise, then their lanes.
+// CHECK: %[[SHORT:.*]] = arith.cmpi sle, %[[COUNT]], %c16_i64
+// CHECK: %[[FITS:.*]] = arith.cmpi sle, %{{.*}}, %[[N]]
+// CHECK: %[[SHORTFITS:.*]] = arith.andi %[[SHORT]], %[[FITS]]
+// CHECK: %[[TOTAL:.*]]:3 = scf.if %[[SHORTFITS]] -> (f32, f32, f32)
+// CHECK-COUNT-4: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr -> vector<12xf32>
+// CHECK: arith.select %{{.*}} : vector<4xi1>, vector<4xf32>
+// CHECK: llvm.shufflevector %{{.*}} [2, 3] : vector<4xf32>
+// CHECK: } else {
+// Else rows go 16 at a time into 4 interleaved vector partial sums per
+// component, then 4 at a time into the first, then one at a time after
+// the partials are added pairwise and their lanes summed.
+// CHECK: %[[MAIN:.*]]:12 = scf.for %{{.*}} = %[[ROW]] to %{{.*}} step %c16_i64 iter_args({{.*}}) -> (vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>)
+// CHECK-COUNT-4: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr -> vector<12xf32>
+// CHECK: %[[VEC:.*]]:3 = scf.for %{{.*}} step %c4_i64 iter_args(%{{.*}} = %[[MAIN]]#0, %{{.*}} = %[[MAIN]]#1, %{{.*}} = %[[MAIN]]#2) -> (vector<4xf32>, vector<4xf32>, vector<4xf32>)
+// CHECK: %[[A0:.*]] = arith.addf %[[VEC]]#0, %[[MAIN]]#6
 // CHECK: %[[B0:.*]] = arith.addf %[[MAIN]]#3, %[[MAIN]]#9
 // CHECK: %[[S0:.*]] = arith.addf %[[A0]], %[[B0]]
-// CHECK: llvm.store %[[S0]]
-// CHECK: scf.yield %[[NEXT]]#0 : i64
+// CHECK: %[[HIGH:.*]] = llvm.shufflevector %[[S0]], %[[S0]] [2, 3]
+// CHECK: %[[LOW:.*]] = llvm.shufflevector %[[S0]], %[[S0]] [0, 1]
+// CHECK: arith.addf %[[LOW]], %[[HIGH]] : vector<2xf32>
+// CHECK: %[[TAIL:.*]]:3 = scf.for %{{.*}} to %[[END]] step %c1_i64 iter_args({{.*}}) -> (f32, f32, f32)
+// CHECK: scf.yield %[[TAIL]]#0, %[[TAIL]]#1, %[[TAIL]]#2
+// CHECK: llvm.store %[[TOTAL]]#0
+// CHECK: scf.yield %[[END]] : i64
 // CHECK: return
 func.func @sum_vec3(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?x3xf32> {
   %0 = seg.sum %x, %idx, %n : tensor<?x3xf32>, tensor<?xi32> -> tensor<?x3xf32>
@@ -66,27 +90,36 @@ func.func @gather_scalar(%y: tensor<?xf32>, %idx: tensor<?xi32>) -> tensor<?xf32
 // mean: one pass, then division by the row count (1 for an empty segment,
 // whose sum is 0).
 // CHECK-LABEL: func.func @mean
-// CHECK: %[[MAIN:.*]]:4 = scf.for {{.*}} -> (f64, f64, f64, f64)
-// CHECK: %[[TAIL:.*]] = scf.for {{.*}} -> (f64)
-// CHECK: %[[A:.*]] = arith.addf %[[TAIL]], %[[MAIN]]#2
+// f64: vectors of 2 rows; the short-segment block is 8 of them.
+// CHECK: %[[SHORTSUM:.*]] = scf.if %{{.*}} -> (f64)
+// CHECK-COUNT-8: llvm.load %{{.*}} {alignment = 8 : i64} : !llvm.ptr -> vector<2xf64>
+// CHECK: } else {
+// CHECK: %[[MAIN:.*]]:4 = scf.for {{.*}} step %c8_i64 {{.*}} -> (vector<2xf64>, vector<2xf64>, vector<2xf64>, vector<2xf64>)
+// CHECK: %[[VEC:.*]] = scf.for {{.*}} step %c2_i64 {{.*}} -> (vector<2xf64>)
+// CHECK: %[[A:.*]] = arith.addf %[[VEC]], %[[MAIN]]#2
 // CHECK: %[[B:.*]] = arith.addf %[[MAIN]]#1, %[[MAIN]]#3
 // CHECK: %[[ACC:.*]] = arith.addf %[[A]], %[[B]]
+// CHECK: %[[TAIL:.*]] = scf.for {{.*}} step %c1_i64 {{.*}} -> (f64)
+// CHECK: scf.yield %[[TAIL]]
 // CHECK: %[[COUNT:.*]] = arith.sitofp %{{.*}} : i64 to f64
 // CHECK: %[[SOME:.*]] = arith.cmpi sgt
 // CHECK: %[[SAFE:.*]] = arith.select %[[SOME]], %[[COUNT]], %cst
-// CHECK: arith.divf %[[ACC]], %[[SAFE]]
+// CHECK: arith.divf %[[SHORTSUM]], %[[SAFE]]
 // A single-pass reduction also gets a tile kernel (the raw totals of rows
 // [begin, end) of one segment, for splitting long segments across
 // threads) and a finish kernel (the segment's result from its totals).
 // CHECK-LABEL: func.func @mean__rows
 // CHECK-SAME: (%{{.*}}: !llvm.ptr, %[[TIDX:.*]]: !llvm.ptr, %{{.*}}: !llvm.ptr, %[[TN:.*]]: i64, %[[TS:.*]]: i64, %{{.*}}: i64, %{{.*}}: i64, %[[TOTALS:.*]]: !llvm.ptr)
-// CHECK: llvm.store %cst, %[[TOTALS]] : f64
+// CHECK: llvm.store %[[ZERO:.*]], %[[TOTALS]] : f64
 // CHECK: scf.if
-// CHECK: %[[TILE:.*]]:4 = scf.for {{.*}} -> (f64, f64, f64, f64)
-// CHECK: %[[TAILT:.*]] = scf.for
-// CHECK: %[[P:.*]] = arith.addf %[[TAILT]], %[[TILE]]#2
+// Tiles are long: no short-segment block.
+// CHECK-NOT: scf.if {{.*}} -> (f64)
+// CHECK: %[[TILE:.*]]:4 = scf.for {{.*}} -> (vector<2xf64>, vector<2xf64>, vector<2xf64>, vector<2xf64>)
+// CHECK: %[[VECT:.*]] = scf.for {{.*}} -> (vector<2xf64>)
+// CHECK: %[[P:.*]] = arith.addf %[[VECT]], %[[TILE]]#2
 // CHECK: %[[Q:.*]] = arith.addf %[[TILE]]#1, %[[TILE]]#3
-// CHECK: %[[RAW:.*]] = arith.addf %[[P]], %[[Q]]
+// CHECK: arith.addf %[[P]], %[[Q]]
+// CHECK: %[[RAW:.*]] = scf.for {{.*}} -> (f64)
 // CHECK-NOT: arith.divf
 // CHECK: llvm.store %[[RAW]], %[[TOTALS]] : f64
 // CHECK-LABEL: func.func @mean__finish
@@ -98,4 +131,33 @@ func.func @gather_scalar(%y: tensor<?xf32>, %idx: tensor<?xi32>) -> tensor<?xf32
 func.func @mean(%x: tensor<?xf64>, %idx: tensor<?xi32>, %n: index) -> tensor<?xf64> {
   %0 = seg.mean %x, %idx, %n : tensor<?xf64>, tensor<?xi32> -> tensor<?xf64>
   return %0 : tensor<?xf64>
+}
+
+// -----
+
+// Two passes, the second storing rows (x minus its segment's mean): the
+// first pass (no stores) may take the short-segment block, the second
+// always runs the vector loop, storing 4 rows of 3 components at a time
+// (interleaved back into one vector of 12), then single rows.
+// CHECK-LABEL: func.func @center_vec3
+// CHECK-SAME: (%[[X:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr,
+// CHECK: scf.if %{{.*}} -> (f32, f32, f32)
+// CHECK: arith.select %{{.*}} : vector<4xi1>, vector<4xf32>
+// CHECK: arith.divf
+// CHECK-NOT: arith.select %{{.*}} : vector<4xi1>, vector<4xf32>
+// CHECK: scf.for
+// CHECK: %[[D0:.*]] = arith.subf %{{.*}} : vector<4xf32>
+// CHECK: %[[D1:.*]] = arith.subf %{{.*}} : vector<4xf32>
+// CHECK: %[[D2:.*]] = arith.subf %{{.*}} : vector<4xf32>
+// CHECK: %[[D01:.*]] = llvm.shufflevector %[[D0]], %[[D1]] [0, 1, 2, 3, 4, 5, 6, 7] : vector<4xf32>
+// CHECK: %[[D2W:.*]] = llvm.shufflevector %[[D2]], %[[D2]] [0, 1, 2, 3, 0, 0, 0, 0] : vector<4xf32>
+// CHECK: %[[ALL:.*]] = llvm.shufflevector %[[D01]], %[[D2W]] [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11] : vector<8xf32>
+// CHECK: %[[ROWS:.*]] = llvm.shufflevector %[[ALL]], %[[ALL]] [0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11] : vector<12xf32>
+// CHECK: %[[AT:.*]] = llvm.getelementptr inbounds %[[OUT]]
+// CHECK: llvm.store %[[ROWS]], %[[AT]] {alignment = 4 : i64} : vector<12xf32>, !llvm.ptr
+func.func @center_vec3(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?x3xf32> {
+  %mean = seg.mean %x, %idx, %n : tensor<?x3xf32>, tensor<?xi32> -> tensor<?x3xf32>
+  %rows = seg.gather %mean, %idx : tensor<?x3xf32>, tensor<?xi32> -> tensor<?x3xf32>
+  %centered = arith.subf %x, %rows : tensor<?x3xf32>
+  return %centered : tensor<?x3xf32>
 }
