@@ -228,6 +228,37 @@ def test_rows_outside_the_segments_are_ignored_or_zero() -> None:
     assert gathered.tolist() == [0.0, 0.0, 10.0, 10.0, 20.0, 0.0, 0.0]
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_row_map_vectors_zero_invalid_lanes(dtype: torch.dtype) -> None:
+    """Row maps run whole vectors of rows (4 f32 / 2 f64): vectors all in
+    one segment, all outside [0, S), mixed, and the single rows after; lanes
+    outside [0, S) store 0, the others their own segment's values. With
+    S = 0 every row is 0 (y, empty, is never read)."""
+    from segops import _launch
+
+    idx = torch.tensor([-2, -2, -2, -2, 0, 0, 1, 5, 1, 1, 1, 1, 9, 9, 9, 9, 1, 1, 1],
+                       dtype=torch.int32)
+    n, num_segments = idx.numel(), 2
+    generator = torch.Generator().manual_seed(5)
+    v = torch.randn(n, 3, generator=generator, dtype=dtype)
+    m = torch.randn(num_segments, 3, 3, generator=generator, dtype=dtype)
+    valid = (idx >= 0) & (idx < num_segments)
+    safe = torch.where(valid, idx, 0).long()
+    name = "f32" if dtype == torch.float32 else "f64"
+    out = torch.full((n, 3), -1.0, dtype=dtype)
+    _launch.run(f"segmented_matvec_{name}_w3", [v, m, idx], out, n, num_segments)
+    expected = torch.einsum("nji,nj->ni", m[safe], v) * valid[:, None]  # m^T v
+    torch.testing.assert_close(out, expected)
+    gathered = torch.full((n, 3), -1.0, dtype=dtype)
+    y = torch.randn(num_segments, 3, generator=generator, dtype=dtype)
+    _launch.run(f"segmented_gather_{name}_w3", [y, idx], gathered, n, num_segments)
+    assert torch.equal(gathered, y[safe] * valid[:, None])
+    nothing = torch.full((n, 3), -1.0, dtype=dtype)
+    _launch.run(f"segmented_gather_{name}_w3", [torch.empty(0, 3, dtype=dtype), idx.clamp(min=0)],
+                nothing, n, 0)
+    assert torch.equal(nothing, torch.zeros(n, 3, dtype=dtype))
+
+
 def test_library_info() -> None:
     info = segops.library_info()
     for dtype in ("f32", "f64"):

@@ -145,9 +145,15 @@ public:
   /// `writeSegmentOutputs` holds (an i1; null means always). With
   /// `rowLoop` null, the segment is known to be empty: no row loops are
   /// emitted and reductions are 0.
+  ///
+  /// For programs that only map rows, `segment` may be a vector of i64, one
+  /// valid segment per lane for a row loop whose body runs that many lanes
+  /// (a lane's row reads its own segment's values, loaded lane by lane);
+  /// `rowOutputMask` (a vector of i1, or null) then says which lanes store
+  /// their row outputs (the others store 0).
   void emitSegment(OpBuilder &b, Location loc, Value segment, Value count,
                    const RowLoopBuilder &rowLoop, const CombineBuilder &combine,
-                   Value writeSegmentOutputs);
+                   Value writeSegmentOutputs, Value rowOutputMask = Value());
 
   /// Stores 0 to every component of every row output at `row`.
   void emitZeroRowOutputs(OpBuilder &b, Location loc, Value row);
@@ -166,7 +172,9 @@ private:
   SmallVector<Value> buffers;
   Value numRows, numSegments;
   // Per emitted segment.
-  Value segment, count;
+  Value segment, count, rowOutputMask;
+  /// Lanes of `segment` (1 for a scalar).
+  int64_t segmentLanes = 1;
   DenseMap<Value, Components> segmentValues;
 };
 

@@ -288,7 +288,10 @@ static void emitHostKernel(const SegmentProgram &program, func::FuncOp kernel) {
 // Row maps: a call computes rows [begin, end) (its range is rows, not
 // segments: any split of the rows is as good, so threads split them evenly
 // however skewed the segments are). Each row reads its own segment's
-// values; rows whose segment is outside [0, S) get 0.
+// values; rows whose segment is outside [0, S) get 0. Rows go a vector at a
+// time (a vector of idx; the segment's values loaded once if every lane has
+// the same segment, else lane by lane; invalid lanes masked); then single
+// rows.
 static void emitHostRowMapKernel(const SegmentProgram &program,
                                  func::FuncOp kernel) {
   OpBuilder b = OpBuilder::atBlockBegin(&kernel.getBody().front());
@@ -299,8 +302,59 @@ static void emitHostRowMapKernel(const SegmentProgram &program,
   Value idx = args.idx;
   SegmentProgramEmitter emitter(program, args.buffers, numRows, numSegments);
 
+  // Whole vectors of rows first, when there is a segment to read (S > 0:
+  // lanes outside [0, S) read segment 0 and store 0); then single rows.
+  int64_t lanes = vectorLanes(program.elementType);
+  Value count = b.create<arith::SubIOp>(loc, args.end, args.begin);
+  Value vectorRows = b.create<arith::MulIOp>(
+      loc, b.create<arith::DivUIOp>(loc, count, code.i64(lanes)),
+      code.i64(lanes));
+  Value hasSegments = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sgt,
+                                              numSegments, code.i64(0));
+  Value vectorEnd = b.create<arith::AddIOp>(
+      loc, args.begin,
+      b.create<arith::SelectOp>(loc, hasSegments, vectorRows, code.i64(0)));
+  Value zeros = code.zero(VectorType::get({lanes}, b.getI64Type())),
+        segmentCounts = code.splat(numSegments, lanes);
   b.create<scf::ForOp>(
-      loc, args.begin, args.end, code.i64(1), ValueRange{},
+      loc, args.begin, vectorEnd, code.i64(lanes), ValueRange{},
+      [&](OpBuilder &rb, Location rl, Value row, ValueRange) {
+        KernelCodeBuilder local(rb, rl);
+        Value segments = rb.create<arith::ExtSIOp>(
+            rl, VectorType::get({lanes}, rb.getI64Type()),
+            local.loadVector(idx, rb.getI32Type(), row, lanes));
+        Value valid = rb.create<arith::AndIOp>(
+            rl,
+            rb.create<arith::CmpIOp>(rl, arith::CmpIPredicate::sge, segments,
+                                     zeros),
+            rb.create<arith::CmpIOp>(rl, arith::CmpIPredicate::slt, segments,
+                                     segmentCounts));
+        Value readable = rb.create<arith::SelectOp>(rl, valid, segments, zeros);
+        auto vectorRow = [&](OpBuilder &lb, Location ll, ValueRange init,
+                             SegmentProgramEmitter::RowBody body,
+                             bool) { return body(lb, ll, row, lanes, init); };
+        // Rows of one segment (the common case unless segments are very
+        // short) load its values once; else lane by lane.
+        Value first = rb.create<LLVM::ExtractElementOp>(
+            rl, readable, rb.create<arith::ConstantIntOp>(rl, 0, 32));
+        Value same = rb.create<arith::CmpIOp>(
+            rl, arith::CmpIPredicate::eq, readable, local.splat(first, lanes));
+        Value sameBits =
+            rb.create<LLVM::BitcastOp>(rl, rb.getIntegerType(lanes), same);
+        Value uniform = rb.create<arith::CmpIOp>(
+            rl, arith::CmpIPredicate::eq, sameBits,
+            rb.create<arith::ConstantIntOp>(rl, -1, lanes));
+        auto ifUniform = rb.create<scf::IfOp>(rl, uniform, /*withElse=*/true);
+        OpBuilder ub = ifUniform.getThenBodyBuilder();
+        emitter.emitSegment(ub, rl, first, KernelCodeBuilder(ub, rl).i64(1),
+                            vectorRow, combineNothing, Value(), valid);
+        OpBuilder gb = ifUniform.getElseBodyBuilder();
+        emitter.emitSegment(gb, rl, readable, KernelCodeBuilder(gb, rl).i64(1),
+                            vectorRow, combineNothing, Value(), valid);
+        rb.create<scf::YieldOp>(rl);
+      });
+  b.create<scf::ForOp>(
+      loc, vectorEnd, args.end, code.i64(1), ValueRange{},
       [&](OpBuilder &rb, Location rl, Value row, ValueRange) {
         KernelCodeBuilder local(rb, rl);
         Value segment = local.loadSegment(idx, row);

@@ -34,9 +34,32 @@ Value SegmentProgramEmitter::outputBuffer(unsigned resultIndex) const {
 static Components loadElement(KernelCodeBuilder &code, Value buffer,
                               Type elementType, Value element,
                               int64_t numComponents, int64_t lanes = 1) {
+  Components components;
+  if (auto lanesType = dyn_cast<VectorType>(element.getType())) {
+    // One element per lane (a vector of segments): scalar loads, gathered.
+    OpBuilder &b = code.builder;
+    auto vectorType = VectorType::get(lanesType.getShape(), elementType);
+    for (int64_t c = 0; c < numComponents; ++c) {
+      Value gathered = b.create<LLVM::PoisonOp>(code.loc, vectorType);
+      for (int64_t l = 0; l < lanesType.getNumElements(); ++l) {
+        Value position = b.create<arith::ConstantIntOp>(code.loc, l, 32);
+        Value laneElement =
+            b.create<LLVM::ExtractElementOp>(code.loc, element, position);
+        Value index = b.create<arith::AddIOp>(
+            code.loc,
+            b.create<arith::MulIOp>(code.loc, laneElement,
+                                    code.i64(numComponents)),
+            code.i64(c));
+        gathered = b.create<LLVM::InsertElementOp>(
+            code.loc, gathered, code.load(buffer, elementType, index),
+            position);
+      }
+      components.push_back(gathered);
+    }
+    return components;
+  }
   Value base = code.builder.create<arith::MulIOp>(code.loc, element,
                                                   code.i64(numComponents));
-  Components components;
   if (lanes > 1) {
     Value all =
         code.loadVector(buffer, elementType, base, lanes * numComponents);
@@ -109,14 +132,16 @@ static void storeElement(KernelCodeBuilder &code, Value buffer, Value element,
 }
 
 /// Segment values used by the rows of a vector body: one vector per
-/// component, every lane the same.
+/// component, every lane the same (values of a vector of segments already
+/// are vectors).
 static Components splatComponents(KernelCodeBuilder &code,
                                   const Components &values, int64_t lanes) {
   if (lanes == 1)
     return values;
   Components result;
   for (Value value : values)
-    result.push_back(code.splat(value, lanes));
+    result.push_back(
+        isa<VectorType>(value.getType()) ? value : code.splat(value, lanes));
   return result;
 }
 
@@ -211,6 +236,9 @@ Components SegmentProgramEmitter::segmentValue(OpBuilder &b, Location loc,
                    return elementwise(b, loc, other, operands);
                  });
   }
+  // With a vector of segments, scalars (constants) become vectors too.
+  if (segmentLanes > 1)
+    result = splatComponents(code, result, segmentLanes);
   segmentValues[value] = result;
   return result;
 }
@@ -284,9 +312,13 @@ void SegmentProgramEmitter::emitSegment(OpBuilder &b, Location loc,
                                         Value segmentValue_, Value rowCount,
                                         const RowLoopBuilder &rowLoop,
                                         const CombineBuilder &combine,
-                                        Value writeSegmentOutputs) {
+                                        Value writeSegmentOutputs,
+                                        Value rowOutputMask_) {
   segment = segmentValue_;
   count = rowCount;
+  rowOutputMask = rowOutputMask_;
+  auto segmentVector = dyn_cast<VectorType>(segment.getType());
+  segmentLanes = segmentVector ? segmentVector.getNumElements() : 1;
   segmentValues.clear();
   KernelCodeBuilder code(b, loc);
   Type elementType = program.elementType;
@@ -405,6 +437,11 @@ void SegmentProgramEmitter::emitSegment(OpBuilder &b, Location loc,
           for (unsigned i : rowOutputs) {
             Components value =
                 rowValue(lb, ll, terminator->getOperand(i), row, lanes, memo);
+            if (rowOutputMask)
+              for (Value &component : value)
+                component =
+                    lb.create<arith::SelectOp>(ll, rowOutputMask, component,
+                                               local.zero(component.getType()));
             storeElement(local, outputBuffer(i), row, value, lanes);
           }
           return next;

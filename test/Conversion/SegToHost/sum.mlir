@@ -61,16 +61,44 @@ func.func @sum_vec3(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> tens
 // -----
 
 // Gather only maps rows: a call computes rows [begin, end) (clamped to
-// [0, N], not to [0, S]), with no segment search; each row reads its own
-// segment's row, and rows whose segment is outside [0, S) get 0.
+// [0, N], not to [0, S]), with no segment search. Rows go 4 at a time while
+// S > 0: a vector of idx, the rows of y loaded once if all lanes share a
+// segment, else each lane's by itself (lanes outside [0, S) read row 0),
+// invalid lanes replaced by 0, one vector store;
+// then single rows, each reading its own segment's row or storing 0.
 // CHECK-LABEL: func.func @gather_scalar
 // CHECK-SAME: (%[[Y:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:.*]]: i64, %[[S:.*]]: i64, %[[B:.*]]: i64, %[[E:.*]]: i64)
 // CHECK: %[[B0:.*]] = arith.maxsi %[[B]], %c0_i64
 // CHECK: %[[FIRST:.*]] = arith.minsi %[[B0]], %[[N]]
 // CHECK: %[[E0:.*]] = arith.maxsi %[[E]], %c0_i64
 // CHECK: %[[LAST:.*]] = arith.minsi %[[E0]], %[[N]]
+// CHECK: %[[SOME:.*]] = arith.cmpi sgt, %[[S]], %c0_i64
+// CHECK: %[[VROWS:.*]] = arith.select %[[SOME]], %{{.*}}, %c0_i64
+// CHECK: %[[VEND:.*]] = arith.addi %[[FIRST]], %[[VROWS]]
 // CHECK-NOT: scf.while
-// CHECK: scf.for %[[ROW:.*]] = %[[FIRST]] to %[[LAST]] step %c1_i64 : i64
+// CHECK: scf.for %[[VROW:.*]] = %[[FIRST]] to %[[VEND]] step %c4_i64 : i64
+// CHECK: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr -> vector<4xi32>
+// CHECK: %[[VALID:.*]] = arith.andi %{{.*}} : vector<4xi1>
+// CHECK: %[[SAFE:.*]] = arith.select %[[VALID]], %{{.*}}, %cst{{.*}} : vector<4xi1>, vector<4xi64>
+// If every lane has the same segment, its row of y is loaded once.
+// CHECK: %[[LANE0:.*]] = llvm.extractelement %[[SAFE]][%c0_i32 : i32]
+// CHECK: %[[SAME:.*]] = arith.cmpi eq, %[[SAFE]], %{{.*}} : vector<4xi64>
+// CHECK: %[[BITS:.*]] = llvm.bitcast %[[SAME]] : vector<4xi1> to i4
+// CHECK: %[[UNIFORM:.*]] = arith.cmpi eq, %[[BITS]], %c-1_i4
+// CHECK: scf.if %[[UNIFORM]] {
+// CHECK: llvm.getelementptr inbounds %[[Y]][%[[LANE0]]]
+// CHECK-NOT: llvm.extractelement
+// CHECK: %[[ONE:.*]] = llvm.shufflevector %{{.*}} [0, 0, 0, 0] : vector<4xf32>
+// CHECK: %[[MASKED1:.*]] = arith.select %[[VALID]], %[[ONE]], %{{.*}} : vector<4xi1>, vector<4xf32>
+// CHECK: %[[AT1:.*]] = llvm.getelementptr inbounds %[[OUT]][%[[VROW]]]
+// CHECK: llvm.store %[[MASKED1]], %[[AT1]] {alignment = 4 : i64} : vector<4xf32>, !llvm.ptr
+// CHECK: } else {
+// CHECK-COUNT-3: llvm.extractelement %[[SAFE]]
+// CHECK: %[[VALUES:.*]] = llvm.insertelement
+// CHECK: %[[MASKED:.*]] = arith.select %[[VALID]], %[[VALUES]], %{{.*}} : vector<4xi1>, vector<4xf32>
+// CHECK: %[[AT:.*]] = llvm.getelementptr inbounds %[[OUT]][%[[VROW]]]
+// CHECK: llvm.store %[[MASKED]], %[[AT]] {alignment = 4 : i64} : vector<4xf32>, !llvm.ptr
+// CHECK: scf.for %[[ROW:.*]] = %[[VEND]] to %[[LAST]] step %c1_i64 : i64
 // CHECK: %[[SEGMENT:.*]] = arith.extsi
 // CHECK: scf.if
 // CHECK: llvm.getelementptr inbounds %[[Y]][%[[SEGMENT]]]
