@@ -62,9 +62,8 @@ func.func @sum_vec3(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> tens
 
 // Gather only maps rows: a call computes rows [begin, end) (clamped to
 // [0, N], not to [0, S]), with no segment search. Rows go 4 at a time while
-// S > 0: a vector of idx, the rows of y loaded once if all lanes share a
-// segment, else each lane's by itself (lanes outside [0, S) read row 0),
-// invalid lanes replaced by 0, one vector store;
+// S > 0: a vector of idx, each lane's row of y loaded by itself (lanes
+// outside [0, S) read row 0), invalid lanes replaced by 0, one vector store;
 // then single rows, each reading its own segment's row or storing 0.
 // CHECK-LABEL: func.func @gather_scalar
 // CHECK-SAME: (%[[Y:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:.*]]: i64, %[[S:.*]]: i64, %[[B:.*]]: i64, %[[E:.*]]: i64)
@@ -80,20 +79,9 @@ func.func @sum_vec3(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> tens
 // CHECK: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr -> vector<4xi32>
 // CHECK: %[[VALID:.*]] = arith.andi %{{.*}} : vector<4xi1>
 // CHECK: %[[SAFE:.*]] = arith.select %[[VALID]], %{{.*}}, %cst{{.*}} : vector<4xi1>, vector<4xi64>
-// If every lane has the same segment, its row of y is loaded once.
-// CHECK: %[[LANE0:.*]] = llvm.extractelement %[[SAFE]][%c0_i32 : i32]
-// CHECK: %[[SAME:.*]] = arith.cmpi eq, %[[SAFE]], %{{.*}} : vector<4xi64>
-// CHECK: %[[BITS:.*]] = llvm.bitcast %[[SAME]] : vector<4xi1> to i4
-// CHECK: %[[UNIFORM:.*]] = arith.cmpi eq, %[[BITS]], %c-1_i4
-// CHECK: scf.if %[[UNIFORM]] {
-// CHECK: llvm.getelementptr inbounds %[[Y]][%[[LANE0]]]
-// CHECK-NOT: llvm.extractelement
-// CHECK: %[[ONE:.*]] = llvm.shufflevector %{{.*}} [0, 0, 0, 0] : vector<4xf32>
-// CHECK: %[[MASKED1:.*]] = arith.select %[[VALID]], %[[ONE]], %{{.*}} : vector<4xi1>, vector<4xf32>
-// CHECK: %[[AT1:.*]] = llvm.getelementptr inbounds %[[OUT]][%[[VROW]]]
-// CHECK: llvm.store %[[MASKED1]], %[[AT1]] {alignment = 4 : i64} : vector<4xf32>, !llvm.ptr
-// CHECK: } else {
-// CHECK-COUNT-3: llvm.extractelement %[[SAFE]]
+// One component per segment: loaded lane by lane, no branch.
+// CHECK-NOT: scf.if
+// CHECK-COUNT-4: llvm.extractelement %[[SAFE]]
 // CHECK: %[[VALUES:.*]] = llvm.insertelement
 // CHECK: %[[MASKED:.*]] = arith.select %[[VALID]], %[[VALUES]], %{{.*}} : vector<4xi1>, vector<4xf32>
 // CHECK: %[[AT:.*]] = llvm.getelementptr inbounds %[[OUT]][%[[VROW]]]
@@ -188,4 +176,28 @@ func.func @center_vec3(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> t
   %rows = seg.gather %mean, %idx : tensor<?x3xf32>, tensor<?xi32> -> tensor<?x3xf32>
   %centered = arith.subf %x, %rows : tensor<?x3xf32>
   return %centered : tensor<?x3xf32>
+}
+
+// -----
+
+// matvec reads a 3x3 matrix per segment: a vector of rows whose lanes share
+// one segment loads its 9 entries once; otherwise lane by lane.
+// CHECK-LABEL: func.func @matvec
+// CHECK-SAME: (%[[V:.*]]: !llvm.ptr, %[[M:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr,
+// CHECK: scf.for %{{.*}} step %c4_i64
+// CHECK: %[[SAFE:.*]] = arith.select %{{.*}} : vector<4xi1>, vector<4xi64>
+// CHECK: %[[LANE0:.*]] = llvm.extractelement %[[SAFE]][%c0_i32 : i32]
+// CHECK: %[[SAME:.*]] = arith.cmpi eq, %[[SAFE]], %{{.*}} : vector<4xi64>
+// CHECK: %[[BITS:.*]] = llvm.bitcast %[[SAME]] : vector<4xi1> to i4
+// CHECK: %[[UNIFORM:.*]] = arith.cmpi eq, %[[BITS]], %c-1_i4
+// CHECK: scf.if %[[UNIFORM]] {
+// CHECK-COUNT-9: llvm.load %{{.*}} : !llvm.ptr -> f32
+// CHECK-NOT: llvm.extractelement
+// CHECK: llvm.store %{{.*}} {alignment = 4 : i64} : vector<12xf32>, !llvm.ptr
+// CHECK: } else {
+// CHECK-COUNT-36: llvm.load %{{.*}} : !llvm.ptr -> f32
+// CHECK: llvm.store %{{.*}} {alignment = 4 : i64} : vector<12xf32>, !llvm.ptr
+func.func @matvec(%v: tensor<?x3xf32>, %m: tensor<?x3x3xf32>, %idx: tensor<?xi32>) -> tensor<?x3xf32> {
+  %0 = seg.matvec %v, %m, %idx : tensor<?x3xf32>, tensor<?x3x3xf32>, tensor<?xi32> -> tensor<?x3xf32>
+  return %0 : tensor<?x3xf32>
 }
