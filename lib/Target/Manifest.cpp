@@ -86,6 +86,6 @@ mlir::seg::buildKernelManifest(ModuleOp source, int64_t blockSize) {
     kernels.push_back(describeKernel(*program, blockSize));
   }
   return llvm::json::Object{{"format", "segops-op-library"},
-                            {"version", 2},
+                            {"version", 3},
                             {"kernels", std::move(kernels)}};
 }

@@ -59,9 +59,9 @@ def manifest() -> dict[str, Any]:
         )
     with path.open() as handle:
         data = json.load(handle)
-    if data.get("format") != "segops-op-library" or data.get("version") != 2:
+    if data.get("format") != "segops-op-library" or data.get("version") != 3:
         raise LibraryNotBuiltError(
-            f"{path} is not a version 2 segops op library manifest; rebuild segops (`make build`)")
+            f"{path} is not a version 3 segops op library manifest; rebuild segops (`make build`)")
     return data
 
 

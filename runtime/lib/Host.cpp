@@ -38,23 +38,24 @@ namespace {
 using I64 = int64_t;
 using P = void *;
 // Kernels are plain C functions of their pointer parameters followed by four
-// i64s; the pointer count picks the function type to call through.
+// i64s, returning an i32 (1: idx broke the contract in the rows computed);
+// the pointer count picks the function type to call through.
 template <size_t... Is>
-void callWithPointers(void *symbol, const std::vector<uintptr_t> &pointers,
-                      I64 n, I64 s, I64 begin, I64 end,
-                      std::index_sequence<Is...>) {
-  using Fn = void (*)(decltype((void)Is, P())..., I64, I64, I64, I64);
-  reinterpret_cast<Fn>(symbol)(reinterpret_cast<P>(pointers[Is])..., n, s,
-                               begin, end);
+int32_t callWithPointers(void *symbol, const std::vector<uintptr_t> &pointers,
+                         I64 n, I64 s, I64 begin, I64 end,
+                         std::index_sequence<Is...>) {
+  using Fn = int32_t (*)(decltype((void)Is, P())..., I64, I64, I64, I64);
+  return reinterpret_cast<Fn>(symbol)(reinterpret_cast<P>(pointers[Is])..., n,
+                                      s, begin, end);
 }
 
 template <size_t Count>
 bool callIfCount(void *symbol, const std::vector<uintptr_t> &pointers, I64 n,
-                 I64 s, I64 begin, I64 end) {
+                 I64 s, I64 begin, I64 end, int32_t &result) {
   if (pointers.size() != Count)
     return false;
-  callWithPointers(symbol, pointers, n, s, begin, end,
-                   std::make_index_sequence<Count>());
+  result = callWithPointers(symbol, pointers, n, s, begin, end,
+                            std::make_index_sequence<Count>());
   return true;
 }
 
@@ -88,21 +89,23 @@ bool dispatchSplit(void *symbol, const std::vector<uintptr_t> &pointers, I64 n,
 }
 
 template <size_t... Counts>
-bool dispatch(void *symbol, const std::vector<uintptr_t> &pointers, I64 n,
-              I64 s, I64 begin, I64 end, std::index_sequence<Counts...>) {
-  return (callIfCount<Counts + 1>(symbol, pointers, n, s, begin, end) || ...);
+int32_t dispatch(void *symbol, const std::vector<uintptr_t> &pointers, I64 n,
+                 I64 s, I64 begin, I64 end, std::index_sequence<Counts...>) {
+  int32_t result = 0;
+  (callIfCount<Counts + 1>(symbol, pointers, n, s, begin, end, result) || ...);
+  return result;
 }
 } // namespace
 
-void segrt::callHostKernel(void *symbol, const std::vector<uintptr_t> &pointers,
+bool segrt::callHostKernel(void *symbol, const std::vector<uintptr_t> &pointers,
                            int64_t numRows, int64_t numSegments, int64_t begin,
                            int64_t end) {
   if (pointers.empty() || pointers.size() > HostLibrary::kMaxPointers)
     throw Error("segrt: host kernels take 1 to " +
                 std::to_string(HostLibrary::kMaxPointers) + " pointers, got " +
                 std::to_string(pointers.size()));
-  dispatch(symbol, pointers, numRows, numSegments, begin, end,
-           std::make_index_sequence<HostLibrary::kMaxPointers>());
+  return dispatch(symbol, pointers, numRows, numSegments, begin, end,
+                  std::make_index_sequence<HostLibrary::kMaxPointers>()) != 0;
 }
 
 void HostLibrary::call(const std::string &name,
@@ -314,21 +317,31 @@ IndexCheck segrt::checkIndexAndCallHostKernel(
       return numSegments;
     return segmentAtRow(idx, row, numSegments);
   };
+  if (range == HostRange::Rows) {
+    // Row maps check every row they compute (one pass over idx): threads
+    // take rows evenly; only if one saw a problem is idx checked again, for
+    // the first problem in row order.
+    std::vector<char> sawProblem(numThreads, 0);
+    runWorkers(numThreads, [&](int k) {
+      sawProblem[k] = callHostKernel(symbol, pointers, numRows, numSegments,
+                                     numRows * k / numThreads,
+                                     numRows * (k + 1) / numThreads);
+    });
+    if (std::find(sawProblem.begin(), sawProblem.end(), 1) == sawProblem.end())
+      return {};
+    return checkIndex(idx, /*is64Bit=*/false, numRows, numSegments, numThreads);
+  }
   std::vector<IndexCheck> problems(numThreads);
   runWorkers(numThreads, [&](int k) {
     int64_t rowBegin = numRows * k / numThreads;
     int64_t rowEnd = numRows * (k + 1) / numThreads;
-    int64_t done = range == HostRange::Rows ? 0 : segmentBound(rowBegin);
+    int64_t done = segmentBound(rowBegin);
     for (int64_t row = rowBegin; row < rowEnd; row += kCheckBlockRows) {
       int64_t blockEnd = std::min(rowEnd, row + kCheckBlockRows);
       IndexCheck check = checkIndexRows(idx, row, blockEnd, numSegments);
       if (check.problem != IndexProblem::None) {
         problems[k] = check;
         return;
-      }
-      if (range == HostRange::Rows) {
-        callHostKernel(symbol, pointers, numRows, numSegments, row, blockEnd);
-        continue;
       }
       // Bounds from a checked index never descend.
       int64_t until = segmentBound(blockEnd);

@@ -123,3 +123,44 @@ def test_public_op_reports_the_row() -> None:
     x = torch.randn(NUM_ROWS, 3)
     with pytest.raises(ValueError, match=f"got 1000 at row {NUM_ROWS // 2 + 7}"):
         segops.segmented_sum(x, idx, 1000)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_row_maps_check_every_row_they_compute(dtype: torch.dtype) -> None:
+    """mul, matvec and gather check idx inside their kernels (no separate
+    pass): a value out of range or below the row before it, at any lane of a
+    vector, in the single rows after, or across a thread boundary, raises;
+    an intact index does not."""
+    n, num_segments = (1 << 16) + 13, 700  # threaded; a tail of single rows
+    clean = _sorted_index(n, num_segments, torch.int32).clamp(1, num_segments - 2)
+    generator = torch.Generator().manual_seed(3)
+    x = torch.randn(n, 3, generator=generator, dtype=dtype)
+    y = torch.randn(num_segments, generator=generator, dtype=dtype)
+    m = torch.randn(num_segments, 3, 3, generator=generator, dtype=dtype)
+    ops = {
+        "mul": lambda idx: segops.segmented_mul(x, y, idx, num_segments),
+        "matvec": lambda idx: segops.segmented_matvec(x, m, idx, num_segments),
+        "gather": lambda idx: segops.segmented_gather(y, idx),
+    }
+    rows = [1, 2, 3, 4, 5, 6, 7, 8, n // 2 - 1, n // 2, n // 2 + 1, n - 13, n - 2, n - 1]
+    rows += torch.randint(1, n, (10,), generator=generator).tolist()
+    previous = torch.get_num_threads()
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            for name, op in ops.items():
+                op(clean)  # no error
+                for i, row in enumerate(rows):
+                    idx = clean.clone()
+                    kind = ("low", "high", "descent")[i % 3]
+                    if kind == "low":
+                        idx[row] = -1
+                    elif kind == "high":
+                        idx[row] = num_segments
+                    else:
+                        idx[row:] = idx[row:].clamp(max=idx[row - 1].item())
+                        idx[row] = idx[row - 1] - 1
+                    with pytest.raises(ValueError, match=rf"row {row}\b"):
+                        op(idx)
+    finally:
+        torch.set_num_threads(previous)

@@ -10,6 +10,8 @@
 #include "segops/Conversion/SegmentProgram.h"
 #include "segops/Dialect/Seg/IR/SegOps.h"
 
+#include <limits>
+
 namespace mlir {
 namespace seg {
 #define GEN_PASS_DEF_CONVERTSEGTOHOST
@@ -282,7 +284,9 @@ static void emitHostKernel(const SegmentProgram &program, func::FuncOp kernel) {
                             /*writeSegmentOutputs=*/Value());
         sb.create<scf::YieldOp>(sl, rowEnd);
       });
-  b.create<func::ReturnOp>(loc);
+  // Segment kernels do not check idx (the runtime checks it beside them).
+  b.create<func::ReturnOp>(
+      loc, ValueRange{b.create<arith::ConstantIntOp>(loc, 0, 32)});
 }
 
 /// Segment components (per segment, summed over the segment-indexed inputs
@@ -342,21 +346,59 @@ static void emitHostRowMapKernel(const SegmentProgram &program,
   Value vectorEnd = b.create<arith::AddIOp>(
       loc, args.begin,
       b.create<arith::SelectOp>(loc, hasSegments, vectorRows, code.i64(0)));
-  Value zeros = code.zero(VectorType::get({lanes}, b.getI64Type())),
-        segmentCounts = code.splat(numSegments, lanes);
-  b.create<scf::ForOp>(
-      loc, args.begin, vectorEnd, code.i64(lanes), ValueRange{},
-      [&](OpBuilder &rb, Location rl, Value row, ValueRange) {
+  Value zeros = code.zero(VectorType::get({lanes}, b.getI64Type()));
+  // The index check of the rows computed (the op library's contract: values
+  // in [0, S), never descending), in i32 as idx is, as loop state: the
+  // previous row's value (row begin - 1's, or the lowest i32) and the
+  // problems seen so far. One unsigned compare against min(S, 2^31) finds
+  // values outside [0, S) (negative ones are >= 2^31 unsigned).
+  Type i32Type = b.getI32Type();
+  Value hasPrevious = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sgt,
+                                              args.begin, code.i64(0));
+  auto ifPrevious = b.create<scf::IfOp>(
+      loc, hasPrevious,
+      [&](OpBuilder &tb, Location tl) {
+        KernelCodeBuilder then(tb, tl);
+        tb.create<scf::YieldOp>(
+            tl,
+            then.load(idx, i32Type,
+                      tb.create<arith::SubIOp>(tl, args.begin, then.i64(1))));
+      },
+      [&](OpBuilder &eb, Location el) {
+        eb.create<scf::YieldOp>(
+            el, ValueRange{eb.create<arith::ConstantIntOp>(
+                    el, std::numeric_limits<int32_t>::min(), 32)});
+      });
+  Value limit = b.create<arith::TruncIOp>(
+      loc, i32Type,
+      b.create<arith::MinSIOp>(loc, numSegments, code.i64(int64_t(1) << 31)));
+  Value limits = code.splat(limit, lanes);
+  Value noProblems = code.zero(VectorType::get({lanes}, b.getI1Type()));
+  auto vectorLoop = b.create<scf::ForOp>(
+      loc, args.begin, vectorEnd, code.i64(lanes),
+      ValueRange{ifPrevious.getResult(0), noProblems},
+      [&](OpBuilder &rb, Location rl, Value row, ValueRange state) {
         KernelCodeBuilder local(rb, rl);
+        Value values = local.loadVector(idx, i32Type, row, lanes);
+        Value valid = rb.create<arith::CmpIOp>(rl, arith::CmpIPredicate::ult,
+                                               values, limits);
+        // Each lane's previous row: the carried value, then lanes 0..n-2.
+        SmallVector<int32_t> shifted{0};
+        for (int64_t l = 0; l + 1 < lanes; ++l)
+          shifted.push_back(lanes + l);
+        Value previous =
+            local.shuffle(local.splat(state[0], lanes), values, shifted);
+        Value descends = rb.create<arith::CmpIOp>(rl, arith::CmpIPredicate::slt,
+                                                  values, previous);
+        Value invalid = rb.create<arith::XOrIOp>(
+            rl, valid,
+            local.splat(rb.create<arith::ConstantIntOp>(rl, 1, 1), lanes));
+        Value problems = rb.create<arith::OrIOp>(
+            rl, state[1], rb.create<arith::OrIOp>(rl, invalid, descends));
+        Value last = rb.create<LLVM::ExtractElementOp>(
+            rl, values, rb.create<arith::ConstantIntOp>(rl, lanes - 1, 32));
         Value segments = rb.create<arith::ExtSIOp>(
-            rl, VectorType::get({lanes}, rb.getI64Type()),
-            local.loadVector(idx, rb.getI32Type(), row, lanes));
-        Value valid = rb.create<arith::AndIOp>(
-            rl,
-            rb.create<arith::CmpIOp>(rl, arith::CmpIPredicate::sge, segments,
-                                     zeros),
-            rb.create<arith::CmpIOp>(rl, arith::CmpIPredicate::slt, segments,
-                                     segmentCounts));
+            rl, VectorType::get({lanes}, rb.getI64Type()), values);
         Value readable = rb.create<arith::SelectOp>(rl, valid, segments, zeros);
         auto vectorRow = [&](OpBuilder &lb, Location ll, ValueRange init,
                              SegmentProgramEmitter::RowBody body,
@@ -364,7 +406,7 @@ static void emitHostRowMapKernel(const SegmentProgram &program,
         if (!loadsOnceIfUniform) {
           emitter.emitSegment(rb, rl, readable, local.i64(1), vectorRow,
                               combineNothing, Value(), valid);
-          rb.create<scf::YieldOp>(rl);
+          rb.create<scf::YieldOp>(rl, ValueRange{last, problems});
           return;
         }
         Value first = rb.create<LLVM::ExtractElementOp>(
@@ -383,15 +425,29 @@ static void emitHostRowMapKernel(const SegmentProgram &program,
         OpBuilder gb = ifUniform.getElseBodyBuilder();
         emitter.emitSegment(gb, rl, readable, KernelCodeBuilder(gb, rl).i64(1),
                             vectorRow, combineNothing, Value(), valid);
-        rb.create<scf::YieldOp>(rl);
+        rb.create<scf::YieldOp>(rl, ValueRange{last, problems});
       });
-  b.create<scf::ForOp>(
-      loc, vectorEnd, args.end, code.i64(1), ValueRange{},
-      [&](OpBuilder &rb, Location rl, Value row, ValueRange) {
+  Value vectorProblems = b.create<arith::CmpIOp>(
+      loc, arith::CmpIPredicate::ne,
+      b.create<LLVM::BitcastOp>(loc, b.getIntegerType(lanes),
+                                vectorLoop.getResult(1)),
+      b.create<arith::ConstantIntOp>(loc, 0, lanes));
+  auto singleLoop = b.create<scf::ForOp>(
+      loc, vectorEnd, args.end, code.i64(1),
+      ValueRange{vectorLoop.getResult(0), vectorProblems},
+      [&](OpBuilder &rb, Location rl, Value row, ValueRange state) {
         KernelCodeBuilder local(rb, rl);
-        Value segment = local.loadSegment(idx, row);
-        auto ifValid = rb.create<scf::IfOp>(
-            rl, local.isValidSegment(segment, numSegments), /*withElse=*/true);
+        Value value = local.load(idx, i32Type, row);
+        Value segment = rb.create<arith::ExtSIOp>(rl, rb.getI64Type(), value);
+        Value isValid = local.isValidSegment(segment, numSegments);
+        Value problem = rb.create<arith::OrIOp>(
+            rl,
+            rb.create<arith::XOrIOp>(rl, isValid,
+                                     rb.create<arith::ConstantIntOp>(rl, 1, 1)),
+            rb.create<arith::CmpIOp>(rl, arith::CmpIPredicate::slt, value,
+                                     state[0]));
+        Value problems = rb.create<arith::OrIOp>(rl, state[1], problem);
+        auto ifValid = rb.create<scf::IfOp>(rl, isValid, /*withElse=*/true);
         OpBuilder vb = ifValid.getThenBodyBuilder();
         auto oneRow = [&](OpBuilder &lb, Location ll, ValueRange init,
                           SegmentProgramEmitter::RowBody body, bool) {
@@ -401,9 +457,11 @@ static void emitHostRowMapKernel(const SegmentProgram &program,
                             oneRow, combineNothing, Value());
         OpBuilder eb = ifValid.getElseBodyBuilder();
         emitter.emitZeroRowOutputs(eb, rl, row);
-        rb.create<scf::YieldOp>(rl);
+        rb.create<scf::YieldOp>(rl, ValueRange{value, problems});
       });
-  b.create<func::ReturnOp>(loc);
+  b.create<func::ReturnOp>(
+      loc, ValueRange{b.create<arith::ExtUIOp>(loc, b.getI32Type(),
+                                               singleLoop.getResult(1))});
 }
 
 // Split segments (programs with isSplittable()): a segment too long for one
@@ -531,9 +589,11 @@ struct ConvertSegToHostPass
       SmallVector<Type> params(program->buffers.size(), ptrType);
       params.append(4, builder.getI64Type());
       builder.setInsertionPoint(func);
-      auto kernel =
-          builder.create<func::FuncOp>(func.getLoc(), func.getSymName(),
-                                       builder.getFunctionType(params, {}));
+      // The result: 1 if the kernel saw idx break the op library's contract
+      // in the rows it computed (row maps check every one), else 0.
+      auto kernel = builder.create<func::FuncOp>(
+          func.getLoc(), func.getSymName(),
+          builder.getFunctionType(params, {builder.getI32Type()}));
       kernel.addEntryBlock();
       if (program->mapsRowsOnly())
         emitHostRowMapKernel(*program, kernel);

@@ -75,8 +75,11 @@ private:
 };
 
 /// Runs segments [begin, end) of the host kernel at `symbol` (see
-/// HostLibrary::lookup) on the calling thread.
-void callHostKernel(void *symbol, const std::vector<uintptr_t> &pointers,
+/// HostLibrary::lookup) on the calling thread. Returns the kernel's result:
+/// true if it saw idx break the contract (values in [0, S), never
+/// descending) in the rows it computed; row maps (HostRange::Rows) check
+/// every row, segment kernels none (they return false).
+bool callHostKernel(void *symbol, const std::vector<uintptr_t> &pointers,
                     int64_t numRows, int64_t numSegments, int64_t begin,
                     int64_t end);
 
@@ -93,10 +96,11 @@ void callHostKernelParallel(void *symbol,
 /// Checks a sorted int32 index (every value in [0, numSegments), no descent)
 /// and runs every segment of the host kernel at `symbol`, in one pass over
 /// idx: each thread checks a block of rows, then runs the segments starting
-/// in it while those rows of idx are still in cache. On a problem the
-/// kernel's outputs are unspecified (but every access stayed in bounds:
-/// kernels clamp whatever idx holds) and the first problem in row order is
-/// returned.
+/// in it while those rows of idx are still in cache; row maps check the rows
+/// they compute themselves (idx is checked again only if one saw a problem). On
+/// a problem the kernel's outputs are unspecified (but every access stayed in
+/// bounds: kernels clamp whatever idx holds) and the first problem in row order
+/// is returned.
 IndexCheck checkIndexAndCallHostKernel(void *symbol,
                                        const std::vector<uintptr_t> &pointers,
                                        const int32_t *idx, int64_t numRows,
