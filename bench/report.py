@@ -135,6 +135,11 @@ def _number(value: str, digits: int = 2) -> str:
     return "n/a" if number != number else f"{number:.{digits}f}"
 
 
+def _percent(value: str | None) -> str:
+    """A ratio as a whole percentage ("n/a" where the CSV predates it)."""
+    return "n/a" if not value else f"{100 * float(value):.0f}"
+
+
 def markdown(directory: Path, device: str = "cpu") -> str:
     """The suite's CSV files in `directory` as markdown tables (for
     docs/benchmarks.md): one row per op, width and layout."""
@@ -142,14 +147,15 @@ def markdown(directory: Path, device: str = "cpu") -> str:
     ops_path = directory / f"ops_{device}.csv"
     if ops_path.exists():
         lines += ["| op | w | N | mean seg len | fwd µs | / eager | / compiled | % copy bw "
-                  "| fwd+bwd µs | / eager | / compiled |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                  "| % clone bw | fwd+bwd µs | / eager | / compiled |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for row in _read_csv(ops_path):
             lines.append(
                 f"| {row['op']} | {row['width']} | {int(row['N']):,} | "
                 f"{int(row['mean_seg_len']):,} | {_number(row['fwd segops us'], 1)} | "
                 f"{_number(row.get('fwd vs eager'))} | {_number(row.get('fwd vs compiled'))} | "
                 f"{100 * float(row['fwd bandwidth vs copy']):.0f} | "
+                f"{_percent(row.get('fwd bandwidth vs clone'))} | "
                 f"{_number(row['fwd+bwd segops us'], 1)} | {_number(row.get('fwd+bwd vs eager'))} | "
                 f"{_number(row.get('fwd+bwd vs compiled'))} |")
     overhead_path = directory / f"overhead_{device}.csv"
