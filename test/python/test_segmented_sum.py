@@ -334,6 +334,46 @@ def test_threaded_cpu_results_do_not_depend_on_the_thread_count(mean_length: int
     torch.testing.assert_close(threaded, reference_sum(x, idx, num_segments), rtol=1e-4, atol=1e-3)
 
 
+@pytest.mark.parametrize("mean_length", [1, 6, 14, 40])
+def test_short_segments_storing_rows_across_threads(mean_length: int) -> None:
+    """Passes storing rows run short segments as one 16-row block that reads
+    and rewrites the rows after the segment (masked off): only rows of the
+    call's own segments, so thread boundaries and the index-check blocks
+    (2^17 rows) never see another thread's rows overwritten. The backward of
+    rms_norm (two passes, the second storing rows) and of mean (one pass
+    storing rows) on scalar float32 rows (the blocks are used where they
+    store at most 4 vectors) against the reference, bitwise equal for 1, 2
+    and 3 threads."""
+    n = (1 << 18) + 77  # two check blocks per thread at two threads
+    generator = torch.Generator().manual_seed(mean_length)
+    num_segments = max(1, n // mean_length)
+    idx = torch.sort(torch.randint(0, num_segments, (n,), generator=generator)).values.int()
+    x = torch.randn(n, generator=generator, requires_grad=True)
+    grad = torch.randn(num_segments, generator=generator)
+    previous = torch.get_num_threads()
+    results = []
+    try:
+        for threads in (1, 2, 3):
+            torch.set_num_threads(threads)
+            out = segops.segmented_rms_norm(x, idx, num_segments)
+            (dx,) = torch.autograd.grad(out, x, grad)
+            (dx_mean,) = torch.autograd.grad(segops.segmented_mean(x, idx, num_segments), x,
+                                             grad)
+            results.append((out.detach(), dx, dx_mean))
+    finally:
+        torch.set_num_threads(previous)
+    for result in results[1:]:
+        assert all(torch.equal(a, b) for a, b in zip(result, results[0]))
+    x_ref = x.detach().clone().requires_grad_(True)
+    squares = torch.zeros(num_segments).index_add_(0, idx.long(), x_ref * x_ref)
+    counts = torch.bincount(idx.long(), minlength=num_segments).clamp(min=1)
+    expected = (squares / counts).sqrt()
+    (dx_ref,) = torch.autograd.grad(expected, x_ref, grad)
+    torch.testing.assert_close(results[0][0], expected.detach())
+    torch.testing.assert_close(results[0][1], dx_ref)
+    torch.testing.assert_close(results[0][2], (grad / counts)[idx.long()])
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_long_segments_split_into_tiles(dtype: torch.dtype) -> None:
     """Segments of 2^17 rows or more are reduced in tiles spread over the

@@ -120,15 +120,19 @@ public:
   /// The code of `lanes` consecutive rows from `row` (lanes > 1: each
   /// scalar becomes a vector of `lanes`, one lane per row, accumulators
   /// included), given the loop-carried accumulators; returns the next ones.
+  /// With `laneMask` (a vector of i1, or null for all lanes), rows whose
+  /// lane is false add nothing and leave their row outputs as they were
+  /// (their old values are read and stored back).
   using RowBody = function_ref<SmallVector<Value>(
-      OpBuilder &, Location, Value row, int64_t lanes, ValueRange acc)>;
+      OpBuilder &, Location, Value row, int64_t lanes, Value laneMask,
+      ValueRange acc)>;
   /// Builds a loop over the rows of the current segment, calling the body
   /// for the rows the current thread owns, and returns the final scalar
   /// accumulators (`init` holds scalar zeros; a loop running the body with
   /// lanes > 1 makes its own vector accumulators and adds their lanes up).
-  /// `storesRows` says whether the body stores row outputs: if not, a loop
-  /// may run it on rows past the segment's end (within N) and discard their
-  /// terms.
+  /// `storesRows` says whether the body stores row outputs (a loop running
+  /// it on rows past the segment's end must then mask them, and must own
+  /// those rows: the body reads and rewrites them).
   using RowLoopBuilder = std::function<SmallVector<Value>(
       OpBuilder &, Location, ValueRange init, RowBody, bool storesRows)>;
   /// Combines one thread's partial sum into the total over the segment (the

@@ -175,7 +175,8 @@ void GPUKernelEmitter::emitOwnedSegment(OpBuilder &b, Value rowBase,
       auto loop = rb.create<scf::ForOp>(
           rl, first, end, i64(rb, kWarpSize), init,
           [&](OpBuilder &ib, Location il, Value row, ValueRange acc) {
-            ib.create<scf::YieldOp>(il, body(ib, il, row, /*lanes=*/1, acc));
+            ib.create<scf::YieldOp>(
+                il, body(ib, il, row, /*lanes=*/1, /*laneMask=*/Value(), acc));
           });
       return SmallVector<Value>(loop.getResults());
     };

@@ -126,8 +126,8 @@ static SmallVector<Value> emitVectorRowLoop(OpBuilder &b, Location loc,
           Value r =
               i == 0 ? row
                      : lb.create<arith::AddIOp>(ll, row, local.i64(i * lanes));
-          llvm::append_range(
-              next, body(lb, ll, r, lanes, partials.slice(i * width, width)));
+          llvm::append_range(next, body(lb, ll, r, lanes, /*laneMask=*/Value(),
+                                        partials.slice(i * width, width)));
         }
         lb.create<scf::YieldOp>(ll, next);
       });
@@ -135,7 +135,8 @@ static SmallVector<Value> emitVectorRowLoop(OpBuilder &b, Location loc,
       loc, interleavedEnd, vectorEnd, code.i64(lanes),
       interleaved.getResults().take_front(width),
       [&](OpBuilder &lb, Location ll, Value row, ValueRange acc) {
-        lb.create<scf::YieldOp>(ll, body(lb, ll, row, lanes, acc));
+        lb.create<scf::YieldOp>(
+            ll, body(lb, ll, row, lanes, /*laneMask=*/Value(), acc));
       });
   SmallVector<Value> partials(vectors.getResults());
   llvm::append_range(partials, interleaved.getResults().drop_front(width));
@@ -150,19 +151,20 @@ static SmallVector<Value> emitVectorRowLoop(OpBuilder &b, Location loc,
   auto scalars = b.create<scf::ForOp>(
       loc, vectorEnd, rowEnd, code.i64(1), sums,
       [&](OpBuilder &lb, Location ll, Value row, ValueRange acc) {
-        lb.create<scf::YieldOp>(ll, body(lb, ll, row, /*lanes=*/1, acc));
+        lb.create<scf::YieldOp>(
+            ll, body(lb, ll, row, /*lanes=*/1, /*laneMask=*/Value(), acc));
       });
   return SmallVector<Value>(scalars.getResults());
 }
 
 // A segment of at most kShortSegmentRows rows whose block of
 // kShortSegmentRows rows lies within N: the body runs on the whole block as
-// vectors (rows past the segment's end belong to later segments and are
-// read, not written), terms of rows past the end are replaced by 0, and the
-// vectors are added pairwise, then their lanes. No branch depends on the
+// vectors with the rows past the segment's end masked off (they belong to
+// later segments: their terms are 0 and their row outputs are read and
+// stored back unchanged, then overwritten when their own segment runs), and
+// the vectors are added pairwise, then their lanes. No branch depends on the
 // segment's length, where the general loop's trip counts do (a mispredicted
-// branch or two per segment, which dominate ~10-row segments). Only for
-// bodies that store no rows.
+// branch or two per segment, which dominate ~10-row segments).
 static SmallVector<Value>
 emitShortSegmentBlock(OpBuilder &b, Location loc, Value rowBegin, Value count,
                       ValueRange init, SegmentProgramEmitter::RowBody body,
@@ -188,9 +190,7 @@ emitShortSegmentBlock(OpBuilder &b, Location loc, Value rowBegin, Value count,
         loc, arith::CmpIPredicate::slt,
         b.create<arith::ConstantOp>(loc, b.getI32VectorAttr(positions)),
         counts);
-    for (auto [c, term] : llvm::enumerate(body(b, loc, row, lanes, zeros)))
-      terms.push_back(
-          b.create<arith::SelectOp>(loc, inSegment, term, zeros[c]));
+    llvm::append_range(terms, body(b, loc, row, lanes, inSegment, zeros));
   }
   for (int64_t live = numVectors; live > 1; live /= 2)
     for (int64_t i = 0; i < live / 2; ++i)
@@ -203,15 +203,38 @@ emitShortSegmentBlock(OpBuilder &b, Location loc, Value rowBegin, Value count,
   return sums;
 }
 
-/// A segment's row loop: the short-segment block where it applies (a body
-/// without row stores, a segment of at most kShortSegmentRows rows, the
-/// block within `numRows`), else the vector loop.
+/// Row-output vectors a short-segment block may store (each a load, a
+/// select and a store, for 16 rows whatever the segment's length): measured
+/// with bench.host_ab on ~10-row segments, f32 with one component (4
+/// vectors) gains (mean backward 0.59x, rms_norm backward 0.87x the
+/// general loop's time), f32 vec3 (12) and f64 (8) lose (1.08-1.28x).
+static constexpr int64_t kMaxShortBlockStoreVectors = 4;
+
+/// The components of the program's row outputs, per row, all outputs
+/// together.
+static int64_t rowOutputComponents(const SegmentProgram &program) {
+  int64_t total = 0;
+  for (Value result :
+       program.func.getBody().front().getTerminator()->getOperands())
+    if (program.info(result).space == ValueSpace::Row)
+      total += program.info(result).numComponents();
+  return total;
+}
+
+/// A segment's row loop: the short-segment block where it applies (a
+/// segment of at most kShortSegmentRows rows whose block ends within
+/// `numRows`, or, for a body storing rows, within `ownedRowsEnd`: the rows
+/// of the call's own segments, which no other thread writes; and only if
+/// it stores few vectors), else the vector loop.
 static SmallVector<Value>
 emitSegmentRowLoop(OpBuilder &b, Location loc, Value rowBegin, Value rowEnd,
-                   Value numRows, ValueRange init,
+                   Value numRows, Value ownedRowsEnd, ValueRange init,
                    SegmentProgramEmitter::RowBody body, bool storesRows,
-                   Type elementType) {
-  if (storesRows)
+                   const SegmentProgram &program) {
+  Type elementType = program.elementType;
+  int64_t storeVectors = rowOutputComponents(program) *
+                         (kShortSegmentRows / vectorLanes(elementType));
+  if (storesRows && storeVectors > kMaxShortBlockStoreVectors)
     return emitVectorRowLoop(b, loc, rowBegin, rowEnd, init, body, elementType);
   KernelCodeBuilder code(b, loc);
   Value count = b.create<arith::SubIOp>(loc, rowEnd, rowBegin);
@@ -220,7 +243,7 @@ emitSegmentRowLoop(OpBuilder &b, Location loc, Value rowBegin, Value rowEnd,
   Value blockFits = b.create<arith::CmpIOp>(
       loc, arith::CmpIPredicate::sle,
       b.create<arith::AddIOp>(loc, rowBegin, code.i64(kShortSegmentRows)),
-      numRows);
+      storesRows ? ownedRowsEnd : numRows);
   auto ifShort = b.create<scf::IfOp>(
       loc, b.create<arith::AndIOp>(loc, isShort, blockFits),
       [&](OpBuilder &tb, Location tl) {
@@ -251,6 +274,12 @@ static void emitHostKernel(const SegmentProgram &program, func::FuncOp kernel) {
   SegmentProgramEmitter emitter(program, args.buffers, numRows, numSegments);
 
   Value firstRow = code.lowerBound(idx, code.i64(0), numRows, begin);
+  // Rows of this call's segments end where segment `end` begins: short
+  // blocks of passes storing rows stay below it (other threads write the
+  // rows after; rows of invalid segments are zeroed below, first).
+  Value ownedRowsEnd = program.hasRowOutputs
+                           ? code.lowerBound(idx, firstRow, numRows, end)
+                           : numRows;
   if (program.hasRowOutputs) {
     Value isFirst = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
                                             begin, code.i64(0));
@@ -277,8 +306,9 @@ static void emitHostKernel(const SegmentProgram &program, func::FuncOp kernel) {
         auto rowLoop = [&](OpBuilder &rb, Location rl, ValueRange init,
                            SegmentProgramEmitter::RowBody body,
                            bool storesRows) {
-          return emitSegmentRowLoop(rb, rl, rowBegin, rowEnd, numRows, init,
-                                    body, storesRows, program.elementType);
+          return emitSegmentRowLoop(rb, rl, rowBegin, rowEnd, numRows,
+                                    ownedRowsEnd, init, body, storesRows,
+                                    program);
         };
         emitter.emitSegment(sb, sl, segment, count, rowLoop, combineNothing,
                             /*writeSegmentOutputs=*/Value());
@@ -401,8 +431,9 @@ static void emitHostRowMapKernel(const SegmentProgram &program,
             rl, VectorType::get({lanes}, rb.getI64Type()), values);
         Value readable = rb.create<arith::SelectOp>(rl, valid, segments, zeros);
         auto vectorRow = [&](OpBuilder &lb, Location ll, ValueRange init,
-                             SegmentProgramEmitter::RowBody body,
-                             bool) { return body(lb, ll, row, lanes, init); };
+                             SegmentProgramEmitter::RowBody body, bool) {
+          return body(lb, ll, row, lanes, /*laneMask=*/Value(), init);
+        };
         if (!loadsOnceIfUniform) {
           emitter.emitSegment(rb, rl, readable, local.i64(1), vectorRow,
                               combineNothing, Value(), valid);
@@ -451,7 +482,7 @@ static void emitHostRowMapKernel(const SegmentProgram &program,
         OpBuilder vb = ifValid.getThenBodyBuilder();
         auto oneRow = [&](OpBuilder &lb, Location ll, ValueRange init,
                           SegmentProgramEmitter::RowBody body, bool) {
-          return body(lb, ll, row, /*lanes=*/1, init);
+          return body(lb, ll, row, /*lanes=*/1, /*laneMask=*/Value(), init);
         };
         emitter.emitSegment(vb, rl, segment, KernelCodeBuilder(vb, rl).i64(1),
                             oneRow, combineNothing, Value());

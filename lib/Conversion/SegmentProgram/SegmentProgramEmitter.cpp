@@ -381,7 +381,7 @@ void SegmentProgramEmitter::emitSegment(OpBuilder &b, Location loc,
     SmallVector<Value> totals = rowLoop(
         b, loc, init,
         [&](OpBuilder &lb, Location ll, Value row, int64_t lanes,
-            ValueRange acc) {
+            Value laneMask, ValueRange acc) {
           DenseMap<Value, Components> memo;
           SmallVector<Value> next;
           unsigned position = 0;
@@ -429,9 +429,14 @@ void SegmentProgramEmitter::emitSegment(OpBuilder &b, Location loc,
                               lb.create<arith::MulFOp>(ll, v[a], g[c]));
                       return out;
                     });
-            for (Value term : terms)
+            for (Value term : terms) {
+              if (laneMask)
+                term = lb.create<arith::SelectOp>(
+                    ll, laneMask, term,
+                    KernelCodeBuilder(lb, ll).zero(term.getType()));
               next.push_back(
                   lb.create<arith::AddFOp>(ll, acc[position++], term));
+            }
           }
           KernelCodeBuilder local(lb, ll);
           for (unsigned i : rowOutputs) {
@@ -442,6 +447,14 @@ void SegmentProgramEmitter::emitSegment(OpBuilder &b, Location loc,
                 component =
                     lb.create<arith::SelectOp>(ll, rowOutputMask, component,
                                                local.zero(component.getType()));
+            if (laneMask) {
+              Components old =
+                  loadElement(local, outputBuffer(i), program.elementType, row,
+                              value.size(), lanes);
+              for (auto [component, kept] : llvm::zip(value, old))
+                component =
+                    lb.create<arith::SelectOp>(ll, laneMask, component, kept);
+            }
             storeElement(local, outputBuffer(i), row, value, lanes);
           }
           return next;

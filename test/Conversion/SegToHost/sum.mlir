@@ -173,20 +173,22 @@ func.func @mean(%x: tensor<?xf64>, %idx: tensor<?xi32>, %n: index) -> tensor<?xf
 
 // -----
 
-// Two passes, the second storing rows (x minus its segment's mean): the
-// first pass (no stores) may take the short-segment block, the second
-// always runs the vector loop, storing 4 rows of 3 components at a time
+// Two passes, the second storing rows (x minus its segment's mean). Short
+// segments take the 16-row block in the first pass; in the second, a block
+// would store 12 vectors (16 rows of 3 components), too many to pay off:
+// it runs the vector loop, storing 4 rows of 3 components at a time
 // (interleaved back into one vector of 12), then single rows.
 // CHECK-LABEL: func.func @center_vec3
-// CHECK-SAME: (%[[X:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr,
+// CHECK-SAME: (%[[X:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:[^:]*]]: i64,
 // CHECK: scf.if %{{.*}} -> (f32, f32, f32)
 // CHECK: arith.select %{{.*}} : vector<4xi1>, vector<4xf32>
 // CHECK: arith.divf
-// CHECK-NOT: arith.select %{{.*}} : vector<4xi1>, vector<4xf32>
-// CHECK: scf.for
+// CHECK-NOT: scf.if
+// CHECK: scf.for %{{.*}} step %c16_i64
 // CHECK: %[[D0:.*]] = arith.subf %{{.*}} : vector<4xf32>
 // CHECK: %[[D1:.*]] = arith.subf %{{.*}} : vector<4xf32>
 // CHECK: %[[D2:.*]] = arith.subf %{{.*}} : vector<4xf32>
+// CHECK-NOT: arith.select
 // CHECK: %[[D01:.*]] = llvm.shufflevector %[[D0]], %[[D1]] [0, 1, 2, 3, 4, 5, 6, 7] : vector<4xf32>
 // CHECK: %[[D2W:.*]] = llvm.shufflevector %[[D2]], %[[D2]] [0, 1, 2, 3, 0, 0, 0, 0] : vector<4xf32>
 // CHECK: %[[ALL:.*]] = llvm.shufflevector %[[D01]], %[[D2W]] [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11] : vector<8xf32>
@@ -198,6 +200,37 @@ func.func @center_vec3(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> t
   %rows = seg.gather %mean, %idx : tensor<?x3xf32>, tensor<?xi32> -> tensor<?x3xf32>
   %centered = arith.subf %x, %rows : tensor<?x3xf32>
   return %centered : tensor<?x3xf32>
+}
+
+// -----
+
+// The same with scalar rows: a short block stores 4 vectors, so the second
+// pass takes it too. Its block must end within the rows of the call's own
+// segments (a second binary search: where segment `end` begins), since rows
+// past the segment are masked off by loading their outputs and storing them
+// back (they are written again when their own segment runs).
+// CHECK-LABEL: func.func @center_scalar
+// CHECK-SAME: (%[[X:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:[^:]*]]: i64,
+// CHECK: %[[FIRST:.*]]:2 = scf.while
+// CHECK: %[[OWNED:.*]]:2 = scf.while (%{{.*}} = %[[FIRST]]#0, %{{.*}} = %[[N]])
+// CHECK: scf.if %{{.*}} -> (f32)
+// CHECK: arith.divf
+// CHECK: %[[FITS:.*]] = arith.cmpi sle, %{{.*}}, %[[OWNED]]#0 : i64
+// CHECK: %[[SHORT:.*]] = arith.andi %{{.*}}, %[[FITS]] : i1
+// CHECK: scf.if %[[SHORT]] {
+// CHECK: %[[NEW:.*]] = arith.subf %{{.*}} : vector<4xf32>
+// CHECK: %[[AT0:.*]] = llvm.getelementptr inbounds %[[OUT]]
+// CHECK: %[[OLD:.*]] = llvm.load %[[AT0]] {alignment = 4 : i64} : !llvm.ptr -> vector<4xf32>
+// CHECK: %[[KEPT:.*]] = arith.select %{{.*}}, %[[NEW]], %[[OLD]] : vector<4xi1>, vector<4xf32>
+// CHECK: llvm.store %[[KEPT]], %[[AT0]] {alignment = 4 : i64} : vector<4xf32>, !llvm.ptr
+// CHECK-COUNT-3: llvm.store %{{.*}} {alignment = 4 : i64} : vector<4xf32>, !llvm.ptr
+// CHECK: } else {
+// CHECK: scf.for %{{.*}} step %c16_i64
+func.func @center_scalar(%x: tensor<?xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?xf32> {
+  %mean = seg.mean %x, %idx, %n : tensor<?xf32>, tensor<?xi32> -> tensor<?xf32>
+  %rows = seg.gather %mean, %idx : tensor<?xf32>, tensor<?xi32> -> tensor<?xf32>
+  %centered = arith.subf %x, %rows : tensor<?xf32>
+  return %centered : tensor<?xf32>
 }
 
 // -----
