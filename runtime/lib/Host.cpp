@@ -37,75 +37,91 @@ void *HostLibrary::lookup(const std::string &name) {
 namespace {
 using I64 = int64_t;
 using P = void *;
-// Kernels are plain C functions of their pointer parameters followed by four
-// i64s, returning an i32 (1: idx broke the contract in the rows computed);
-// the pointer count picks the function type to call through.
+// Kernels are plain C functions of their pointer parameters followed by five
+// i64s (N, S, begin, end, first row), returning an i64; the pointer count
+// picks the function type to call through.
 template <size_t... Is>
-int32_t callWithPointers(void *symbol, const std::vector<uintptr_t> &pointers,
-                         I64 n, I64 s, I64 begin, I64 end,
-                         std::index_sequence<Is...>) {
-  using Fn = int32_t (*)(decltype((void)Is, P())..., I64, I64, I64, I64);
+I64 callWithPointers(void *symbol, const std::vector<uintptr_t> &pointers,
+                     I64 n, I64 s, I64 begin, I64 end, I64 firstRow,
+                     std::index_sequence<Is...>) {
+  using Fn = I64 (*)(decltype((void)Is, P())..., I64, I64, I64, I64, I64);
   return reinterpret_cast<Fn>(symbol)(reinterpret_cast<P>(pointers[Is])..., n,
-                                      s, begin, end);
+                                      s, begin, end, firstRow);
 }
 
 template <size_t Count>
 bool callIfCount(void *symbol, const std::vector<uintptr_t> &pointers, I64 n,
-                 I64 s, I64 begin, I64 end, int32_t &result) {
+                 I64 s, I64 begin, I64 end, I64 firstRow, I64 &result) {
   if (pointers.size() != Count)
     return false;
-  result = callWithPointers(symbol, pointers, n, s, begin, end,
+  result = callWithPointers(symbol, pointers, n, s, begin, end, firstRow,
                             std::make_index_sequence<Count>());
   return true;
 }
 
-// Split kernels take one more pointer after the four i64s.
+// Split kernels take one more pointer after four i64s; the tile kernel
+// returns an i32 (1: its rows are not all of one valid segment), the finish
+// kernel nothing (read as 0: the value is ignored).
 template <size_t... Is>
-void callWithPointersAndTotals(void *symbol,
-                               const std::vector<uintptr_t> &pointers, I64 n,
-                               I64 s, I64 a, I64 b, void *totals,
-                               std::index_sequence<Is...>) {
+int32_t
+callWithPointersAndTotals(void *symbol, const std::vector<uintptr_t> &pointers,
+                          I64 n, I64 s, I64 a, I64 b, void *totals,
+                          bool returnsProblem, std::index_sequence<Is...>) {
+  if (returnsProblem) {
+    using Fn = int32_t (*)(decltype((void)Is, P())..., I64, I64, I64, I64, P);
+    return reinterpret_cast<Fn>(symbol)(reinterpret_cast<P>(pointers[Is])..., n,
+                                        s, a, b, totals);
+  }
   using Fn = void (*)(decltype((void)Is, P())..., I64, I64, I64, I64, P);
   reinterpret_cast<Fn>(symbol)(reinterpret_cast<P>(pointers[Is])..., n, s, a, b,
                                totals);
+  return 0;
 }
 
 template <size_t Count>
 bool callSplitIfCount(void *symbol, const std::vector<uintptr_t> &pointers,
-                      I64 n, I64 s, I64 a, I64 b, void *totals) {
+                      I64 n, I64 s, I64 a, I64 b, void *totals,
+                      bool returnsProblem, int32_t &result) {
   if (pointers.size() != Count)
     return false;
-  callWithPointersAndTotals(symbol, pointers, n, s, a, b, totals,
-                            std::make_index_sequence<Count>());
+  result = callWithPointersAndTotals(symbol, pointers, n, s, a, b, totals,
+                                     returnsProblem,
+                                     std::make_index_sequence<Count>());
   return true;
 }
 
 template <size_t... Counts>
-bool dispatchSplit(void *symbol, const std::vector<uintptr_t> &pointers, I64 n,
-                   I64 s, I64 a, I64 b, void *totals,
-                   std::index_sequence<Counts...>) {
-  return (callSplitIfCount<Counts + 1>(symbol, pointers, n, s, a, b, totals) ||
-          ...);
+int32_t dispatchSplit(void *symbol, const std::vector<uintptr_t> &pointers,
+                      I64 n, I64 s, I64 a, I64 b, void *totals,
+                      bool returnsProblem, std::index_sequence<Counts...>) {
+  int32_t result = 0;
+  (callSplitIfCount<Counts + 1>(symbol, pointers, n, s, a, b, totals,
+                                returnsProblem, result) ||
+   ...);
+  return result;
 }
 
 template <size_t... Counts>
-int32_t dispatch(void *symbol, const std::vector<uintptr_t> &pointers, I64 n,
-                 I64 s, I64 begin, I64 end, std::index_sequence<Counts...>) {
-  int32_t result = 0;
-  (callIfCount<Counts + 1>(symbol, pointers, n, s, begin, end, result) || ...);
+I64 dispatch(void *symbol, const std::vector<uintptr_t> &pointers, I64 n, I64 s,
+             I64 begin, I64 end, I64 firstRow, std::index_sequence<Counts...>) {
+  I64 result = 0;
+  (callIfCount<Counts + 1>(symbol, pointers, n, s, begin, end, firstRow,
+                           result) ||
+   ...);
   return result;
 }
 } // namespace
 
-bool segrt::callHostKernel(void *symbol, const std::vector<uintptr_t> &pointers,
-                           int64_t numRows, int64_t numSegments, int64_t begin,
-                           int64_t end) {
+int64_t segrt::callHostKernel(void *symbol,
+                              const std::vector<uintptr_t> &pointers,
+                              int64_t numRows, int64_t numSegments,
+                              int64_t begin, int64_t end, int64_t firstRow) {
   if (pointers.empty() || pointers.size() > HostLibrary::kMaxPointers)
     throw Error("segrt: host kernels take 1 to " +
                 std::to_string(HostLibrary::kMaxPointers) + " pointers, got " +
                 std::to_string(pointers.size()));
-  return dispatch(symbol, pointers, numRows, numSegments, begin, end,
-                  std::make_index_sequence<HostLibrary::kMaxPointers>()) != 0;
+  return dispatch(symbol, pointers, numRows, numSegments, begin, end, firstRow,
+                  std::make_index_sequence<HostLibrary::kMaxPointers>());
 }
 
 void HostLibrary::call(const std::string &name,
@@ -159,28 +175,40 @@ std::vector<HeavySegment> findHeavySegments(const int32_t *idx, int64_t numRows,
   return heavy;
 }
 
-/// Runs segments [begin, end) except the heavy ones (computed by tiles).
-void callSegmentsExcept(void *symbol, const std::vector<uintptr_t> &pointers,
-                        int64_t numRows, int64_t numSegments, int64_t begin,
-                        int64_t end, const std::vector<HeavySegment> &heavy) {
+/// Runs segments [begin, end) from row `firstRow` (the first row of
+/// `begin`), except the heavy ones (computed by tiles), in calls whose rows
+/// must meet: each call returns the row after its rows, which must be the
+/// next heavy segment's first row, whose last row the next call starts
+/// after. Returns the row after the last call's rows, or -1 if a call saw a
+/// problem or the rows did not meet (idx is then not sorted).
+int64_t callSegmentsExcept(void *symbol, const std::vector<uintptr_t> &pointers,
+                           int64_t numRows, int64_t numSegments, int64_t begin,
+                           int64_t end, int64_t firstRow,
+                           const std::vector<HeavySegment> &heavy) {
+  bool consistent = true;
+  int64_t row = firstRow;
   for (const HeavySegment &segment : heavy) {
     if (segment.segment < begin || segment.segment >= end)
       continue;
-    if (begin < segment.segment)
-      callHostKernel(symbol, pointers, numRows, numSegments, begin,
-                     segment.segment);
+    int64_t reached = callHostKernel(symbol, pointers, numRows, numSegments,
+                                     begin, segment.segment, row);
+    consistent &= reached == segment.rowBegin;
     begin = segment.segment + 1;
+    row = segment.rowEnd;
   }
-  if (begin < end)
-    callHostKernel(symbol, pointers, numRows, numSegments, begin, end);
+  int64_t reached =
+      callHostKernel(symbol, pointers, numRows, numSegments, begin, end, row);
+  return consistent ? reached : -1;
 }
 
 /// Tiles of the heavy segments over the threads, then each segment's
-/// totals added in tile order and its outputs computed.
+/// totals added in tile order and its outputs computed. Returns false if a
+/// tile's rows were not all of its segment (the tile kernel checks its rows
+/// against its first row; that row is checked here).
 template <typename T>
-void runHeavySegments(const HostSplitKernel &split,
-                      const std::vector<uintptr_t> &pointers, int64_t numRows,
-                      int64_t numSegments,
+bool runHeavySegments(const HostSplitKernel &split,
+                      const std::vector<uintptr_t> &pointers,
+                      const int32_t *idx, int64_t numRows, int64_t numSegments,
                       const std::vector<HeavySegment> &heavy, int numThreads) {
   struct Tile {
     size_t heavy;
@@ -195,11 +223,16 @@ void runHeavySegments(const HostSplitKernel &split,
            std::min(heavy[h].rowEnd, row + HostSplitKernel::kTileRows)});
   size_t numTotals = split.numTotals;
   std::vector<T> partials(tiles.size() * numTotals);
+  std::vector<char> problems(numThreads, 0);
   runWorkers(numThreads, [&](int k) {
-    for (size_t t = k; t < tiles.size(); t += numThreads)
-      dispatchSplit(split.rows, pointers, numRows, numSegments, tiles[t].begin,
-                    tiles[t].end, &partials[t * numTotals],
-                    std::make_index_sequence<HostLibrary::kMaxPointers>());
+    for (size_t t = k; t < tiles.size(); t += numThreads) {
+      bool ownSegment = idx[tiles[t].begin] == heavy[tiles[t].heavy].segment;
+      int32_t problem = dispatchSplit(
+          split.rows, pointers, numRows, numSegments, tiles[t].begin,
+          tiles[t].end, &partials[t * numTotals], /*returnsProblem=*/true,
+          std::make_index_sequence<HostLibrary::kMaxPointers>());
+      problems[k] |= !ownSegment || problem != 0;
+    }
   });
   std::vector<T> totals(numTotals);
   size_t t = 0;
@@ -210,21 +243,81 @@ void runHeavySegments(const HostSplitKernel &split,
         totals[c] += partials[t * numTotals + c];
     dispatchSplit(split.finish, pointers, numRows, numSegments,
                   heavy[h].segment, heavy[h].rowEnd - heavy[h].rowBegin,
-                  totals.data(),
+                  totals.data(), /*returnsProblem=*/false,
                   std::make_index_sequence<HostLibrary::kMaxPointers>());
   }
+  return std::find(problems.begin(), problems.end(), 1) == problems.end();
 }
 
-void runHeavySegments(const HostSplitKernel &split,
-                      const std::vector<uintptr_t> &pointers, int64_t numRows,
-                      int64_t numSegments,
+bool runHeavySegments(const HostSplitKernel &split,
+                      const std::vector<uintptr_t> &pointers,
+                      const int32_t *idx, int64_t numRows, int64_t numSegments,
                       const std::vector<HeavySegment> &heavy, int numThreads) {
   if (split.isDouble)
-    runHeavySegments<double>(split, pointers, numRows, numSegments, heavy,
-                             numThreads);
-  else
-    runHeavySegments<float>(split, pointers, numRows, numSegments, heavy,
-                            numThreads);
+    return runHeavySegments<double>(split, pointers, idx, numRows, numSegments,
+                                    heavy, numThreads);
+  return runHeavySegments<float>(split, pointers, idx, numRows, numSegments,
+                                 heavy, numThreads);
+}
+
+/// Runs every segment of a segment kernel over up to `numThreads` threads,
+/// each taking the segments starting in an even share of the rows (the
+/// segment of row N*k/T up to that of row N*(k+1)/T, 0 and S at the ends),
+/// told its first row; long segments of split kernels in tiles. Returns
+/// true if idx was sorted and in range: no call or tile saw a problem, and
+/// the rows of consecutive calls met and covered [0, N) (so every row was
+/// checked by the call computing it).
+bool runSegments(void *symbol, const std::vector<uintptr_t> &pointers,
+                 const int32_t *idx, int64_t numRows, int64_t numSegments,
+                 int numThreads, const HostSplitKernel *split) {
+  if (numRows == 0) {
+    callHostKernel(symbol, pointers, numRows, numSegments, 0, numSegments, 0);
+    return true;
+  }
+  std::vector<HeavySegment> heavy;
+  if (split)
+    heavy = findHeavySegments(idx, numRows, numSegments);
+  if (numSegments < 2)
+    numThreads = 1;
+  std::vector<int64_t> bounds{0};
+  for (int k = 1; k < numThreads; ++k)
+    bounds.push_back(
+        std::max(bounds.back(),
+                 segmentAtRow(idx, numRows * k / numThreads, numSegments)));
+  bounds.push_back(numSegments);
+  // Each range's first row, by binary search (any idx: stays in [0, N]).
+  std::vector<int64_t> firstRows;
+  for (int k = 0; k <= numThreads; ++k)
+    firstRows.push_back(lowerBound(idx, 0, numRows, bounds[k]));
+  std::vector<int64_t> reached(numThreads, -1);
+  runWorkers(numThreads, [&](int k) {
+    reached[k] =
+        callSegmentsExcept(symbol, pointers, numRows, numSegments, bounds[k],
+                           bounds[k + 1], firstRows[k], heavy);
+  });
+  bool consistent = firstRows[0] == 0;
+  for (int k = 0; k < numThreads; ++k)
+    consistent &=
+        reached[k] >= 0 &&
+        reached[k] == (k + 1 < numThreads ? firstRows[k + 1] : numRows);
+  if (!heavy.empty())
+    consistent &= runHeavySegments(*split, pointers, idx, numRows, numSegments,
+                                   heavy, numThreads);
+  return consistent;
+}
+
+/// Runs every row of a row map over up to `numThreads` threads, rows split
+/// evenly. Returns true if no call saw a problem in idx.
+bool runRows(void *symbol, const std::vector<uintptr_t> &pointers,
+             int64_t numRows, int64_t numSegments, int numThreads) {
+  std::vector<char> problems(numThreads, 0);
+  runWorkers(numThreads, [&](int k) {
+    problems[k] =
+        callHostKernel(symbol, pointers, numRows, numSegments,
+                       numRows * k / numThreads, numRows * (k + 1) / numThreads,
+                       /*firstRow=*/-1) < 0;
+  });
+  return std::find(problems.begin(), problems.end(), 1) == problems.end();
 }
 } // namespace
 
@@ -235,48 +328,10 @@ void segrt::callHostKernelParallel(void *symbol,
                                    HostRange range,
                                    const HostSplitKernel *split) {
   numThreads = numRows < kParallelMinRows ? 1 : std::max(1, numThreads);
-  std::vector<HeavySegment> heavy;
-  if (split && range == HostRange::Segments && numRows > 0)
-    heavy = findHeavySegments(idx, numRows, numSegments);
-  if (!heavy.empty()) {
-    // Light segments as usual (threads by rows), then the heavy ones' tiles.
-    std::vector<int64_t> bounds{0};
-    for (int k = 1; k < numThreads; ++k)
-      bounds.push_back(
-          std::max(bounds.back(),
-                   segmentAtRow(idx, numRows * k / numThreads, numSegments)));
-    bounds.push_back(numSegments);
-    runWorkers(numThreads, [&](int k) {
-      callSegmentsExcept(symbol, pointers, numRows, numSegments, bounds[k],
-                         bounds[k + 1], heavy);
-    });
-    runHeavySegments(*split, pointers, numRows, numSegments, heavy, numThreads);
-    return;
-  }
-  if (range == HostRange::Rows) {
-    runWorkers(numThreads, [&](int k) {
-      callHostKernel(symbol, pointers, numRows, numSegments,
-                     numRows * k / numThreads, numRows * (k + 1) / numThreads);
-    });
-    return;
-  }
-  if (numThreads == 1 || numRows < 2 || numSegments < 2) {
-    callHostKernel(symbol, pointers, numRows, numSegments, 0, numSegments);
-    return;
-  }
-  // Split points: the segment of rows N*k/T, so each range holds about N/T
-  // rows (a segment larger than that makes one range larger).
-  std::vector<int64_t> bounds{0};
-  for (int k = 1; k < numThreads; ++k) {
-    int64_t split = segmentAtRow(idx, numRows * k / numThreads, numSegments);
-    bounds.push_back(std::max(bounds.back(), split));
-  }
-  bounds.push_back(numSegments);
-  runWorkers(numThreads, [&](int k) {
-    if (bounds[k] < bounds[k + 1])
-      callHostKernel(symbol, pointers, numRows, numSegments, bounds[k],
-                     bounds[k + 1]);
-  });
+  if (range == HostRange::Rows)
+    runRows(symbol, pointers, numRows, numSegments, numThreads);
+  else
+    runSegments(symbol, pointers, idx, numRows, numSegments, numThreads, split);
 }
 
 void HostLibrary::callParallel(const std::string &name,
@@ -288,75 +343,18 @@ void HostLibrary::callParallel(const std::string &name,
                          numThreads, range, split);
 }
 
-/// Rows of idx checked at a time before the kernel runs their segments: 512
-/// KiB of int32, which stays in a core's L2 or the shared L3 until read again.
-static constexpr int64_t kCheckBlockRows = 1 << 17;
-
 IndexCheck segrt::checkIndexAndCallHostKernel(
     void *symbol, const std::vector<uintptr_t> &pointers, const int32_t *idx,
     int64_t numRows, int64_t numSegments, int numThreads, HostRange range,
     const HostSplitKernel *split) {
   numThreads = numRows < kParallelMinRows ? 1 : std::max(1, numThreads);
-  // Found on the unchecked index (memory-safe whatever it holds); their
-  // tiles run only once the whole index has passed.
-  std::vector<HeavySegment> heavy;
-  if (split && range == HostRange::Segments && numRows > 0)
-    heavy = findHeavySegments(idx, numRows, numSegments);
-  if (numRows == 0) {
-    if (range == HostRange::Segments)
-      callHostKernel(symbol, pointers, numRows, numSegments, 0, numSegments);
+  bool valid = range == HostRange::Rows
+                   ? runRows(symbol, pointers, numRows, numSegments, numThreads)
+                   : runSegments(symbol, pointers, idx, numRows, numSegments,
+                                 numThreads, split);
+  if (valid)
     return {};
-  }
-  // Rows [rowBegin, rowEnd) of a thread or block run the segments from the
-  // segment of rowBegin up to the segment of rowEnd (0 and S at the ends),
-  // so every segment runs once, in the range holding its first row.
-  auto segmentBound = [&](int64_t row) -> int64_t {
-    if (row <= 0)
-      return 0;
-    if (row >= numRows)
-      return numSegments;
-    return segmentAtRow(idx, row, numSegments);
-  };
-  if (range == HostRange::Rows) {
-    // Row maps check every row they compute (one pass over idx): threads
-    // take rows evenly; only if one saw a problem is idx checked again, for
-    // the first problem in row order.
-    std::vector<char> sawProblem(numThreads, 0);
-    runWorkers(numThreads, [&](int k) {
-      sawProblem[k] = callHostKernel(symbol, pointers, numRows, numSegments,
-                                     numRows * k / numThreads,
-                                     numRows * (k + 1) / numThreads);
-    });
-    if (std::find(sawProblem.begin(), sawProblem.end(), 1) == sawProblem.end())
-      return {};
-    return checkIndex(idx, /*is64Bit=*/false, numRows, numSegments, numThreads);
-  }
-  std::vector<IndexCheck> problems(numThreads);
-  runWorkers(numThreads, [&](int k) {
-    int64_t rowBegin = numRows * k / numThreads;
-    int64_t rowEnd = numRows * (k + 1) / numThreads;
-    int64_t done = segmentBound(rowBegin);
-    for (int64_t row = rowBegin; row < rowEnd; row += kCheckBlockRows) {
-      int64_t blockEnd = std::min(rowEnd, row + kCheckBlockRows);
-      IndexCheck check = checkIndexRows(idx, row, blockEnd, numSegments);
-      if (check.problem != IndexProblem::None) {
-        problems[k] = check;
-        return;
-      }
-      // Bounds from a checked index never descend.
-      int64_t until = segmentBound(blockEnd);
-      if (!heavy.empty())
-        callSegmentsExcept(symbol, pointers, numRows, numSegments, done, until,
-                           heavy);
-      else if (done < until || (blockEnd == numRows && done <= until))
-        callHostKernel(symbol, pointers, numRows, numSegments, done, until);
-      done = until;
-    }
-  });
-  for (const IndexCheck &problem : problems)
-    if (problem.problem != IndexProblem::None)
-      return problem;
-  if (!heavy.empty())
-    runHeavySegments(*split, pointers, numRows, numSegments, heavy, numThreads);
-  return {};
+  // The kernels saw a problem (or their rows did not meet): find the first
+  // one in row order. (Were there none, their results stand.)
+  return checkIndex(idx, /*is64Bit=*/false, numRows, numSegments, numThreads);
 }

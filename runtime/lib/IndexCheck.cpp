@@ -104,11 +104,6 @@ static IndexCheck check(const T *idx, int64_t numRows, int64_t numSegments,
   return {};
 }
 
-IndexCheck segrt::checkIndexRows(const int32_t *idx, int64_t begin, int64_t end,
-                                 int64_t numSegments) {
-  return checkRange(idx, begin, end, numSegments);
-}
-
 IndexCheck segrt::checkIndex(const void *idx, bool is64Bit, int64_t numRows,
                              int64_t numSegments, int numThreads) {
   if (is64Bit)

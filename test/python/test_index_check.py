@@ -164,3 +164,52 @@ def test_row_maps_check_every_row_they_compute(dtype: torch.dtype) -> None:
                         op(idx)
     finally:
         torch.set_num_threads(previous)
+
+
+@pytest.mark.parametrize("mean_length", [3, 40, 5000, 1 << 18])
+def test_segment_kernels_check_every_row(mean_length: int) -> None:
+    """Reductions check idx inside their kernels too (each segment's rows
+    scanned 16 at a time, tiles of long segments checked whole), and the
+    runtime checks that consecutive calls' rows meet: a value out of range
+    or below the row before it anywhere (inside segments, at their edges,
+    at thread and tile boundaries, in the last rows) raises with its row;
+    an intact index does not."""
+    n = (1 << 19) + 29  # threaded; one-segment layouts are split into tiles
+    num_segments = max(1, n // mean_length)
+    generator = torch.Generator().manual_seed(mean_length)
+    clean = torch.sort(torch.randint(0, num_segments, (n,), generator=generator)).values.int()
+    x = torch.randn(n, 3, generator=generator)
+    y = torch.randn(n, 3, generator=generator)
+    ops = [lambda idx: segops.segmented_sum(x, idx, num_segments),
+           lambda idx: segops.segmented_rms_norm(x, idx, num_segments),
+           lambda idx: segops.segmented_dot(x, y, idx, num_segments)]
+    rows = [0, 1, 15, 16, 17, n // 2 - 1, n // 2, n // 2 + 1, 1 << 17, (1 << 17) + 1,
+            (1 << 15) * 5, n - 17, n - 16, n - 2, n - 1]
+    rows += torch.randint(1, n, (12,), generator=generator).tolist()
+    previous = torch.get_num_threads()
+    try:
+        for threads in (1, 2, 3):
+            torch.set_num_threads(threads)
+            for op in ops:
+                op(clean)  # no error
+                for i, row in enumerate(rows):
+                    idx = clean.clone()
+                    kind = ("low", "high", "descent")[i % 3] if row > 0 else "low"
+                    if kind == "low":
+                        idx[row] = -1
+                    elif kind == "high":
+                        idx[row] = num_segments
+                    else:
+                        value = int(idx[row - 1])
+                        if value == 0:
+                            idx[:row] += 1  # room below the row before
+                            idx.clamp_(max=num_segments - 1)
+                            value = int(idx[row - 1])
+                        idx[row:] = idx[row:].clamp(max=value)
+                        idx[row] = value - 1
+                        first_bad = (idx[1:] < idx[:-1]).nonzero()
+                        row = int(first_bad[0]) + 1 if len(first_bad) else row
+                    with pytest.raises(ValueError, match=rf"row {row}\b"):
+                        op(idx)
+    finally:
+        torch.set_num_threads(previous)

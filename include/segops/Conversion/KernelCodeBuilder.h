@@ -11,6 +11,8 @@
 
 #include "mlir/IR/Builders.h"
 
+#include <utility>
+
 namespace mlir {
 namespace seg {
 
@@ -28,14 +30,18 @@ public:
   /// First row r in [lo, hi) with idx[r] >= segment, or hi (binary search;
   /// terminates and stays in [lo, hi] for any content of idx).
   Value lowerBound(Value idx, Value lo, Value hi, Value segment);
-  /// Like lowerBound, but counting forward from lo, kCountingBlock rows at
-  /// a time: a block's rows below `segment` are counted with one vector
-  /// compare (no branch per row), and the scan stops at the first block
-  /// that is not wholly below. For walking segments in order: idx is read
-  /// sequentially (hardware prefetchers stream it) and a short segment
-  /// costs one block. For any content of idx it terminates and stays in
-  /// [lo, hi].
-  Value countingLowerBound(Value idx, Value lo, Value hi, Value segment);
+  /// The rows of segment `segment` from row `lo` (where it begins): counts
+  /// forward kCountingBlock rows at a time, a block's rows below
+  /// `segment + 1` counted with one vector compare (no branch per row),
+  /// stopping at the first block not wholly below; the last rows (fewer
+  /// than a block before `hi`) one at a time. Returns the first row at or
+  /// after lo whose value is above `segment` (or hi), and an i1 that is true
+  /// if a row it looked at breaks sortedness: a row of the segment below
+  /// `segment`, or, in a block, a row below `segment + 1` after one above.
+  /// For any content of idx it terminates, stays in [lo, hi], and reads
+  /// only rows in [lo, hi).
+  std::pair<Value, Value> scanSegment(Value idx, Value lo, Value hi,
+                                      Value segment);
   static constexpr int64_t kCountingBlock = 16;
   /// 1 if 0 <= segment < numSegments.
   Value isValidSegment(Value segment, Value numSegments);

@@ -48,12 +48,16 @@ struct HostKernelArguments {
     Value limit = rowRange ? numRows : numSegments;
     begin = clamp(code, kernel.getArgument(numBuffers + 2), limit);
     end = clamp(code, kernel.getArgument(numBuffers + 3), limit);
+    firstRow = kernel.getArgument(numBuffers + 4);
     idx = buffers[program.argumentBuffer[cast<BlockArgument>(program.idx)
                                              .getArgNumber()]];
   }
 
   SmallVector<Value> buffers;
   Value numRows, numSegments, begin, end, idx;
+  /// Segment kernels: the first row of segment `begin` if the caller knows
+  /// it (>= 0; clamped to [0, N]), else -1. Row maps ignore it.
+  Value firstRow;
 
 private:
   Value clamp(KernelCodeBuilder &code, Value value, Value limit) {
@@ -273,7 +277,21 @@ static void emitHostKernel(const SegmentProgram &program, func::FuncOp kernel) {
   Value begin = args.begin, end = args.end, idx = args.idx;
   SegmentProgramEmitter emitter(program, args.buffers, numRows, numSegments);
 
-  Value firstRow = code.lowerBound(idx, code.i64(0), numRows, begin);
+  // The first row: the caller's (the end of its previous call's rows), or
+  // a binary search.
+  Value hinted = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sge,
+                                         args.firstRow, code.i64(0));
+  auto ifHinted = b.create<scf::IfOp>(
+      loc, hinted,
+      [&](OpBuilder &tb, Location tl) {
+        tb.create<scf::YieldOp>(tl, ValueRange{tb.create<arith::MinSIOp>(
+                                        tl, args.firstRow, numRows)});
+      },
+      [&](OpBuilder &eb, Location el) {
+        eb.create<scf::YieldOp>(el, KernelCodeBuilder(eb, el).lowerBound(
+                                        idx, code.i64(0), numRows, begin));
+      });
+  Value firstRow = ifHinted.getResult(0);
   // Rows of this call's segments end where segment `end` begins: short
   // blocks of passes storing rows stay below it (other threads write the
   // rows after; rows of invalid segments are zeroed below, first).
@@ -295,13 +313,15 @@ static void emitHostKernel(const SegmentProgram &program, func::FuncOp kernel) {
     zeroRows(lb, loc, emitter, pastValid, numRows);
   }
 
-  b.create<scf::ForOp>(
-      loc, begin, end, code.i64(1), ValueRange{firstRow},
+  auto segments = b.create<scf::ForOp>(
+      loc, begin, end, code.i64(1),
+      ValueRange{firstRow, b.create<arith::ConstantIntOp>(loc, 0, 1)},
       [&](OpBuilder &sb, Location sl, Value segment, ValueRange state) {
         KernelCodeBuilder local(sb, sl);
         Value rowBegin = state[0];
-        Value next = sb.create<arith::AddIOp>(sl, segment, local.i64(1));
-        Value rowEnd = local.countingLowerBound(idx, rowBegin, numRows, next);
+        auto [rowEnd, scanProblem] =
+            local.scanSegment(idx, rowBegin, numRows, segment);
+        Value problem = sb.create<arith::OrIOp>(sl, state[1], scanProblem);
         Value count = sb.create<arith::SubIOp>(sl, rowEnd, rowBegin);
         auto rowLoop = [&](OpBuilder &rb, Location rl, ValueRange init,
                            SegmentProgramEmitter::RowBody body,
@@ -312,11 +332,14 @@ static void emitHostKernel(const SegmentProgram &program, func::FuncOp kernel) {
         };
         emitter.emitSegment(sb, sl, segment, count, rowLoop, combineNothing,
                             /*writeSegmentOutputs=*/Value());
-        sb.create<scf::YieldOp>(sl, rowEnd);
+        sb.create<scf::YieldOp>(sl, ValueRange{rowEnd, problem});
       });
-  // Segment kernels do not check idx (the runtime checks it beside them).
-  b.create<func::ReturnOp>(
-      loc, ValueRange{b.create<arith::ConstantIntOp>(loc, 0, 32)});
+  // The row after the last segment's rows, or -1 if the rows scanned broke
+  // sortedness (see KernelCodeBuilder::scanSegment; the caller checks that
+  // consecutive calls' rows meet and cover [0, N)).
+  b.create<func::ReturnOp>(loc, ValueRange{b.create<arith::SelectOp>(
+                                    loc, segments.getResult(1), code.i64(-1),
+                                    segments.getResult(0))});
 }
 
 /// Segment components (per segment, summed over the segment-indexed inputs
@@ -491,8 +514,8 @@ static void emitHostRowMapKernel(const SegmentProgram &program,
         rb.create<scf::YieldOp>(rl, ValueRange{value, problems});
       });
   b.create<func::ReturnOp>(
-      loc, ValueRange{b.create<arith::ExtUIOp>(loc, b.getI32Type(),
-                                               singleLoop.getResult(1))});
+      loc, ValueRange{b.create<arith::SelectOp>(loc, singleLoop.getResult(1),
+                                                code.i64(-1), code.i64(0))});
 }
 
 // Split segments (programs with isSplittable()): a segment too long for one
@@ -547,14 +570,6 @@ static void emitHostTileKernel(const SegmentProgram &program,
     code.store(code.zero(elementType), partials, code.i64(i));
   Value nonEmpty =
       b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, rowBegin, rowEnd);
-  auto ifNonEmpty = b.create<scf::IfOp>(loc, nonEmpty, /*withElse=*/false);
-  OpBuilder nb = ifNonEmpty.getThenBodyBuilder();
-  KernelCodeBuilder nonEmptyCode(nb, loc);
-  Value segment = nonEmptyCode.loadSegment(idx, rowBegin);
-  auto ifValid = nb.create<scf::IfOp>(
-      loc, nonEmptyCode.isValidSegment(segment, numSegments),
-      /*withElse=*/false);
-  OpBuilder vb = ifValid.getThenBodyBuilder();
   auto rowLoop = [&](OpBuilder &rb, Location rl, ValueRange init,
                      SegmentProgramEmitter::RowBody body, bool) {
     // Tiles are long: no short-segment block.
@@ -565,10 +580,39 @@ static void emitHostTileKernel(const SegmentProgram &program,
       store.store(total, partials, store.i64(i));
     return totals;
   };
-  Value count = vb.create<arith::SubIOp>(loc, rowEnd, rowBegin);
-  Value never = vb.create<arith::ConstantIntOp>(loc, 0, 1);
-  emitter.emitSegment(vb, loc, segment, count, rowLoop, combineNothing, never);
-  b.create<func::ReturnOp>(loc);
+  // The tile's rows must all hold the segment of its first row (a valid
+  // one): the result is 1 if not (the runtime checks the rows around).
+  auto ifNonEmpty = b.create<scf::IfOp>(
+      loc, nonEmpty,
+      [&](OpBuilder &nb, Location nl) {
+        KernelCodeBuilder nonEmptyCode(nb, nl);
+        Value segment = nonEmptyCode.loadSegment(idx, rowBegin);
+        Value isValid = nonEmptyCode.isValidSegment(segment, numSegments);
+        auto [scanEnd, scanProblem] =
+            nonEmptyCode.scanSegment(idx, rowBegin, rowEnd, segment);
+        Value problem = nb.create<arith::OrIOp>(
+            nl,
+            nb.create<arith::OrIOp>(
+                nl, scanProblem,
+                nb.create<arith::CmpIOp>(nl, arith::CmpIPredicate::ne, scanEnd,
+                                         rowEnd)),
+            nb.create<arith::XOrIOp>(
+                nl, isValid, nb.create<arith::ConstantIntOp>(nl, 1, 1)));
+        auto ifValid = nb.create<scf::IfOp>(nl, isValid, /*withElse=*/false);
+        OpBuilder vb = ifValid.getThenBodyBuilder();
+        Value count = vb.create<arith::SubIOp>(nl, rowEnd, rowBegin);
+        Value never = vb.create<arith::ConstantIntOp>(nl, 0, 1);
+        emitter.emitSegment(vb, nl, segment, count, rowLoop, combineNothing,
+                            never);
+        nb.create<scf::YieldOp>(nl, ValueRange{problem});
+      },
+      [&](OpBuilder &eb, Location el) {
+        eb.create<scf::YieldOp>(
+            el, ValueRange{eb.create<arith::ConstantIntOp>(el, 0, 1)});
+      });
+  b.create<func::ReturnOp>(
+      loc, ValueRange{b.create<arith::ExtUIOp>(loc, b.getI32Type(),
+                                               ifNonEmpty.getResult(0))});
 }
 
 static void emitHostFinishKernel(const SegmentProgram &program,
@@ -620,11 +664,13 @@ struct ConvertSegToHostPass
       SmallVector<Type> params(program->buffers.size(), ptrType);
       params.append(4, builder.getI64Type());
       builder.setInsertionPoint(func);
-      // The result: 1 if the kernel saw idx break the op library's contract
-      // in the rows it computed (row maps check every one), else 0.
+      // (..., N, S, begin, end, firstRow) -> i64: -1 if the kernel saw idx
+      // break the op library's contract in the rows it looked at; else the
+      // row after its last segment's rows (segment kernels) or 0 (row maps).
+      params.push_back(builder.getI64Type());
       auto kernel = builder.create<func::FuncOp>(
           func.getLoc(), func.getSymName(),
-          builder.getFunctionType(params, {builder.getI32Type()}));
+          builder.getFunctionType(params, {builder.getI64Type()}));
       kernel.addEntryBlock();
       if (program->mapsRowsOnly())
         emitHostRowMapKernel(*program, kernel);
@@ -635,8 +681,11 @@ struct ConvertSegToHostPass
         splitParams.append(4, builder.getI64Type());
         splitParams.push_back(ptrType);
         auto splitType = builder.getFunctionType(splitParams, {});
+        // The tile kernel returns an i32: 1 if its rows are not all of one
+        // valid segment.
         auto tile = builder.create<func::FuncOp>(
-            func.getLoc(), (func.getSymName() + "__rows").str(), splitType);
+            func.getLoc(), (func.getSymName() + "__rows").str(),
+            builder.getFunctionType(splitParams, {builder.getI32Type()}));
         tile.addEntryBlock();
         emitHostTileKernel(*program, tile);
         auto finish = builder.create<func::FuncOp>(

@@ -130,25 +130,37 @@ Value KernelCodeBuilder::horizontalSum(Value vector) {
       loc, vector, builder.create<arith::ConstantIntOp>(loc, 0, 32));
 }
 
-Value KernelCodeBuilder::countingLowerBound(Value idx, Value lo, Value hi,
-                                            Value segment) {
+std::pair<Value, Value>
+KernelCodeBuilder::scanSegment(Value idx, Value lo, Value hi, Value segment) {
   constexpr int64_t block = kCountingBlock;
   Type i64Type = builder.getI64Type();
   Type i32Type = builder.getI32Type();
-  // idx holds i32: compare against `segment` clamped to i32 (a segment
-  // above the i32 range has every row below it).
+  Type i1Type = builder.getI1Type();
+  Type bitsType = builder.getIntegerType(block);
+  // idx holds i32: compare against the segment and the next one clamped to
+  // i32 (a bound above the i32 range has every row below it, one below has
+  // none).
   Value int32Max = i64(std::numeric_limits<int32_t>::max());
   Value int32Min = i64(std::numeric_limits<int32_t>::min());
-  Value allBelow = builder.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sgt,
-                                                 segment, int32Max);
-  Value target = builder.create<arith::TruncIOp>(
-      loc, i32Type,
-      builder.create<arith::MaxSIOp>(
-          loc, builder.create<arith::MinSIOp>(loc, segment, int32Max),
-          int32Min));
-  Value targets = splat(target, block);
+  Value next = builder.create<arith::AddIOp>(loc, segment, i64(1));
+  auto toI32 = [&](Value bound) {
+    return builder.create<arith::TruncIOp>(
+        loc, i32Type,
+        builder.create<arith::MaxSIOp>(
+            loc, builder.create<arith::MinSIOp>(loc, bound, int32Max),
+            int32Min));
+  };
+  Value allBelowNext = builder.create<arith::CmpIOp>(
+      loc, arith::CmpIPredicate::sgt, next, int32Max);
+  Value allBelowSegment = builder.create<arith::CmpIOp>(
+      loc, arith::CmpIPredicate::sgt, segment, int32Max);
+  Value nexts = splat(toI32(next), block);
+  Value segments = splat(toI32(segment), block);
+  Value allOnes = builder.create<arith::ConstantIntOp>(loc, -1, block);
+  Value noBits = builder.create<arith::ConstantIntOp>(loc, 0, block);
+  Value noProblem = builder.create<arith::ConstantIntOp>(loc, 0, 1);
   auto scan = builder.create<scf::WhileOp>(
-      loc, TypeRange{i64Type}, ValueRange{lo},
+      loc, TypeRange{i64Type, i1Type}, ValueRange{lo, noProblem},
       [&](OpBuilder &b, Location l, ValueRange state) {
         KernelCodeBuilder code(b, l);
         Value row = state[0];
@@ -160,31 +172,85 @@ Value KernelCodeBuilder::countingLowerBound(Value idx, Value lo, Value hi,
             [&](OpBuilder &tb, Location tl) {
               KernelCodeBuilder then(tb, tl);
               Value rows = then.loadVector(idx, i32Type, row, block);
-              Value below = tb.create<arith::CmpIOp>(
-                  tl, arith::CmpIPredicate::slt, rows, targets);
-              Value bits = tb.create<LLVM::BitcastOp>(
-                  tl, tb.getIntegerType(block), below);
+              auto mask = [&](Value bounds, Value allBelow) {
+                Value below = tb.create<arith::CmpIOp>(
+                    tl, arith::CmpIPredicate::slt, rows, bounds);
+                Value bits = tb.create<LLVM::BitcastOp>(tl, bitsType, below);
+                return tb.create<arith::SelectOp>(tl, allBelow, allOnes, bits)
+                    .getResult();
+              };
+              Value belowNext = mask(nexts, allBelowNext);
+              Value belowSegment = mask(segments, allBelowSegment);
+              // Sorted rows of the segment and after: none below the
+              // segment, and those below the next one a prefix (bits
+              // 0..k-1, so that adding 1 carries through them all).
+              Value notPrefix = tb.create<arith::CmpIOp>(
+                  tl, arith::CmpIPredicate::ne,
+                  tb.create<arith::AndIOp>(
+                      tl, belowNext,
+                      tb.create<arith::AddIOp>(
+                          tl, belowNext,
+                          tb.create<arith::ConstantIntOp>(tl, 1, block))),
+                  noBits);
+              Value anyBelow = tb.create<arith::CmpIOp>(
+                  tl, arith::CmpIPredicate::ne, belowSegment, noBits);
+              Value problem = tb.create<arith::OrIOp>(
+                  tl, state[1],
+                  tb.create<arith::OrIOp>(tl, notPrefix, anyBelow));
               Value count = tb.create<arith::ExtUIOp>(
-                  tl, i64Type, tb.create<LLVM::CtPopOp>(tl, bits));
-              count = tb.create<arith::SelectOp>(tl, allBelow, then.i64(block),
-                                                 count);
+                  tl, i64Type, tb.create<LLVM::CtPopOp>(tl, belowNext));
               Value whole = tb.create<arith::CmpIOp>(
                   tl, arith::CmpIPredicate::eq, count, then.i64(block));
               tb.create<scf::YieldOp>(
                   tl,
-                  ValueRange{whole, tb.create<arith::AddIOp>(tl, row, count)});
+                  ValueRange{whole, tb.create<arith::AddIOp>(tl, row, count),
+                             problem});
             },
             [&](OpBuilder &eb, Location el) {
-              // Fewer than a block of rows left: search them.
-              KernelCodeBuilder other(eb, el);
+              // Fewer than a block of rows left: one at a time.
+              auto tail = eb.create<scf::WhileOp>(
+                  el, TypeRange{i64Type, i1Type}, ValueRange{row, state[1]},
+                  [&](OpBuilder &cb, Location cl, ValueRange at) {
+                    Value inRange = cb.create<arith::CmpIOp>(
+                        cl, arith::CmpIPredicate::slt, at[0], hi);
+                    auto below = cb.create<scf::IfOp>(
+                        cl, inRange,
+                        [&](OpBuilder &ib, Location il) {
+                          Value value =
+                              KernelCodeBuilder(ib, il).loadSegment(idx, at[0]);
+                          ib.create<scf::YieldOp>(
+                              il,
+                              ValueRange{ib.create<arith::CmpIOp>(
+                                  il, arith::CmpIPredicate::slt, value, next)});
+                        },
+                        [&](OpBuilder &ib, Location il) {
+                          ib.create<scf::YieldOp>(
+                              il, ValueRange{ib.create<arith::ConstantIntOp>(
+                                      il, 0, 1)});
+                        });
+                    cb.create<scf::ConditionOp>(cl, below.getResult(0), at);
+                  },
+                  [&](OpBuilder &cb, Location cl, ValueRange at) {
+                    KernelCodeBuilder code(cb, cl);
+                    Value value = code.loadSegment(idx, at[0]);
+                    Value belowSegment = cb.create<arith::CmpIOp>(
+                        cl, arith::CmpIPredicate::slt, value, segment);
+                    cb.create<scf::YieldOp>(
+                        cl,
+                        ValueRange{
+                            cb.create<arith::AddIOp>(cl, at[0], code.i64(1)),
+                            cb.create<arith::OrIOp>(cl, at[1], belowSegment)});
+                  });
               eb.create<scf::YieldOp>(
                   el, ValueRange{eb.create<arith::ConstantIntOp>(el, 0, 1),
-                                 other.lowerBound(idx, row, hi, segment)});
+                                 tail.getResult(0), tail.getResult(1)});
             });
-        b.create<scf::ConditionOp>(l, step.getResult(0), step.getResult(1));
+        b.create<scf::ConditionOp>(
+            l, step.getResult(0),
+            ValueRange{step.getResult(1), step.getResult(2)});
       },
       [&](OpBuilder &b, Location l, ValueRange state) {
         b.create<scf::YieldOp>(l, state);
       });
-  return scan.getResult(0);
+  return {scan.getResult(0), scan.getResult(1)};
 }

@@ -75,13 +75,16 @@ private:
 };
 
 /// Runs segments [begin, end) of the host kernel at `symbol` (see
-/// HostLibrary::lookup) on the calling thread. Returns the kernel's result:
-/// true if it saw idx break the contract (values in [0, S), never
-/// descending) in the rows it computed; row maps (HostRange::Rows) check
-/// every row, segment kernels none (they return false).
-bool callHostKernel(void *symbol, const std::vector<uintptr_t> &pointers,
-                    int64_t numRows, int64_t numSegments, int64_t begin,
-                    int64_t end);
+/// HostLibrary::lookup) on the calling thread, from row `firstRow` (the
+/// first row of segment `begin`, if known; -1: the kernel searches for it).
+/// Returns the kernel's result: -1 if it saw idx break the contract (values
+/// in [0, S), never descending) in the rows it looked at; otherwise, for
+/// segment kernels, the row after the rows of its segments (row maps,
+/// HostRange::Rows, compute rows [begin, end), check every one, and return
+/// 0).
+int64_t callHostKernel(void *symbol, const std::vector<uintptr_t> &pointers,
+                       int64_t numRows, int64_t numSegments, int64_t begin,
+                       int64_t end, int64_t firstRow = -1);
 
 /// Runs every segment (or row) of the host kernel at `symbol` on up to
 /// `numThreads` threads (see HostLibrary::callParallel); row ranges are
@@ -94,13 +97,14 @@ void callHostKernelParallel(void *symbol,
                             const HostSplitKernel *split = nullptr);
 
 /// Checks a sorted int32 index (every value in [0, numSegments), no descent)
-/// and runs every segment of the host kernel at `symbol`, in one pass over
-/// idx: each thread checks a block of rows, then runs the segments starting
-/// in it while those rows of idx are still in cache; row maps check the rows
-/// they compute themselves (idx is checked again only if one saw a problem). On
-/// a problem the kernel's outputs are unspecified (but every access stayed in
-/// bounds: kernels clamp whatever idx holds) and the first problem in row order
-/// is returned.
+/// and runs every segment (or row) of the host kernel at `symbol`, in one
+/// pass over idx: the kernels check the rows they compute, and the runtime
+/// that consecutive calls' rows meet and cover [0, N) (and, for long
+/// segments split into tiles, that every tile's rows hold its segment).
+/// Only if something was amiss is idx checked again, for the first problem
+/// in row order, which is returned; the kernel's outputs are then
+/// unspecified (but every access stayed in bounds: kernels clamp whatever
+/// idx holds).
 IndexCheck checkIndexAndCallHostKernel(void *symbol,
                                        const std::vector<uintptr_t> &pointers,
                                        const int32_t *idx, int64_t numRows,

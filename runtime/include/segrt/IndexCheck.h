@@ -21,11 +21,6 @@ struct IndexCheck {
 IndexCheck checkIndex(const void *idx, bool is64Bit, int64_t numRows,
                       int64_t numSegments, int numThreads = 1);
 
-/// Checks rows [begin, end) of an int32 index, row begin against row
-/// begin - 1 (if any) for order; single-threaded.
-IndexCheck checkIndexRows(const int32_t *idx, int64_t begin, int64_t end,
-                          int64_t numSegments);
-
 } // namespace segrt
 
 #endif // SEGRT_INDEXCHECK_H

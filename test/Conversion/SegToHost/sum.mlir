@@ -1,29 +1,43 @@
 // RUN: seg-opt %s --convert-seg-to-host --canonicalize --cse -split-input-file | FileCheck %s
 
 // Host kernels take the GPU kernel's parameters plus the range of segments
-// [begin, end), clamped to what exists, and walk segments in order: one
-// binary search for the first row, then a forward count per boundary.
+// [begin, end), clamped to what exists, and the first row of `begin` if the
+// caller knows it (else a binary search finds it), and walk segments in
+// order: a forward count per boundary, which checks the rows it counts.
 // CHECK-LABEL: func.func @sum_vec3
-// CHECK-SAME: (%[[X:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:.*]]: i64, %[[S:.*]]: i64, %[[B:.*]]: i64, %[[E:.*]]: i64)
+// CHECK-SAME: (%[[X:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:[^:]*]]: i64, %[[S:[^:]*]]: i64, %[[B:[^:]*]]: i64, %[[E:[^:]*]]: i64, %[[HINT:[^:]*]]: i64) -> i64
 // CHECK: %[[B0:.*]] = arith.maxsi %[[B]], %c0_i64
 // CHECK: %[[BEGIN:.*]] = arith.minsi %[[B0]], %[[S]]
 // CHECK: %[[E0:.*]] = arith.maxsi %[[E]], %c0_i64
 // CHECK: %[[END:.*]] = arith.minsi %[[E0]], %[[S]]
-// CHECK: %[[FIRST:.*]]:2 = scf.while
-// CHECK: scf.for %[[SEG:.*]] = %[[BEGIN]] to %[[END]] step %c1_i64 iter_args(%[[ROW:.*]] = %[[FIRST]]#0) -> (i64) : i64
+// CHECK: %[[HINTED:.*]] = arith.cmpi sge, %[[HINT]], %c0_i64
+// CHECK: %[[FIRST:.*]] = scf.if %[[HINTED]] -> (i64) {
+// CHECK: arith.minsi %[[HINT]], %[[N]]
+// CHECK: } else {
+// CHECK: scf.while
+// CHECK: %[[LOOP:.*]]:2 = scf.for %[[SEG:.*]] = %[[BEGIN]] to %[[END]] step %c1_i64 iter_args(%[[ROW:.*]] = %[[FIRST]], %[[SEEN:.*]] = %false) -> (i64, i1) : i64
 // The segment's end: count forward from the previous boundary, 16 rows of
-// idx per step (a vector compare, a mask and a popcount), until a block is
-// not wholly below the next segment; a binary search over the last rows.
+// idx per step (a vector compare with the next segment, a mask and a
+// popcount), until a block is not wholly below the next segment; one row at
+// a time over the last rows. The rows counted are checked: none below the
+// segment, and the rows below the next one a prefix of the block.
 // CHECK: %[[NEXTSEG:.*]] = arith.addi %[[SEG]], %c1_i64
-// CHECK: %[[END:.*]] = scf.while (%[[P:.*]] = %[[ROW]]) : (i64) -> i64
+// CHECK: %[[SCAN:.*]]:2 = scf.while (%[[P:.*]] = %[[ROW]], %{{.*}} = %false) : (i64, i1) -> (i64, i1)
 // CHECK: %[[BLOCK:.*]] = llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr -> vector<16xi32>
 // CHECK: %[[BELOW:.*]] = arith.cmpi slt, %[[BLOCK]], %{{.*}} : vector<16xi32>
 // CHECK: %[[BITS:.*]] = llvm.bitcast %[[BELOW]] : vector<16xi1> to i16
-// CHECK: llvm.intr.ctpop(%[[BITS]])
+// CHECK: %[[NEXTBITS:.*]] = arith.select %{{.*}}, %c-1_i16, %[[BITS]] : i16
+// CHECK: %[[BELOWSEG:.*]] = arith.cmpi slt, %[[BLOCK]], %{{.*}} : vector<16xi32>
+// CHECK: %[[PLUSONE:.*]] = arith.addi %[[NEXTBITS]], %c1_i16
+// CHECK: %[[CARRY:.*]] = arith.andi %[[NEXTBITS]], %[[PLUSONE]]
+// CHECK: %[[NOTPREFIX:.*]] = arith.cmpi ne, %[[CARRY]], %c0_i16
+// CHECK: llvm.intr.ctpop(%[[NEXTBITS]])
 // CHECK: } else {
 // CHECK: scf.while
 // CHECK: arith.cmpi slt, %{{.*}}, %[[NEXTSEG]] : i64
-// CHECK: %[[COUNT:.*]] = arith.subi %[[END]], %[[ROW]]
+// CHECK: arith.cmpi slt, %{{.*}}, %[[SEG]] : i64
+// CHECK: %[[NOWSEEN:.*]] = arith.ori %[[SEEN]], %[[SCAN]]#1
+// CHECK: %[[COUNT:.*]] = arith.subi %[[SCAN]]#0, %[[ROW]]
 // A short segment (<= 16 rows, its 16-row block within N): the block runs
 // as 4 vectors of 4 rows (each a vector load of 12 floats, deinterleaved),
 // the terms of rows past the segment's end replaced by 0, the vectors added
@@ -48,12 +62,13 @@
 // CHECK: %[[HIGH:.*]] = llvm.shufflevector %[[S0]], %[[S0]] [2, 3]
 // CHECK: %[[LOW:.*]] = llvm.shufflevector %[[S0]], %[[S0]] [0, 1]
 // CHECK: arith.addf %[[LOW]], %[[HIGH]] : vector<2xf32>
-// CHECK: %[[TAIL:.*]]:3 = scf.for %{{.*}} to %[[END]] step %c1_i64 iter_args({{.*}}) -> (f32, f32, f32)
+// CHECK: %[[TAIL:.*]]:3 = scf.for %{{.*}} to %[[SCAN]]#0 step %c1_i64 iter_args({{.*}}) -> (f32, f32, f32)
 // CHECK: scf.yield %[[TAIL]]#0, %[[TAIL]]#1, %[[TAIL]]#2
 // CHECK: llvm.store %[[TOTAL]]#0
-// CHECK: scf.yield %[[END]] : i64
-// Segment kernels check nothing themselves (the runtime checks idx).
-// CHECK: return %c0_i32 : i32
+// CHECK: scf.yield %[[SCAN]]#0, %[[NOWSEEN]] : i64, i1
+// The result: the row after the call's rows, or -1 if a problem was seen.
+// CHECK: %[[RESULT:.*]] = arith.select %[[LOOP]]#1, %c-1_i64, %[[LOOP]]#0 : i64
+// CHECK: return %[[RESULT]] : i64
 func.func @sum_vec3(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?x3xf32> {
   %0 = seg.sum %x, %idx, %n : tensor<?x3xf32>, tensor<?xi32> -> tensor<?x3xf32>
   return %0 : tensor<?x3xf32>
@@ -67,7 +82,7 @@ func.func @sum_vec3(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> tens
 // outside [0, S) read row 0), invalid lanes replaced by 0, one vector store;
 // then single rows, each reading its own segment's row or storing 0.
 // CHECK-LABEL: func.func @gather_scalar
-// CHECK-SAME: (%[[Y:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:.*]]: i64, %[[S:.*]]: i64, %[[B:.*]]: i64, %[[E:.*]]: i64)
+// CHECK-SAME: (%[[Y:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:[^:]*]]: i64, %[[S:[^:]*]]: i64, %[[B:[^:]*]]: i64, %[[E:[^:]*]]: i64, %{{[^:]*}}: i64) -> i64
 // CHECK: %[[B0:.*]] = arith.maxsi %[[B]], %c0_i64
 // CHECK: %[[FIRST:.*]] = arith.minsi %[[B0]], %[[N]]
 // CHECK: %[[E0:.*]] = arith.maxsi %[[E]], %c0_i64
@@ -114,8 +129,8 @@ func.func @sum_vec3(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> tens
 // CHECK: } else {
 // CHECK: llvm.store %cst
 // CHECK-NOT: scf.for
-// CHECK: %[[RESULT:.*]] = arith.extui %[[SLOOP]]#1 : i1 to i32
-// CHECK: return %[[RESULT]] : i32
+// CHECK: %[[RESULT:.*]] = arith.select %[[SLOOP]]#1, %c-1_i64, %c0_i64 : i64
+// CHECK: return %[[RESULT]] : i64
 // Row outputs: no tile kernel.
 // CHECK-NOT: @gather_scalar__rows
 func.func @gather_scalar(%y: tensor<?xf32>, %idx: tensor<?xi32>) -> tensor<?xf32> {
@@ -146,9 +161,17 @@ func.func @gather_scalar(%y: tensor<?xf32>, %idx: tensor<?xi32>) -> tensor<?xf32
 // A single-pass reduction also gets a tile kernel (the raw totals of rows
 // [begin, end) of one segment, for splitting long segments across
 // threads) and a finish kernel (the segment's result from its totals).
+// The tile kernel checks that its rows all hold the (valid) segment of its
+// first row and returns 1 if not.
 // CHECK-LABEL: func.func @mean__rows
-// CHECK-SAME: (%{{.*}}: !llvm.ptr, %[[TIDX:.*]]: !llvm.ptr, %{{.*}}: !llvm.ptr, %[[TN:.*]]: i64, %[[TS:.*]]: i64, %{{.*}}: i64, %{{.*}}: i64, %[[TOTALS:.*]]: !llvm.ptr)
+// CHECK-SAME: (%{{.*}}: !llvm.ptr, %[[TIDX:.*]]: !llvm.ptr, %{{.*}}: !llvm.ptr, %[[TN:[^:]*]]: i64, %[[TS:[^:]*]]: i64, %{{[^:]*}}: i64, %{{[^:]*}}: i64, %[[TOTALS:[^:]*]]: !llvm.ptr) -> i32
 // CHECK: llvm.store %[[ZERO:.*]], %[[TOTALS]] : f64
+// CHECK: %[[TILEPROBLEM:.*]] = scf.if %{{.*}} -> (i1)
+// CHECK: %[[TSCAN:.*]]:2 = scf.while
+// CHECK: %[[INVALID:.*]] = arith.xori
+// CHECK: %[[SHORTER:.*]] = arith.cmpi ne, %[[TSCAN]]#0
+// CHECK: %[[EITHER:.*]] = arith.ori %[[TSCAN]]#1, %[[SHORTER]]
+// CHECK: arith.ori %[[EITHER]], %[[INVALID]]
 // CHECK: scf.if
 // Tiles are long: no short-segment block.
 // CHECK-NOT: scf.if {{.*}} -> (f64)
@@ -160,6 +183,8 @@ func.func @gather_scalar(%y: tensor<?xf32>, %idx: tensor<?xi32>) -> tensor<?xf32
 // CHECK: %[[RAW:.*]] = scf.for {{.*}} -> (f64)
 // CHECK-NOT: arith.divf
 // CHECK: llvm.store %[[RAW]], %[[TOTALS]] : f64
+// CHECK: %[[TRESULT:.*]] = arith.extui %[[TILEPROBLEM]] : i1 to i32
+// CHECK: return %[[TRESULT]] : i32
 // CHECK-LABEL: func.func @mean__finish
 // CHECK-SAME: %[[SEG:[^:]*]]: i64, %[[COUNTF:[^:]*]]: i64, %[[FTOTALS:[^:]*]]: !llvm.ptr)
 // CHECK: scf.if
@@ -211,8 +236,9 @@ func.func @center_vec3(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> t
 // back (they are written again when their own segment runs).
 // CHECK-LABEL: func.func @center_scalar
 // CHECK-SAME: (%[[X:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:[^:]*]]: i64,
-// CHECK: %[[FIRST:.*]]:2 = scf.while
-// CHECK: %[[OWNED:.*]]:2 = scf.while (%{{.*}} = %[[FIRST]]#0, %{{.*}} = %[[N]])
+// CHECK: %[[FIRST:.*]] = scf.if
+// CHECK: scf.while
+// CHECK: %[[OWNED:.*]]:2 = scf.while (%{{.*}} = %[[FIRST]], %{{.*}} = %[[N]])
 // CHECK: scf.if %{{.*}} -> (f32)
 // CHECK: arith.divf
 // CHECK: %[[FITS:.*]] = arith.cmpi sle, %{{.*}}, %[[OWNED]]#0 : i64
