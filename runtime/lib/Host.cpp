@@ -277,29 +277,29 @@ bool runSegments(void *symbol, const std::vector<uintptr_t> &pointers,
   std::vector<HeavySegment> heavy;
   if (split)
     heavy = findHeavySegments(idx, numRows, numSegments);
-  if (numSegments < 2)
-    numThreads = 1;
+  // Threads for the calls (one segment cannot be shared); tiles use all.
+  int callThreads = numSegments < 2 ? 1 : numThreads;
   std::vector<int64_t> bounds{0};
-  for (int k = 1; k < numThreads; ++k)
+  for (int k = 1; k < callThreads; ++k)
     bounds.push_back(
         std::max(bounds.back(),
-                 segmentAtRow(idx, numRows * k / numThreads, numSegments)));
+                 segmentAtRow(idx, numRows * k / callThreads, numSegments)));
   bounds.push_back(numSegments);
   // Each range's first row, by binary search (any idx: stays in [0, N]).
   std::vector<int64_t> firstRows;
-  for (int k = 0; k <= numThreads; ++k)
+  for (int k = 0; k <= callThreads; ++k)
     firstRows.push_back(lowerBound(idx, 0, numRows, bounds[k]));
-  std::vector<int64_t> reached(numThreads, -1);
-  runWorkers(numThreads, [&](int k) {
+  std::vector<int64_t> reached(callThreads, -1);
+  runWorkers(callThreads, [&](int k) {
     reached[k] =
         callSegmentsExcept(symbol, pointers, numRows, numSegments, bounds[k],
                            bounds[k + 1], firstRows[k], heavy);
   });
   bool consistent = firstRows[0] == 0;
-  for (int k = 0; k < numThreads; ++k)
+  for (int k = 0; k < callThreads; ++k)
     consistent &=
         reached[k] >= 0 &&
-        reached[k] == (k + 1 < numThreads ? firstRows[k + 1] : numRows);
+        reached[k] == (k + 1 < callThreads ? firstRows[k + 1] : numRows);
   if (!heavy.empty())
     consistent &= runHeavySegments(*split, pointers, idx, numRows, numSegments,
                                    heavy, numThreads);

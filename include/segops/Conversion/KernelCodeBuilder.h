@@ -42,6 +42,9 @@ public:
   /// only rows in [lo, hi).
   std::pair<Value, Value> scanSegment(Value idx, Value lo, Value hi,
                                       Value segment);
+  /// An i1: true if a row in [lo, hi) does not hold `segment` (a straight
+  /// vector loop, kCountingBlock rows per step, then single rows).
+  Value anyRowOutside(Value idx, Value lo, Value hi, Value segment);
   static constexpr int64_t kCountingBlock = 16;
   /// 1 if 0 <= segment < numSegments.
   Value isValidSegment(Value segment, Value numSegments);

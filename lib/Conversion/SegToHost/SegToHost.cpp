@@ -588,14 +588,8 @@ static void emitHostTileKernel(const SegmentProgram &program,
         KernelCodeBuilder nonEmptyCode(nb, nl);
         Value segment = nonEmptyCode.loadSegment(idx, rowBegin);
         Value isValid = nonEmptyCode.isValidSegment(segment, numSegments);
-        auto [scanEnd, scanProblem] =
-            nonEmptyCode.scanSegment(idx, rowBegin, rowEnd, segment);
         Value problem = nb.create<arith::OrIOp>(
-            nl,
-            nb.create<arith::OrIOp>(
-                nl, scanProblem,
-                nb.create<arith::CmpIOp>(nl, arith::CmpIPredicate::ne, scanEnd,
-                                         rowEnd)),
+            nl, nonEmptyCode.anyRowOutside(idx, rowBegin, rowEnd, segment),
             nb.create<arith::XOrIOp>(
                 nl, isValid, nb.create<arith::ConstantIntOp>(nl, 1, 1)));
         auto ifValid = nb.create<scf::IfOp>(nl, isValid, /*withElse=*/false);

@@ -254,3 +254,59 @@ KernelCodeBuilder::scanSegment(Value idx, Value lo, Value hi, Value segment) {
       });
   return {scan.getResult(0), scan.getResult(1)};
 }
+
+Value KernelCodeBuilder::anyRowOutside(Value idx, Value lo, Value hi,
+                                       Value segment) {
+  constexpr int64_t block = kCountingBlock;
+  Type i32Type = builder.getI32Type();
+  Type i1Type = builder.getI1Type();
+  // A segment outside the i32 range is held by no row.
+  Value int32Max = i64(std::numeric_limits<int32_t>::max());
+  Value int32Min = i64(std::numeric_limits<int32_t>::min());
+  Value representable = builder.create<arith::AndIOp>(
+      loc,
+      builder.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sle, segment,
+                                    int32Max),
+      builder.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sge, segment,
+                                    int32Min));
+  Value segments =
+      splat(builder.create<arith::TruncIOp>(loc, i32Type, segment), block);
+  Value count = builder.create<arith::SubIOp>(loc, hi, lo);
+  Value blocksEnd = builder.create<arith::AddIOp>(
+      loc, lo,
+      builder.create<arith::MulIOp>(
+          loc, builder.create<arith::DivUIOp>(loc, count, i64(block)),
+          i64(block)));
+  Value none = zero(VectorType::get({block}, i1Type));
+  auto blocks = builder.create<scf::ForOp>(
+      loc, lo, blocksEnd, i64(block), ValueRange{none},
+      [&](OpBuilder &b, Location l, Value row, ValueRange seen) {
+        Value rows =
+            KernelCodeBuilder(b, l).loadVector(idx, i32Type, row, block);
+        Value other = b.create<arith::CmpIOp>(l, arith::CmpIPredicate::ne, rows,
+                                              segments);
+        b.create<scf::YieldOp>(
+            l, ValueRange{b.create<arith::OrIOp>(l, seen[0], other)});
+      });
+  Value blockBits = builder.create<LLVM::BitcastOp>(
+      loc, builder.getIntegerType(block), blocks.getResult(0));
+  Value inBlocks = builder.create<arith::CmpIOp>(
+      loc, arith::CmpIPredicate::ne, blockBits,
+      builder.create<arith::ConstantIntOp>(loc, 0, block));
+  auto rest = builder.create<scf::ForOp>(
+      loc, blocksEnd, hi, i64(1), ValueRange{inBlocks},
+      [&](OpBuilder &b, Location l, Value row, ValueRange seen) {
+        Value value = KernelCodeBuilder(b, l).loadSegment(idx, row);
+        Value other = b.create<arith::CmpIOp>(l, arith::CmpIPredicate::ne,
+                                              value, segment);
+        b.create<scf::YieldOp>(
+            l, ValueRange{b.create<arith::OrIOp>(l, seen[0], other)});
+      });
+  Value nonEmpty =
+      builder.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, lo, hi);
+  Value unrepresentable = builder.create<arith::XOrIOp>(
+      loc, representable, builder.create<arith::ConstantIntOp>(loc, 1, 1));
+  return builder.create<arith::OrIOp>(
+      loc, rest.getResult(0),
+      builder.create<arith::AndIOp>(loc, nonEmpty, unrepresentable));
+}

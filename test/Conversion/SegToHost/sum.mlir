@@ -167,11 +167,13 @@ func.func @gather_scalar(%y: tensor<?xf32>, %idx: tensor<?xi32>) -> tensor<?xf32
 // CHECK-SAME: (%{{.*}}: !llvm.ptr, %[[TIDX:.*]]: !llvm.ptr, %{{.*}}: !llvm.ptr, %[[TN:[^:]*]]: i64, %[[TS:[^:]*]]: i64, %{{[^:]*}}: i64, %{{[^:]*}}: i64, %[[TOTALS:[^:]*]]: !llvm.ptr) -> i32
 // CHECK: llvm.store %[[ZERO:.*]], %[[TOTALS]] : f64
 // CHECK: %[[TILEPROBLEM:.*]] = scf.if %{{.*}} -> (i1)
-// CHECK: %[[TSCAN:.*]]:2 = scf.while
 // CHECK: %[[INVALID:.*]] = arith.xori
-// CHECK: %[[SHORTER:.*]] = arith.cmpi ne, %[[TSCAN]]#0
-// CHECK: %[[EITHER:.*]] = arith.ori %[[TSCAN]]#1, %[[SHORTER]]
-// CHECK: arith.ori %[[EITHER]], %[[INVALID]]
+// CHECK: %[[BLOCKS:.*]] = scf.for %{{.*}} step %c16_i64 iter_args(%{{.*}} = %{{.*}}) -> (vector<16xi1>)
+// CHECK: %[[OTHER:.*]] = arith.cmpi ne, %{{.*}}, %{{.*}} : vector<16xi32>
+// CHECK: arith.ori %{{.*}}, %[[OTHER]] : vector<16xi1>
+// CHECK: %[[ROWS:.*]] = scf.for %{{.*}} step %c1_i64 iter_args(%{{.*}} = %{{.*}}) -> (i1)
+// CHECK: %[[OUTSIDE:.*]] = arith.ori %[[ROWS]], %{{.*}} : i1
+// CHECK: arith.ori %[[OUTSIDE]], %[[INVALID]]
 // CHECK: scf.if
 // Tiles are long: no short-segment block.
 // CHECK-NOT: scf.if {{.*}} -> (f64)
