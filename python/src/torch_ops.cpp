@@ -457,6 +457,10 @@ parseLevel(const std::string &name, bool validatesIndex, size_t numFloats,
 
 PYBIND11_MODULE(_torchops, m) {
   m.doc() = "segops operators' CPU and autograd kernels in C++";
+  m.def("index_rechecks", &segrt::indexRechecks,
+        "How many times these kernels checked idx again after running (they "
+        "saw a problem, or their rows did not meet): never for a valid "
+        "index.");
   m.def(
       "load_host_library",
       [](const std::string &path) {

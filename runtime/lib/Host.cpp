@@ -5,6 +5,7 @@
 #include "segrt/Parallel.h"
 
 #include <algorithm>
+#include <atomic>
 #include <dlfcn.h>
 #include <utility>
 
@@ -343,6 +344,12 @@ void HostLibrary::callParallel(const std::string &name,
                          numThreads, range, split);
 }
 
+static std::atomic<int64_t> rechecks{0};
+
+int64_t segrt::indexRechecks() {
+  return rechecks.load(std::memory_order_relaxed);
+}
+
 IndexCheck segrt::checkIndexAndCallHostKernel(
     void *symbol, const std::vector<uintptr_t> &pointers, const int32_t *idx,
     int64_t numRows, int64_t numSegments, int numThreads, HostRange range,
@@ -354,6 +361,7 @@ IndexCheck segrt::checkIndexAndCallHostKernel(
                                  numThreads, split);
   if (valid)
     return {};
+  rechecks.fetch_add(1, std::memory_order_relaxed);
   // The kernels saw a problem (or their rows did not meet): find the first
   // one in row order. (Were there none, their results stand.)
   return checkIndex(idx, /*is64Bit=*/false, numRows, numSegments, numThreads);

@@ -3,6 +3,8 @@ thread split (blocks of 2048 rows, threads above 2^18 rows)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -213,3 +215,39 @@ def test_segment_kernels_check_every_row(mean_length: int) -> None:
                         op(idx)
     finally:
         torch.set_num_threads(previous)
+
+
+@pytest.mark.parametrize("mean_length", [1, 3, 40, 5000, 1 << 17, 1 << 20])
+def test_valid_indices_are_never_checked_twice(mean_length: int) -> None:
+    """The kernels' own checks and the runtime's (calls' rows meet, tiles
+    hold their segment) accept every valid index, so the full check that
+    finds the first bad row never runs for one, whatever the layout and the
+    thread count (it would cost a second pass over idx)."""
+    n = (1 << 20) + 3
+    num_segments = max(1, n // mean_length)
+    generator = torch.Generator().manual_seed(mean_length)
+    idx = torch.sort(torch.randint(0, num_segments, (n,), generator=generator)).values.int()
+    x = torch.randn(n, generator=generator)
+    if os.environ.get("SEGOPS_PYTHON_OPS") == "1":
+        pytest.skip("the Python kernels check idx before running")
+    from segops._native import _torchops  # type: ignore[attr-defined]
+
+    native = _torchops
+    before = native.index_rechecks()
+    previous = torch.get_num_threads()
+    try:
+        for threads in (1, 2, 3):
+            torch.set_num_threads(threads)
+            segops.segmented_sum(x, idx, num_segments)
+            segops.segmented_mean(x.view(-1, 1).expand(n, 3).contiguous(), idx, num_segments)
+            segops.segmented_mul(x, torch.randn(num_segments, generator=generator), idx,
+                                 num_segments)
+            segops.segmented_sum(x, idx, num_segments + 5)  # empty segments at the end
+    finally:
+        torch.set_num_threads(previous)
+    assert native.index_rechecks() == before
+    bad = idx.clone()
+    bad[n // 3] = -1
+    with pytest.raises(ValueError):
+        segops.segmented_sum(x, bad, num_segments)
+    assert native.index_rechecks() == before + 1

@@ -112,6 +112,11 @@ IndexCheck checkIndexAndCallHostKernel(void *symbol,
                                        HostRange range = HostRange::Segments,
                                        const HostSplitKernel *split = nullptr);
 
+/// How many times checkIndexAndCallHostKernel had to check idx again after
+/// its kernels (a problem seen, or calls whose rows did not meet) since the
+/// process started. Valid indices never should: tests watch this count.
+int64_t indexRechecks();
+
 } // namespace segrt
 
 #endif // SEGRT_HOST_H
