@@ -215,9 +215,9 @@ public:
     if (!problem.empty())
       reportInvalid(*level, floats, idx, numSegments, problem);
     int64_t numRows = idx.size(0);
-    // An int32 index is checked block by block just before the kernel reads
-    // it (one pass over idx); an int64 index is checked whole first, since
-    // the kernel reads its int32 conversion.
+    // An int32 index is checked by the kernels as they read it (one pass
+    // over idx); an int64 index is checked whole first, since the kernels
+    // read its int32 conversion.
     bool checkWhileRunning =
         level->validatesIndex && idx.scalar_type() == at::kInt;
     if (level->validatesIndex && !checkWhileRunning && numRows > 0) {

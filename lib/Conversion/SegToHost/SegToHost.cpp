@@ -262,12 +262,14 @@ emitSegmentRowLoop(OpBuilder &b, Location loc, Value rowBegin, Value rowEnd,
   return SmallVector<Value>(ifShort.getResults());
 }
 
-// Segments [begin, end) are walked in order; each one's rows end where the
-// next segment's begin, found by scanning idx forward from the previous
-// boundary a cache line at a time (sequential reads, which the hardware
-// prefetches), then a binary search within the last line.
-// Rows whose segment is outside [0, S) get zero row outputs, from the calls
-// that cover the first and the last segment.
+// Segments [begin, end) are walked in order from the caller's first row (or
+// a binary search's); each one's rows end where the next segment's begin,
+// counted forward from the previous boundary 16 rows of idx at a time
+// (sequential reads, which the hardware prefetches), checking the rows it
+// counts (KernelCodeBuilder::scanSegment). The kernel returns the row after
+// its rows, or -1 if a scan saw idx out of order. Rows whose segment is
+// outside [0, S) get zero row outputs, from the calls that cover the first
+// and the last segment.
 static void emitHostKernel(const SegmentProgram &program, func::FuncOp kernel) {
   OpBuilder b = OpBuilder::atBlockBegin(&kernel.getBody().front());
   Location loc = program.func.getLoc();
