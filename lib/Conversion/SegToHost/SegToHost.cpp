@@ -89,6 +89,26 @@ static int64_t vectorLanes(Type elementType) {
                                   elementType.getIntOrFloatBitWidth());
 }
 
+/// Adds groups of `width` vectors (a power-of-two count of them) pairwise,
+/// group i + n/2 into group i, then each remaining vector's lanes: `width`
+/// scalars, added in a fixed order.
+static SmallVector<Value> sumVectorGroups(OpBuilder &b, Location loc,
+                                          SmallVector<Value> vectors,
+                                          unsigned width) {
+  if (width == 0) // a pass with no reductions
+    return {};
+  for (size_t live = vectors.size() / width; live > 1; live /= 2)
+    for (size_t i = 0; i < live / 2; ++i)
+      for (unsigned c = 0; c < width; ++c)
+        vectors[i * width + c] = b.create<arith::AddFOp>(
+            loc, vectors[i * width + c], vectors[(i + live / 2) * width + c]);
+  KernelCodeBuilder code(b, loc);
+  SmallVector<Value> sums;
+  for (unsigned c = 0; c < width; ++c)
+    sums.push_back(code.horizontalSum(vectors[c]));
+  return sums;
+}
+
 // A segment's rows run through the body as vectors of `lanes` rows, in
 // kInterleave independent vector partial sums (row r, counted from the
 // segment's first row, adds into lane r mod lanes of partial
@@ -144,14 +164,7 @@ static SmallVector<Value> emitVectorRowLoop(OpBuilder &b, Location loc,
       });
   SmallVector<Value> partials(vectors.getResults());
   llvm::append_range(partials, interleaved.getResults().drop_front(width));
-  for (int64_t live = kInterleave; live > 1; live /= 2)
-    for (int64_t i = 0; i < live / 2; ++i)
-      for (unsigned c = 0; c < width; ++c)
-        partials[i * width + c] = b.create<arith::AddFOp>(
-            loc, partials[i * width + c], partials[(i + live / 2) * width + c]);
-  SmallVector<Value> sums;
-  for (unsigned c = 0; c < width; ++c)
-    sums.push_back(code.horizontalSum(partials[c]));
+  SmallVector<Value> sums = sumVectorGroups(b, loc, partials, width);
   auto scalars = b.create<scf::ForOp>(
       loc, vectorEnd, rowEnd, code.i64(1), sums,
       [&](OpBuilder &lb, Location ll, Value row, ValueRange acc) {
@@ -196,15 +209,7 @@ emitShortSegmentBlock(OpBuilder &b, Location loc, Value rowBegin, Value count,
         counts);
     llvm::append_range(terms, body(b, loc, row, lanes, inSegment, zeros));
   }
-  for (int64_t live = numVectors; live > 1; live /= 2)
-    for (int64_t i = 0; i < live / 2; ++i)
-      for (unsigned c = 0; c < width; ++c)
-        terms[i * width + c] = b.create<arith::AddFOp>(
-            loc, terms[i * width + c], terms[(i + live / 2) * width + c]);
-  SmallVector<Value> sums;
-  for (unsigned c = 0; c < width; ++c)
-    sums.push_back(code.horizontalSum(terms[c]));
-  return sums;
+  return sumVectorGroups(b, loc, terms, width);
 }
 
 /// Row-output vectors a short-segment block may store (each a load, a
