@@ -42,10 +42,13 @@ public:
   /// only rows in [lo, hi).
   std::pair<Value, Value> scanSegment(Value idx, Value lo, Value hi,
                                       Value segment);
-  /// An i1: true if a row in [lo, hi) does not hold `segment` (a straight
-  /// vector loop, kCountingBlock rows per step, then single rows).
+  /// An i1: true if a row in [lo, hi) does not hold `segment`, which must
+  /// be a value of idx (an i32, sign-extended) (a straight vector loop,
+  /// kCountingBlock rows per step, then single rows).
   Value anyRowOutside(Value idx, Value lo, Value hi, Value segment);
   static constexpr int64_t kCountingBlock = 16;
+  /// The negation of an i1 or a vector of i1.
+  Value logicalNot(Value value);
   /// 1 if 0 <= segment < numSegments.
   Value isValidSegment(Value segment, Value numSegments);
   /// Loads idx[row] and sign-extends it to i64.

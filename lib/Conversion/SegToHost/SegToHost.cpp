@@ -450,9 +450,7 @@ static void emitHostRowMapKernel(const SegmentProgram &program,
             local.shuffle(local.splat(state[0], lanes), values, shifted);
         Value descends = rb.create<arith::CmpIOp>(rl, arith::CmpIPredicate::slt,
                                                   values, previous);
-        Value invalid = rb.create<arith::XOrIOp>(
-            rl, valid,
-            local.splat(rb.create<arith::ConstantIntOp>(rl, 1, 1), lanes));
+        Value invalid = local.logicalNot(valid);
         Value problems = rb.create<arith::OrIOp>(
             rl, state[1], rb.create<arith::OrIOp>(rl, invalid, descends));
         Value last = rb.create<LLVM::ExtractElementOp>(
@@ -502,9 +500,7 @@ static void emitHostRowMapKernel(const SegmentProgram &program,
         Value segment = rb.create<arith::ExtSIOp>(rl, rb.getI64Type(), value);
         Value isValid = local.isValidSegment(segment, numSegments);
         Value problem = rb.create<arith::OrIOp>(
-            rl,
-            rb.create<arith::XOrIOp>(rl, isValid,
-                                     rb.create<arith::ConstantIntOp>(rl, 1, 1)),
+            rl, local.logicalNot(isValid),
             rb.create<arith::CmpIOp>(rl, arith::CmpIPredicate::slt, value,
                                      state[0]));
         Value problems = rb.create<arith::OrIOp>(rl, state[1], problem);
@@ -597,8 +593,7 @@ static void emitHostTileKernel(const SegmentProgram &program,
         Value isValid = nonEmptyCode.isValidSegment(segment, numSegments);
         Value problem = nb.create<arith::OrIOp>(
             nl, nonEmptyCode.anyRowOutside(idx, rowBegin, rowEnd, segment),
-            nb.create<arith::XOrIOp>(
-                nl, isValid, nb.create<arith::ConstantIntOp>(nl, 1, 1)));
+            nonEmptyCode.logicalNot(isValid));
         auto ifValid = nb.create<scf::IfOp>(nl, isValid, /*withElse=*/false);
         OpBuilder vb = ifValid.getThenBodyBuilder();
         Value count = vb.create<arith::SubIOp>(nl, rowEnd, rowBegin);

@@ -260,15 +260,6 @@ Value KernelCodeBuilder::anyRowOutside(Value idx, Value lo, Value hi,
   constexpr int64_t block = kCountingBlock;
   Type i32Type = builder.getI32Type();
   Type i1Type = builder.getI1Type();
-  // A segment outside the i32 range is held by no row.
-  Value int32Max = i64(std::numeric_limits<int32_t>::max());
-  Value int32Min = i64(std::numeric_limits<int32_t>::min());
-  Value representable = builder.create<arith::AndIOp>(
-      loc,
-      builder.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sle, segment,
-                                    int32Max),
-      builder.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sge, segment,
-                                    int32Min));
   Value segments =
       splat(builder.create<arith::TruncIOp>(loc, i32Type, segment), block);
   Value count = builder.create<arith::SubIOp>(loc, hi, lo);
@@ -302,11 +293,11 @@ Value KernelCodeBuilder::anyRowOutside(Value idx, Value lo, Value hi,
         b.create<scf::YieldOp>(
             l, ValueRange{b.create<arith::OrIOp>(l, seen[0], other)});
       });
-  Value nonEmpty =
-      builder.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, lo, hi);
-  Value unrepresentable = builder.create<arith::XOrIOp>(
-      loc, representable, builder.create<arith::ConstantIntOp>(loc, 1, 1));
-  return builder.create<arith::OrIOp>(
-      loc, rest.getResult(0),
-      builder.create<arith::AndIOp>(loc, nonEmpty, unrepresentable));
+  return rest.getResult(0);
+}
+
+Value KernelCodeBuilder::logicalNot(Value value) {
+  Value ones = builder.create<arith::ConstantOp>(
+      loc, cast<TypedAttr>(builder.getOneAttr(value.getType())));
+  return builder.create<arith::XOrIOp>(loc, value, ones);
 }
