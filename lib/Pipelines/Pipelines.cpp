@@ -63,10 +63,8 @@ void mlir::seg::buildSegDerivePipeline(OpPassManager &pm,
   }
 }
 
-void mlir::seg::buildSegToHostPipeline(OpPassManager &pm) {
-  pm.addPass(createConvertSegToHost());
-  pm.addPass(createCanonicalizerPass());
-  pm.addPass(createCSEPass());
+/// Host functions of scf/arith/math/func -> LLVM dialect.
+static void addHostToLLVMPasses(OpPassManager &pm) {
   pm.addPass(createConvertSCFToCFPass());
   pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createArithToLLVMConversionPass());
@@ -74,6 +72,24 @@ void mlir::seg::buildSegToHostPipeline(OpPassManager &pm) {
   pm.addPass(createConvertFuncToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
   pm.addPass(createCanonicalizerPass());
+}
+
+void mlir::seg::buildSegToHostPipeline(OpPassManager &pm) {
+  pm.addPass(createConvertSegToHost());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  addHostToLLVMPasses(pm);
+}
+
+void mlir::seg::buildSegToGPUSimulatorPipeline(OpPassManager &pm,
+                                               const SegToPTXOptions &options) {
+  ConvertSegToGPUOptions toGPU;
+  toGPU.blockSize = options.blockSize;
+  pm.addPass(createConvertSegToGPU(toGPU));
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  pm.addPass(createConvertGPUToSimulator());
+  addHostToLLVMPasses(pm);
 }
 
 void mlir::seg::registerSegPipelines() {
@@ -97,4 +113,10 @@ void mlir::seg::registerSegPipelines() {
       "seg-to-host",
       "Compile seg kernel functions to LLVM dialect host functions",
       buildSegToHostPipeline);
+  PassPipelineRegistration<SegToPTXOptions>(
+      "seg-to-gpu-simulator",
+      "Compile seg kernel functions to the GPU kernels of seg-to-ptx, then "
+      "to LLVM dialect host functions for the SIMT simulator (a testing aid; "
+      "only block-size matters)",
+      buildSegToGPUSimulatorPipeline);
 }

@@ -33,19 +33,15 @@ static void optimize(llvm::Module &module, llvm::TargetMachine &machine) {
   pipeline.run(module, modules);
 }
 
-FailureOr<std::string> mlir::seg::compileToHostObject(ModuleOp source,
-                                                      StringRef cpu) {
-  OwningOpRef<ModuleOp> module = cast<ModuleOp>(source->clone());
-  PassManager pm(source.getContext());
-  buildSegToHostPipeline(pm);
-  if (failed(pm.run(*module)))
-    return failure();
-
+/// Translates `module` (LLVM dialect) to LLVM IR, optimizes it at O3 for
+/// `cpu` and emits a position independent object file.
+static FailureOr<std::string> emitObject(ModuleOp module, StringRef cpu,
+                                         StringRef name) {
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> llvmModule =
-      translateModuleToLLVMIR(*module, llvmContext, "segops_host");
+      translateModuleToLLVMIR(module, llvmContext, name);
   if (!llvmModule)
-    return source.emitError("translation to LLVM IR failed");
+    return module.emitError("translation to LLVM IR failed");
 
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
@@ -54,13 +50,13 @@ FailureOr<std::string> mlir::seg::compileToHostObject(ModuleOp source,
   const llvm::Target *target =
       llvm::TargetRegistry::lookupTarget(triple, error);
   if (!target)
-    return source.emitError()
+    return module.emitError()
            << "no LLVM target for " << triple << ": " << error;
   std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
       triple, cpu, /*Features=*/"", llvm::TargetOptions(), llvm::Reloc::PIC_,
       std::nullopt, llvm::CodeGenOptLevel::Aggressive));
   if (!machine)
-    return source.emitError() << "cannot target CPU '" << cpu << "'";
+    return module.emitError() << "cannot target CPU '" << cpu << "'";
   llvmModule->setTargetTriple(triple);
   llvmModule->setDataLayout(machine->createDataLayout());
   optimize(*llvmModule, *machine);
@@ -70,7 +66,29 @@ FailureOr<std::string> mlir::seg::compileToHostObject(ModuleOp source,
   llvm::legacy::PassManager codegen;
   if (machine->addPassesToEmitFile(codegen, stream, nullptr,
                                    llvm::CodeGenFileType::ObjectFile))
-    return source.emitError("the host target cannot emit object files");
+    return module.emitError("the host target cannot emit object files");
   codegen.run(*llvmModule);
   return std::string(buffer.begin(), buffer.end());
+}
+
+FailureOr<std::string> mlir::seg::compileToHostObject(ModuleOp source,
+                                                      StringRef cpu) {
+  OwningOpRef<ModuleOp> module = cast<ModuleOp>(source->clone());
+  PassManager pm(source.getContext());
+  buildSegToHostPipeline(pm);
+  if (failed(pm.run(*module)))
+    return failure();
+  return emitObject(*module, cpu, "segops_host");
+}
+
+FailureOr<std::string>
+mlir::seg::compileToGPUSimulatorObject(ModuleOp source, int64_t blockSize) {
+  OwningOpRef<ModuleOp> module = cast<ModuleOp>(source->clone());
+  PassManager pm(source.getContext());
+  SegToPTXOptions options;
+  options.blockSize = blockSize;
+  buildSegToGPUSimulatorPipeline(pm, options);
+  if (failed(pm.run(*module)))
+    return failure();
+  return emitObject(*module, "x86-64", "segops_gpusim");
 }

@@ -3,6 +3,10 @@
 // RUN: FileCheck %s --check-prefix=PTX90 < %t/segops_sm_90.ptx
 // RUN: FileCheck %s --check-prefix=PTX80 < %t/segops_sm_80.ptx
 // RUN: llvm-nm %t/segops_host.o | FileCheck %s --check-prefix=HOST
+// RUN: test ! -e %t/segops_gpusim.o
+// RUN: rm -rf %t.sim && seg-compile %s -o %t.sim --chips=sm_90 --gpu-simulator
+// RUN: llvm-nm %t.sim/segops_gpusim.o | FileCheck %s --check-prefix=SIM
+// RUN: FileCheck %s --check-prefix=SIM-MANIFEST < %t.sim/manifest.json
 // RUN: not seg-compile %S/Inputs/not-a-kernel.mlir -o %t/bad 2>&1 | FileCheck %s --check-prefix=BAD
 
 // The manifest describes each kernel's ABI and launch rule.
@@ -61,6 +65,16 @@
 // PTX90: .visible .entry sum_vec3(
 // PTX90: .visible .entry gather_scalar(
 // PTX80: .target sm_80
+
+// The GPU kernels for the SIMT simulator (--gpu-simulator): the gpu.func
+// kernels as host functions of the GPU ABI, calling the simulator runtime.
+// SIM-DAG: T sum_vec3
+// SIM-DAG: T gather_scalar
+// SIM-DAG: U segsim_shuffle
+// SIM-DAG: U segsim_ballot
+// SIM-DAG: U segsim_thread_id
+// SIM-NOT: sum_vec3__rows
+// SIM-MANIFEST: "gpu_simulator_object": "segops_gpusim.o"
 
 // HOST-DAG: T gather_scalar
 // HOST-DAG: T sum_vec3

@@ -37,6 +37,11 @@ static cl::opt<std::string>
     hostLibrary("host-library",
                 cl::desc("File name the host object is linked into"),
                 cl::init("libsegops_host.so"));
+static cl::opt<bool> gpuSimulator(
+    "gpu-simulator",
+    cl::desc("Also write segops_gpusim.o: the GPU kernels as host code for "
+             "the SIMT simulator (testing without a GPU)"),
+    cl::init(false));
 static cl::opt<int64_t> blockSize("block-size", cl::desc("Threads per block"),
                                   cl::init(256));
 
@@ -89,6 +94,14 @@ static LogicalResult run(MLIRContext &context) {
   FailureOr<std::string> object = seg::compileToHostObject(*module, hostCpu);
   if (failed(object) || failed(writeFile("segops_host.o", *object)))
     return failure();
+
+  if (gpuSimulator) {
+    FailureOr<std::string> simulated =
+        seg::compileToGPUSimulatorObject(*module, blockSize);
+    if (failed(simulated) || failed(writeFile("segops_gpusim.o", *simulated)))
+      return failure();
+    (*manifest)["gpu_simulator_object"] = "segops_gpusim.o";
+  }
 
   (*manifest)["ptx"] = std::move(ptxFiles);
   (*manifest)["host_object"] = "segops_host.o";

@@ -54,4 +54,36 @@ def ConvertSegToHost : Pass<"convert-seg-to-host", "ModuleOp"> {
   ];
 }
 
+def ConvertGPUToSimulator : Pass<"convert-gpu-to-simulator", "ModuleOp"> {
+  let summary = "Turn gpu.func kernels into host functions for the SIMT simulator";
+  let description = [{
+    Testing aid for machines without a GPU. Every kernel `gpu.func` of the
+    module's `gpu.module`s becomes a `func.func` of the same name and
+    parameters in the top-level module, and the GPU operations in it become
+    calls into the simulator runtime (`runtime/lib/GpuSimulator.cpp`), which
+    runs each GPU thread as a fiber and synchronizes the threads of a warp
+    (or block) at every collective:
+
+    | operation | becomes |
+    | --- | --- |
+    | `gpu.thread_id/block_id/grid_dim/block_dim x` | `@segsim_thread_id()` etc. (`i64`) |
+    | the same for `y`, `z` | `0` (ids) or `1` (dims): the simulator runs 1-D launches |
+    | `gpu.shuffle` | `@segsim_shuffle(mode, bits, offset, width, site)`; its `valid` result `@segsim_shuffle_valid(mode, offset, width)` |
+    | `nvvm.vote.ballot.sync` | `@segsim_ballot(mask, predicate, site)` |
+    | `gpu.barrier` | `@segsim_barrier(site)` |
+    | `gpu.return` | `func.return` |
+
+    `site` numbers each collective operation of the module, so that the
+    simulator can report lanes that meet different collectives (divergence,
+    undefined on a GPU). The `gpu.module`s are erased. Any other GPU or
+    NVVM operation, and workgroup or private attributions, are errors.
+    The result lowers to LLVM like the host kernels.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::func::FuncDialect",
+    "::mlir::LLVM::LLVMDialect",
+  ];
+}
+
 #endif // SEGOPS_CONVERSION_PASSES_TD

@@ -49,8 +49,14 @@ void buildSegToNVVMPipeline(OpPassManager &pm, const SegToPTXOptions &options);
 /// to LLVM IR.
 void buildSegToHostPipeline(OpPassManager &pm);
 
-/// Registers `seg-to-ptx`, `seg-to-nvvm` and `seg-to-host` for textual
-/// pipelines and `seg-opt --help`.
+/// seg kernel functions -> the GPU kernels of buildSegToPTXPipeline, turned
+/// into host functions calling the SIMT simulator (convert-gpu-to-simulator),
+/// -> LLVM dialect. Only `options.blockSize` is used.
+void buildSegToGPUSimulatorPipeline(OpPassManager &pm,
+                                    const SegToPTXOptions &options);
+
+/// Registers `seg-to-ptx`, `seg-to-nvvm`, `seg-to-host` and
+/// `seg-to-gpu-simulator` for textual pipelines and `seg-opt --help`.
 void registerSegPipelines();
 
 } // namespace seg

@@ -25,6 +25,13 @@ FailureOr<std::string> compileToPTX(ModuleOp source,
 /// independent object file for the host, tuned for `cpu` (an LLVM CPU name).
 FailureOr<std::string> compileToHostObject(ModuleOp source, StringRef cpu);
 
+/// Compiles the kernel functions of `source` to the GPU kernels of
+/// compileToPTX, lowered instead to host code calling the SIMT simulator
+/// (runtime/lib/GpuSimulator.cpp): an object file for testing the GPU
+/// kernels on a machine without a GPU.
+FailureOr<std::string> compileToGPUSimulatorObject(ModuleOp source,
+                                                   int64_t blockSize);
+
 /// Describes every kernel function of `source` (see SegmentProgram.h). Keys
 /// `ptx`, `host_object` and `host_library` are left to the caller.
 FailureOr<llvm::json::Object> buildKernelManifest(ModuleOp source,

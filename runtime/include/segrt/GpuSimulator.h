@@ -1,0 +1,64 @@
+//===- GpuSimulator.h - run GPU kernels on the CPU, for tests ---*- C++ -*-===//
+//
+// A SIMT simulator for the op library's GPU kernels on machines without a
+// GPU. `seg-compile --gpu-simulator` compiles the same gpu.func kernels as
+// the PTX, with their GPU operations turned into calls of the functions
+// below (convert-gpu-to-simulator), into segops_gpusim.o; linked with
+// GpuSimulator.cpp it becomes libsegops_gpusim.so, driven from Python by
+// ctypes (test/python/gpusim.py).
+//
+// Every GPU thread runs as a fiber (ucontext) on the calling thread; blocks
+// run one after another, in a chosen order. A thread runs until it reaches a
+// collective (shuffle, ballot, block barrier); a collective completes when
+// every lane of its member mask (every live thread of the block, for a
+// barrier) waits at the same one. Lanes that wait at different collectives,
+// a lane that exited while its warp-mates wait, or a lane outside the member
+// mask are errors: on a GPU they are undefined behaviour or a hang. What it
+// does not model: timing, memory ordering between blocks, shared memory.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SEGRT_GPUSIMULATOR_H
+#define SEGRT_GPUSIMULATOR_H
+
+#include <cstddef>
+#include <cstdint>
+
+extern "C" {
+
+/// Shuffle modes as the simulated kernels pass them.
+enum SegsimShuffleMode {
+  SEGSIM_XOR = 0,
+  SEGSIM_UP = 1,
+  SEGSIM_DOWN = 2,
+  SEGSIM_IDX = 3
+};
+
+/// Runs `kernel`, a simulated GPU kernel with the segops GPU ABI (pointers,
+/// then i64 N and i64 S), on a 1-D grid of `gridSize` blocks of `blockSize`
+/// threads (a multiple of 32). Blocks run in increasing order, or decreasing
+/// if `reverseBlocks`. Returns 0, or 1 with a message in `error` (at most
+/// `errorSize` bytes, NUL-terminated).
+int segsim_launch(void *kernel, const uint64_t *pointers, int numPointers,
+                  int64_t numRows, int64_t numSegments, int64_t gridSize,
+                  int64_t blockSize, int reverseBlocks, char *error,
+                  size_t errorSize);
+
+// Called by simulated kernels.
+int64_t segsim_thread_id();
+int64_t segsim_block_id();
+int64_t segsim_block_dim();
+int64_t segsim_grid_dim();
+/// PTX `shfl.sync` as MLIR lowers gpu.shuffle: member mask the low `width`
+/// lanes, clamp `width - 1` (`32 - width` for up). `bits` holds the value.
+int64_t segsim_shuffle(int32_t mode, int64_t bits, int32_t offset,
+                       int32_t width, int32_t site);
+/// Whether the calling lane's shuffle reads another lane (PTX's predicate).
+int32_t segsim_shuffle_valid(int32_t mode, int32_t offset, int32_t width);
+/// PTX `vote.ballot.sync`: bit l is set if lane l of `mask` has `predicate`.
+int32_t segsim_ballot(int32_t mask, int32_t predicate, int32_t site);
+/// `bar.sync 0`: waits for every live thread of the block.
+void segsim_barrier(int32_t site);
+}
+
+#endif // SEGRT_GPUSIMULATOR_H

@@ -1,0 +1,68 @@
+"""Runs the op library's GPU kernels on the CPU, through the SIMT simulator
+(runtime/include/segrt/GpuSimulator.h): the same gpu.func kernels as the PTX,
+compiled to host code by `seg-compile --gpu-simulator`. A testing aid for
+machines without a GPU: it checks what the kernels compute, that their
+collectives are convergent, and (with guard pages) that they stay inside
+their buffers; it says nothing about speed."""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from segops import _library
+
+LIBRARY_PATH = Path(_library.NATIVE_DIR) / "libsegops_gpusim.so"
+
+
+class SimulatorError(RuntimeError):
+    """A deadlock or malformed collective in a simulated kernel."""
+
+
+class GpuSimulator:
+    def __init__(self, path: Path = LIBRARY_PATH) -> None:
+        self.library = ctypes.CDLL(str(path))
+        launch = self.library.segsim_launch
+        launch.restype = ctypes.c_int
+        launch.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64), ctypes.c_int,
+                           ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+                           ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
+        self._launch = launch
+
+    def grid_for(self, name: str, num_rows: int) -> int:
+        """The grid the CUDA launcher would use (python/segops/_library.py)."""
+        info = _library.kernel(name)
+        blocks = -(-num_rows // info.grid_per_block)
+        return min(max(blocks, info.grid_min), _library.MAX_GRID)
+
+    def run(self, name: str, inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor],
+            num_rows: int, num_segments: int, grid: int | None = None,
+            reverse_blocks: bool = False) -> None:
+        """Runs kernel `name` like `_launch.run` would on a GPU: contiguous
+        CPU `inputs` then `outputs` (in the kernel's argument order), N rows,
+        S segments, on `grid` blocks (default: the CUDA launcher's grid)."""
+        info = _library.kernel(name)
+        if len(inputs) != info.num_inputs or len(outputs) != info.num_outputs:
+            raise ValueError(f"kernel {name} takes {info.num_inputs} inputs and "
+                             f"{info.num_outputs} outputs")
+        self.launch(name, list(inputs) + list(outputs), num_rows, num_segments,
+                    grid if grid is not None else self.grid_for(name, num_rows), info.block,
+                    reverse_blocks)
+
+    def launch(self, symbol: str, tensors: Sequence[torch.Tensor], num_rows: int,
+               num_segments: int, grid: int, block: int, reverse_blocks: bool = False) -> None:
+        """Runs kernel `symbol` of the library on `tensors` (their pointers,
+        in order), then N and S, on `grid` blocks of `block` threads."""
+        for tensor in tensors:
+            if tensor.device.type != "cpu" or not tensor.is_contiguous():
+                raise ValueError("the simulator runs on contiguous CPU tensors")
+        pointers = (ctypes.c_uint64 * len(tensors))(*[t.data_ptr() for t in tensors])
+        kernel = ctypes.cast(getattr(self.library, symbol), ctypes.c_void_p)
+        error = ctypes.create_string_buffer(4096)
+        status = self._launch(kernel, pointers, len(tensors), num_rows, num_segments, grid,
+                              block, int(reverse_blocks), error, len(error))
+        if status != 0:
+            raise SimulatorError(error.value.decode())

@@ -1,0 +1,294 @@
+"""The op library's GPU kernels, run on the CPU by the SIMT simulator
+(gpusim.py): every kernel against its host kernel over layouts that stress
+warp, chunk and block boundaries; results bitwise independent of the grid
+and of the order blocks run in; no access outside a buffer and no
+divergent collective, whatever idx holds. Skipped where the simulator
+library was not built (a build without the compiler)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from segops import _launch, _library
+
+import gpusim
+from guard_pages import extent
+
+pytestmark = pytest.mark.skipif(not gpusim.LIBRARY_PATH.exists(),
+                                reason="libsegops_gpusim.so not built (no compiler)")
+
+MANIFEST = json.loads((Path(_library.NATIVE_DIR) / "manifest.json").read_text())
+KERNELS = [entry["name"] for entry in MANIFEST["kernels"]]
+
+# Rows per segment. Warps own 32-row chunks and blocks 256 rows: segments
+# start and end on both sides of those boundaries; empty segments at the
+# head, middle and tail; one segment longer than a block.
+LAYOUTS = {
+    "empty-rows": [0, 0, 0],
+    "no-segments": [],
+    "one-row": [1],
+    "gaps": [0, 3, 0, 0, 5, 1, 0],
+    "singletons": [1] * 40,
+    "chunk-edges": [31, 1, 33, 64, 2, 0, 97],
+    "long-and-short": [1, 600, 2, 0, 3],
+}
+
+
+@pytest.fixture(scope="module")
+def simulator() -> gpusim.GpuSimulator:
+    return gpusim.GpuSimulator()
+
+
+def _entry(name: str) -> dict:
+    return next(entry for entry in MANIFEST["kernels"] if entry["name"] == name)
+
+
+def _buffers(name: str, counts: list[int], seed: int) -> tuple[list[torch.Tensor],
+                                                                 list[torch.Tensor], int, int]:
+    entry = _entry(name)
+    dtype = torch.float32 if entry["dtype"] == "f32" else torch.float64
+    generator = torch.Generator().manual_seed(seed)
+    n, s = sum(counts), len(counts)
+    idx = torch.repeat_interleave(torch.arange(s), torch.tensor(counts, dtype=torch.int64))
+    inputs, outputs = [], []
+    for buffer in entry["buffers"]:
+        shape = [extent(e, n, s) for e in buffer["shape"]]
+        if buffer["dtype"] == "i32":
+            inputs.append(idx.to(torch.int32))
+        elif buffer["role"] == "output":
+            outputs.append(torch.full(shape, float("nan"), dtype=dtype))
+        else:
+            inputs.append(torch.randn(shape, dtype=dtype, generator=generator))
+    return inputs, outputs, n, s
+
+
+def _tolerance(name: str) -> dict[str, float]:
+    if _entry(name)["dtype"] == "f64":
+        return {"rtol": 1e-9, "atol": 1e-9}
+    return {"rtol": 2e-4, "atol": 2e-4}
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_gpu_kernel_matches_host_kernel(simulator: gpusim.GpuSimulator, name: str) -> None:
+    for seed, (layout, counts) in enumerate(LAYOUTS.items()):
+        inputs, simulated, n, s = _buffers(name, counts, seed)
+        _, host, _, _ = _buffers(name, counts, seed)
+        simulator.run(name, inputs, simulated, n, s)
+        _launch.run(name, inputs, host, n, s)
+        for index, (got, want) in enumerate(zip(simulated, host)):
+            torch.testing.assert_close(got, want, **_tolerance(name),
+                                       msg=lambda m: f"{name}, {layout}, output {index}: {m}")
+
+
+@pytest.mark.parametrize("name", [k for k in KERNELS if "_grad" not in k or k.endswith("w3")])
+def test_gpu_kernel_is_bitwise_independent_of_grid(simulator: gpusim.GpuSimulator,
+                                                   name: str) -> None:
+    counts = [5, 0, 300, 1, 40, 0, 257, 3]
+    inputs, first, n, s = _buffers(name, counts, 7)
+    simulator.run(name, inputs, first, n, s)
+    for grid, reverse in [(1, False), (3, True), (simulator.grid_for(name, n) + 2, True)]:
+        _, again, _, _ = _buffers(name, counts, 7)
+        simulator.run(name, inputs, again, n, s, grid=grid, reverse_blocks=reverse)
+        for got, want in zip(again, first):
+            assert torch.equal(got.nan_to_num(7.0), want.nan_to_num(7.0)), (
+                f"{name}: grid {grid} (reverse {reverse}) differs from the default grid")
+
+
+PROBE = textwrap.dedent('''
+    import json, sys
+    import torch
+    from segops import _library
+    from guard_pages import kernel_buffers
+    import gpusim
+
+    simulator = gpusim.GpuSimulator()
+    generator = torch.Generator().manual_seed(int(sys.argv[1]))
+    manifest = json.loads((_library.NATIVE_DIR / "manifest.json").read_text())
+    cases = [(0, 3), (1, 1), (5, 0), (33, 2), (300, 20)]
+    for kernel in manifest["kernels"]:
+        for n, s in cases:
+            for side in ("after", "before"):
+                for order in ("sorted", "unsorted"):
+                    values = torch.randint(-3, s + 4, (n,), generator=generator)
+                    if order == "sorted":
+                        values = torch.sort(values).values
+                    inputs, outputs = kernel_buffers(kernel, n, s, side, values, generator)
+                    simulator.run(kernel["name"], inputs, outputs, n, s)
+    print("ok")
+''')
+
+
+def test_gpu_kernels_stay_inside_their_buffers_and_converge() -> None:
+    """Garbage indices (unsorted, negative, beyond S): no access outside a
+    buffer (guard pages), and no deadlock or malformed collective (the
+    simulator raises on those)."""
+    result = subprocess.run([sys.executable, "-c", PROBE, "0"], capture_output=True,
+                            text=True, timeout=900, cwd=Path(__file__).parent)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", (
+        f"exit {result.returncode} (a negative code is the signal: -11 is SIGSEGV)\n"
+        f"{result.stdout[-2000:]}\n{result.stderr[-4000:]}")
+
+
+# The simulator itself, on hand-written kernels: PTX shuffle and ballot
+# semantics, block barriers, and the errors for divergent collectives.
+SIMULATOR_KERNELS = """
+module attributes {gpu.container_module} {
+  gpu.module @kernels {
+    // out[t, m] = shuffle of t with offset 5 in mode m (xor, up, down, idx),
+    // out[t, 4 + m] = its valid flag; out[t, 8] = ballot(t % 3 == 0).
+    gpu.func @modes(%out: !llvm.ptr, %n: i64, %s: i64) kernel {
+      %tid = gpu.thread_id x
+      %t = arith.index_cast %tid : index to i32
+      %t64 = arith.index_cast %tid : index to i64
+      %c5 = arith.constant 5 : i32
+      %c32 = arith.constant 32 : i32
+      %c9 = arith.constant 9 : i64
+      %row = arith.muli %t64, %c9 : i64
+      %x, %xv = gpu.shuffle xor %t, %c5, %c32 : i32
+      %u, %uv = gpu.shuffle up %t, %c5, %c32 : i32
+      %d, %dv = gpu.shuffle down %t, %c5, %c32 : i32
+      %i, %iv = gpu.shuffle idx %t, %c5, %c32 : i32
+      %c3 = arith.constant 3 : i32
+      %c0 = arith.constant 0 : i32
+      %rem = arith.remui %t, %c3 : i32
+      %pred = arith.cmpi eq, %rem, %c0 : i32
+      %all = arith.constant -1 : i32
+      %vote = nvvm.vote.ballot.sync %all, %pred : i32
+      %p0 = llvm.getelementptr %out[%row] : (!llvm.ptr, i64) -> !llvm.ptr, i32
+      llvm.store %x, %p0 : i32, !llvm.ptr
+      %p1 = llvm.getelementptr %p0[1] : (!llvm.ptr) -> !llvm.ptr, i32
+      llvm.store %u, %p1 : i32, !llvm.ptr
+      %p2 = llvm.getelementptr %p0[2] : (!llvm.ptr) -> !llvm.ptr, i32
+      llvm.store %d, %p2 : i32, !llvm.ptr
+      %p3 = llvm.getelementptr %p0[3] : (!llvm.ptr) -> !llvm.ptr, i32
+      llvm.store %i, %p3 : i32, !llvm.ptr
+      %xv32 = arith.extui %xv : i1 to i32
+      %uv32 = arith.extui %uv : i1 to i32
+      %dv32 = arith.extui %dv : i1 to i32
+      %iv32 = arith.extui %iv : i1 to i32
+      %p4 = llvm.getelementptr %p0[4] : (!llvm.ptr) -> !llvm.ptr, i32
+      llvm.store %xv32, %p4 : i32, !llvm.ptr
+      %p5 = llvm.getelementptr %p0[5] : (!llvm.ptr) -> !llvm.ptr, i32
+      llvm.store %uv32, %p5 : i32, !llvm.ptr
+      %p6 = llvm.getelementptr %p0[6] : (!llvm.ptr) -> !llvm.ptr, i32
+      llvm.store %dv32, %p6 : i32, !llvm.ptr
+      %p7 = llvm.getelementptr %p0[7] : (!llvm.ptr) -> !llvm.ptr, i32
+      llvm.store %iv32, %p7 : i32, !llvm.ptr
+      %p8 = llvm.getelementptr %p0[8] : (!llvm.ptr) -> !llvm.ptr, i32
+      llvm.store %vote, %p8 : i32, !llvm.ptr
+      gpu.return
+    }
+
+    // Each thread writes its id, waits at the barrier, then reads the next
+    // thread's: without the barrier, fibers running in order would read
+    // the next thread's slot before it was written.
+    gpu.func @barrier(%a: !llvm.ptr, %b: !llvm.ptr, %n: i64, %s: i64) kernel {
+      %tid = gpu.thread_id x
+      %dim = gpu.block_dim x
+      %t = arith.index_cast %tid : index to i64
+      %size = arith.index_cast %dim : index to i64
+      %c1 = arith.constant 1 : i64
+      %slot = llvm.getelementptr %a[%t] : (!llvm.ptr, i64) -> !llvm.ptr, i64
+      llvm.store %t, %slot : i64, !llvm.ptr
+      gpu.barrier
+      %next = arith.addi %t, %c1 : i64
+      %wrapped = arith.remui %next, %size : i64
+      %from = llvm.getelementptr %a[%wrapped] : (!llvm.ptr, i64) -> !llvm.ptr, i64
+      %value = llvm.load %from : !llvm.ptr -> i64
+      %to = llvm.getelementptr %b[%t] : (!llvm.ptr, i64) -> !llvm.ptr, i64
+      llvm.store %value, %to : i64, !llvm.ptr
+      gpu.return
+    }
+
+    // Lanes below 16 shuffle, the others do not: a deadlock on a GPU.
+    gpu.func @divergent(%out: !llvm.ptr, %n: i64, %s: i64) kernel {
+      %tid = gpu.thread_id x
+      %t = arith.index_cast %tid : index to i32
+      %c16 = arith.constant 16 : i32
+      %c1 = arith.constant 1 : i32
+      %c32 = arith.constant 32 : i32
+      %low = arith.cmpi slt, %t, %c16 : i32
+      scf.if %low {
+        %x, %v = gpu.shuffle xor %t, %c1, %c32 : i32
+        llvm.store %x, %out : i32, !llvm.ptr
+      }
+      gpu.return
+    }
+
+    // Every lane runs a shuffle whose member mask is the low 16 lanes.
+    gpu.func @outside_mask(%out: !llvm.ptr, %n: i64, %s: i64) kernel {
+      %tid = gpu.thread_id x
+      %t = arith.index_cast %tid : index to i32
+      %c1 = arith.constant 1 : i32
+      %c16 = arith.constant 16 : i32
+      %x, %v = gpu.shuffle xor %t, %c1, %c16 : i32
+      llvm.store %x, %out : i32, !llvm.ptr
+      gpu.return
+    }
+  }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def test_kernels(tmp_path_factory: pytest.TempPathFactory) -> gpusim.GpuSimulator:
+    from segops import _compiler
+
+    llvm_bin = Path("/usr/lib/llvm-19/bin")
+    directory = tmp_path_factory.mktemp("gpusim")
+    lowered = _compiler.seg_opt(
+        SIMULATOR_KERNELS, "--convert-gpu-to-simulator", "--convert-scf-to-cf",
+        "--convert-arith-to-llvm", "--convert-cf-to-llvm", "--convert-func-to-llvm",
+        "--reconcile-unrealized-casts")
+    (directory / "kernels.mlir").write_text(lowered)
+    subprocess.run([str(llvm_bin / "mlir-translate"), "--mlir-to-llvmir", "kernels.mlir",
+                    "-o", "kernels.ll"], cwd=directory, check=True)
+    subprocess.run([str(llvm_bin / "llc"), "-filetype=obj", "-relocation-model=pic",
+                    "kernels.ll", "-o", "kernels.o"], cwd=directory, check=True)
+    repo = Path(__file__).resolve().parents[2]
+    subprocess.run(["c++", "-std=c++17", "-O1", "-shared", "-fPIC",
+                    f"-I{repo / 'runtime' / 'include'}",
+                    str(repo / "runtime" / "lib" / "GpuSimulator.cpp"), "kernels.o",
+                    "-o", "libkernels.so"], cwd=directory, check=True)
+    return gpusim.GpuSimulator(directory / "libkernels.so")
+
+
+def test_shuffles_and_ballots_follow_ptx(test_kernels: gpusim.GpuSimulator) -> None:
+    out = torch.full((64, 9), -7, dtype=torch.int32)
+    test_kernels.launch("modes", [out], 0, 0, grid=1, block=64)
+    for t in range(64):
+        lane, base = t % 32, t - t % 32
+        xor_source = lane ^ 5
+        up_valid, down_valid = lane - 5 >= 0, lane + 5 <= 31
+        expected = [base + xor_source,
+                    base + (lane - 5 if up_valid else lane),
+                    base + (lane + 5 if down_valid else lane),
+                    base + 5,
+                    1, int(up_valid), int(down_valid), 1]
+        ballot = sum(1 << l for l in range(32) if (base + l) % 3 == 0)
+        expected.append(ballot - (1 << 32) if ballot >= 1 << 31 else ballot)
+        assert out[t].tolist() == expected, f"thread {t}"
+
+
+def test_barrier_orders_the_block(test_kernels: gpusim.GpuSimulator) -> None:
+    a = torch.zeros(96, dtype=torch.int64)
+    b = torch.full((96,), -1, dtype=torch.int64)
+    test_kernels.launch("barrier", [a, b], 0, 0, grid=1, block=96)
+    assert b.tolist() == [(t + 1) % 96 for t in range(96)]
+
+
+def test_divergent_collectives_are_reported(test_kernels: gpusim.GpuSimulator) -> None:
+    out = torch.zeros(1, dtype=torch.int32)
+    with pytest.raises(gpusim.SimulatorError, match="deadlock in block 0.*16:exited"):
+        test_kernels.launch("divergent", [out], 0, 0, grid=2, block=32)
+    with pytest.raises(gpusim.SimulatorError, match="lane 16 of warp 0 runs collective"):
+        test_kernels.launch("outside_mask", [out], 0, 0, grid=1, block=32)
+    with pytest.raises(gpusim.SimulatorError, match="block size must be a multiple of 32"):
+        test_kernels.launch("modes", [out], 0, 0, grid=1, block=48)
