@@ -31,6 +31,27 @@ static llvm::json::Object describeHost(const SegmentProgram &program) {
   return host;
 }
 
+/// The GPU launch rule, and for splittable programs the tile kernel that
+/// runs first and the partials buffer both kernels take as their last
+/// parameter (2 slots of `totals` elements per tile).
+static llvm::json::Object describeGPU(const SegmentProgram &program,
+                                      int64_t blockSize) {
+  // A warp per 32-row chunk (a thread per row for row maps), one block at
+  // least (to evaluate the segments when there are no rows); kernels
+  // grid-stride, so any grid is correct.
+  llvm::json::Object gpu{{"block", llvm::json::Array{blockSize, 1, 1}},
+                         {"dynamic_shared_bytes", 0},
+                         {"grid", llvm::json::Object{{"elements", "rows"},
+                                                     {"per_block", blockSize},
+                                                     {"min", 1}}}};
+  if (program.isSplittable())
+    gpu["split"] = llvm::json::Object{
+        {"tiles_symbol", program.getName().str() + "__tiles"},
+        {"tile_rows", SegmentProgram::kGPUTileRows},
+        {"totals", program.numReductionComponents()}};
+  return gpu;
+}
+
 static llvm::json::Object describeKernel(const SegmentProgram &program,
                                          int64_t blockSize) {
   llvm::json::Array buffers;
@@ -60,16 +81,9 @@ static llvm::json::Object describeKernel(const SegmentProgram &program,
       {"buffers", std::move(buffers)},
       {"sizes", llvm::json::Array{"N", "S"}},
       {"passes", program.numPasses},
-      // GPU: a warp per 32-row chunk, one block at least (to evaluate the
-      // segments when there are no rows); kernels grid-stride, so any grid is
-      // correct. Host: a call computes segments [begin, end), or rows
-      // [begin, end) for programs that only map rows.
-      {"gpu",
-       llvm::json::Object{{"block", llvm::json::Array{blockSize, 1, 1}},
-                          {"dynamic_shared_bytes", 0},
-                          {"grid", llvm::json::Object{{"elements", "rows"},
-                                                      {"per_block", blockSize},
-                                                      {"min", 1}}}}},
+      {"gpu", describeGPU(program, blockSize)},
+      // Host: a call computes segments [begin, end), or rows [begin, end)
+      // for programs that only map rows.
       {"host", describeHost(program)},
   };
 }
@@ -86,6 +100,6 @@ mlir::seg::buildKernelManifest(ModuleOp source, int64_t blockSize) {
     kernels.push_back(describeKernel(*program, blockSize));
   }
   return llvm::json::Object{{"format", "segops-op-library"},
-                            {"version", 3},
+                            {"version", 4},
                             {"kernels", std::move(kernels)}};
 }

@@ -37,6 +37,16 @@ class Kernel:
     host_rows: bool  # a host call computes rows [begin, end), not segments
     # Tile and finish kernels and their totals (manifest host.split), if any.
     split: tuple[str, str, int] | None
+    # GPU tile kernel, rows per tile and totals per slot (manifest gpu.split):
+    # the kernel and its tile kernel then take a partials buffer, last.
+    gpu_split: tuple[str, int, int] | None = None
+
+    def gpu_partials_elements(self, num_rows: int) -> int:
+        """Elements of the partials buffer a GPU launch needs (0: none)."""
+        if self.gpu_split is None:
+            return 0
+        _, tile_rows, totals = self.gpu_split
+        return max(1, 2 * -(-num_rows // tile_rows) * totals)
 
 
 def _native_module() -> Any:
@@ -59,10 +69,17 @@ def manifest() -> dict[str, Any]:
         )
     with path.open() as handle:
         data = json.load(handle)
-    if data.get("format") != "segops-op-library" or data.get("version") != 3:
+    if data.get("format") != "segops-op-library" or data.get("version") != 4:
         raise LibraryNotBuiltError(
-            f"{path} is not a version 3 segops op library manifest; rebuild segops (`make build`)")
+            f"{path} is not a version 4 segops op library manifest; rebuild segops (`make build`)")
     return data
+
+
+def _gpu_split_of(entry: dict[str, Any]) -> tuple[str, int, int] | None:
+    split = entry["gpu"].get("split")
+    if split is None:
+        return None
+    return split["tiles_symbol"], int(split["tile_rows"]), int(split["totals"])
 
 
 def _split_of(entry: dict[str, Any]) -> tuple[str, str, int] | None:
@@ -88,6 +105,7 @@ def kernels() -> dict[str, Kernel]:
             grid_min=int(entry["gpu"]["grid"]["min"]),
             host_rows=entry.get("host", {}).get("range") == "rows",
             split=_split_of(entry),
+            gpu_split=_gpu_split_of(entry),
         )
     return table
 
@@ -176,12 +194,35 @@ def advise_huge_pages(tensor: torch.Tensor) -> None:
     _native_module().advise_huge_pages(tensor.data_ptr(), tensor.nbytes)
 
 
-def launch_cuda(kernel_info: Kernel, device: int, capability: tuple[int, int], stream: int,
-                pointers: Sequence[int], num_rows: int, num_segments: int) -> None:
-    if num_rows == 0 and num_segments == 0:
-        return
+def gpu_launches(kernel_info: Kernel, num_rows: int,
+                 partials: int = 0) -> list[tuple[str, int, list[int]]]:
+    """The launches a GPU run of a kernel makes, in order: (symbol, grid,
+    trailing 64-bit parameters after the buffers). Split programs with a
+    whole tile of rows first run their tile kernel (a warp per tile); both
+    kernels then take the address of a partials buffer of
+    `gpu_partials_elements(num_rows)` elements."""
     blocks = -(-num_rows // kernel_info.grid_per_block)
     grid = min(max(blocks, kernel_info.grid_min), MAX_GRID)
-    cuda_module(device, capability).launch(
-        kernel_info.name, grid, kernel_info.block, stream, list(pointers),
-        [num_rows, num_segments])
+    if kernel_info.gpu_split is None:
+        return [(kernel_info.name, grid, [])]
+    tiles_symbol, tile_rows, _ = kernel_info.gpu_split
+    launches = []
+    if num_rows >= tile_rows:
+        warps_per_block = kernel_info.block // 32
+        tiles = -(-num_rows // tile_rows)
+        launches.append((tiles_symbol, min(-(-tiles // warps_per_block), MAX_GRID), [partials]))
+    launches.append((kernel_info.name, grid, [partials]))
+    return launches
+
+
+def launch_cuda(kernel_info: Kernel, device: int, capability: tuple[int, int], stream: int,
+                pointers: Sequence[int], num_rows: int, num_segments: int,
+                partials: int = 0) -> None:
+    """Launches a kernel (and its tile kernel) on `stream`; `partials` is
+    the device address of the partials buffer of a split program."""
+    if num_rows == 0 and num_segments == 0:
+        return
+    module = cuda_module(device, capability)
+    for symbol, grid, extra in gpu_launches(kernel_info, num_rows, partials):
+        module.launch(symbol, grid, kernel_info.block, stream, list(pointers),
+                      [num_rows, num_segments, *extra])

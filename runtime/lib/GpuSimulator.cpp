@@ -278,9 +278,9 @@ bool runBlock(Simulation &sim, char *stacks) {
 extern "C" {
 
 int segsim_launch(void *kernel, const uint64_t *pointers, int numPointers,
-                  int64_t numRows, int64_t numSegments, int64_t gridSize,
-                  int64_t blockSize, int reverseBlocks, char *error,
-                  size_t errorSize) {
+                  int64_t numRows, int64_t numSegments, const int64_t *trailing,
+                  int numTrailing, int64_t gridSize, int64_t blockSize,
+                  int reverseBlocks, char *error, size_t errorSize) {
   auto fail = [&](const std::string &message) {
     if (errorSize) {
       std::snprintf(error, errorSize, "segsim: %s", message.c_str());
@@ -294,7 +294,8 @@ int segsim_launch(void *kernel, const uint64_t *pointers, int numPointers,
                 std::to_string(blockSize));
   if (gridSize < 1)
     return fail("grid size must be positive, not " + std::to_string(gridSize));
-  if (numPointers < 0 || numPointers + 2 > kMaxArguments)
+  if (numPointers < 0 || numTrailing < 0 ||
+      numPointers + 2 + numTrailing > kMaxArguments)
     return fail("too many kernel arguments");
 
   Simulation sim;
@@ -303,6 +304,8 @@ int segsim_launch(void *kernel, const uint64_t *pointers, int numPointers,
     sim.arguments.push_back(static_cast<int64_t>(pointers[i]));
   sim.arguments.push_back(numRows);
   sim.arguments.push_back(numSegments);
+  for (int i = 0; i < numTrailing; ++i)
+    sim.arguments.push_back(trailing[i]);
   sim.gridDim = gridSize;
   sim.blockDim = blockSize;
   sim.threads.resize(blockSize);

@@ -59,7 +59,7 @@
 // MANIFEST: "ptx": {
 // MANIFEST-NEXT: "sm_80": "segops_sm_80.ptx",
 // MANIFEST-NEXT: "sm_90": "segops_sm_90.ptx"
-// MANIFEST: "version": 3
+// MANIFEST: "version": 4
 
 // PTX90: .target sm_90
 // PTX90: .visible .entry sum_vec3(

@@ -28,8 +28,9 @@ class GpuSimulator:
         launch = self.library.segsim_launch
         launch.restype = ctypes.c_int
         launch.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64), ctypes.c_int,
-                           ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
-                           ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
+                           ctypes.c_int64, ctypes.c_int64, ctypes.POINTER(ctypes.c_int64),
+                           ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_int,
+                           ctypes.c_char_p, ctypes.c_size_t]
         self._launch = launch
 
     def grid_for(self, name: str, num_rows: int) -> int:
@@ -48,21 +49,30 @@ class GpuSimulator:
         if len(inputs) != info.num_inputs or len(outputs) != info.num_outputs:
             raise ValueError(f"kernel {name} takes {info.num_inputs} inputs and "
                              f"{info.num_outputs} outputs")
-        self.launch(name, list(inputs) + list(outputs), num_rows, num_segments,
-                    grid if grid is not None else self.grid_for(name, num_rows), info.block,
-                    reverse_blocks)
+        tensors = list(inputs) + list(outputs)
+        partials = torch.full((info.gpu_partials_elements(num_rows),), float("nan"),
+                              dtype=torch.float32 if info.dtype == "f32" else torch.float64)
+        launches = _library.gpu_launches(info, num_rows, partials.data_ptr())
+        for symbol, default_grid, trailing in launches:
+            self.launch(symbol, tensors, num_rows, num_segments,
+                        grid if grid is not None else default_grid, info.block, reverse_blocks,
+                        trailing)
 
     def launch(self, symbol: str, tensors: Sequence[torch.Tensor], num_rows: int,
-               num_segments: int, grid: int, block: int, reverse_blocks: bool = False) -> None:
+               num_segments: int, grid: int, block: int, reverse_blocks: bool = False,
+               trailing: Sequence[int] = ()) -> None:
         """Runs kernel `symbol` of the library on `tensors` (their pointers,
-        in order), then N and S, on `grid` blocks of `block` threads."""
+        in order), then N, S and the `trailing` 64-bit values, on `grid`
+        blocks of `block` threads."""
         for tensor in tensors:
             if tensor.device.type != "cpu" or not tensor.is_contiguous():
                 raise ValueError("the simulator runs on contiguous CPU tensors")
         pointers = (ctypes.c_uint64 * len(tensors))(*[t.data_ptr() for t in tensors])
         kernel = ctypes.cast(getattr(self.library, symbol), ctypes.c_void_p)
         error = ctypes.create_string_buffer(4096)
-        status = self._launch(kernel, pointers, len(tensors), num_rows, num_segments, grid,
-                              block, int(reverse_blocks), error, len(error))
+        extra = (ctypes.c_int64 * max(1, len(trailing)))(*trailing)
+        status = self._launch(kernel, pointers, len(tensors), num_rows, num_segments, extra,
+                              len(trailing), grid, block, int(reverse_blocks), error,
+                              len(error))
         if status != 0:
             raise SimulatorError(error.value.decode())

@@ -29,7 +29,11 @@ KERNELS = [entry["name"] for entry in MANIFEST["kernels"]]
 
 # Rows per segment. Warps own 32-row chunks and blocks 256 rows: segments
 # start and end on both sides of those boundaries; empty segments at the
-# head, middle and tail; one segment longer than a block.
+# head, middle and tail; one segment longer than a block. Split programs
+# reduce segments covering a whole 1024-row tile from their tiles' partials:
+# long segments starting on and off tile boundaries, ending on one, two
+# long segments sharing a tile, and short ones around them.
+TILE = 1024
 LAYOUTS = {
     "empty-rows": [0, 0, 0],
     "no-segments": [],
@@ -38,6 +42,11 @@ LAYOUTS = {
     "singletons": [1] * 40,
     "chunk-edges": [31, 1, 33, 64, 2, 0, 97],
     "long-and-short": [1, 600, 2, 0, 3],
+    "one-long": [3 * TILE + 5],
+    "tile-aligned": [TILE, 2 * TILE, 1, 0],
+    "long-unaligned": [700, 3000, 1, 2 * TILE + 77, 0, TILE + 6],
+    "longs-sharing-a-tile": [1500, 1600, 2],
+    "short-across-tiles": [TILE - 3, 2 * TILE - 1, 5],
 }
 
 
@@ -90,7 +99,7 @@ def test_gpu_kernel_matches_host_kernel(simulator: gpusim.GpuSimulator, name: st
 @pytest.mark.parametrize("name", [k for k in KERNELS if "_grad" not in k or k.endswith("w3")])
 def test_gpu_kernel_is_bitwise_independent_of_grid(simulator: gpusim.GpuSimulator,
                                                    name: str) -> None:
-    counts = [5, 0, 300, 1, 40, 0, 257, 3]
+    counts = [5, 0, 300, 1, 40, 0, 257, 3, 2 * TILE + 9, 4]
     inputs, first, n, s = _buffers(name, counts, 7)
     simulator.run(name, inputs, first, n, s)
     for grid, reverse in [(1, False), (3, True), (simulator.grid_for(name, n) + 2, True)]:
@@ -111,16 +120,27 @@ PROBE = textwrap.dedent('''
     simulator = gpusim.GpuSimulator()
     generator = torch.Generator().manual_seed(int(sys.argv[1]))
     manifest = json.loads((_library.NATIVE_DIR / "manifest.json").read_text())
-    cases = [(0, 3), (1, 1), (5, 0), (33, 2), (300, 20)]
+    # Random values are unsorted almost everywhere (a segment start at every
+    # row: slow to simulate), so long indices are sorted, with a few rows
+    # overwritten; all hold values out of range too (below 0 and at or above
+    # S), and the long ones few values, so that segments valid and invalid
+    # cover whole 1024-row tiles (split programs' tile kernels).
+    cases = [(0, 3, "random"), (1, 1, "random"), (5, 0, "random"), (33, 2, "random"),
+             (300, 20, "random"), (300, 20, "sorted"), (6000, 1, "sorted"),
+             (6000, 2, "perturbed")]
     for kernel in manifest["kernels"]:
-        for n, s in cases:
+        for n, s, order in cases:
             for side in ("after", "before"):
-                for order in ("sorted", "unsorted"):
-                    values = torch.randint(-3, s + 4, (n,), generator=generator)
-                    if order == "sorted":
-                        values = torch.sort(values).values
-                    inputs, outputs = kernel_buffers(kernel, n, s, side, values, generator)
-                    simulator.run(kernel["name"], inputs, outputs, n, s)
+                spread = 3 if n < 1000 else 1
+                values = torch.randint(-spread, s + spread, (n,), generator=generator)
+                if order != "random":
+                    values = torch.sort(values).values
+                if order == "perturbed":
+                    rows = torch.randint(0, n, (n // 100,), generator=generator)
+                    values[rows] = torch.randint(-3, s + 4, (len(rows),),
+                                                 generator=generator)
+                inputs, outputs = kernel_buffers(kernel, n, s, side, values, generator)
+                simulator.run(kernel["name"], inputs, outputs, n, s)
     print("ok")
 ''')
 

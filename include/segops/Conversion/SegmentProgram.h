@@ -83,6 +83,11 @@ public:
   /// result follows from its tiles' raw totals, added in tile order.
   bool isSplittable() const { return numPasses == 1 && !hasRowOutputs; }
 
+  /// Rows per tile when the GPU kernels split long segments of splittable
+  /// programs (the `__tiles` kernel): a segment covering a whole aligned
+  /// tile is long. Written to the manifest.
+  static constexpr int64_t kGPUTileRows = 1024;
+
   /// Number of scalar accumulators of the program's reductions (a vec3 sum
   /// counts 3, a dot 1, an outer sum 9): the raw totals of one tile.
   int64_t numReductionComponents() const;

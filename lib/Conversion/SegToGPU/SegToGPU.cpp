@@ -24,21 +24,36 @@ using namespace mlir::seg;
 
 static constexpr StringLiteral kKernelModuleName = "seg_kernels";
 static constexpr int64_t kWarpSize = 32;
+static constexpr int64_t kTileRows = SegmentProgram::kGPUTileRows;
 
 namespace {
-/// Emits one gpu.func kernel for a segment program.
+/// Emits the gpu.func kernels of a segment program.
 //
-// Warps own chunks of 32 rows (grid-stride) and the segments that *start* in
-// them (row 0, or where idx changes), found with a ballot. For each such
-// segment the warp finds where it ends (a lane-strided walk over idx and a
-// warp minimum), runs the program's passes over its rows lane-strided (so
-// loads coalesce), and combines partial sums with a fixed xor butterfly, so
-// every lane holds the totals and results are bitwise reproducible; lane 0
-// stores the segment outputs. Empty segments (between two starts, before the
-// first or after the last) are evaluated one per lane with no rows. Rows
-// whose segment is outside [0, S) get zero row outputs. No atomics, no
-// binary searches, and every access is checked against N and S whatever idx
-// holds.
+// Segment kernels: warps own chunks of 32 rows (grid-stride) and the
+// segments that *start* in them (row 0, or where idx changes), found with a
+// ballot. For each such segment the warp finds where it ends (a lane-strided
+// walk over idx and a warp minimum), runs the program's passes over its rows
+// lane-strided (so loads coalesce), and combines partial sums with a fixed
+// xor butterfly, so every lane holds the totals and results are bitwise
+// reproducible; lane 0 stores the segment outputs. Empty segments (between
+// two starts, before the first or after the last) are evaluated one per lane
+// with no rows. Rows whose segment is outside [0, S) get zero row outputs.
+//
+// Long segments of splittable programs (one pass, no row outputs): a
+// segment covering a whole aligned tile of kTileRows rows is *long*. The
+// `__tiles` kernel, launched first, gives each tile to a warp, which reduces
+// the rows of the long segments that cross it: the segment of its first row
+// (the head) and that of its last (the tail), each into a slot of
+// `partials` (2 per tile). The segment kernel then finds a long segment's
+// end with a 32-way search and adds its tiles' partials in tile order
+// instead of walking its rows, so one segment of 1e7 rows costs one warp a
+// few hundred loads while 1e4 warps reduce its rows.
+//
+// Row maps (programs that only map rows): one thread per row, grid-stride,
+// whatever the segments.
+//
+// No atomics, and every access is checked against N and S (and the tile
+// count) whatever idx holds.
 class GPUKernelEmitter {
 public:
   GPUKernelEmitter(const SegmentProgram &program, gpu::GPUFuncOp kernel,
@@ -52,9 +67,14 @@ public:
         emitter(program, buffers, numRows, numSegments) {
     idx = buffers[program.argumentBuffer[cast<BlockArgument>(program.idx)
                                              .getArgNumber()]];
+    if (kernel.getNumArguments() > program.buffers.size() + 2)
+      partials = kernel.getArgument(program.buffers.size() + 2);
   }
 
+  /// The segment kernel (or, for row maps, the row kernel).
   void emit();
+  /// The `__tiles` kernel of a splittable program.
+  void emitTiles();
 
 private:
   Value i64(OpBuilder &b, int64_t value) {
@@ -63,16 +83,41 @@ private:
   Value indexToI64(OpBuilder &b, Value value) {
     return b.create<arith::IndexCastOp>(loc, b.getI64Type(), value);
   }
+  /// Sets lane, globalWarp and totalWarps.
+  void emitWarpIds(OpBuilder &b);
   /// idx[row] where `inRange`, else -1, never reading outside idx.
   Value segmentOr(OpBuilder &b, Value inRange, Value row);
   /// Butterfly over the warp; every lane gets the result.
   Value warpReduce(OpBuilder &b, Value value, bool minimum);
+  /// The first row r in [lo, hi) where `holds(r)` is false, or hi, for a
+  /// `holds` true on a prefix of the range: 32 rows probed per step (one
+  /// per lane, a ballot), so ~log32(hi - lo) steps. Warp-uniform; for any
+  /// content of idx it terminates and stays in [lo, hi].
+  Value searchWarp(OpBuilder &b, Value lo, Value hi,
+                   function_ref<Value(OpBuilder &, Value)> holds);
   /// Each lane of a group of `groupSize` threads evaluates the empty
   /// segments [lo, hi) (clamped to [0, S)) it is given, `member` being its
   /// position in the group.
   void emitEmptySegments(OpBuilder &b, Value lo, Value hi, Value member,
                          Value groupSize);
   void emitOwnedSegment(OpBuilder &b, Value rowBase, Value mask);
+  /// The rows of a (short) segment from `start`: found by a walk, reduced
+  /// lane-strided.
+  void emitWalkedSegment(OpBuilder &b, Value start, Value segment);
+  /// A long segment from `start` (split programs): its outputs from the
+  /// partials of its tiles.
+  void emitLongSegment(OpBuilder &b, Value start, Value segment);
+  /// An i1: the segment starting at `start` covers a whole aligned tile.
+  Value coversWholeTile(OpBuilder &b, Value start, Value segment);
+  /// Address of component `component` of slot `which` (0 head, 1 tail) of
+  /// `tile` in `partials`.
+  Value partialIndex(OpBuilder &b, Value tile, int64_t which,
+                     int64_t component);
+  /// `__tiles`: reduces rows [lo, hi) of `segment` into slot `which` of
+  /// `tile`.
+  void emitTilePartial(OpBuilder &b, Value tile, int64_t which, Value segment,
+                       Value lo, Value hi);
+  void emitRowMap(OpBuilder &b);
 
   const SegmentProgram &program;
   gpu::GPUFuncOp kernel;
@@ -80,11 +125,27 @@ private:
   OpBuilder builder;
   Location loc;
   SmallVector<Value> buffers;
-  Value numRows, numSegments, idx;
-  Value lane;
+  Value numRows, numSegments, idx, partials;
+  Value threadId, blockId, gridDim, lane, globalWarp, totalWarps;
   SegmentProgramEmitter emitter;
 };
 } // namespace
+
+static Value combineNothing(OpBuilder &, Location, Value total) {
+  return total;
+}
+
+void GPUKernelEmitter::emitWarpIds(OpBuilder &b) {
+  threadId = indexToI64(b, b.create<gpu::ThreadIdOp>(loc, gpu::Dimension::x));
+  blockId = indexToI64(b, b.create<gpu::BlockIdOp>(loc, gpu::Dimension::x));
+  gridDim = indexToI64(b, b.create<gpu::GridDimOp>(loc, gpu::Dimension::x));
+  lane = b.create<arith::AndIOp>(loc, threadId, i64(b, kWarpSize - 1));
+  Value warpsPerBlock = i64(b, blockSize / kWarpSize);
+  globalWarp = b.create<arith::AddIOp>(
+      loc, b.create<arith::MulIOp>(loc, blockId, warpsPerBlock),
+      b.create<arith::ShRUIOp>(loc, threadId, i64(b, 5)));
+  totalWarps = b.create<arith::MulIOp>(loc, gridDim, warpsPerBlock);
+}
 
 Value GPUKernelEmitter::segmentOr(OpBuilder &b, Value inRange, Value row) {
   auto ifOp = b.create<scf::IfOp>(
@@ -112,6 +173,61 @@ Value GPUKernelEmitter::warpReduce(OpBuilder &b, Value value, bool minimum) {
   return value;
 }
 
+Value GPUKernelEmitter::searchWarp(
+    OpBuilder &b, Value lo, Value hi,
+    function_ref<Value(OpBuilder &, Value)> holds) {
+  Type i64Type = b.getI64Type();
+  auto search = b.create<scf::WhileOp>(
+      loc, TypeRange{i64Type, i64Type}, ValueRange{lo, hi},
+      [&](OpBuilder &cb, Location cl, ValueRange range) {
+        Value more = cb.create<arith::CmpIOp>(cl, arith::CmpIPredicate::slt,
+                                              range[0], range[1]);
+        cb.create<scf::ConditionOp>(cl, more, range);
+      },
+      [&](OpBuilder &sb, Location sl, ValueRange range) {
+        Value lo = range[0], hi = range[1];
+        Value width = sb.create<arith::SubIOp>(sl, hi, lo);
+        // Probe l of 32: lo + ceil(width * (l + 1) / 32) - 1; probe 31 is
+        // hi - 1, and the probes rise with l.
+        auto probe = [&](Value position) {
+          Value scaled = sb.create<arith::MulIOp>(
+              sl, width, sb.create<arith::AddIOp>(sl, position, i64(sb, 1)));
+          Value ceil = sb.create<arith::DivUIOp>(
+              sl, sb.create<arith::AddIOp>(sl, scaled, i64(sb, kWarpSize - 1)),
+              i64(sb, kWarpSize));
+          return sb.create<arith::SubIOp>(
+              sl, sb.create<arith::AddIOp>(sl, lo, ceil), i64(sb, 1));
+        };
+        Value fullMask = sb.create<arith::ConstantIntOp>(sl, -1, 32);
+        Value inside = sb.create<NVVM::VoteBallotOp>(
+            sl, sb.getI32Type(), fullMask, holds(sb, probe(lane)));
+        // The probes holding before the first one that does not.
+        Value outside = sb.create<arith::XOrIOp>(sl, inside, fullMask);
+        Value holding = sb.create<arith::ExtUIOp>(
+            sl, i64Type,
+            sb.create<LLVM::CountTrailingZerosOp>(sl, sb.getI32Type(), outside,
+                                                  /*is_zero_poison=*/false));
+        Value all = sb.create<arith::CmpIOp>(sl, arith::CmpIPredicate::eq,
+                                             holding, i64(sb, kWarpSize));
+        Value none = sb.create<arith::CmpIOp>(sl, arith::CmpIPredicate::eq,
+                                              holding, i64(sb, 0));
+        // All hold: the answer is hi. Else it lies in
+        // [probe(k - 1) + 1, probe(k)], probe(k) failing.
+        Value lastHolding = sb.create<arith::SubIOp>(sl, holding, i64(sb, 1));
+        Value afterHolding = sb.create<arith::AddIOp>(
+            sl, probe(sb.create<arith::MaxSIOp>(sl, lastHolding, i64(sb, 0))),
+            i64(sb, 1));
+        Value newLo = sb.create<arith::SelectOp>(
+            sl, all, hi,
+            sb.create<arith::SelectOp>(sl, none, lo, afterHolding));
+        Value firstFailing = probe(
+            sb.create<arith::MinSIOp>(sl, holding, i64(sb, kWarpSize - 1)));
+        Value newHi = sb.create<arith::SelectOp>(sl, all, hi, firstFailing);
+        sb.create<scf::YieldOp>(sl, ValueRange{newLo, newHi});
+      });
+  return search.getResult(0);
+}
+
 void GPUKernelEmitter::emitEmptySegments(OpBuilder &b, Value lo, Value hi,
                                          Value member, Value groupSize) {
   auto clamp = [&](Value v) {
@@ -128,21 +244,107 @@ void GPUKernelEmitter::emitEmptySegments(OpBuilder &b, Value lo, Value hi,
       });
 }
 
-void GPUKernelEmitter::emitOwnedSegment(OpBuilder &b, Value rowBase,
-                                        Value mask) {
-  KernelCodeBuilder code(b, loc);
-  Value leader = b.create<LLVM::CountTrailingZerosOp>(loc, b.getI32Type(), mask,
-                                                      /*is_zero_poison=*/false);
-  Value start = b.create<arith::AddIOp>(
-      loc, rowBase, b.create<arith::ExtUIOp>(loc, b.getI64Type(), leader));
-  Value segment = code.loadSegment(idx, start);
-  Value hasPrevious = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sgt,
-                                              start, code.i64(0));
-  Value previous = segmentOr(b, hasPrevious,
-                             b.create<arith::SubIOp>(loc, start, code.i64(1)));
-  emitEmptySegments(b, b.create<arith::AddIOp>(loc, previous, code.i64(1)),
-                    segment, lane, code.i64(kWarpSize));
+Value GPUKernelEmitter::coversWholeTile(OpBuilder &b, Value start,
+                                        Value segment) {
+  // The first aligned tile at or after start; the segment covers it if its
+  // last row (within N) holds the segment (idx sorted).
+  Value tileStart = b.create<arith::MulIOp>(
+      loc,
+      b.create<arith::DivUIOp>(
+          loc, b.create<arith::AddIOp>(loc, start, i64(b, kTileRows - 1)),
+          i64(b, kTileRows)),
+      i64(b, kTileRows));
+  Value tileLast =
+      b.create<arith::AddIOp>(loc, tileStart, i64(b, kTileRows - 1));
+  Value inRange = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt,
+                                          tileLast, numRows);
+  return b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
+                                 segmentOr(b, inRange, tileLast), segment);
+}
 
+Value GPUKernelEmitter::partialIndex(OpBuilder &b, Value tile, int64_t which,
+                                     int64_t component) {
+  int64_t totals = program.numReductionComponents();
+  Value slot = b.create<arith::AddIOp>(
+      loc, b.create<arith::MulIOp>(loc, tile, i64(b, 2)), i64(b, which));
+  return b.create<arith::AddIOp>(
+      loc, b.create<arith::MulIOp>(loc, slot, i64(b, totals)),
+      i64(b, component));
+}
+
+void GPUKernelEmitter::emitLongSegment(OpBuilder &b, Value start,
+                                       Value segment) {
+  KernelCodeBuilder code(b, loc);
+  // It reaches at least the end of the tile it covers; search from there.
+  Value covered = b.create<arith::AddIOp>(
+      loc,
+      b.create<arith::MulIOp>(
+          loc,
+          b.create<arith::DivUIOp>(
+              loc, b.create<arith::AddIOp>(loc, start, i64(b, kTileRows - 1)),
+              i64(b, kTileRows)),
+          i64(b, kTileRows)),
+      i64(b, kTileRows));
+  Value end = searchWarp(b, covered, numRows, [&](OpBuilder &pb, Value row) {
+    return pb.create<arith::CmpIOp>(
+        loc, arith::CmpIPredicate::eq,
+        KernelCodeBuilder(pb, loc).loadSegment(idx, row), segment);
+  });
+  auto ifValid = b.create<scf::IfOp>(
+      loc, code.isValidSegment(segment, numSegments), /*withElse=*/false);
+  OpBuilder vb = ifValid.getThenBodyBuilder();
+  Value firstTile = vb.create<arith::DivUIOp>(loc, start, i64(vb, kTileRows));
+  Value lastTile = vb.create<arith::DivUIOp>(
+      loc, vb.create<arith::SubIOp>(loc, end, i64(vb, 1)), i64(vb, kTileRows));
+  // The first tile holds the segment's rows in its tail slot, unless the
+  // segment starts the tile (then they are its head); every later tile's
+  // head slot holds the segment's rows in it. Lane 0 takes the first tile,
+  // lanes take the others in turn: the order depends on the segment only.
+  Value startsTile = vb.create<arith::CmpIOp>(
+      loc, arith::CmpIPredicate::eq,
+      vb.create<arith::RemUIOp>(loc, start, i64(vb, kTileRows)), i64(vb, 0));
+  Value isLaneZero =
+      vb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, lane, i64(vb, 0));
+  Type elementType = program.elementType;
+  auto readPartials = [&](OpBuilder &rb, Location rl, ValueRange init,
+                          SegmentProgramEmitter::RowBody, bool) {
+    SmallVector<Value> acc;
+    for (auto [i, zero] : llvm::enumerate(init)) {
+      KernelCodeBuilder load(rb, rl);
+      Value head = partialIndex(rb, firstTile, 0, i);
+      Value tail = partialIndex(rb, firstTile, 1, i);
+      Value slot = rb.create<arith::SelectOp>(rl, startsTile, head, tail);
+      Value first = load.load(partials, elementType, slot);
+      acc.push_back(rb.create<arith::SelectOp>(rl, isLaneZero, first, zero));
+    }
+    Value from = rb.create<arith::AddIOp>(
+        rl, rb.create<arith::AddIOp>(rl, firstTile, i64(rb, 1)), lane);
+    Value to = rb.create<arith::AddIOp>(rl, lastTile, i64(rb, 1));
+    auto loop = rb.create<scf::ForOp>(
+        rl, from, to, i64(rb, kWarpSize), acc,
+        [&](OpBuilder &ib, Location il, Value tile, ValueRange sums) {
+          KernelCodeBuilder load(ib, il);
+          SmallVector<Value> next;
+          for (auto [i, sum] : llvm::enumerate(sums))
+            next.push_back(ib.create<arith::AddFOp>(
+                il, sum,
+                load.load(partials, elementType,
+                          partialIndex(ib, tile, 0, i))));
+          ib.create<scf::YieldOp>(il, next);
+        });
+    return SmallVector<Value>(loop.getResults());
+  };
+  auto combine = [&](OpBuilder &cb, Location, Value partial) {
+    return warpReduce(cb, partial, /*minimum=*/false);
+  };
+  emitter.emitSegment(vb, loc, segment,
+                      vb.create<arith::SubIOp>(loc, end, start), readPartials,
+                      combine, isLaneZero);
+}
+
+void GPUKernelEmitter::emitWalkedSegment(OpBuilder &b, Value start,
+                                         Value segment) {
+  KernelCodeBuilder code(b, loc);
   // The segment's end: each lane walks rows start + lane, + 32, ... while idx
   // stays the same; the first row that leaves it is the warp minimum.
   auto walk = b.create<scf::WhileOp>(
@@ -199,20 +401,64 @@ void GPUKernelEmitter::emitOwnedSegment(OpBuilder &b, Value rowBase,
   }
 }
 
+void GPUKernelEmitter::emitOwnedSegment(OpBuilder &b, Value rowBase,
+                                        Value mask) {
+  KernelCodeBuilder code(b, loc);
+  Value leader = b.create<LLVM::CountTrailingZerosOp>(loc, b.getI32Type(), mask,
+                                                      /*is_zero_poison=*/false);
+  Value start = b.create<arith::AddIOp>(
+      loc, rowBase, b.create<arith::ExtUIOp>(loc, b.getI64Type(), leader));
+  Value segment = code.loadSegment(idx, start);
+  Value hasPrevious = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sgt,
+                                              start, code.i64(0));
+  Value previous = segmentOr(b, hasPrevious,
+                             b.create<arith::SubIOp>(loc, start, code.i64(1)));
+  emitEmptySegments(b, b.create<arith::AddIOp>(loc, previous, code.i64(1)),
+                    segment, lane, code.i64(kWarpSize));
+  if (!partials) {
+    emitWalkedSegment(b, start, segment);
+    return;
+  }
+  auto ifLong = b.create<scf::IfOp>(loc, coversWholeTile(b, start, segment),
+                                    /*withElse=*/true);
+  OpBuilder lb = ifLong.getThenBodyBuilder();
+  emitLongSegment(lb, start, segment);
+  OpBuilder sb = ifLong.getElseBodyBuilder();
+  emitWalkedSegment(sb, start, segment);
+}
+
+void GPUKernelEmitter::emitRowMap(OpBuilder &b) {
+  Value globalThread = b.create<arith::AddIOp>(
+      loc, b.create<arith::MulIOp>(loc, blockId, i64(b, blockSize)), threadId);
+  Value totalThreads = b.create<arith::MulIOp>(loc, gridDim, i64(b, blockSize));
+  b.create<scf::ForOp>(
+      loc, globalThread, numRows, totalThreads, ValueRange{},
+      [&](OpBuilder &rb, Location rl, Value row, ValueRange) {
+        KernelCodeBuilder code(rb, rl);
+        Value segment = code.loadSegment(idx, row);
+        auto ifValid = rb.create<scf::IfOp>(
+            rl, code.isValidSegment(segment, numSegments), /*withElse=*/true);
+        OpBuilder vb = ifValid.getThenBodyBuilder();
+        auto oneRow = [&](OpBuilder &ob, Location ol, ValueRange init,
+                          SegmentProgramEmitter::RowBody body, bool) {
+          return body(ob, ol, row, /*lanes=*/1, /*laneMask=*/Value(), init);
+        };
+        emitter.emitSegment(vb, rl, segment, i64(vb, 1), oneRow,
+                            combineNothing, Value());
+        OpBuilder eb = ifValid.getElseBodyBuilder();
+        emitter.emitZeroRowOutputs(eb, rl, row);
+        rb.create<scf::YieldOp>(rl);
+      });
+}
+
 void GPUKernelEmitter::emit() {
   OpBuilder &b = builder;
-  Value threadId =
-      indexToI64(b, b.create<gpu::ThreadIdOp>(loc, gpu::Dimension::x));
-  Value blockId =
-      indexToI64(b, b.create<gpu::BlockIdOp>(loc, gpu::Dimension::x));
-  Value gridDim =
-      indexToI64(b, b.create<gpu::GridDimOp>(loc, gpu::Dimension::x));
-  lane = b.create<arith::AndIOp>(loc, threadId, i64(b, kWarpSize - 1));
-  Value warpsPerBlock = i64(b, blockSize / kWarpSize);
-  Value globalWarp = b.create<arith::AddIOp>(
-      loc, b.create<arith::MulIOp>(loc, blockId, warpsPerBlock),
-      b.create<arith::ShRUIOp>(loc, threadId, i64(b, 5)));
-  Value totalWarps = b.create<arith::MulIOp>(loc, gridDim, warpsPerBlock);
+  emitWarpIds(b);
+  if (program.mapsRowsOnly()) {
+    emitRowMap(b);
+    b.create<gpu::ReturnOp>(loc);
+    return;
+  }
   Value numChunks = b.create<arith::DivUIOp>(
       loc, b.create<arith::AddIOp>(loc, numRows, i64(b, kWarpSize - 1)),
       i64(b, kWarpSize));
@@ -289,6 +535,114 @@ void GPUKernelEmitter::emit() {
   b.create<gpu::ReturnOp>(loc);
 }
 
+void GPUKernelEmitter::emitTilePartial(OpBuilder &b, Value tile, int64_t which,
+                                       Value segment, Value lo, Value hi) {
+  KernelCodeBuilder code(b, loc);
+  auto ifValid = b.create<scf::IfOp>(
+      loc, code.isValidSegment(segment, numSegments), /*withElse=*/false);
+  OpBuilder vb = ifValid.getThenBodyBuilder();
+  Value isLaneZero =
+      vb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, lane, i64(vb, 0));
+  // The row loop sums lane-strided, combines the lanes and stores the
+  // totals from lane 0; the epilogue's outputs are not stored.
+  auto rowLoop = [&](OpBuilder &rb, Location rl, ValueRange init,
+                     SegmentProgramEmitter::RowBody body, bool) {
+    auto loop = rb.create<scf::ForOp>(
+        rl, rb.create<arith::AddIOp>(rl, lo, lane), hi, i64(rb, kWarpSize),
+        init, [&](OpBuilder &ib, Location il, Value row, ValueRange acc) {
+          ib.create<scf::YieldOp>(
+              il, body(ib, il, row, /*lanes=*/1, /*laneMask=*/Value(), acc));
+        });
+    SmallVector<Value> totals;
+    for (Value partial : loop.getResults())
+      totals.push_back(warpReduce(rb, partial, /*minimum=*/false));
+    auto ifLaneZero = rb.create<scf::IfOp>(rl, isLaneZero, /*withElse=*/false);
+    OpBuilder zb = ifLaneZero.getThenBodyBuilder();
+    for (auto [i, total] : llvm::enumerate(totals))
+      KernelCodeBuilder(zb, rl).store(total, partials,
+                                      partialIndex(zb, tile, which, i));
+    return totals;
+  };
+  Value never = vb.create<arith::ConstantIntOp>(loc, 0, 1);
+  emitter.emitSegment(vb, loc, segment, vb.create<arith::SubIOp>(loc, hi, lo),
+                      rowLoop, combineNothing, never);
+}
+
+void GPUKernelEmitter::emitTiles() {
+  OpBuilder &b = builder;
+  emitWarpIds(b);
+  Value numTiles = b.create<arith::DivUIOp>(
+      loc, b.create<arith::AddIOp>(loc, numRows, i64(b, kTileRows - 1)),
+      i64(b, kTileRows));
+  b.create<scf::ForOp>(
+      loc, globalWarp, numTiles, totalWarps, ValueRange{},
+      [&](OpBuilder &tb, Location, Value tile, ValueRange) {
+        KernelCodeBuilder code(tb, loc);
+        auto cmp = [&](arith::CmpIPredicate predicate, Value x, Value y) {
+          return tb.create<arith::CmpIOp>(loc, predicate, x, y);
+        };
+        auto segmentIfBelowN = [&](Value row) {
+          return segmentOr(tb, cmp(arith::CmpIPredicate::slt, row, numRows),
+                           row);
+        };
+        Value tileStart =
+            tb.create<arith::MulIOp>(loc, tile, i64(tb, kTileRows));
+        Value fullEnd =
+            tb.create<arith::AddIOp>(loc, tileStart, i64(tb, kTileRows));
+        Value tileEnd = tb.create<arith::MinSIOp>(loc, fullEnd, numRows);
+        Value head = code.loadSegment(idx, tileStart);
+        Value tail = code.loadSegment(
+            idx, tb.create<arith::SubIOp>(loc, tileEnd, i64(tb, 1)));
+        // The head segment is long if it covers this tile or the one before
+        // (a long segment holding this tile's first row covers one of
+        // them); a different tail segment, if it covers the next tile.
+        Value coversThis = cmp(
+            arith::CmpIPredicate::eq,
+            segmentIfBelowN(tb.create<arith::SubIOp>(loc, fullEnd, i64(tb, 1))),
+            head);
+        Value hasBefore = cmp(arith::CmpIPredicate::sgt, tile, i64(tb, 0));
+        Value before = tb.create<arith::SubIOp>(
+            loc, tb.create<arith::MaxSIOp>(loc, tileStart, i64(tb, kTileRows)),
+            i64(tb, kTileRows));
+        Value coversBefore = tb.create<arith::AndIOp>(
+            loc, hasBefore,
+            cmp(arith::CmpIPredicate::eq, code.loadSegment(idx, before), head));
+        Value headIsLong =
+            tb.create<arith::OrIOp>(loc, coversThis, coversBefore);
+        Value nextLast =
+            tb.create<arith::AddIOp>(loc, fullEnd, i64(tb, kTileRows - 1));
+        Value tailIsLong = tb.create<arith::AndIOp>(
+            loc, cmp(arith::CmpIPredicate::ne, tail, head),
+            cmp(arith::CmpIPredicate::eq, segmentIfBelowN(nextLast), tail));
+
+        auto ifHead = tb.create<scf::IfOp>(loc, headIsLong, /*withElse=*/false);
+        {
+          OpBuilder hb = ifHead.getThenBodyBuilder();
+          Value headEnd = searchWarp(
+              hb, hb.create<arith::AddIOp>(loc, tileStart, i64(hb, 1)), tileEnd,
+              [&](OpBuilder &pb, Value row) {
+                return pb.create<arith::CmpIOp>(
+                    loc, arith::CmpIPredicate::eq,
+                    KernelCodeBuilder(pb, loc).loadSegment(idx, row), head);
+              });
+          emitTilePartial(hb, tile, 0, head, tileStart, headEnd);
+        }
+        auto ifTail = tb.create<scf::IfOp>(loc, tailIsLong, /*withElse=*/false);
+        {
+          OpBuilder lb = ifTail.getThenBodyBuilder();
+          Value tailStart =
+              searchWarp(lb, tileStart, tileEnd, [&](OpBuilder &pb, Value row) {
+                return pb.create<arith::CmpIOp>(
+                    loc, arith::CmpIPredicate::ne,
+                    KernelCodeBuilder(pb, loc).loadSegment(idx, row), tail);
+              });
+          emitTilePartial(lb, tile, 1, tail, tailStart, tileEnd);
+        }
+        tb.create<scf::YieldOp>(loc);
+      });
+  b.create<gpu::ReturnOp>(loc);
+}
+
 /// math.sqrt as a direct call of llvm.sqrt (NVPTX's sqrt.rn): GPU-to-NVVM
 /// would otherwise turn it into a libdevice call, which would make PTX
 /// generation depend on a CUDA installation.
@@ -343,20 +697,35 @@ struct ConvertSegToGPUPass
       FailureOr<SegmentProgram> program = SegmentProgram::analyze(func);
       if (failed(program))
         return signalPassFailure();
+      // (buffers..., N, S), and for splittable programs a pointer to the
+      // tiles' partials (written by `<name>__tiles`, read by the kernel).
       SmallVector<Type> params(program->buffers.size(), ptrType);
       params.append(2, builder.getI64Type());
-      OpBuilder detached(ctx);
-      auto kernel =
-          detached.create<gpu::GPUFuncOp>(func.getLoc(), func.getSymName(),
-                                          builder.getFunctionType(params, {}));
-      kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
-                      builder.getUnitAttr());
-      kernel.setKnownBlockSizeAttr(builder.getDenseI32ArrayAttr(
-          {static_cast<int32_t>(blockSize), 1, 1}));
+      bool split = program->isSplittable();
+      if (split)
+        params.push_back(ptrType);
+      auto makeKernel = [&](StringRef name) {
+        OpBuilder detached(ctx);
+        auto kernel = detached.create<gpu::GPUFuncOp>(
+            func.getLoc(), name, builder.getFunctionType(params, {}));
+        kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
+                        builder.getUnitAttr());
+        kernel.setKnownBlockSizeAttr(builder.getDenseI32ArrayAttr(
+            {static_cast<int32_t>(blockSize), 1, 1}));
+        return kernel;
+      };
+      gpu::GPUFuncOp kernel = makeKernel(func.getSymName());
       GPUKernelEmitter(*program, kernel, blockSize).emit();
       useSqrtIntrinsic(kernel);
-      func.erase();
       kernels.insert(kernel);
+      if (split) {
+        gpu::GPUFuncOp tiles =
+            makeKernel((func.getSymName() + "__tiles").str());
+        GPUKernelEmitter(*program, tiles, blockSize).emitTiles();
+        useSqrtIntrinsic(tiles);
+        kernels.insert(tiles);
+      }
+      func.erase();
     }
   }
 };

@@ -32,8 +32,9 @@ public:
   CudaModule &operator=(const CudaModule &) = delete;
 
   /// Launches kernel `name` with the segops kernel ABI: `pointers` (device
-  /// addresses), then the i64 `sizes`, on `stream` (a CUstream, 0 for the
-  /// legacy default stream). Does not synchronize.
+  /// addresses), then the 64-bit `sizes` (N, S, and for the kernels of a
+  /// split program the partials' device address), on `stream` (a CUstream,
+  /// 0 for the legacy default stream). Does not synchronize.
   void launch(const std::string &name, uint32_t gridX, uint32_t blockX,
               uintptr_t stream, const std::vector<uintptr_t> &pointers,
               const std::vector<int64_t> &sizes);

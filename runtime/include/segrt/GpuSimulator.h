@@ -35,14 +35,14 @@ enum SegsimShuffleMode {
 };
 
 /// Runs `kernel`, a simulated GPU kernel with the segops GPU ABI (pointers,
-/// then i64 N and i64 S), on a 1-D grid of `gridSize` blocks of `blockSize`
-/// threads (a multiple of 32). Blocks run in increasing order, or decreasing
-/// if `reverseBlocks`. Returns 0, or 1 with a message in `error` (at most
-/// `errorSize` bytes, NUL-terminated).
+/// then i64 N, i64 S and `numTrailing` more 64-bit values), on a 1-D grid of
+/// `gridSize` blocks of `blockSize` threads (a multiple of 32). Blocks run in
+/// increasing order, or decreasing if `reverseBlocks`. Returns 0, or 1 with a
+/// message in `error` (at most `errorSize` bytes, NUL-terminated).
 int segsim_launch(void *kernel, const uint64_t *pointers, int numPointers,
-                  int64_t numRows, int64_t numSegments, int64_t gridSize,
-                  int64_t blockSize, int reverseBlocks, char *error,
-                  size_t errorSize);
+                  int64_t numRows, int64_t numSegments, const int64_t *trailing,
+                  int numTrailing, int64_t gridSize, int64_t blockSize,
+                  int reverseBlocks, char *error, size_t errorSize);
 
 // Called by simulated kernels.
 int64_t segsim_thread_id();

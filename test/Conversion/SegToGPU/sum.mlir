@@ -1,14 +1,19 @@
 // RUN: seg-opt %s --convert-seg-to-gpu --canonicalize --cse -split-input-file | FileCheck %s
 
-// A vec3 sum becomes one kernel over raw pointers (x, idx, out) plus N and S.
-// Warps grid-stride over chunks of 32 rows; a ballot finds the rows where a
-// segment starts; for each, the warp evaluates the empty segments before it
-// (zeros for a sum), finds the segment's end (lane-strided walk over idx and a
-// warp minimum), accumulates its rows lane-strided and sums the lanes with a
-// fixed xor butterfly; lane 0 stores.
+// A vec3 sum becomes a kernel over raw pointers (x, idx, out) plus N and S,
+// and, being splittable (one pass, no row outputs), the partials of its
+// tiles. Warps grid-stride over chunks of 32 rows; a ballot finds the rows
+// where a segment starts; for each, the warp evaluates the empty segments
+// before it (zeros for a sum). A segment covering the aligned 1024-row tile
+// after its start is long: a 32-way search (a ballot per step) finds its end
+// and its tiles' partials are added (lane 0 the first tile's head or tail
+// slot, lanes the later tiles' head slots in turn) and the lanes summed with
+// the butterfly. Otherwise the warp finds the segment's end (lane-strided
+// walk over idx and a warp minimum), accumulates its rows lane-strided and
+// sums the lanes with a fixed xor butterfly; lane 0 stores.
 // CHECK-LABEL: module attributes {gpu.container_module}
 // CHECK: gpu.module @seg_kernels
-// CHECK: gpu.func @sum_vec3(%[[X:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:.*]]: i64, %[[S:.*]]: i64)
+// CHECK: gpu.func @sum_vec3(%[[X:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:.*]]: i64, %[[S:.*]]: i64, %[[PARTIALS:.*]]: !llvm.ptr)
 // CHECK-SAME: kernel
 // CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
 // CHECK-NOT: workgroup
@@ -23,6 +28,26 @@
 // CHECK: "llvm.intr.cttz"
 // CHECK: scf.for %{{.*}} step %c32_i64 : i64
 // CHECK-COUNT-3: llvm.store %cst
+// CHECK: %[[UP:.*]] = arith.addi %{{.*}}, %c1023_i64
+// CHECK: %[[TILE:.*]] = arith.divui %[[UP]], %c1024_i64
+// CHECK: %[[ALIGNED:.*]] = arith.muli %[[TILE]], %c1024_i64
+// CHECK: %[[TILELAST:.*]] = arith.addi %[[ALIGNED]], %c1023_i64
+// CHECK: arith.cmpi slt, %[[TILELAST]], %[[N]]
+// CHECK: %[[LONG:.*]] = arith.cmpi eq
+// CHECK: scf.if %[[LONG]] {
+// CHECK: %[[COVERED:.*]] = arith.addi %[[ALIGNED]], %c1024_i64
+// CHECK: %[[SEARCH:.*]]:2 = scf.while (%{{.*}} = %[[COVERED]], %{{.*}} = %[[N]])
+// CHECK: nvvm.vote.ballot.sync
+// CHECK: "llvm.intr.cttz"
+// CHECK: scf.yield
+// CHECK: %[[LASTROW:.*]] = arith.subi %[[SEARCH]]#0, %c1_i64
+// CHECK: arith.divui %[[LASTROW]], %c1024_i64
+// CHECK: arith.select
+// CHECK: llvm.getelementptr inbounds %[[PARTIALS]]
+// CHECK: %[[TILESUMS:.*]]:3 = scf.for {{.*}} step %c32_i64 iter_args({{.*}}) -> (f32, f32, f32)
+// CHECK: llvm.getelementptr inbounds %[[PARTIALS]]
+// CHECK: gpu.shuffle  xor %[[TILESUMS]]#0, %c16_i32, %c32_i32 : f32
+// CHECK: } else {
 // CHECK: %[[WALK:.*]] = scf.while
 // CHECK: gpu.shuffle  xor %[[WALK]], %c16_i32, %c32_i32 : i64
 // CHECK-COUNT-4: arith.minsi
@@ -42,6 +67,35 @@
 // The warp holding the last row evaluates the segments after it.
 // CHECK: arith.subi %[[N]], %c1_i64
 // CHECK: scf.if
+// CHECK: gpu.return
+// The tile kernel: a warp per 1024-row tile. The head segment (of its first
+// row) is long if it covers this tile or the one before, the tail segment (of
+// its last row, if different) if it covers the next; a 32-way search finds
+// where the head ends (the tail starts); each long one's rows are reduced
+// lane-strided, summed by the butterfly and stored by lane 0 into the tile's
+// slot: (2 * tile + slot) * 3 totals.
+// CHECK: gpu.func @sum_vec3__tiles(%[[X:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:.*]]: i64, %[[S:.*]]: i64, %[[PARTIALS:.*]]: !llvm.ptr)
+// CHECK: %[[NTILES:.*]] = arith.divui %{{.*}}, %c1024_i64
+// CHECK: scf.for %[[T:.*]] = %{{.*}} to %[[NTILES]] step %{{.*}} : i64
+// CHECK: %[[FIRST:.*]] = arith.muli %[[T]], %c1024_i64
+// CHECK: %[[FULLEND:.*]] = arith.addi %[[FIRST]], %c1024_i64
+// CHECK: %[[END:.*]] = arith.minsi %[[FULLEND]], %[[N]]
+// CHECK: %[[HEADLONG:.*]] = arith.ori
+// CHECK: %[[DIFFERENT:.*]] = arith.cmpi ne
+// CHECK: %[[TAILLONG:.*]] = arith.andi %[[DIFFERENT]]
+// CHECK: scf.if %[[HEADLONG]] {
+// CHECK: scf.while
+// CHECK: nvvm.vote.ballot.sync
+// CHECK: %[[HEADSUMS:.*]]:3 = scf.for {{.*}} step %c32_i64 iter_args({{.*}}) -> (f32, f32, f32)
+// CHECK-COUNT-15: gpu.shuffle  xor
+// CHECK: scf.if
+// CHECK: %[[SLOT:.*]] = arith.muli %[[T]], %c6_i64
+// CHECK: llvm.getelementptr inbounds %[[PARTIALS]][%[[SLOT]]]
+// CHECK: scf.if %[[TAILLONG]] {
+// CHECK: scf.while
+// CHECK: arith.cmpi ne
+// CHECK: nvvm.vote.ballot.sync
+// CHECK: scf.for {{.*}} step %c32_i64 iter_args({{.*}}) -> (f32, f32, f32)
 // CHECK: gpu.return
 // CHECK-NOT: func.func @sum_vec3
 func.func @sum_vec3(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?x3xf32> {
@@ -64,19 +118,23 @@ func.func @sum_scalar(%x: tensor<?xf64>, %idx: tensor<?xi32>, %n: index) -> tens
 
 // -----
 
-// Gather has only a row output: the segment's row is loaded once and each
-// lane stores it to its rows; rows of invalid segments get 0; no reduction.
+// Gather only maps rows: a thread per row (grid-stride), whatever the
+// segments; it loads its segment's row of y and stores it, or 0 if idx is
+// outside [0, S). No ballot, no reduction, no tile kernel.
 // CHECK-LABEL: gpu.func @gather_vec3
 // CHECK-SAME: (%[[Y:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:.*]]: i64, %[[S:.*]]: i64)
-// CHECK: nvvm.vote.ballot.sync
+// CHECK-NOT: nvvm.vote.ballot.sync
+// CHECK: %[[FIRSTROW:.*]] = arith.addi
+// CHECK: %[[THREADS:.*]] = arith.muli %{{.*}}, %c256_i64
+// CHECK: scf.for %[[ROW:.*]] = %[[FIRSTROW]] to %[[N]] step %[[THREADS]] : i64
+// CHECK: llvm.getelementptr inbounds %[[IDX]][%[[ROW]]]
 // CHECK: scf.if %{{.*}} {
 // CHECK-COUNT-3: llvm.getelementptr inbounds %[[Y]]
-// CHECK: scf.for
-// CHECK-COUNT-3: llvm.getelementptr inbounds %[[OUT]]
+// CHECK: llvm.getelementptr inbounds %[[OUT]]
 // CHECK: } else {
-// CHECK: scf.for
 // CHECK-COUNT-3: llvm.store %cst
-// CHECK-NOT: gpu.shuffle xor {{.*}} : f64
+// CHECK-NOT: gpu.shuffle
+// CHECK-NOT: gather_vec3__tiles
 func.func @gather_vec3(%y: tensor<?x3xf64>, %idx: tensor<?xi32>) -> tensor<?x3xf64> {
   %0 = seg.gather %y, %idx : tensor<?x3xf64>, tensor<?xi32> -> tensor<?x3xf64>
   return %0 : tensor<?x3xf64>
@@ -87,8 +145,9 @@ func.func @gather_vec3(%y: tensor<?x3xf64>, %idx: tensor<?xi32>) -> tensor<?x3xf
 // A fused program (the derived backward of rms_norm): one kernel, two passes
 // over each segment's rows: the first reduces sum |x|^2 (one butterfly), the
 // per-segment epilogue computes the weight, the second writes x * weight.
+// Two passes: not splittable, so no partials and no tile kernel.
 // CHECK-LABEL: gpu.func @rms_norm_backward
-// CHECK-SAME: (%[[X:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[G:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:.*]]: i64, %[[S:.*]]: i64)
+// CHECK-SAME: (%[[X:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[G:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:.*]]: i64, %[[S:.*]]: i64) kernel
 // CHECK: %[[PASS1:.*]] = scf.for {{.*}} iter_args({{.*}}) -> (f64) : i64
 // CHECK-COUNT-5: gpu.shuffle  xor {{.*}} : f64
 // CHECK: llvm.call_intrinsic "llvm.sqrt.f64"
@@ -97,6 +156,7 @@ func.func @gather_vec3(%y: tensor<?x3xf64>, %idx: tensor<?xi32>) -> tensor<?x3xf
 // CHECK: arith.mulf
 // CHECK: llvm.getelementptr inbounds %[[OUT]]
 // CHECK-NOT: seg.
+// CHECK-NOT: rms_norm_backward__tiles
 func.func @rms_norm_backward(%x: tensor<?x3xf64>, %idx: tensor<?xi32>, %n: index, %g: tensor<?xf64>) -> tensor<?x3xf64> {
   %cst = arith.constant 1.000000e+00 : f64
   %c0 = arith.constant 0 : index
