@@ -9,6 +9,7 @@ since the kernels stay in bounds whatever idx holds.
 from __future__ import annotations
 
 import os
+from typing import Callable
 
 import torch
 
@@ -19,6 +20,7 @@ FLOAT_DTYPES = (torch.float32, torch.float64)
 INDEX_DTYPES = (torch.int32, torch.int64)
 
 _debug_checks = os.environ.get("SEGOPS_DEBUG", "") not in ("", "0")
+_debug_checks_listeners: list[Callable[[bool], None]] = []
 
 
 def set_debug_checks(enabled: bool) -> None:
@@ -28,6 +30,14 @@ def set_debug_checks(enabled: bool) -> None:
     """
     global _debug_checks
     _debug_checks = bool(enabled)
+    for listener in _debug_checks_listeners:
+        listener(_debug_checks)
+
+
+def on_debug_checks_change(listener: Callable[[bool], None]) -> None:
+    """Calls `listener(enabled)` whenever set_debug_checks is called (the
+    C++ CUDA kernels keep their own copy of the switch)."""
+    _debug_checks_listeners.append(listener)
 
 
 def debug_checks_enabled() -> bool:

@@ -27,7 +27,7 @@ from typing import Callable, Sequence
 import torch
 from torch import Tensor
 
-from segops import _launch, _library
+from segops import _launch, _library, _validation
 from segops._validation import (
     as_kernel_index,
     check_float_rows,
@@ -144,7 +144,16 @@ def _native_ops():
         _torchops.load_host_library(str(_library.NATIVE_DIR / _library.manifest()["host_library"]))
     except (ImportError, OSError, RuntimeError):
         return None
+    if _torchops.has_cuda_kernels():
+        _torchops.set_ptx_source(_ptx_text)
+        _torchops.set_debug_checks(_validation.debug_checks_enabled())
+        _validation.on_debug_checks_change(_torchops.set_debug_checks)
     return _torchops
+
+
+def _ptx_text(device: int) -> str:
+    """The op library's PTX for a CUDA device (for the C++ CUDA kernels)."""
+    return _library._ptx_for(torch.cuda.get_device_capability(device)).read_text()
 
 
 def _native_variants(spec: OpSpec, level: int) -> dict[str, dict]:
@@ -162,6 +171,7 @@ def _native_variants(spec: OpSpec, level: int) -> dict[str, dict]:
                 "buffers": _library.kernel_entry(kernel)["buffers"],
                 "row_range": _library.kernel(kernel).host_rows,
                 "split": _library.kernel_entry(kernel).get("host", {}).get("split"),
+                "gpu": _library.kernel_entry(kernel)["gpu"],
                 "saved_for_backward": [i not in unused for i in range(num_floats)],
             }
     return variants
@@ -194,13 +204,15 @@ def _register(spec: OpSpec) -> None:
             return _fake_level(spec, _level, args[:-2], args[-2], args[-1])
 
         if _native is not None:
-            # CPU kernels and autograd in C++; CUDA launches from Python.
+            # CPU kernels and autograd in C++; CUDA kernels too where they
+            # were built (against a PyTorch with CUDA), else from Python.
             names, outputs = _float_names(spec, level)
             _native.register_level(
                 name, level == 0, len(names), outputs, _native_variants(spec, level),
                 _op_name(spec, level + 1) if level < MAX_LEVEL else "",
                 _native_validator(spec, level))
-            _library_def.impl(name, implementation, "CUDA")
+            if not _native.has_cuda_kernels():
+                _library_def.impl(name, implementation, "CUDA")
         else:
             for key in ("CPU", "CUDA"):
                 _library_def.impl(name, implementation, key)

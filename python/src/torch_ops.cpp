@@ -14,6 +14,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "torch_ops.h"
+
 #include "segrt/Host.h"
 #include "segrt/IndexCheck.h"
 #include "segrt/Memory.h"
@@ -28,6 +30,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <atomic>
 #include <limits>
 #include <map>
 #include <memory>
@@ -40,52 +43,7 @@ using torch::autograd::Node;
 using torch::autograd::SavedVariable;
 using torch::autograd::variable_list;
 
-namespace {
-
-/// One pointer parameter of a host kernel, from the manifest.
-struct Buffer {
-  bool isOutput = false;
-  bool isIndex = false;
-  bool isRead = true;
-  at::ScalarType dtype = at::kFloat;
-  /// Per dimension: an extent, or kRows (N) or kSegments (S); parsed once
-  /// from the manifest's symbols.
-  std::vector<int64_t> shape;
-};
-
-/// One host kernel of an operator level: a dtype and row width.
-struct Variant {
-  std::string kernel;
-  void *symbol = nullptr;
-  std::vector<Buffer> buffers;
-  /// What a call's [begin, end) counts (rows for kernels that only map rows).
-  segrt::HostRange range = segrt::HostRange::Segments;
-  /// Tile and finish kernels for splitting long segments, if the kernel has
-  /// them (split.rows non-null).
-  segrt::HostSplitKernel split;
-  /// Per float argument: whether the next level's kernel reads it (what the
-  /// backward must save).
-  std::vector<bool> savedForBackward;
-};
-
-/// One level of an operator (`segops::segmented_sum_grad` is level 1 of
-/// segmented_sum).
-struct OperatorLevel {
-  std::string name;
-  bool validatesIndex = false; // level 0: idx content is checked here
-  size_t numFloats = 0;
-  size_t numOutputs = 0;
-  std::map<std::string, Variant> variants; // by "f32_w3"
-  std::string backward;                    // the next level; "" for the last
-  std::optional<c10::OperatorHandle> backwardOp; // resolved at registration
-  /// Raises the error for bad input. A strong reference that is never
-  /// dropped: levels live until exit, past the interpreter's finalization.
-  PyObject *validator = nullptr;
-};
-
-// Never destroyed: the dispatcher and the interpreter may be gone at exit.
-segrt::HostLibrary *hostLibrary = nullptr;
-auto *registrations = new std::vector<std::unique_ptr<torch::Library>>();
+namespace segops_torch {
 
 std::string variantKey(const at::Tensor &first) {
   const char *dtype = first.scalar_type() == at::kDouble  ? "f64"
@@ -94,39 +52,32 @@ std::string variantKey(const at::Tensor &first) {
   return std::string(dtype) + (first.dim() == 1 ? "_w1" : "_w3");
 }
 
-constexpr int64_t kRows = -1, kSegments = -2;
-
-int64_t parseExtent(const std::string &symbol) {
-  return symbol == "N" ? kRows : symbol == "S" ? kSegments : std::stoll(symbol);
-}
-
 int64_t extent(int64_t dimension, int64_t numRows, int64_t numSegments) {
   return dimension == kRows       ? numRows
          : dimension == kSegments ? numSegments
                                   : dimension;
 }
 
-/// Calls the Python validator with the operator's arguments; it raises the
-/// error the user sees. If it accepts them, raises a generic error (a check
-/// here that the validator lacks: still never run the kernel).
-[[noreturn]] void reportInvalid(const OperatorLevel &level,
-                                const std::vector<at::Tensor> &floats,
-                                const at::Tensor &idx, int64_t numSegments,
-                                const std::string &problem) {
-  {
-    py::gil_scoped_acquire gil;
-    py::tuple args(floats.size() + 2);
-    for (size_t i = 0; i < floats.size(); ++i)
-      args[i] = py::reinterpret_steal<py::object>(THPVariable_Wrap(floats[i]));
-    args[floats.size()] =
-        py::reinterpret_steal<py::object>(THPVariable_Wrap(idx));
-    args[floats.size() + 1] = py::int_(numSegments);
-    py::handle(level.validator)(*args);
-  }
+void callValidator(const OperatorLevel &level,
+                   const std::vector<at::Tensor> &floats, const at::Tensor &idx,
+                   int64_t numSegments) {
+  py::gil_scoped_acquire gil;
+  py::tuple args(floats.size() + 2);
+  for (size_t i = 0; i < floats.size(); ++i)
+    args[i] = py::reinterpret_steal<py::object>(THPVariable_Wrap(floats[i]));
+  args[floats.size()] =
+      py::reinterpret_steal<py::object>(THPVariable_Wrap(idx));
+  args[floats.size() + 1] = py::int_(numSegments);
+  py::handle(level.validator)(*args);
+}
+
+void reportInvalid(const OperatorLevel &level,
+                   const std::vector<at::Tensor> &floats, const at::Tensor &idx,
+                   int64_t numSegments, const std::string &problem) {
+  callValidator(level, floats, idx, numSegments);
   TORCH_CHECK_VALUE(false, "segops::", level.name, ": ", problem);
 }
 
-/// The kernel of `level` for these arguments, or an error.
 const Variant &selectVariant(const OperatorLevel &level,
                              const std::vector<at::Tensor> &floats,
                              const at::Tensor &idx, int64_t numSegments) {
@@ -139,14 +90,16 @@ const Variant &selectVariant(const OperatorLevel &level,
   return it->second;
 }
 
-/// Empty if every tensor matches its buffer, else what does not.
 std::string mismatch(const Variant &variant,
                      const std::vector<at::Tensor> &floats,
-                     const at::Tensor &idx, int64_t numSegments) {
-  if (!idx.device().is_cpu() ||
+                     const at::Tensor &idx, int64_t numSegments,
+                     c10::DeviceType deviceType) {
+  c10::Device device = idx.device();
+  if (device.type() != deviceType ||
       (idx.scalar_type() != at::kInt && idx.scalar_type() != at::kLong) ||
       idx.dim() != 1)
-    return "idx must be a 1-D int32 or int64 CPU tensor";
+    return "idx must be a 1-D int32 or int64 " +
+           c10::DeviceTypeName(deviceType) + " tensor";
   if (numSegments < 0 || numSegments > std::numeric_limits<int32_t>::max())
     return "num_segments must lie in [0, 2^31)";
   int64_t numRows = idx.size(0);
@@ -157,12 +110,12 @@ std::string mismatch(const Variant &variant,
     if (next == floats.size())
       return "too few float arguments";
     const at::Tensor &tensor = floats[next++];
-    if (!tensor.device().is_cpu() || tensor.scalar_type() != buffer.dtype ||
+    if (tensor.device() != device || tensor.scalar_type() != buffer.dtype ||
         tensor.dim() != int64_t(buffer.shape.size())) {
       std::ostringstream out;
       out << "argument " << next - 1 << " must be a "
-          << c10::toString(buffer.dtype) << " CPU tensor of rank "
-          << buffer.shape.size();
+          << c10::toString(buffer.dtype) << " tensor on " << device
+          << " of rank " << buffer.shape.size();
       return out.str();
     }
     // An input the kernel never reads may have any number of rows.
@@ -190,6 +143,34 @@ std::string mismatch(const Variant &variant,
   return {};
 }
 
+at::Tensor kernelIndex(const at::Tensor &idx) {
+  return idx.scalar_type() == at::kLong
+             ? idx.clamp(-1, std::numeric_limits<int32_t>::max())
+                   .to(at::kInt)
+                   .contiguous()
+             : idx.contiguous();
+}
+
+namespace {
+std::atomic<bool> debugChecksEnabled{false};
+} // namespace
+
+void setDebugChecks(bool enabled) { debugChecksEnabled = enabled; }
+bool debugChecks() { return debugChecksEnabled; }
+
+} // namespace segops_torch
+
+namespace {
+using namespace segops_torch;
+
+// Never destroyed: the dispatcher and the interpreter may be gone at exit.
+segrt::HostLibrary *hostLibrary = nullptr;
+auto *registrations = new std::vector<std::unique_ptr<torch::Library>>();
+
+int64_t parseExtent(const std::string &symbol) {
+  return symbol == "N" ? kRows : symbol == "S" ? kSegments : std::stoll(symbol);
+}
+
 /// The CPU kernel of one operator level (boxed: one implementation serves
 /// every operator).
 class HostKernel final : public c10::OperatorKernel {
@@ -211,7 +192,8 @@ public:
     torch::jit::drop(stack, numFloats + 2);
 
     const Variant &variant = selectVariant(*level, floats, idx, numSegments);
-    std::string problem = mismatch(variant, floats, idx, numSegments);
+    std::string problem =
+        mismatch(variant, floats, idx, numSegments, c10::DeviceType::CPU);
     if (!problem.empty())
       reportInvalid(*level, floats, idx, numSegments, problem);
     int64_t numRows = idx.size(0);
@@ -229,13 +211,7 @@ public:
         reportInvalid(*level, floats, idx, numSegments,
                       "idx is out of range or unsorted");
     }
-    // int64 values outside int32 become -1 (no segment), never wrap.
-    at::Tensor kernelIdx =
-        idx.scalar_type() == at::kLong
-            ? idx.clamp(-1, std::numeric_limits<int32_t>::max())
-                  .to(at::kInt)
-                  .contiguous()
-            : idx.contiguous();
+    at::Tensor kernelIdx = kernelIndex(idx);
 
     std::vector<at::Tensor> keepAlive;
     std::vector<at::Tensor> outputs;
@@ -446,6 +422,17 @@ parseLevel(const std::string &name, bool validatesIndex, size_t numFloats,
       variant.split.numTotals = split["totals"].cast<int64_t>();
       variant.split.isDouble = key.cast<std::string>().rfind("f64", 0) == 0;
     }
+    py::dict gpu = entry["gpu"].cast<py::dict>();
+    variant.gpu.block = gpu["block"].cast<std::vector<uint32_t>>().at(0);
+    py::dict grid = gpu["grid"].cast<py::dict>();
+    variant.gpu.gridPerBlock = grid["per_block"].cast<int64_t>();
+    variant.gpu.gridMin = grid["min"].cast<int64_t>();
+    if (gpu.contains("split")) {
+      py::dict split = gpu["split"].cast<py::dict>();
+      variant.gpu.tilesSymbol = split["tiles_symbol"].cast<std::string>();
+      variant.gpu.tileRows = split["tile_rows"].cast<int64_t>();
+      variant.gpu.totals = split["totals"].cast<int64_t>();
+    }
     variant.savedForBackward =
         entry["saved_for_backward"].cast<std::vector<bool>>();
     level->variants.emplace(key.cast<std::string>(), std::move(variant));
@@ -461,6 +448,17 @@ PYBIND11_MODULE(_torchops, m) {
         "How many times these kernels checked idx again after running (they "
         "saw a problem, or their rows did not meet): never for a valid "
         "index.");
+  m.def("has_cuda_kernels", &cudaKernelsBuilt,
+        "Whether the CUDA kernels were built (against a PyTorch with CUDA); "
+        "register_level then registers them too.");
+  m.def(
+      "set_ptx_source",
+      [](py::object source) { setPtxSource(source.release().ptr()); },
+      py::arg("source"),
+      "source(device) returns the PTX text for a CUDA device (called once per "
+      "device).");
+  m.def("set_debug_checks", &setDebugChecks, py::arg("enabled"),
+        "Check idx's content on CUDA too (a host sync per call).");
   m.def(
       "load_host_library",
       [](const std::string &path) {
@@ -482,6 +480,8 @@ PYBIND11_MODULE(_torchops, m) {
         cpu->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(
                                     std::make_unique<HostKernel>(level)));
         registrations->push_back(std::move(cpu));
+        if (cudaKernelsBuilt())
+          registerCudaKernel(level, *registrations);
         if (!backward.empty()) {
           auto autograd = std::make_unique<torch::Library>(
               torch::Library::IMPL, "segops", c10::DispatchKey::Autograd,
@@ -495,8 +495,9 @@ PYBIND11_MODULE(_torchops, m) {
       py::arg("name"), py::arg("validates_index"), py::arg("num_floats"),
       py::arg("num_outputs"), py::arg("variants"), py::arg("backward"),
       py::arg("validator"),
-      "Registers the CPU kernel of operator segops::<name> and, if it has a "
-      "backward (the next level's operator name), its autograd kernel. "
+      "Registers the CPU kernel of operator segops::<name> (and its CUDA "
+      "kernel, if built) and, if it has a backward (the next level's "
+      "operator name), its autograd kernel. "
       "variants maps 'f32_w3'-style keys to {'kernel', 'buffers' (manifest), "
       "'saved_for_backward' (per float argument)}; validator(*args) raises "
       "the error for arguments the kernel rejects.");

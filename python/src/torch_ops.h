@@ -1,0 +1,129 @@
+//===- torch_ops.h - shared parts of the segops PyTorch kernels -*- C++ -*-===//
+//
+// What the CPU (torch_ops.cpp) and CUDA (torch_ops_cuda.cpp) kernels of the
+// segops operators share: the description of each operator level and its
+// kernels (from the op library's manifest, handed over by ops.py), and the
+// generic argument checks.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SEGOPS_PYTHON_TORCH_OPS_H
+#define SEGOPS_PYTHON_TORCH_OPS_H
+
+#include "segrt/Host.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <Python.h>
+#include <torch/library.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace segops_torch {
+
+/// One pointer parameter of a kernel, from the manifest.
+struct Buffer {
+  bool isOutput = false;
+  bool isIndex = false;
+  bool isRead = true;
+  at::ScalarType dtype = at::kFloat;
+  /// Per dimension: an extent, or kRows (N) or kSegments (S); parsed once
+  /// from the manifest's symbols.
+  std::vector<int64_t> shape;
+};
+
+/// How a kernel launches on a GPU (the manifest's `gpu` entry).
+struct GpuLaunch {
+  uint32_t block = 256;
+  int64_t gridPerBlock = 256;
+  int64_t gridMin = 1;
+  /// Split programs: the tile kernel launched first, rows per tile and
+  /// totals per slot; both kernels then take a partials buffer.
+  std::string tilesSymbol;
+  int64_t tileRows = 0;
+  int64_t totals = 0;
+};
+
+/// One kernel of an operator level: a dtype and row width.
+struct Variant {
+  std::string kernel;
+  void *symbol = nullptr;
+  std::vector<Buffer> buffers;
+  /// What a call's [begin, end) counts (rows for kernels that only map rows).
+  segrt::HostRange range = segrt::HostRange::Segments;
+  /// Tile and finish kernels for splitting long segments, if the kernel has
+  /// them (split.rows non-null).
+  segrt::HostSplitKernel split;
+  GpuLaunch gpu;
+  /// Per float argument: whether the next level's kernel reads it (what the
+  /// backward must save).
+  std::vector<bool> savedForBackward;
+};
+
+/// One level of an operator (`segops::segmented_sum_grad` is level 1 of
+/// segmented_sum).
+struct OperatorLevel {
+  std::string name;
+  bool validatesIndex = false; // level 0: idx content is checked here
+  size_t numFloats = 0;
+  size_t numOutputs = 0;
+  std::map<std::string, Variant> variants; // by "f32_w3"
+  std::string backward;                    // the next level; "" for the last
+  std::optional<c10::OperatorHandle> backwardOp; // resolved at registration
+  /// Raises the error for bad input. A strong reference that is never
+  /// dropped: levels live until exit, past the interpreter's finalization.
+  PyObject *validator = nullptr;
+};
+
+constexpr int64_t kRows = -1, kSegments = -2;
+
+int64_t extent(int64_t dimension, int64_t numRows, int64_t numSegments);
+
+/// Calls the Python validator with the operator's arguments (it raises the
+/// error for bad input, and checks idx's content where that is asked for).
+void callValidator(const OperatorLevel &level,
+                   const std::vector<at::Tensor> &floats, const at::Tensor &idx,
+                   int64_t numSegments);
+
+/// Calls the validator; if it accepts the arguments, raises a generic error
+/// (a check here that the validator lacks: still never run the kernel).
+[[noreturn]] void reportInvalid(const OperatorLevel &level,
+                                const std::vector<at::Tensor> &floats,
+                                const at::Tensor &idx, int64_t numSegments,
+                                const std::string &problem);
+
+/// The kernel of `level` for these arguments, or an error.
+const Variant &selectVariant(const OperatorLevel &level,
+                             const std::vector<at::Tensor> &floats,
+                             const at::Tensor &idx, int64_t numSegments);
+
+/// Empty if every tensor matches its buffer and lies on idx's device, which
+/// must be of type `deviceType`; else what does not.
+std::string mismatch(const Variant &variant,
+                     const std::vector<at::Tensor> &floats,
+                     const at::Tensor &idx, int64_t numSegments,
+                     c10::DeviceType deviceType);
+
+/// idx as the kernels read it: contiguous int32, int64 values outside int32
+/// becoming -1 (no segment), never wrapping.
+at::Tensor kernelIndex(const at::Tensor &idx);
+
+/// The CUDA kernels (torch_ops_cuda.cpp): whether they were built (against
+/// a PyTorch with CUDA), and registering one level's.
+bool cudaKernelsBuilt();
+void registerCudaKernel(std::shared_ptr<const OperatorLevel> level,
+                        std::vector<std::unique_ptr<torch::Library>> &keep);
+/// Where the CUDA kernels get a device's PTX: `source(device)` returns its
+/// text (called once per device, with the GIL).
+void setPtxSource(PyObject *source);
+/// Whether idx's content is checked on CUDA too (SEGOPS_DEBUG).
+void setDebugChecks(bool enabled);
+bool debugChecks();
+
+} // namespace segops_torch
+
+#endif // SEGOPS_PYTHON_TORCH_OPS_H

@@ -1,0 +1,191 @@
+//===- torch_ops_cuda.cpp - segops operators' CUDA kernels in C++ ---------===//
+//
+// The CUDA kernels of the segops operators, registered from C++ so that a
+// call on CUDA tensors runs no Python: check the arguments against the
+// kernel's buffers, allocate the outputs through PyTorch's caching allocator
+// on the tensors' device, and launch the op library's PTX kernels (a split
+// program's tile kernel first) on PyTorch's current stream, never
+// synchronizing. Built only against a PyTorch with CUDA (SEGOPS_TORCH_CUDA:
+// the current stream comes from c10_cuda); elsewhere ops.py registers its
+// Python CUDA kernels instead.
+//
+//===----------------------------------------------------------------------===//
+
+#include "torch_ops.h"
+
+#ifdef SEGOPS_TORCH_CUDA
+
+#include "segrt/Cuda.h"
+
+#include <ATen/core/stack.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <pybind11/pybind11.h>
+
+#include <memory>
+#include <mutex>
+
+namespace py = pybind11;
+
+namespace segops_torch {
+namespace {
+
+// Large enough to fill any GPU; kernels grid-stride over the rest (as
+// python/segops/_library.py's MAX_GRID).
+constexpr int64_t kMaxGrid = 1 << 18;
+
+PyObject *ptxSource = nullptr;
+std::mutex modulesMutex;
+// Never destroyed: kernels may run until exit.
+auto *modules = new std::map<int, std::unique_ptr<segrt::CudaModule>>();
+
+segrt::CudaModule &moduleFor(int device) {
+  std::lock_guard<std::mutex> lock(modulesMutex);
+  auto it = modules->find(device);
+  if (it != modules->end())
+    return *it->second;
+  TORCH_CHECK(ptxSource, "segops: no PTX source was set for the CUDA kernels");
+  std::string ptx;
+  {
+    py::gil_scoped_acquire gil;
+    ptx = py::handle(ptxSource)(device).cast<std::string>();
+  }
+  auto module = std::make_unique<segrt::CudaModule>(device, ptx);
+  return *modules->emplace(device, std::move(module)).first->second;
+}
+
+int64_t gridFor(int64_t items, int64_t perBlock, int64_t minimum) {
+  int64_t blocks = (items + perBlock - 1) / perBlock;
+  return std::min(std::max(blocks, minimum), kMaxGrid);
+}
+
+/// The CUDA kernel of one operator level (boxed: one implementation serves
+/// every operator).
+class CudaKernel final : public c10::OperatorKernel {
+public:
+  explicit CudaKernel(std::shared_ptr<const OperatorLevel> level)
+      : level(std::move(level)) {}
+
+  void operator()(const c10::OperatorHandle &, c10::DispatchKeySet,
+                  torch::jit::Stack *stack) {
+    size_t numFloats = level->numFloats;
+    auto args = torch::jit::last(stack, numFloats + 2);
+    std::vector<at::Tensor> floats;
+    floats.reserve(numFloats);
+    for (size_t i = 0; i < numFloats; ++i)
+      floats.push_back(args[i].toTensor());
+    at::Tensor idx = args[numFloats].toTensor();
+    int64_t numSegments =
+        args[numFloats + 1].toSymInt().guard_int(__FILE__, __LINE__);
+    torch::jit::drop(stack, numFloats + 2);
+
+    const Variant &variant = selectVariant(*level, floats, idx, numSegments);
+    std::string problem =
+        mismatch(variant, floats, idx, numSegments, c10::DeviceType::CUDA);
+    if (!problem.empty())
+      reportInvalid(*level, floats, idx, numSegments, problem);
+    // idx's content costs a host sync to check: only in debug mode (the
+    // validator does it); the kernels stay in bounds whatever it holds.
+    if (level->validatesIndex && debugChecks())
+      callValidator(*level, floats, idx, numSegments);
+
+    c10::cuda::CUDAGuard guard(idx.device());
+    int64_t numRows = idx.size(0);
+    at::Tensor kernelIdx = kernelIndex(idx);
+    std::vector<at::Tensor> keepAlive;
+    std::vector<at::Tensor> outputs;
+    std::vector<uintptr_t> pointers;
+    size_t next = 0;
+    for (const Buffer &buffer : variant.buffers) {
+      if (buffer.isIndex) {
+        pointers.push_back(reinterpret_cast<uintptr_t>(kernelIdx.data_ptr()));
+      } else if (!buffer.isOutput) {
+        keepAlive.push_back(floats[next++].contiguous());
+        pointers.push_back(
+            reinterpret_cast<uintptr_t>(keepAlive.back().data_ptr()));
+      } else {
+        std::vector<int64_t> shape;
+        for (int64_t dimension : buffer.shape)
+          shape.push_back(extent(dimension, numRows, numSegments));
+        outputs.push_back(at::empty(
+            shape,
+            at::TensorOptions().dtype(buffer.dtype).device(idx.device())));
+        pointers.push_back(
+            reinterpret_cast<uintptr_t>(outputs.back().data_ptr()));
+      }
+    }
+    if (numRows > 0 || numSegments > 0)
+      launch(variant, pointers, numRows, numSegments, idx.device(),
+             floats[0].scalar_type());
+    for (at::Tensor &output : outputs)
+      stack->emplace_back(std::move(output));
+  }
+
+private:
+  /// The kernel, after its tile kernel for split programs with a whole
+  /// tile of rows (as _library.gpu_launches).
+  void launch(const Variant &variant, const std::vector<uintptr_t> &pointers,
+              int64_t numRows, int64_t numSegments, c10::Device device,
+              at::ScalarType dtype) const {
+    const GpuLaunch &gpu = variant.gpu;
+    int index = device.index();
+    segrt::CudaModule &module = moduleFor(index);
+    auto stream = reinterpret_cast<uintptr_t>(
+        c10::cuda::getCurrentCUDAStream(index).stream());
+    std::vector<int64_t> trailing{numRows, numSegments};
+    // Freed on return, reused only by work queued after these launches on
+    // this stream (the caching allocator is stream-ordered).
+    at::Tensor partials;
+    if (!gpu.tilesSymbol.empty()) {
+      int64_t tiles = (numRows + gpu.tileRows - 1) / gpu.tileRows;
+      partials = at::empty({std::max<int64_t>(1, 2 * tiles * gpu.totals)},
+                           at::TensorOptions().dtype(dtype).device(device));
+      trailing.push_back(reinterpret_cast<int64_t>(partials.data_ptr()));
+      if (numRows >= gpu.tileRows)
+        module.launch(gpu.tilesSymbol,
+                      static_cast<uint32_t>(gridFor(tiles, gpu.block / 32, 1)),
+                      gpu.block, stream, pointers, trailing);
+    }
+    module.launch(
+        variant.kernel,
+        static_cast<uint32_t>(gridFor(numRows, gpu.gridPerBlock, gpu.gridMin)),
+        gpu.block, stream, pointers, trailing);
+  }
+
+  std::shared_ptr<const OperatorLevel> level;
+};
+
+} // namespace
+
+bool cudaKernelsBuilt() { return true; }
+
+void registerCudaKernel(std::shared_ptr<const OperatorLevel> level,
+                        std::vector<std::unique_ptr<torch::Library>> &keep) {
+  auto cuda = std::make_unique<torch::Library>(torch::Library::IMPL, "segops",
+                                               c10::DispatchKey::CUDA, __FILE__,
+                                               __LINE__);
+  std::string name = level->name;
+  cuda->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(
+                               std::make_unique<CudaKernel>(std::move(level))));
+  keep.push_back(std::move(cuda));
+}
+
+void setPtxSource(PyObject *source) { ptxSource = source; }
+
+} // namespace segops_torch
+
+#else // !SEGOPS_TORCH_CUDA
+
+namespace segops_torch {
+
+bool cudaKernelsBuilt() { return false; }
+
+void registerCudaKernel(std::shared_ptr<const OperatorLevel>,
+                        std::vector<std::unique_ptr<torch::Library>> &) {}
+
+void setPtxSource(PyObject *) {}
+
+} // namespace segops_torch
+
+#endif // SEGOPS_TORCH_CUDA
