@@ -3,6 +3,7 @@
 #include "segops/Target/OpLibrary.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "segops/Conversion/LongSegmentKernels.h"
 #include "segops/Conversion/SegmentProgram.h"
 #include "segops/Dialect/Seg/IR/SegDialect.h"
 
@@ -31,9 +32,9 @@ static llvm::json::Object describeHost(const SegmentProgram &program) {
   return host;
 }
 
-/// The GPU launch rule, and for splittable programs the tile kernel that
-/// runs first and the partials buffer both kernels take as their last
-/// parameter (2 slots of `totals` elements per tile).
+/// The GPU launch rule, and for segment programs the kernels for long
+/// segments launched first (a warp per tile) and the scratch buffer all
+/// of them and the kernel take as their last parameter.
 static llvm::json::Object describeGPU(const SegmentProgram &program,
                                       int64_t blockSize) {
   // A warp per 32-row chunk (a thread per row for row maps), one block at
@@ -44,11 +45,18 @@ static llvm::json::Object describeGPU(const SegmentProgram &program,
                          {"grid", llvm::json::Object{{"elements", "rows"},
                                                      {"per_block", blockSize},
                                                      {"min", 1}}}};
-  if (program.isSplittable())
-    gpu["split"] = llvm::json::Object{
-        {"tiles_symbol", program.getName().str() + "__tiles"},
-        {"tile_rows", SegmentProgram::kGPUTileRows},
-        {"totals", program.numReductionComponents()}};
+  SmallVector<LongSegmentKernel> longKernels = longSegmentKernels(program);
+  if (!longKernels.empty()) {
+    llvm::json::Array kernels;
+    for (const LongSegmentKernel &kernel : longKernels)
+      kernels.push_back(program.getName().str() + kernel.suffix);
+    LongSegmentScratch scratch = longSegmentScratch(program);
+    gpu["long_segments"] =
+        llvm::json::Object{{"kernels", std::move(kernels)},
+                           {"tile_rows", SegmentProgram::kGPUTileRows},
+                           {"scratch_bytes_per_segment", scratch.perSegment},
+                           {"scratch_bytes_per_tile", scratch.perTile}};
+  }
   return gpu;
 }
 

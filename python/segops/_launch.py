@@ -36,12 +36,12 @@ def run(name: str, inputs: Sequence[torch.Tensor], outputs: torch.Tensor | Seque
     elif device.type == "cuda":
         index = device.index if device.index is not None else torch.cuda.current_device()
         stream = torch.cuda.current_stream(index).cuda_stream
-        # Partials of split programs' long segments, from PyTorch's caching
+        # The long-segment kernels' scratch, from PyTorch's caching
         # allocator: freed when this returns, reused only by work queued on
         # the stream after these launches.
-        partials = torch.empty(info.gpu_partials_elements(num_rows), device=device,
-                               dtype=torch.float32 if info.dtype == "f32" else torch.float64)
+        scratch = torch.empty(info.gpu_scratch_bytes(num_rows, num_segments), device=device,
+                              dtype=torch.uint8)
         _library.launch_cuda(info, index, _capability(index), stream, pointers, num_rows,
-                             num_segments, partials.data_ptr())
+                             num_segments, scratch.data_ptr())
     else:
         raise ValueError(f"segops runs on CPU and CUDA tensors, not on {device.type}")

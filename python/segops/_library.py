@@ -37,16 +37,28 @@ class Kernel:
     host_rows: bool  # a host call computes rows [begin, end), not segments
     # Tile and finish kernels and their totals (manifest host.split), if any.
     split: tuple[str, str, int] | None
-    # GPU tile kernel, rows per tile and totals per slot (manifest gpu.split):
-    # the kernel and its tile kernel then take a partials buffer, last.
-    gpu_split: tuple[str, int, int] | None = None
+    # GPU kernels for long segments (manifest gpu.long_segments), if any:
+    # they and the kernel then take a scratch buffer, last.
+    gpu_long: LongSegmentKernels | None = None
 
-    def gpu_partials_elements(self, num_rows: int) -> int:
-        """Elements of the partials buffer a GPU launch needs (0: none)."""
-        if self.gpu_split is None:
+    def gpu_scratch_bytes(self, num_rows: int, num_segments: int) -> int:
+        """Bytes of the scratch buffer a GPU launch needs (0: none)."""
+        if self.gpu_long is None:
             return 0
-        _, tile_rows, totals = self.gpu_split
-        return max(1, 2 * -(-num_rows // tile_rows) * totals)
+        tiles = -(-num_rows // self.gpu_long.tile_rows)
+        return max(1, self.gpu_long.bytes_per_segment * num_segments +
+                   self.gpu_long.bytes_per_tile * tiles)
+
+
+@dataclass(frozen=True)
+class LongSegmentKernels:
+    """The kernels a segment program's long segments take on a GPU, in
+    launch order before its kernel (a warp per tile each)."""
+
+    kernels: tuple[str, ...]
+    tile_rows: int
+    bytes_per_segment: int
+    bytes_per_tile: int
 
 
 def _native_module() -> Any:
@@ -75,11 +87,13 @@ def manifest() -> dict[str, Any]:
     return data
 
 
-def _gpu_split_of(entry: dict[str, Any]) -> tuple[str, int, int] | None:
-    split = entry["gpu"].get("split")
-    if split is None:
+def _gpu_long_of(entry: dict[str, Any]) -> LongSegmentKernels | None:
+    long = entry["gpu"].get("long_segments")
+    if long is None:
         return None
-    return split["tiles_symbol"], int(split["tile_rows"]), int(split["totals"])
+    return LongSegmentKernels(tuple(long["kernels"]), int(long["tile_rows"]),
+                              int(long["scratch_bytes_per_segment"]),
+                              int(long["scratch_bytes_per_tile"]))
 
 
 def _split_of(entry: dict[str, Any]) -> tuple[str, str, int] | None:
@@ -105,7 +119,7 @@ def kernels() -> dict[str, Kernel]:
             grid_min=int(entry["gpu"]["grid"]["min"]),
             host_rows=entry.get("host", {}).get("range") == "rows",
             split=_split_of(entry),
-            gpu_split=_gpu_split_of(entry),
+            gpu_long=_gpu_long_of(entry),
         )
     return table
 
@@ -195,34 +209,35 @@ def advise_huge_pages(tensor: torch.Tensor) -> None:
 
 
 def gpu_launches(kernel_info: Kernel, num_rows: int,
-                 partials: int = 0) -> list[tuple[str, int, list[int]]]:
+                 scratch: int = 0) -> list[tuple[str, int, list[int]]]:
     """The launches a GPU run of a kernel makes, in order: (symbol, grid,
-    trailing 64-bit parameters after the buffers). Split programs with a
-    whole tile of rows first run their tile kernel (a warp per tile); both
-    kernels then take the address of a partials buffer of
-    `gpu_partials_elements(num_rows)` elements."""
+    64-bit parameters after the buffers' and N, S). Segment programs with a
+    whole tile of rows first run their long-segment kernels (a warp per
+    tile); all then take the address of a scratch buffer of
+    `gpu_scratch_bytes(N, S)` bytes."""
     blocks = -(-num_rows // kernel_info.grid_per_block)
     grid = min(max(blocks, kernel_info.grid_min), MAX_GRID)
-    if kernel_info.gpu_split is None:
+    long = kernel_info.gpu_long
+    if long is None:
         return [(kernel_info.name, grid, [])]
-    tiles_symbol, tile_rows, _ = kernel_info.gpu_split
     launches = []
-    if num_rows >= tile_rows:
+    if num_rows >= long.tile_rows:
         warps_per_block = kernel_info.block // 32
-        tiles = -(-num_rows // tile_rows)
-        launches.append((tiles_symbol, min(-(-tiles // warps_per_block), MAX_GRID), [partials]))
-    launches.append((kernel_info.name, grid, [partials]))
+        tiles = -(-num_rows // long.tile_rows)
+        tile_grid = min(-(-tiles // warps_per_block), MAX_GRID)
+        launches.extend((symbol, tile_grid, [scratch]) for symbol in long.kernels)
+    launches.append((kernel_info.name, grid, [scratch]))
     return launches
 
 
 def launch_cuda(kernel_info: Kernel, device: int, capability: tuple[int, int], stream: int,
                 pointers: Sequence[int], num_rows: int, num_segments: int,
-                partials: int = 0) -> None:
-    """Launches a kernel (and its tile kernel) on `stream`; `partials` is
-    the device address of the partials buffer of a split program."""
+                scratch: int = 0) -> None:
+    """Launches a kernel (after its long-segment kernels) on `stream`;
+    `scratch` is the device address of their scratch buffer."""
     if num_rows == 0 and num_segments == 0:
         return
     module = cuda_module(device, capability)
-    for symbol, grid, extra in gpu_launches(kernel_info, num_rows, partials):
+    for symbol, grid, extra in gpu_launches(kernel_info, num_rows, scratch):
         module.launch(symbol, grid, kernel_info.block, stream, list(pointers),
                       [num_rows, num_segments, *extra])

@@ -427,11 +427,15 @@ parseLevel(const std::string &name, bool validatesIndex, size_t numFloats,
     py::dict grid = gpu["grid"].cast<py::dict>();
     variant.gpu.gridPerBlock = grid["per_block"].cast<int64_t>();
     variant.gpu.gridMin = grid["min"].cast<int64_t>();
-    if (gpu.contains("split")) {
-      py::dict split = gpu["split"].cast<py::dict>();
-      variant.gpu.tilesSymbol = split["tiles_symbol"].cast<std::string>();
-      variant.gpu.tileRows = split["tile_rows"].cast<int64_t>();
-      variant.gpu.totals = split["totals"].cast<int64_t>();
+    if (gpu.contains("long_segments")) {
+      py::dict long_ = gpu["long_segments"].cast<py::dict>();
+      variant.gpu.longSegmentKernels =
+          long_["kernels"].cast<std::vector<std::string>>();
+      variant.gpu.tileRows = long_["tile_rows"].cast<int64_t>();
+      variant.gpu.scratchPerSegment =
+          long_["scratch_bytes_per_segment"].cast<int64_t>();
+      variant.gpu.scratchPerTile =
+          long_["scratch_bytes_per_tile"].cast<int64_t>();
     }
     variant.savedForBackward =
         entry["saved_for_backward"].cast<std::vector<bool>>();

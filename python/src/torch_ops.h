@@ -41,11 +41,14 @@ struct GpuLaunch {
   uint32_t block = 256;
   int64_t gridPerBlock = 256;
   int64_t gridMin = 1;
-  /// Split programs: the tile kernel launched first, rows per tile and
-  /// totals per slot; both kernels then take a partials buffer.
-  std::string tilesSymbol;
+  /// Segment programs: the kernels for long segments, launched first (a
+  /// warp per tile of `tileRows` rows) when there is a whole tile of rows;
+  /// they and the kernel then take a scratch buffer of `scratchPerSegment *
+  /// S + scratchPerTile * tiles` bytes.
+  std::vector<std::string> longSegmentKernels;
   int64_t tileRows = 0;
-  int64_t totals = 0;
+  int64_t scratchPerSegment = 0;
+  int64_t scratchPerTile = 0;
 };
 
 /// One kernel of an operator level: a dtype and row width.

@@ -116,36 +116,38 @@ public:
       }
     }
     if (numRows > 0 || numSegments > 0)
-      launch(variant, pointers, numRows, numSegments, idx.device(),
-             floats[0].scalar_type());
+      launch(variant, pointers, numRows, numSegments, idx.device());
     for (at::Tensor &output : outputs)
       stack->emplace_back(std::move(output));
   }
 
 private:
-  /// The kernel, after its tile kernel for split programs with a whole
+  /// The kernel, after its long-segment kernels when there is a whole
   /// tile of rows (as _library.gpu_launches).
   void launch(const Variant &variant, const std::vector<uintptr_t> &pointers,
-              int64_t numRows, int64_t numSegments, c10::Device device,
-              at::ScalarType dtype) const {
+              int64_t numRows, int64_t numSegments, c10::Device device) const {
     const GpuLaunch &gpu = variant.gpu;
     int index = device.index();
     segrt::CudaModule &module = moduleFor(index);
     auto stream = reinterpret_cast<uintptr_t>(
         c10::cuda::getCurrentCUDAStream(index).stream());
     std::vector<int64_t> trailing{numRows, numSegments};
-    // Freed on return, reused only by work queued after these launches on
-    // this stream (the caching allocator is stream-ordered).
-    at::Tensor partials;
-    if (!gpu.tilesSymbol.empty()) {
+    // The long-segment kernels' scratch: freed on return, reused only by
+    // work queued after these launches on this stream (the caching
+    // allocator is stream-ordered).
+    at::Tensor scratch;
+    if (!gpu.longSegmentKernels.empty()) {
       int64_t tiles = (numRows + gpu.tileRows - 1) / gpu.tileRows;
-      partials = at::empty({std::max<int64_t>(1, 2 * tiles * gpu.totals)},
-                           at::TensorOptions().dtype(dtype).device(device));
-      trailing.push_back(reinterpret_cast<int64_t>(partials.data_ptr()));
+      int64_t bytes =
+          gpu.scratchPerSegment * numSegments + gpu.scratchPerTile * tiles;
+      scratch = at::empty({std::max<int64_t>(1, bytes)},
+                          at::TensorOptions().dtype(at::kByte).device(device));
+      trailing.push_back(reinterpret_cast<int64_t>(scratch.data_ptr()));
       if (numRows >= gpu.tileRows)
-        module.launch(gpu.tilesSymbol,
-                      static_cast<uint32_t>(gridFor(tiles, gpu.block / 32, 1)),
-                      gpu.block, stream, pointers, trailing);
+        for (const std::string &kernel : gpu.longSegmentKernels)
+          module.launch(
+              kernel, static_cast<uint32_t>(gridFor(tiles, gpu.block / 32, 1)),
+              gpu.block, stream, pointers, trailing);
     }
     module.launch(
         variant.kernel,

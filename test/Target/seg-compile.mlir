@@ -34,6 +34,14 @@
 // MANIFEST-NEXT: "elements": "rows",
 // MANIFEST-NEXT: "min": 1,
 // MANIFEST-NEXT: "per_block": 256
+// MANIFEST-NEXT: },
+// MANIFEST-NEXT: "long_segments": {
+// MANIFEST-NEXT: "kernels": [
+// MANIFEST-NEXT: "sum_vec3__tiles"
+// MANIFEST-NEXT: ],
+// MANIFEST-NEXT: "scratch_bytes_per_segment": 0,
+// MANIFEST-NEXT: "scratch_bytes_per_tile": 24,
+// MANIFEST-NEXT: "tile_rows": 1024
 // MANIFEST: "host": {
 // MANIFEST-NEXT: "range": "segments",
 // MANIFEST-NEXT: "split": {
@@ -56,6 +64,20 @@
 // MANIFEST-NEXT: "range": "rows",
 // MANIFEST-NEXT: "symbol": "gather_scalar"
 // MANIFEST: "name": "gather_scalar",
+// Two passes and row outputs: long segments run in stages, and the scratch
+// holds each segment's bounds and totals (16 + 4 bytes) and two slots of
+// totals per tile.
+// MANIFEST: "long_segments": {
+// MANIFEST-NEXT: "kernels": [
+// MANIFEST-NEXT: "normalize__bounds",
+// MANIFEST-NEXT: "normalize__tiles0",
+// MANIFEST-NEXT: "normalize__finish0",
+// MANIFEST-NEXT: "normalize__tiles1"
+// MANIFEST-NEXT: ],
+// MANIFEST-NEXT: "scratch_bytes_per_segment": 20,
+// MANIFEST-NEXT: "scratch_bytes_per_tile": 8,
+// MANIFEST-NEXT: "tile_rows": 1024
+// MANIFEST: "name": "normalize",
 // MANIFEST: "ptx": {
 // MANIFEST-NEXT: "sm_80": "segops_sm_80.ptx",
 // MANIFEST-NEXT: "sm_90": "segops_sm_90.ptx"
@@ -91,4 +113,12 @@ func.func @sum_vec3(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> tens
 func.func @gather_scalar(%y: tensor<?xf64>, %idx: tensor<?xi32>) -> tensor<?xf64> {
   %0 = seg.gather %y, %idx : tensor<?xf64>, tensor<?xi32> -> tensor<?xf64>
   return %0 : tensor<?xf64>
+}
+
+// PTX90-DAG: .visible .entry normalize__bounds(
+// PTX90-DAG: .visible .entry normalize__finish0(
+func.func @normalize(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?x3xf32> {
+  %r = seg.rms_norm %x, %idx, %n : tensor<?x3xf32>, tensor<?xi32> -> tensor<?xf32>
+  %w = seg.mul %x, %r, %idx : tensor<?x3xf32>, tensor<?xf32>, tensor<?xi32> -> tensor<?x3xf32>
+  return %w : tensor<?x3xf32>
 }

@@ -50,9 +50,11 @@ class GpuSimulator:
             raise ValueError(f"kernel {name} takes {info.num_inputs} inputs and "
                              f"{info.num_outputs} outputs")
         tensors = list(inputs) + list(outputs)
-        partials = torch.full((info.gpu_partials_elements(num_rows),), float("nan"),
-                              dtype=torch.float32 if info.dtype == "f32" else torch.float64)
-        launches = _library.gpu_launches(info, num_rows, partials.data_ptr())
+        # Uninitialized on a GPU: 0xff bytes here (NaN floats, -1 integers),
+        # so that a kernel reading what was never written shows.
+        scratch = torch.full((info.gpu_scratch_bytes(num_rows, num_segments),), 255,
+                             dtype=torch.uint8)
+        launches = _library.gpu_launches(info, num_rows, scratch.data_ptr())
         for symbol, default_grid, trailing in launches:
             self.launch(symbol, tensors, num_rows, num_segments,
                         grid if grid is not None else default_grid, info.block, reverse_blocks,

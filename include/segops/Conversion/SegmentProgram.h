@@ -91,6 +91,11 @@ public:
   /// Number of scalar accumulators of the program's reductions (a vec3 sum
   /// counts 3, a dot 1, an outer sum 9): the raw totals of one tile.
   int64_t numReductionComponents() const;
+  /// The same for the reductions computed in pass `pass` (the emitter's
+  /// accumulators of that pass, in the same order).
+  int64_t numReductionComponents(unsigned pass) const;
+  /// Whether pass `pass` stores row outputs.
+  bool storesRowsInPass(unsigned pass) const;
   const Info &info(Value value) const { return infos.find(value)->second; }
   bool hasInfo(Value value) const { return infos.count(value); }
 
@@ -164,6 +169,10 @@ public:
                    const RowLoopBuilder &rowLoop, const CombineBuilder &combine,
                    Value writeSegmentOutputs, Value rowOutputMask = Value());
 
+  /// While a RowLoopBuilder runs: the pass it builds the loop for (lowerings
+  /// that run passes in separate kernels read earlier passes' totals).
+  unsigned currentPass() const { return pass; }
+
   /// Stores 0 to every component of every row output at `row`.
   void emitZeroRowOutputs(OpBuilder &b, Location loc, Value row);
 
@@ -185,6 +194,7 @@ private:
   /// Lanes of `segment` (1 for a scalar).
   int64_t segmentLanes = 1;
   DenseMap<Value, Components> segmentValues;
+  unsigned pass = 0;
 };
 
 } // namespace seg

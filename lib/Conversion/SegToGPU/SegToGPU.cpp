@@ -10,6 +10,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/SymbolTable.h"
 #include "segops/Conversion/KernelCodeBuilder.h"
+#include "segops/Conversion/LongSegmentKernels.h"
 #include "segops/Conversion/SegmentProgram.h"
 
 namespace mlir {
@@ -68,15 +69,36 @@ public:
     idx = buffers[program.argumentBuffer[cast<BlockArgument>(program.idx)
                                              .getArgNumber()]];
     if (kernel.getNumArguments() > program.buffers.size() + 2)
-      partials = kernel.getArgument(program.buffers.size() + 2);
+      scratch = kernel.getArgument(program.buffers.size() + 2);
   }
 
   /// The segment kernel (or, for row maps, the row kernel).
   void emit();
-  /// The `__tiles` kernel of a splittable program.
+  /// Split programs (one pass, no row outputs): `__tiles`, the raw totals
+  /// of the long segments crossing each tile.
   void emitTiles();
+  /// Staged programs (the other segment programs), in launch order:
+  /// `__bounds` (each long segment's rows), then per pass `__tiles<p>` (its
+  /// rows: row outputs, and totals into the tile slots) and, if the pass
+  /// reduces, `__finish<p>` (the segment's totals of the pass).
+  void emitBounds();
+  void emitStagedTiles(unsigned pass);
+  void emitFinish(unsigned pass);
+
+  /// Splittable programs: long segments reduced by a tile kernel.
+  bool isSplit() const { return program.isSplittable(); }
+  /// Other segment programs: long segments run in stages.
+  bool isStaged() const {
+    return !program.mapsRowsOnly() && !program.isSplittable();
+  }
 
 private:
+  using TileBody = function_ref<void(OpBuilder &, Value tile, Value tileStart,
+                                     Value tileEnd)>;
+  using PieceBody = function_ref<void(OpBuilder &, int64_t which, Value segment,
+                                      Value lo, Value hi)>;
+  using StartBody = function_ref<void(OpBuilder &, Value segment, Value start)>;
+
   Value i64(OpBuilder &b, int64_t value) {
     return KernelCodeBuilder(b, loc).i64(value);
   }
@@ -104,20 +126,59 @@ private:
   /// The rows of a (short) segment from `start`: found by a walk, reduced
   /// lane-strided.
   void emitWalkedSegment(OpBuilder &b, Value start, Value segment);
-  /// A long segment from `start` (split programs): its outputs from the
-  /// partials of its tiles.
-  void emitLongSegment(OpBuilder &b, Value start, Value segment);
+  void emitRowMap(OpBuilder &b);
+
+  // Long segments.
+  /// The first multiple of the tile size at or after `row`.
+  Value alignedTileAfter(OpBuilder &b, Value row);
   /// An i1: the segment starting at `start` covers a whole aligned tile.
   Value coversWholeTile(OpBuilder &b, Value start, Value segment);
-  /// Address of component `component` of slot `which` (0 head, 1 tail) of
-  /// `tile` in `partials`.
+  /// The end of a long segment (a 32-way search from the tile it covers).
+  Value searchLongSegmentEnd(OpBuilder &b, Value start, Value segment);
+  /// Split programs: a long segment's outputs from its tiles' partials.
+  void emitLongSegment(OpBuilder &b, Value start, Value segment);
+  /// Staged programs: a long segment's outputs from its totals.
+  void emitStagedLongSegment(OpBuilder &b, Value segment);
+  /// A warp per tile, grid-stride (the body of every tile kernel).
+  void emitTileLoop(OpBuilder &b, TileBody body);
+  /// For each long segment crossing the tile: `body(which, segment, lo,
+  /// hi)`, its rows [lo, hi) in the tile, `which` 0 for the segment of the
+  /// tile's first row (the head), 1 for that of its last (the tail).
+  void forEachLongPiece(OpBuilder &b, Value tile, Value tileStart,
+                        Value tileEnd, PieceBody body);
+  /// For each long segment starting in the tile: `body(segment, start)`.
+  void forEachLongStart(OpBuilder &b, Value tile, Value tileStart,
+                        Value tileEnd, StartBody body);
+  /// The first row of `tail` (the segment of the tile's last row) in the
+  /// tile.
+  Value tailStartIn(OpBuilder &b, Value tileStart, Value tileEnd, Value tail);
+  /// Rows [lo, hi) lane-strided through `body`, lanes combined.
+  SmallVector<Value> reduceRows(OpBuilder &b, Value lo, Value hi,
+                                ValueRange init,
+                                SegmentProgramEmitter::RowBody body);
+  /// Per lane: totals [first, first + count) of a long segment's tile
+  /// slots, lane 0 its first tile, lanes the others in turn (combine with
+  /// the butterfly).
+  SmallVector<Value> sumTilePartials(OpBuilder &b, Value start, Value end,
+                                     int64_t first, int64_t count);
+  void storeFromLaneZero(OpBuilder &b, ValueRange values, Value base,
+                         function_ref<Value(OpBuilder &, int64_t)> index);
+
+  // The scratch buffer: staged programs hold each segment's bounds (start,
+  // end: 2 i64) and raw totals (all passes), then the tiles' partials (2
+  // slots of all passes' totals per tile); split programs the partials.
+  Value byteOffset(OpBuilder &b, Value base, Value bytes);
+  Value segmentTotals(OpBuilder &b);
+  Value partials(OpBuilder &b);
+  /// The index of the first total of pass `pass` among all passes' totals.
+  int64_t passOffset(unsigned pass) const;
+  /// Index of component `component` of slot `which` (0 head, 1 tail) of
+  /// `tile` in the partials.
   Value partialIndex(OpBuilder &b, Value tile, int64_t which,
                      int64_t component);
-  /// `__tiles`: reduces rows [lo, hi) of `segment` into slot `which` of
-  /// `tile`.
-  void emitTilePartial(OpBuilder &b, Value tile, int64_t which, Value segment,
-                       Value lo, Value hi);
-  void emitRowMap(OpBuilder &b);
+  std::pair<Value, Value> loadBounds(OpBuilder &b, Value segment);
+  SmallVector<Value> loadSegmentTotals(OpBuilder &b, Value segment,
+                                       unsigned pass, int64_t count);
 
   const SegmentProgram &program;
   gpu::GPUFuncOp kernel;
@@ -125,7 +186,7 @@ private:
   OpBuilder builder;
   Location loc;
   SmallVector<Value> buffers;
-  Value numRows, numSegments, idx, partials;
+  Value numRows, numSegments, idx, scratch;
   Value threadId, blockId, gridDim, lane, globalWarp, totalWarps;
   SegmentProgramEmitter emitter;
 };
@@ -244,22 +305,67 @@ void GPUKernelEmitter::emitEmptySegments(OpBuilder &b, Value lo, Value hi,
       });
 }
 
+Value GPUKernelEmitter::alignedTileAfter(OpBuilder &b, Value row) {
+  return b.create<arith::MulIOp>(
+      loc,
+      b.create<arith::DivUIOp>(
+          loc, b.create<arith::AddIOp>(loc, row, i64(b, kTileRows - 1)),
+          i64(b, kTileRows)),
+      i64(b, kTileRows));
+}
+
 Value GPUKernelEmitter::coversWholeTile(OpBuilder &b, Value start,
                                         Value segment) {
   // The first aligned tile at or after start; the segment covers it if its
   // last row (within N) holds the segment (idx sorted).
-  Value tileStart = b.create<arith::MulIOp>(
-      loc,
-      b.create<arith::DivUIOp>(
-          loc, b.create<arith::AddIOp>(loc, start, i64(b, kTileRows - 1)),
-          i64(b, kTileRows)),
-      i64(b, kTileRows));
-  Value tileLast =
-      b.create<arith::AddIOp>(loc, tileStart, i64(b, kTileRows - 1));
+  Value tileLast = b.create<arith::AddIOp>(loc, alignedTileAfter(b, start),
+                                           i64(b, kTileRows - 1));
   Value inRange = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt,
                                           tileLast, numRows);
   return b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
                                  segmentOr(b, inRange, tileLast), segment);
+}
+
+Value GPUKernelEmitter::searchLongSegmentEnd(OpBuilder &b, Value start,
+                                             Value segment) {
+  // It reaches at least the end of the tile it covers; search from there.
+  Value covered = b.create<arith::AddIOp>(loc, alignedTileAfter(b, start),
+                                          i64(b, kTileRows));
+  covered = b.create<arith::MinSIOp>(loc, covered, numRows);
+  return searchWarp(b, covered, numRows, [&](OpBuilder &pb, Value row) {
+    return pb.create<arith::CmpIOp>(
+        loc, arith::CmpIPredicate::eq,
+        KernelCodeBuilder(pb, loc).loadSegment(idx, row), segment);
+  });
+}
+
+Value GPUKernelEmitter::byteOffset(OpBuilder &b, Value base, Value bytes) {
+  return b.create<LLVM::GEPOp>(loc, LLVM::LLVMPointerType::get(b.getContext()),
+                               b.getI8Type(), base, ValueRange{bytes},
+                               /*inbounds=*/true);
+}
+
+Value GPUKernelEmitter::segmentTotals(OpBuilder &b) {
+  // Staged scratch: the segments' bounds (2 i64 each), then their totals.
+  return byteOffset(b, scratch,
+                    b.create<arith::MulIOp>(loc, numSegments, i64(b, 16)));
+}
+
+Value GPUKernelEmitter::partials(OpBuilder &b) {
+  if (!isStaged())
+    return scratch;
+  int64_t elementBytes = program.elementType.getIntOrFloatBitWidth() / 8;
+  Value totalsBytes = b.create<arith::MulIOp>(
+      loc, numSegments,
+      i64(b, program.numReductionComponents() * elementBytes));
+  return byteOffset(b, segmentTotals(b), totalsBytes);
+}
+
+int64_t GPUKernelEmitter::passOffset(unsigned pass) const {
+  int64_t offset = 0;
+  for (unsigned q = 0; q < pass; ++q)
+    offset += program.numReductionComponents(q);
+  return offset;
 }
 
 Value GPUKernelEmitter::partialIndex(OpBuilder &b, Value tile, int64_t which,
@@ -272,67 +378,63 @@ Value GPUKernelEmitter::partialIndex(OpBuilder &b, Value tile, int64_t which,
       i64(b, component));
 }
 
-void GPUKernelEmitter::emitLongSegment(OpBuilder &b, Value start,
-                                       Value segment) {
+SmallVector<Value> GPUKernelEmitter::sumTilePartials(OpBuilder &b, Value start,
+                                                     Value end, int64_t first,
+                                                     int64_t count) {
   KernelCodeBuilder code(b, loc);
-  // It reaches at least the end of the tile it covers; search from there.
-  Value covered = b.create<arith::AddIOp>(
-      loc,
-      b.create<arith::MulIOp>(
-          loc,
-          b.create<arith::DivUIOp>(
-              loc, b.create<arith::AddIOp>(loc, start, i64(b, kTileRows - 1)),
-              i64(b, kTileRows)),
-          i64(b, kTileRows)),
-      i64(b, kTileRows));
-  Value end = searchWarp(b, covered, numRows, [&](OpBuilder &pb, Value row) {
-    return pb.create<arith::CmpIOp>(
-        loc, arith::CmpIPredicate::eq,
-        KernelCodeBuilder(pb, loc).loadSegment(idx, row), segment);
-  });
-  auto ifValid = b.create<scf::IfOp>(
-      loc, code.isValidSegment(segment, numSegments), /*withElse=*/false);
-  OpBuilder vb = ifValid.getThenBodyBuilder();
-  Value firstTile = vb.create<arith::DivUIOp>(loc, start, i64(vb, kTileRows));
-  Value lastTile = vb.create<arith::DivUIOp>(
-      loc, vb.create<arith::SubIOp>(loc, end, i64(vb, 1)), i64(vb, kTileRows));
+  Type elementType = program.elementType;
+  Value base = partials(b);
+  Value firstTile = b.create<arith::DivUIOp>(loc, start, i64(b, kTileRows));
+  Value lastTile = b.create<arith::DivUIOp>(
+      loc, b.create<arith::SubIOp>(loc, end, i64(b, 1)), i64(b, kTileRows));
   // The first tile holds the segment's rows in its tail slot, unless the
   // segment starts the tile (then they are its head); every later tile's
   // head slot holds the segment's rows in it. Lane 0 takes the first tile,
   // lanes take the others in turn: the order depends on the segment only.
-  Value startsTile = vb.create<arith::CmpIOp>(
+  Value startsTile = b.create<arith::CmpIOp>(
       loc, arith::CmpIPredicate::eq,
-      vb.create<arith::RemUIOp>(loc, start, i64(vb, kTileRows)), i64(vb, 0));
+      b.create<arith::RemUIOp>(loc, start, i64(b, kTileRows)), i64(b, 0));
+  Value isLaneZero =
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, lane, i64(b, 0));
+  SmallVector<Value> acc;
+  for (int64_t i = first; i < first + count; ++i) {
+    Value slot = b.create<arith::SelectOp>(loc, startsTile,
+                                           partialIndex(b, firstTile, 0, i),
+                                           partialIndex(b, firstTile, 1, i));
+    acc.push_back(b.create<arith::SelectOp>(loc, isLaneZero,
+                                            code.load(base, elementType, slot),
+                                            code.zero(elementType)));
+  }
+  Value from = b.create<arith::AddIOp>(
+      loc, b.create<arith::AddIOp>(loc, firstTile, i64(b, 1)), lane);
+  Value to = b.create<arith::AddIOp>(loc, lastTile, i64(b, 1));
+  auto loop = b.create<scf::ForOp>(
+      loc, from, to, i64(b, kWarpSize), acc,
+      [&](OpBuilder &ib, Location il, Value tile, ValueRange sums) {
+        KernelCodeBuilder load(ib, il);
+        SmallVector<Value> next;
+        for (auto [i, sum] : llvm::enumerate(sums))
+          next.push_back(ib.create<arith::AddFOp>(
+              il, sum,
+              load.load(base, elementType,
+                        partialIndex(ib, tile, 0, first + i))));
+        ib.create<scf::YieldOp>(il, next);
+      });
+  return SmallVector<Value>(loop.getResults());
+}
+
+void GPUKernelEmitter::emitLongSegment(OpBuilder &b, Value start,
+                                       Value segment) {
+  KernelCodeBuilder code(b, loc);
+  Value end = searchLongSegmentEnd(b, start, segment);
+  auto ifValid = b.create<scf::IfOp>(
+      loc, code.isValidSegment(segment, numSegments), /*withElse=*/false);
+  OpBuilder vb = ifValid.getThenBodyBuilder();
   Value isLaneZero =
       vb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, lane, i64(vb, 0));
-  Type elementType = program.elementType;
-  auto readPartials = [&](OpBuilder &rb, Location rl, ValueRange init,
+  auto readPartials = [&](OpBuilder &rb, Location, ValueRange init,
                           SegmentProgramEmitter::RowBody, bool) {
-    SmallVector<Value> acc;
-    for (auto [i, zero] : llvm::enumerate(init)) {
-      KernelCodeBuilder load(rb, rl);
-      Value head = partialIndex(rb, firstTile, 0, i);
-      Value tail = partialIndex(rb, firstTile, 1, i);
-      Value slot = rb.create<arith::SelectOp>(rl, startsTile, head, tail);
-      Value first = load.load(partials, elementType, slot);
-      acc.push_back(rb.create<arith::SelectOp>(rl, isLaneZero, first, zero));
-    }
-    Value from = rb.create<arith::AddIOp>(
-        rl, rb.create<arith::AddIOp>(rl, firstTile, i64(rb, 1)), lane);
-    Value to = rb.create<arith::AddIOp>(rl, lastTile, i64(rb, 1));
-    auto loop = rb.create<scf::ForOp>(
-        rl, from, to, i64(rb, kWarpSize), acc,
-        [&](OpBuilder &ib, Location il, Value tile, ValueRange sums) {
-          KernelCodeBuilder load(ib, il);
-          SmallVector<Value> next;
-          for (auto [i, sum] : llvm::enumerate(sums))
-            next.push_back(ib.create<arith::AddFOp>(
-                il, sum,
-                load.load(partials, elementType,
-                          partialIndex(ib, tile, 0, i))));
-          ib.create<scf::YieldOp>(il, next);
-        });
-    return SmallVector<Value>(loop.getResults());
+    return sumTilePartials(rb, start, end, 0, init.size());
   };
   auto combine = [&](OpBuilder &cb, Location, Value partial) {
     return warpReduce(cb, partial, /*minimum=*/false);
@@ -340,6 +442,64 @@ void GPUKernelEmitter::emitLongSegment(OpBuilder &b, Value start,
   emitter.emitSegment(vb, loc, segment,
                       vb.create<arith::SubIOp>(loc, end, start), readPartials,
                       combine, isLaneZero);
+}
+
+std::pair<Value, Value> GPUKernelEmitter::loadBounds(OpBuilder &b,
+                                                     Value segment) {
+  // Written by the bounds kernel for every valid long segment; clamped, so
+  // that whatever they hold (idx breaking the contract) no tile index
+  // derived from them leaves the partials.
+  KernelCodeBuilder code(b, loc);
+  Type i64Type = b.getI64Type();
+  Value slot = b.create<arith::MulIOp>(loc, segment, i64(b, 2));
+  Value start = code.load(scratch, i64Type, slot);
+  Value end = code.load(scratch, i64Type,
+                        b.create<arith::AddIOp>(loc, slot, i64(b, 1)));
+  start = b.create<arith::MinSIOp>(
+      loc, b.create<arith::MaxSIOp>(loc, start, i64(b, 0)),
+      b.create<arith::SubIOp>(loc, numRows, i64(b, 1)));
+  end = b.create<arith::MinSIOp>(
+      loc,
+      b.create<arith::MaxSIOp>(loc, end,
+                               b.create<arith::AddIOp>(loc, start, i64(b, 1))),
+      numRows);
+  return {start, end};
+}
+
+SmallVector<Value> GPUKernelEmitter::loadSegmentTotals(OpBuilder &b,
+                                                       Value segment,
+                                                       unsigned pass,
+                                                       int64_t count) {
+  KernelCodeBuilder code(b, loc);
+  Value base = segmentTotals(b);
+  Value row = b.create<arith::MulIOp>(loc, segment,
+                                      i64(b, program.numReductionComponents()));
+  SmallVector<Value> totals;
+  for (int64_t i = 0; i < count; ++i)
+    totals.push_back(code.load(
+        base, program.elementType,
+        b.create<arith::AddIOp>(loc, row, i64(b, passOffset(pass) + i))));
+  return totals;
+}
+
+void GPUKernelEmitter::emitStagedLongSegment(OpBuilder &b, Value segment) {
+  // The tile kernels stored its row outputs (or zeros, for an invalid
+  // segment) and the finish kernels its raw totals: what is left are the
+  // segment outputs.
+  KernelCodeBuilder code(b, loc);
+  auto ifValid = b.create<scf::IfOp>(
+      loc, code.isValidSegment(segment, numSegments), /*withElse=*/false);
+  OpBuilder vb = ifValid.getThenBodyBuilder();
+  auto [start, end] = loadBounds(vb, segment);
+  auto readTotals = [&](OpBuilder &rb, Location, ValueRange init,
+                        SegmentProgramEmitter::RowBody, bool) {
+    return loadSegmentTotals(rb, segment, emitter.currentPass(), init.size());
+  };
+  Value isLaneZero =
+      vb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, lane, i64(vb, 0));
+  emitter.emitSegment(vb, loc, segment,
+                      vb.create<arith::SubIOp>(loc, end, start), readTotals,
+                      combineNothing, isLaneZero);
 }
 
 void GPUKernelEmitter::emitWalkedSegment(OpBuilder &b, Value start,
@@ -415,14 +575,17 @@ void GPUKernelEmitter::emitOwnedSegment(OpBuilder &b, Value rowBase,
                              b.create<arith::SubIOp>(loc, start, code.i64(1)));
   emitEmptySegments(b, b.create<arith::AddIOp>(loc, previous, code.i64(1)),
                     segment, lane, code.i64(kWarpSize));
-  if (!partials) {
+  if (!scratch) {
     emitWalkedSegment(b, start, segment);
     return;
   }
   auto ifLong = b.create<scf::IfOp>(loc, coversWholeTile(b, start, segment),
                                     /*withElse=*/true);
   OpBuilder lb = ifLong.getThenBodyBuilder();
-  emitLongSegment(lb, start, segment);
+  if (isStaged())
+    emitStagedLongSegment(lb, segment);
+  else
+    emitLongSegment(lb, start, segment);
   OpBuilder sb = ifLong.getElseBodyBuilder();
   emitWalkedSegment(sb, start, segment);
 }
@@ -443,8 +606,8 @@ void GPUKernelEmitter::emitRowMap(OpBuilder &b) {
                           SegmentProgramEmitter::RowBody body, bool) {
           return body(ob, ol, row, /*lanes=*/1, /*laneMask=*/Value(), init);
         };
-        emitter.emitSegment(vb, rl, segment, i64(vb, 1), oneRow,
-                            combineNothing, Value());
+        emitter.emitSegment(vb, rl, segment, i64(vb, 1), oneRow, combineNothing,
+                            Value());
         OpBuilder eb = ifValid.getElseBodyBuilder();
         emitter.emitZeroRowOutputs(eb, rl, row);
         rb.create<scf::YieldOp>(rl);
@@ -535,41 +698,7 @@ void GPUKernelEmitter::emit() {
   b.create<gpu::ReturnOp>(loc);
 }
 
-void GPUKernelEmitter::emitTilePartial(OpBuilder &b, Value tile, int64_t which,
-                                       Value segment, Value lo, Value hi) {
-  KernelCodeBuilder code(b, loc);
-  auto ifValid = b.create<scf::IfOp>(
-      loc, code.isValidSegment(segment, numSegments), /*withElse=*/false);
-  OpBuilder vb = ifValid.getThenBodyBuilder();
-  Value isLaneZero =
-      vb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, lane, i64(vb, 0));
-  // The row loop sums lane-strided, combines the lanes and stores the
-  // totals from lane 0; the epilogue's outputs are not stored.
-  auto rowLoop = [&](OpBuilder &rb, Location rl, ValueRange init,
-                     SegmentProgramEmitter::RowBody body, bool) {
-    auto loop = rb.create<scf::ForOp>(
-        rl, rb.create<arith::AddIOp>(rl, lo, lane), hi, i64(rb, kWarpSize),
-        init, [&](OpBuilder &ib, Location il, Value row, ValueRange acc) {
-          ib.create<scf::YieldOp>(
-              il, body(ib, il, row, /*lanes=*/1, /*laneMask=*/Value(), acc));
-        });
-    SmallVector<Value> totals;
-    for (Value partial : loop.getResults())
-      totals.push_back(warpReduce(rb, partial, /*minimum=*/false));
-    auto ifLaneZero = rb.create<scf::IfOp>(rl, isLaneZero, /*withElse=*/false);
-    OpBuilder zb = ifLaneZero.getThenBodyBuilder();
-    for (auto [i, total] : llvm::enumerate(totals))
-      KernelCodeBuilder(zb, rl).store(total, partials,
-                                      partialIndex(zb, tile, which, i));
-    return totals;
-  };
-  Value never = vb.create<arith::ConstantIntOp>(loc, 0, 1);
-  emitter.emitSegment(vb, loc, segment, vb.create<arith::SubIOp>(loc, hi, lo),
-                      rowLoop, combineNothing, never);
-}
-
-void GPUKernelEmitter::emitTiles() {
-  OpBuilder &b = builder;
+void GPUKernelEmitter::emitTileLoop(OpBuilder &b, TileBody body) {
   emitWarpIds(b);
   Value numTiles = b.create<arith::DivUIOp>(
       loc, b.create<arith::AddIOp>(loc, numRows, i64(b, kTileRows - 1)),
@@ -577,70 +706,273 @@ void GPUKernelEmitter::emitTiles() {
   b.create<scf::ForOp>(
       loc, globalWarp, numTiles, totalWarps, ValueRange{},
       [&](OpBuilder &tb, Location, Value tile, ValueRange) {
-        KernelCodeBuilder code(tb, loc);
-        auto cmp = [&](arith::CmpIPredicate predicate, Value x, Value y) {
-          return tb.create<arith::CmpIOp>(loc, predicate, x, y);
-        };
-        auto segmentIfBelowN = [&](Value row) {
-          return segmentOr(tb, cmp(arith::CmpIPredicate::slt, row, numRows),
-                           row);
-        };
         Value tileStart =
             tb.create<arith::MulIOp>(loc, tile, i64(tb, kTileRows));
-        Value fullEnd =
-            tb.create<arith::AddIOp>(loc, tileStart, i64(tb, kTileRows));
-        Value tileEnd = tb.create<arith::MinSIOp>(loc, fullEnd, numRows);
-        Value head = code.loadSegment(idx, tileStart);
-        Value tail = code.loadSegment(
-            idx, tb.create<arith::SubIOp>(loc, tileEnd, i64(tb, 1)));
-        // The head segment is long if it covers this tile or the one before
-        // (a long segment holding this tile's first row covers one of
-        // them); a different tail segment, if it covers the next tile.
-        Value coversThis = cmp(
-            arith::CmpIPredicate::eq,
-            segmentIfBelowN(tb.create<arith::SubIOp>(loc, fullEnd, i64(tb, 1))),
-            head);
-        Value hasBefore = cmp(arith::CmpIPredicate::sgt, tile, i64(tb, 0));
-        Value before = tb.create<arith::SubIOp>(
-            loc, tb.create<arith::MaxSIOp>(loc, tileStart, i64(tb, kTileRows)),
-            i64(tb, kTileRows));
-        Value coversBefore = tb.create<arith::AndIOp>(
-            loc, hasBefore,
-            cmp(arith::CmpIPredicate::eq, code.loadSegment(idx, before), head));
-        Value headIsLong =
-            tb.create<arith::OrIOp>(loc, coversThis, coversBefore);
-        Value nextLast =
-            tb.create<arith::AddIOp>(loc, fullEnd, i64(tb, kTileRows - 1));
-        Value tailIsLong = tb.create<arith::AndIOp>(
-            loc, cmp(arith::CmpIPredicate::ne, tail, head),
-            cmp(arith::CmpIPredicate::eq, segmentIfBelowN(nextLast), tail));
-
-        auto ifHead = tb.create<scf::IfOp>(loc, headIsLong, /*withElse=*/false);
-        {
-          OpBuilder hb = ifHead.getThenBodyBuilder();
-          Value headEnd = searchWarp(
-              hb, hb.create<arith::AddIOp>(loc, tileStart, i64(hb, 1)), tileEnd,
-              [&](OpBuilder &pb, Value row) {
-                return pb.create<arith::CmpIOp>(
-                    loc, arith::CmpIPredicate::eq,
-                    KernelCodeBuilder(pb, loc).loadSegment(idx, row), head);
-              });
-          emitTilePartial(hb, tile, 0, head, tileStart, headEnd);
-        }
-        auto ifTail = tb.create<scf::IfOp>(loc, tailIsLong, /*withElse=*/false);
-        {
-          OpBuilder lb = ifTail.getThenBodyBuilder();
-          Value tailStart =
-              searchWarp(lb, tileStart, tileEnd, [&](OpBuilder &pb, Value row) {
-                return pb.create<arith::CmpIOp>(
-                    loc, arith::CmpIPredicate::ne,
-                    KernelCodeBuilder(pb, loc).loadSegment(idx, row), tail);
-              });
-          emitTilePartial(lb, tile, 1, tail, tailStart, tileEnd);
-        }
+        Value tileEnd = tb.create<arith::MinSIOp>(
+            loc, tb.create<arith::AddIOp>(loc, tileStart, i64(tb, kTileRows)),
+            numRows);
+        body(tb, tile, tileStart, tileEnd);
         tb.create<scf::YieldOp>(loc);
       });
   b.create<gpu::ReturnOp>(loc);
+}
+
+void GPUKernelEmitter::forEachLongPiece(OpBuilder &tb, Value tile,
+                                        Value tileStart, Value tileEnd,
+                                        PieceBody body) {
+  KernelCodeBuilder code(tb, loc);
+  auto cmp = [&](arith::CmpIPredicate predicate, Value x, Value y) {
+    return tb.create<arith::CmpIOp>(loc, predicate, x, y);
+  };
+  Value fullEnd = tb.create<arith::AddIOp>(loc, tileStart, i64(tb, kTileRows));
+  Value head = code.loadSegment(idx, tileStart);
+  Value tail =
+      code.loadSegment(idx, tb.create<arith::SubIOp>(loc, tileEnd, i64(tb, 1)));
+  // The head segment is long if it covers this tile or the one before (a
+  // long segment holding this tile's first row covers one of them); a
+  // different tail segment, if it covers the next tile.
+  Value fullLast = tb.create<arith::SubIOp>(loc, fullEnd, i64(tb, 1));
+  Value coversThis =
+      cmp(arith::CmpIPredicate::eq,
+          segmentOr(tb, cmp(arith::CmpIPredicate::slt, fullLast, numRows),
+                    fullLast),
+          head);
+  Value hasBefore = cmp(arith::CmpIPredicate::sgt, tile, i64(tb, 0));
+  Value before = tb.create<arith::SubIOp>(
+      loc, tb.create<arith::MaxSIOp>(loc, tileStart, i64(tb, kTileRows)),
+      i64(tb, kTileRows));
+  Value coversBefore = tb.create<arith::AndIOp>(
+      loc, hasBefore,
+      cmp(arith::CmpIPredicate::eq, code.loadSegment(idx, before), head));
+  Value headIsLong = tb.create<arith::OrIOp>(loc, coversThis, coversBefore);
+  Value nextLast =
+      tb.create<arith::AddIOp>(loc, fullEnd, i64(tb, kTileRows - 1));
+  Value tailIsLong = tb.create<arith::AndIOp>(
+      loc, cmp(arith::CmpIPredicate::ne, tail, head),
+      cmp(arith::CmpIPredicate::eq,
+          segmentOr(tb, cmp(arith::CmpIPredicate::slt, nextLast, numRows),
+                    nextLast),
+          tail));
+
+  auto ifHead = tb.create<scf::IfOp>(loc, headIsLong, /*withElse=*/false);
+  {
+    OpBuilder hb = ifHead.getThenBodyBuilder();
+    Value headEnd = searchWarp(
+        hb, hb.create<arith::AddIOp>(loc, tileStart, i64(hb, 1)), tileEnd,
+        [&](OpBuilder &pb, Value row) {
+          return pb.create<arith::CmpIOp>(
+              loc, arith::CmpIPredicate::eq,
+              KernelCodeBuilder(pb, loc).loadSegment(idx, row), head);
+        });
+    body(hb, /*which=*/0, head, tileStart, headEnd);
+  }
+  auto ifTail = tb.create<scf::IfOp>(loc, tailIsLong, /*withElse=*/false);
+  {
+    OpBuilder lb = ifTail.getThenBodyBuilder();
+    body(lb, /*which=*/1, tail, tailStartIn(lb, tileStart, tileEnd, tail),
+         tileEnd);
+  }
+}
+
+Value GPUKernelEmitter::tailStartIn(OpBuilder &b, Value tileStart,
+                                    Value tileEnd, Value tail) {
+  return searchWarp(b, tileStart, tileEnd, [&](OpBuilder &pb, Value row) {
+    return pb.create<arith::CmpIOp>(
+        loc, arith::CmpIPredicate::ne,
+        KernelCodeBuilder(pb, loc).loadSegment(idx, row), tail);
+  });
+}
+
+void GPUKernelEmitter::forEachLongStart(OpBuilder &tb, Value tile,
+                                        Value tileStart, Value tileEnd,
+                                        StartBody body) {
+  KernelCodeBuilder code(tb, loc);
+  Value head = code.loadSegment(idx, tileStart);
+  Value tail =
+      code.loadSegment(idx, tb.create<arith::SubIOp>(loc, tileEnd, i64(tb, 1)));
+  // The head starts here if the row before holds another segment; a
+  // different tail always starts in the tile.
+  Value hasBefore = tb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sgt,
+                                             tile, i64(tb, 0));
+  Value previous = segmentOr(
+      tb, hasBefore, tb.create<arith::SubIOp>(loc, tileStart, i64(tb, 1)));
+  Value headStarts =
+      tb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, previous, head);
+  auto ifHead = tb.create<scf::IfOp>(loc, headStarts, /*withElse=*/false);
+  {
+    OpBuilder hb = ifHead.getThenBodyBuilder();
+    auto ifLong = hb.create<scf::IfOp>(
+        loc, coversWholeTile(hb, tileStart, head), /*withElse=*/false);
+    OpBuilder lb = ifLong.getThenBodyBuilder();
+    body(lb, head, tileStart);
+  }
+  Value tailDiffers =
+      tb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, tail, head);
+  auto ifTail = tb.create<scf::IfOp>(loc, tailDiffers, /*withElse=*/false);
+  {
+    OpBuilder db = ifTail.getThenBodyBuilder();
+    Value tailStart = tailStartIn(db, tileStart, tileEnd, tail);
+    auto ifLong = db.create<scf::IfOp>(
+        loc, coversWholeTile(db, tailStart, tail), /*withElse=*/false);
+    OpBuilder lb = ifLong.getThenBodyBuilder();
+    body(lb, tail, tailStart);
+  }
+}
+
+void GPUKernelEmitter::storeFromLaneZero(
+    OpBuilder &b, ValueRange values, Value base,
+    function_ref<Value(OpBuilder &, int64_t)> index) {
+  Value isLaneZero =
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, lane, i64(b, 0));
+  auto ifLaneZero = b.create<scf::IfOp>(loc, isLaneZero, /*withElse=*/false);
+  OpBuilder zb = ifLaneZero.getThenBodyBuilder();
+  for (auto [i, value] : llvm::enumerate(values))
+    KernelCodeBuilder(zb, loc).store(value, base, index(zb, i));
+}
+
+void GPUKernelEmitter::emitTiles() {
+  // Split programs: one pass; each long piece's raw totals into its slot.
+  emitTileLoop(builder, [&](OpBuilder &tb, Value tile, Value tileStart,
+                            Value tileEnd) {
+    forEachLongPiece(
+        tb, tile, tileStart, tileEnd,
+        [&](OpBuilder &b, int64_t which, Value segment, Value lo, Value hi) {
+          KernelCodeBuilder code(b, loc);
+          auto ifValid = b.create<scf::IfOp>(
+              loc, code.isValidSegment(segment, numSegments),
+              /*withElse=*/false);
+          OpBuilder vb = ifValid.getThenBodyBuilder();
+          auto rowLoop = [&](OpBuilder &rb, Location, ValueRange init,
+                             SegmentProgramEmitter::RowBody body, bool) {
+            SmallVector<Value> totals = reduceRows(rb, lo, hi, init, body);
+            storeFromLaneZero(rb, totals, partials(rb),
+                              [&](OpBuilder &ib, int64_t i) {
+                                return partialIndex(ib, tile, which, i);
+                              });
+            return totals;
+          };
+          Value never = vb.create<arith::ConstantIntOp>(loc, 0, 1);
+          emitter.emitSegment(vb, loc, segment,
+                              vb.create<arith::SubIOp>(loc, hi, lo), rowLoop,
+                              combineNothing, never);
+        });
+  });
+}
+
+SmallVector<Value>
+GPUKernelEmitter::reduceRows(OpBuilder &b, Value lo, Value hi, ValueRange init,
+                             SegmentProgramEmitter::RowBody body) {
+  // Lane-strided rows, then the butterfly: every lane holds the totals.
+  auto loop = b.create<scf::ForOp>(
+      loc, b.create<arith::AddIOp>(loc, lo, lane), hi, i64(b, kWarpSize), init,
+      [&](OpBuilder &ib, Location il, Value row, ValueRange acc) {
+        ib.create<scf::YieldOp>(
+            il, body(ib, il, row, /*lanes=*/1, /*laneMask=*/Value(), acc));
+      });
+  SmallVector<Value> totals;
+  for (Value partial : loop.getResults())
+    totals.push_back(warpReduce(b, partial, /*minimum=*/false));
+  return totals;
+}
+
+void GPUKernelEmitter::emitBounds() {
+  emitTileLoop(
+      builder, [&](OpBuilder &tb, Value tile, Value tileStart, Value tileEnd) {
+        forEachLongStart(
+            tb, tile, tileStart, tileEnd,
+            [&](OpBuilder &b, Value segment, Value start) {
+              KernelCodeBuilder code(b, loc);
+              Value end = searchLongSegmentEnd(b, start, segment);
+              auto ifValid = b.create<scf::IfOp>(
+                  loc, code.isValidSegment(segment, numSegments),
+                  /*withElse=*/false);
+              OpBuilder vb = ifValid.getThenBodyBuilder();
+              Value slot = vb.create<arith::MulIOp>(loc, segment, i64(vb, 2));
+              storeFromLaneZero(
+                  vb, {start, end}, scratch, [&](OpBuilder &ib, int64_t i) {
+                    return ib.create<arith::AddIOp>(loc, slot, i64(ib, i));
+                  });
+            });
+      });
+}
+
+void GPUKernelEmitter::emitStagedTiles(unsigned tilePass) {
+  int64_t numTotals = program.numReductionComponents(tilePass);
+  emitTileLoop(builder, [&](OpBuilder &tb, Value tile, Value tileStart,
+                            Value tileEnd) {
+    forEachLongPiece(
+        tb, tile, tileStart, tileEnd,
+        [&](OpBuilder &b, int64_t which, Value segment, Value lo, Value hi) {
+          KernelCodeBuilder code(b, loc);
+          auto ifValid = b.create<scf::IfOp>(
+              loc, code.isValidSegment(segment, numSegments),
+              /*withElse=*/true);
+          OpBuilder vb = ifValid.getThenBodyBuilder();
+          auto [start, end] = loadBounds(vb, segment);
+          // Earlier passes: their totals (finish kernels); this pass: the
+          // tile's rows (row outputs stored on the way, totals into the
+          // slot); later passes: nothing.
+          auto rowLoop = [&](OpBuilder &rb, Location, ValueRange init,
+                             SegmentProgramEmitter::RowBody body,
+                             bool) -> SmallVector<Value> {
+            unsigned pass = emitter.currentPass();
+            if (pass < tilePass)
+              return loadSegmentTotals(rb, segment, pass, init.size());
+            if (pass > tilePass)
+              return SmallVector<Value>(init.begin(), init.end());
+            SmallVector<Value> totals = reduceRows(rb, lo, hi, init, body);
+            if (numTotals > 0)
+              storeFromLaneZero(rb, totals, partials(rb),
+                                [&](OpBuilder &ib, int64_t i) {
+                                  return partialIndex(ib, tile, which,
+                                                      passOffset(tilePass) + i);
+                                });
+            return totals;
+          };
+          Value never = vb.create<arith::ConstantIntOp>(loc, 0, 1);
+          emitter.emitSegment(vb, loc, segment,
+                              vb.create<arith::SubIOp>(loc, end, start),
+                              rowLoop, combineNothing, never);
+          if (tilePass == 0 && program.hasRowOutputs) {
+            // Rows of an invalid segment: zero row outputs.
+            OpBuilder eb = ifValid.getElseBodyBuilder();
+            eb.create<scf::ForOp>(
+                loc, eb.create<arith::AddIOp>(loc, lo, lane), hi,
+                i64(eb, kWarpSize), ValueRange{},
+                [&](OpBuilder &ib, Location il, Value row, ValueRange) {
+                  emitter.emitZeroRowOutputs(ib, il, row);
+                  ib.create<scf::YieldOp>(il);
+                });
+          }
+        });
+  });
+}
+
+void GPUKernelEmitter::emitFinish(unsigned finishPass) {
+  int64_t numTotals = program.numReductionComponents(finishPass);
+  int64_t first = passOffset(finishPass);
+  emitTileLoop(builder, [&](OpBuilder &tb, Value tile, Value tileStart,
+                            Value tileEnd) {
+    forEachLongStart(
+        tb, tile, tileStart, tileEnd, [&](OpBuilder &b, Value segment, Value) {
+          KernelCodeBuilder code(b, loc);
+          auto ifValid = b.create<scf::IfOp>(
+              loc, code.isValidSegment(segment, numSegments),
+              /*withElse=*/false);
+          OpBuilder vb = ifValid.getThenBodyBuilder();
+          auto [start, end] = loadBounds(vb, segment);
+          SmallVector<Value> totals;
+          for (Value partial :
+               sumTilePartials(vb, start, end, first, numTotals))
+            totals.push_back(warpReduce(vb, partial, /*minimum=*/false));
+          Value row = vb.create<arith::MulIOp>(
+              loc, segment, i64(vb, program.numReductionComponents()));
+          storeFromLaneZero(
+              vb, totals, segmentTotals(vb), [&](OpBuilder &ib, int64_t i) {
+                return ib.create<arith::AddIOp>(loc, row, i64(ib, first + i));
+              });
+        });
+  });
 }
 
 /// math.sqrt as a direct call of llvm.sqrt (NVPTX's sqrt.rn): GPU-to-NVVM
@@ -697,14 +1029,16 @@ struct ConvertSegToGPUPass
       FailureOr<SegmentProgram> program = SegmentProgram::analyze(func);
       if (failed(program))
         return signalPassFailure();
-      // (buffers..., N, S), and for splittable programs a pointer to the
-      // tiles' partials (written by `<name>__tiles`, read by the kernel).
+      // (buffers..., N, S), and for segment programs a pointer to the
+      // scratch buffer of their long segments (written and read by the
+      // kernels launched before, read by the kernel).
       SmallVector<Type> params(program->buffers.size(), ptrType);
       params.append(2, builder.getI64Type());
-      bool split = program->isSplittable();
-      if (split)
+      bool hasScratch = !program->mapsRowsOnly();
+      if (hasScratch)
         params.push_back(ptrType);
-      auto makeKernel = [&](StringRef name) {
+      auto addKernel = [&](StringRef name,
+                           function_ref<void(GPUKernelEmitter &)> emit) {
         OpBuilder detached(ctx);
         auto kernel = detached.create<gpu::GPUFuncOp>(
             func.getLoc(), name, builder.getFunctionType(params, {}));
@@ -712,19 +1046,26 @@ struct ConvertSegToGPUPass
                         builder.getUnitAttr());
         kernel.setKnownBlockSizeAttr(builder.getDenseI32ArrayAttr(
             {static_cast<int32_t>(blockSize), 1, 1}));
-        return kernel;
+        GPUKernelEmitter emitter(*program, kernel, blockSize);
+        emit(emitter);
+        useSqrtIntrinsic(kernel);
+        kernels.insert(kernel);
       };
-      gpu::GPUFuncOp kernel = makeKernel(func.getSymName());
-      GPUKernelEmitter(*program, kernel, blockSize).emit();
-      useSqrtIntrinsic(kernel);
-      kernels.insert(kernel);
-      if (split) {
-        gpu::GPUFuncOp tiles =
-            makeKernel((func.getSymName() + "__tiles").str());
-        GPUKernelEmitter(*program, tiles, blockSize).emitTiles();
-        useSqrtIntrinsic(tiles);
-        kernels.insert(tiles);
-      }
+      std::string name = func.getSymName().str();
+      addKernel(name, [](GPUKernelEmitter &e) { e.emit(); });
+      for (const LongSegmentKernel &stage : longSegmentKernels(*program))
+        addKernel(name + stage.suffix, [&](GPUKernelEmitter &e) {
+          switch (stage.kind) {
+          case LongSegmentKernel::Tiles:
+            return e.emitTiles();
+          case LongSegmentKernel::Bounds:
+            return e.emitBounds();
+          case LongSegmentKernel::StagedTiles:
+            return e.emitStagedTiles(stage.pass);
+          case LongSegmentKernel::Finish:
+            return e.emitFinish(stage.pass);
+          }
+        });
       func.erase();
     }
   }

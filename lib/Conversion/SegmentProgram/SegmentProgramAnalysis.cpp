@@ -243,6 +243,22 @@ bool SegmentProgram::mapsRowsOnly() const {
   });
 }
 
+int64_t SegmentProgram::numReductionComponents(unsigned pass) const {
+  int64_t count = 0;
+  for (Operation &op : func.getBody().front().without_terminator())
+    if (isa<SumOp, MeanOp, RmsNormOp, DotOp, OuterSumOp>(op) &&
+        info(op.getResult(0)).stage == pass + 1)
+      count += info(op.getResult(0)).numComponents();
+  return count;
+}
+
+bool SegmentProgram::storesRowsInPass(unsigned pass) const {
+  return llvm::any_of(
+      func.getBody().front().getTerminator()->getOperands(), [&](Value v) {
+        return info(v).space == ValueSpace::Row && info(v).stage == pass;
+      });
+}
+
 int64_t SegmentProgram::numReductionComponents() const {
   int64_t count = 0;
   for (Operation &op : func.getBody().front().without_terminator())

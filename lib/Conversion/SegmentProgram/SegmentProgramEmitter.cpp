@@ -325,7 +325,7 @@ void SegmentProgramEmitter::emitSegment(OpBuilder &b, Location loc,
   Block &body = program.func.getBody().front();
   Operation *terminator = body.getTerminator();
 
-  for (unsigned pass = 0; pass < program.numPasses; ++pass) {
+  for (pass = 0; pass < program.numPasses; ++pass) {
     // What this pass computes: reductions whose inputs are ready now, and
     // row outputs first computable now.
     SmallVector<Operation *> reductions;

@@ -36,7 +36,8 @@
 // CHECK: %[[LONG:.*]] = arith.cmpi eq
 // CHECK: scf.if %[[LONG]] {
 // CHECK: %[[COVERED:.*]] = arith.addi %[[ALIGNED]], %c1024_i64
-// CHECK: %[[SEARCH:.*]]:2 = scf.while (%{{.*}} = %[[COVERED]], %{{.*}} = %[[N]])
+// CHECK: %[[FROM:.*]] = arith.minsi %[[COVERED]], %[[N]]
+// CHECK: %[[SEARCH:.*]]:2 = scf.while (%{{.*}} = %[[FROM]], %{{.*}} = %[[N]])
 // CHECK: nvvm.vote.ballot.sync
 // CHECK: "llvm.intr.cttz"
 // CHECK: scf.yield
@@ -145,9 +146,19 @@ func.func @gather_vec3(%y: tensor<?x3xf64>, %idx: tensor<?xi32>) -> tensor<?x3xf
 // A fused program (the derived backward of rms_norm): one kernel, two passes
 // over each segment's rows: the first reduces sum |x|^2 (one butterfly), the
 // per-segment epilogue computes the weight, the second writes x * weight.
-// Two passes: not splittable, so no partials and no tile kernel.
+// Two passes and row outputs: long segments run in stages, each a warp per
+// 1024-row tile, launched before the kernel: __bounds (each long segment's
+// first and last row into the scratch), __tiles0 (pass 0 over the tile's
+// long pieces: totals into the tile slots; zero rows for invalid segments),
+// __finish0 (each long segment's pass-0 totals from its tiles' slots, by the
+// warp of the tile it starts in), __tiles1 (pass 1: the weight from those
+// totals, rows stored). The kernel itself gives a long segment only its
+// outputs (none here).
 // CHECK-LABEL: gpu.func @rms_norm_backward
-// CHECK-SAME: (%[[X:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[G:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:.*]]: i64, %[[S:.*]]: i64) kernel
+// CHECK-SAME: (%[[X:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[G:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:.*]]: i64, %[[S:.*]]: i64, %[[SCRATCH:.*]]: !llvm.ptr) kernel
+// CHECK: arith.cmpi eq
+// CHECK: scf.if %{{.*}} {
+// CHECK: } else {
 // CHECK: %[[PASS1:.*]] = scf.for {{.*}} iter_args({{.*}}) -> (f64) : i64
 // CHECK-COUNT-5: gpu.shuffle  xor {{.*}} : f64
 // CHECK: llvm.call_intrinsic "llvm.sqrt.f64"
@@ -156,7 +167,29 @@ func.func @gather_vec3(%y: tensor<?x3xf64>, %idx: tensor<?xi32>) -> tensor<?x3xf
 // CHECK: arith.mulf
 // CHECK: llvm.getelementptr inbounds %[[OUT]]
 // CHECK-NOT: seg.
-// CHECK-NOT: rms_norm_backward__tiles
+// CHECK: gpu.func @rms_norm_backward__bounds({{.*}}, %[[SCRATCH:.*]]: !llvm.ptr) kernel
+// CHECK: scf.while
+// CHECK: nvvm.vote.ballot.sync
+// CHECK: llvm.getelementptr inbounds %[[SCRATCH]][%{{.*}}] : (!llvm.ptr, i64) -> !llvm.ptr, i64
+// CHECK: llvm.store %{{.*}} : i64, !llvm.ptr
+// CHECK: gpu.func @rms_norm_backward__tiles0({{.*}}, %[[SCRATCH:.*]]: !llvm.ptr) kernel
+// CHECK: %[[SUMS:.*]] = scf.for {{.*}} -> (f64) : i64
+// CHECK-COUNT-5: gpu.shuffle  xor {{.*}} : f64
+// CHECK: llvm.store {{.*}} : f64, !llvm.ptr
+// CHECK: } else {
+// CHECK: llvm.store %cst{{.*}} : f64, !llvm.ptr
+// CHECK: gpu.func @rms_norm_backward__finish0({{.*}}, %[[SCRATCH:.*]]: !llvm.ptr) kernel
+// CHECK: scf.for {{.*}} step %c32_i64 iter_args({{.*}}) -> (f64) : i64
+// CHECK-COUNT-5: gpu.shuffle  xor {{.*}} : f64
+// CHECK: llvm.store {{.*}} : f64, !llvm.ptr
+// CHECK: gpu.func @rms_norm_backward__tiles1({{.*}}, %[[SCRATCH:.*]]: !llvm.ptr) kernel
+// CHECK: llvm.getelementptr inbounds %[[SCRATCH]][%{{.*}}] : (!llvm.ptr, i64) -> !llvm.ptr, i64
+// CHECK: %[[TOTALS:.*]] = llvm.getelementptr inbounds %[[SCRATCH]][%{{.*}}] : (!llvm.ptr, i64) -> !llvm.ptr, i8
+// CHECK: llvm.getelementptr inbounds %[[TOTALS]]
+// CHECK: llvm.call_intrinsic "llvm.sqrt.f64"
+// CHECK: scf.for
+// CHECK: llvm.store {{.*}} : f64, !llvm.ptr
+// CHECK-NOT: rms_norm_backward__finish1
 func.func @rms_norm_backward(%x: tensor<?x3xf64>, %idx: tensor<?xi32>, %n: index, %g: tensor<?xf64>) -> tensor<?x3xf64> {
   %cst = arith.constant 1.000000e+00 : f64
   %c0 = arith.constant 0 : index

@@ -1,0 +1,57 @@
+//===- LongSegmentKernels.h - GPU kernels for long segments -----*- C++ -*-===//
+//
+// The GPU lowering gives a segment program's long segments (those covering a
+// whole aligned tile of SegmentProgram::kGPUTileRows rows) to extra kernels,
+// launched before the program's kernel on the same stream, which share a
+// scratch buffer with it. This header names them in launch order and sizes
+// the scratch, for the lowering and for the op library's manifest.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SEGOPS_CONVERSION_LONGSEGMENTKERNELS_H
+#define SEGOPS_CONVERSION_LONGSEGMENTKERNELS_H
+
+#include "segops/Conversion/SegmentProgram.h"
+
+#include <string>
+
+namespace mlir {
+namespace seg {
+
+/// One kernel for long segments.
+struct LongSegmentKernel {
+  enum Kind {
+    /// Split programs: the raw totals of each tile's long pieces.
+    Tiles,
+    /// Staged programs: each long segment's first and last row.
+    Bounds,
+    /// Staged programs, pass `pass`: the tiles' rows of long segments (row
+    /// outputs; totals into the tile slots).
+    StagedTiles,
+    /// Staged programs, pass `pass`: each long segment's totals of the pass
+    /// from its tiles' slots.
+    Finish,
+  };
+  Kind kind;
+  unsigned pass = 0;
+  /// Appended to the program's name: `__tiles`, `__bounds`, `__tiles0`...
+  std::string suffix;
+};
+
+/// The long-segment kernels of `program`, in launch order (none for
+/// programs that only map rows).
+SmallVector<LongSegmentKernel>
+longSegmentKernels(const SegmentProgram &program);
+
+/// Bytes of the scratch buffer the kernels share: `perSegment * S +
+/// perTile * ceil(N / kGPUTileRows)`.
+struct LongSegmentScratch {
+  int64_t perSegment = 0;
+  int64_t perTile = 0;
+};
+LongSegmentScratch longSegmentScratch(const SegmentProgram &program);
+
+} // namespace seg
+} // namespace mlir
+
+#endif // SEGOPS_CONVERSION_LONGSEGMENTKERNELS_H
