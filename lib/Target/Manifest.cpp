@@ -45,14 +45,16 @@ static llvm::json::Object describeGPU(const SegmentProgram &program,
                          {"grid", llvm::json::Object{{"elements", "rows"},
                                                      {"per_block", blockSize},
                                                      {"min", 1}}}};
-  SmallVector<LongSegmentKernel> longKernels = longSegmentKernels(program);
-  if (!longKernels.empty()) {
-    llvm::json::Array kernels;
-    for (const LongSegmentKernel &kernel : longKernels)
-      kernels.push_back(program.getName().str() + kernel.suffix);
+  SmallVector<LongSegmentLaunch> longLaunches = longSegmentLaunches(program);
+  if (!longLaunches.empty()) {
+    llvm::json::Array launches;
+    for (const LongSegmentLaunch &launch : longLaunches)
+      launches.push_back(llvm::json::Object{
+          {"kernel", program.getName().str() + launch.suffix},
+          {"pass", launch.pass}});
     LongSegmentScratch scratch = longSegmentScratch(program);
     gpu["long_segments"] =
-        llvm::json::Object{{"kernels", std::move(kernels)},
+        llvm::json::Object{{"launches", std::move(launches)},
                            {"tile_rows", SegmentProgram::kGPUTileRows},
                            {"scratch_bytes_per_segment", scratch.perSegment},
                            {"scratch_bytes_per_tile", scratch.perTile}};

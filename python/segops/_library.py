@@ -52,10 +52,10 @@ class Kernel:
 
 @dataclass(frozen=True)
 class LongSegmentKernels:
-    """The kernels a segment program's long segments take on a GPU, in
-    launch order before its kernel (a warp per tile each)."""
+    """The launches a segment program's long segments take on a GPU before
+    its kernel (a warp per tile each): (kernel, pass it runs)."""
 
-    kernels: tuple[str, ...]
+    launches: tuple[tuple[str, int], ...]
     tile_rows: int
     bytes_per_segment: int
     bytes_per_tile: int
@@ -91,7 +91,8 @@ def _gpu_long_of(entry: dict[str, Any]) -> LongSegmentKernels | None:
     long = entry["gpu"].get("long_segments")
     if long is None:
         return None
-    return LongSegmentKernels(tuple(long["kernels"]), int(long["tile_rows"]),
+    launches = tuple((launch["kernel"], int(launch["pass"])) for launch in long["launches"])
+    return LongSegmentKernels(launches, int(long["tile_rows"]),
                               int(long["scratch_bytes_per_segment"]),
                               int(long["scratch_bytes_per_tile"]))
 
@@ -213,8 +214,8 @@ def gpu_launches(kernel_info: Kernel, num_rows: int,
     """The launches a GPU run of a kernel makes, in order: (symbol, grid,
     64-bit parameters after the buffers' and N, S). Segment programs with a
     whole tile of rows first run their long-segment kernels (a warp per
-    tile); all then take the address of a scratch buffer of
-    `gpu_scratch_bytes(N, S)` bytes."""
+    tile; the pass each runs as their last parameter); all take the address
+    of a scratch buffer of `gpu_scratch_bytes(N, S)` bytes."""
     blocks = -(-num_rows // kernel_info.grid_per_block)
     grid = min(max(blocks, kernel_info.grid_min), MAX_GRID)
     long = kernel_info.gpu_long
@@ -225,7 +226,8 @@ def gpu_launches(kernel_info: Kernel, num_rows: int,
         warps_per_block = kernel_info.block // 32
         tiles = -(-num_rows // long.tile_rows)
         tile_grid = min(-(-tiles // warps_per_block), MAX_GRID)
-        launches.extend((symbol, tile_grid, [scratch]) for symbol in long.kernels)
+        launches.extend((symbol, tile_grid, [scratch, pass_])
+                        for symbol, pass_ in long.launches)
     launches.append((kernel_info.name, grid, [scratch]))
     return launches
 

@@ -429,8 +429,12 @@ parseLevel(const std::string &name, bool validatesIndex, size_t numFloats,
     variant.gpu.gridMin = grid["min"].cast<int64_t>();
     if (gpu.contains("long_segments")) {
       py::dict long_ = gpu["long_segments"].cast<py::dict>();
-      variant.gpu.longSegmentKernels =
-          long_["kernels"].cast<std::vector<std::string>>();
+      for (py::handle item : long_["launches"].cast<py::list>()) {
+        py::dict launch = item.cast<py::dict>();
+        variant.gpu.longSegmentLaunches.emplace_back(
+            launch["kernel"].cast<std::string>(),
+            launch["pass"].cast<int64_t>());
+      }
       variant.gpu.tileRows = long_["tile_rows"].cast<int64_t>();
       variant.gpu.scratchPerSegment =
           long_["scratch_bytes_per_segment"].cast<int64_t>();

@@ -41,11 +41,12 @@ struct GpuLaunch {
   uint32_t block = 256;
   int64_t gridPerBlock = 256;
   int64_t gridMin = 1;
-  /// Segment programs: the kernels for long segments, launched first (a
+  /// Segment programs: the launches for long segments, first (a
   /// warp per tile of `tileRows` rows) when there is a whole tile of rows;
   /// they and the kernel then take a scratch buffer of `scratchPerSegment *
   /// S + scratchPerTile * tiles` bytes.
-  std::vector<std::string> longSegmentKernels;
+  /// (kernel, the pass it runs: its last parameter).
+  std::vector<std::pair<std::string, int64_t>> longSegmentLaunches;
   int64_t tileRows = 0;
   int64_t scratchPerSegment = 0;
   int64_t scratchPerTile = 0;

@@ -136,7 +136,7 @@ private:
     // work queued after these launches on this stream (the caching
     // allocator is stream-ordered).
     at::Tensor scratch;
-    if (!gpu.longSegmentKernels.empty()) {
+    if (!gpu.longSegmentLaunches.empty()) {
       int64_t tiles = (numRows + gpu.tileRows - 1) / gpu.tileRows;
       int64_t bytes =
           gpu.scratchPerSegment * numSegments + gpu.scratchPerTile * tiles;
@@ -144,10 +144,13 @@ private:
                           at::TensorOptions().dtype(at::kByte).device(device));
       trailing.push_back(reinterpret_cast<int64_t>(scratch.data_ptr()));
       if (numRows >= gpu.tileRows)
-        for (const std::string &kernel : gpu.longSegmentKernels)
+        for (const auto &[kernel, pass] : gpu.longSegmentLaunches) {
+          std::vector<int64_t> withPass(trailing);
+          withPass.push_back(pass);
           module.launch(
               kernel, static_cast<uint32_t>(gridFor(tiles, gpu.block / 32, 1)),
-              gpu.block, stream, pointers, trailing);
+              gpu.block, stream, pointers, withPass);
+        }
     }
     module.launch(
         variant.kernel,

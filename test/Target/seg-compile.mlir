@@ -36,8 +36,11 @@
 // MANIFEST-NEXT: "per_block": 256
 // MANIFEST-NEXT: },
 // MANIFEST-NEXT: "long_segments": {
-// MANIFEST-NEXT: "kernels": [
-// MANIFEST-NEXT: "sum_vec3__tiles"
+// MANIFEST-NEXT: "launches": [
+// MANIFEST-NEXT: {
+// MANIFEST-NEXT: "kernel": "sum_vec3__tiles",
+// MANIFEST-NEXT: "pass": 0
+// MANIFEST-NEXT: }
 // MANIFEST-NEXT: ],
 // MANIFEST-NEXT: "scratch_bytes_per_segment": 0,
 // MANIFEST-NEXT: "scratch_bytes_per_tile": 24,
@@ -68,11 +71,16 @@
 // holds each segment's bounds and totals (16 + 4 bytes) and two slots of
 // totals per tile.
 // MANIFEST: "long_segments": {
-// MANIFEST-NEXT: "kernels": [
-// MANIFEST-NEXT: "normalize__bounds",
-// MANIFEST-NEXT: "normalize__tiles0",
-// MANIFEST-NEXT: "normalize__finish0",
-// MANIFEST-NEXT: "normalize__tiles1"
+// MANIFEST-NEXT: "launches": [
+// MANIFEST: "kernel": "normalize__bounds",
+// MANIFEST-NEXT: "pass": 0
+// MANIFEST: "kernel": "normalize__tiles",
+// MANIFEST-NEXT: "pass": 0
+// MANIFEST: "kernel": "normalize__finish",
+// MANIFEST-NEXT: "pass": 0
+// MANIFEST: "kernel": "normalize__tiles",
+// MANIFEST-NEXT: "pass": 1
+// MANIFEST-NEXT: }
 // MANIFEST-NEXT: ],
 // MANIFEST-NEXT: "scratch_bytes_per_segment": 20,
 // MANIFEST-NEXT: "scratch_bytes_per_tile": 8,
@@ -116,7 +124,7 @@ func.func @gather_scalar(%y: tensor<?xf64>, %idx: tensor<?xi32>) -> tensor<?xf64
 }
 
 // PTX90-DAG: .visible .entry normalize__bounds(
-// PTX90-DAG: .visible .entry normalize__finish0(
+// PTX90-DAG: .visible .entry normalize__finish(
 func.func @normalize(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?x3xf32> {
   %r = seg.rms_norm %x, %idx, %n : tensor<?x3xf32>, tensor<?xi32> -> tensor<?xf32>
   %w = seg.mul %x, %r, %idx : tensor<?x3xf32>, tensor<?xf32>, tensor<?xi32> -> tensor<?x3xf32>

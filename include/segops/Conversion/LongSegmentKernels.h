@@ -18,30 +18,42 @@
 namespace mlir {
 namespace seg {
 
-/// One kernel for long segments.
+/// One kernel for long segments. All take the program kernel's parameters
+/// (buffers, N, S, scratch) and then an i64: the pass they run.
 struct LongSegmentKernel {
   enum Kind {
     /// Split programs: the raw totals of each tile's long pieces.
     Tiles,
     /// Staged programs: each long segment's first and last row.
     Bounds,
-    /// Staged programs, pass `pass`: the tiles' rows of long segments (row
+    /// Staged programs: the tiles' rows of long segments in one pass (row
     /// outputs; totals into the tile slots).
     StagedTiles,
-    /// Staged programs, pass `pass`: each long segment's totals of the pass
-    /// from its tiles' slots.
+    /// Staged programs: each long segment's totals of one pass from its
+    /// tiles' slots.
     Finish,
   };
   Kind kind;
-  unsigned pass = 0;
-  /// Appended to the program's name: `__tiles`, `__bounds`, `__tiles0`...
+  /// Appended to the program's name: `__tiles`, `__bounds`, `__finish`.
   std::string suffix;
 };
 
-/// The long-segment kernels of `program`, in launch order (none for
-/// programs that only map rows).
+/// The long-segment kernels of `program` (none for programs that only map
+/// rows).
 SmallVector<LongSegmentKernel>
 longSegmentKernels(const SegmentProgram &program);
+
+/// One launch of a long-segment kernel: its suffix and the pass it runs.
+struct LongSegmentLaunch {
+  std::string suffix;
+  unsigned pass = 0;
+};
+
+/// The launches before the program's kernel, in order: for staged programs
+/// `__bounds`, then per pass `__tiles` (if the pass visits rows) and
+/// `__finish` (if it reduces).
+SmallVector<LongSegmentLaunch>
+longSegmentLaunches(const SegmentProgram &program);
 
 /// Bytes of the scratch buffer the kernels share: `perSegment * S +
 /// perTile * ceil(N / kGPUTileRows)`.

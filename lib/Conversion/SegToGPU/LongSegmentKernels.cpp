@@ -7,28 +7,34 @@ using namespace mlir::seg;
 
 SmallVector<LongSegmentKernel>
 mlir::seg::longSegmentKernels(const SegmentProgram &program) {
-  SmallVector<LongSegmentKernel> kernels;
   if (program.mapsRowsOnly())
-    return kernels;
-  if (program.isSplittable()) {
-    // The program's kernel adds each long segment's slots itself.
-    kernels.push_back({LongSegmentKernel::Tiles, 0, "__tiles"});
-    return kernels;
-  }
-  kernels.push_back({LongSegmentKernel::Bounds, 0, "__bounds"});
+    return {};
+  // Split programs' kernel adds each long segment's slots itself.
+  if (program.isSplittable())
+    return {{LongSegmentKernel::Tiles, "__tiles"}};
+  return {{LongSegmentKernel::Bounds, "__bounds"},
+          {LongSegmentKernel::StagedTiles, "__tiles"},
+          {LongSegmentKernel::Finish, "__finish"}};
+}
+
+SmallVector<LongSegmentLaunch>
+mlir::seg::longSegmentLaunches(const SegmentProgram &program) {
+  if (program.mapsRowsOnly())
+    return {};
+  if (program.isSplittable())
+    return {{"__tiles", 0}};
+  SmallVector<LongSegmentLaunch> launches{{"__bounds", 0}};
   for (unsigned pass = 0; pass < program.numPasses; ++pass) {
     bool reduces = program.numReductionComponents(pass) > 0;
-    // Pass 0's tile kernel also zeroes the rows of invalid long segments.
+    // Pass 0's tiles also zero the rows of invalid long segments.
     bool visitsRows = reduces || program.storesRowsInPass(pass) ||
                       (pass == 0 && program.hasRowOutputs);
-    std::string number = std::to_string(pass);
     if (visitsRows)
-      kernels.push_back(
-          {LongSegmentKernel::StagedTiles, pass, "__tiles" + number});
+      launches.push_back({"__tiles", pass});
     if (reduces)
-      kernels.push_back({LongSegmentKernel::Finish, pass, "__finish" + number});
+      launches.push_back({"__finish", pass});
   }
-  return kernels;
+  return launches;
 }
 
 LongSegmentScratch

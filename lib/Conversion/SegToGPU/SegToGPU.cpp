@@ -70,6 +70,8 @@ public:
                                              .getArgNumber()]];
     if (kernel.getNumArguments() > program.buffers.size() + 2)
       scratch = kernel.getArgument(program.buffers.size() + 2);
+    if (kernel.getNumArguments() > program.buffers.size() + 3)
+      stage = kernel.getArgument(program.buffers.size() + 3);
   }
 
   /// The segment kernel (or, for row maps, the row kernel).
@@ -82,8 +84,9 @@ public:
   /// rows: row outputs, and totals into the tile slots) and, if the pass
   /// reduces, `__finish<p>` (the segment's totals of the pass).
   void emitBounds();
-  void emitStagedTiles(unsigned pass);
-  void emitFinish(unsigned pass);
+  /// `__tiles` and `__finish` take the pass as their last argument.
+  void emitStagedTiles();
+  void emitFinish();
 
   /// Splittable programs: long segments reduced by a tile kernel.
   bool isSplit() const { return program.isSplittable(); }
@@ -95,7 +98,7 @@ public:
 private:
   using TileBody = function_ref<void(OpBuilder &, Value tile, Value tileStart,
                                      Value tileEnd)>;
-  using PieceBody = function_ref<void(OpBuilder &, int64_t which, Value segment,
+  using PieceBody = function_ref<void(OpBuilder &, Value which, Value segment,
                                       Value lo, Value hi)>;
   using StartBody = function_ref<void(OpBuilder &, Value segment, Value start)>;
 
@@ -160,7 +163,7 @@ private:
   /// slots, lane 0 its first tile, lanes the others in turn (combine with
   /// the butterfly).
   SmallVector<Value> sumTilePartials(OpBuilder &b, Value start, Value end,
-                                     int64_t first, int64_t count);
+                                     ValueRange components);
   void storeFromLaneZero(OpBuilder &b, ValueRange values, Value base,
                          function_ref<Value(OpBuilder &, int64_t)> index);
 
@@ -174,8 +177,7 @@ private:
   int64_t passOffset(unsigned pass) const;
   /// Index of component `component` of slot `which` (0 head, 1 tail) of
   /// `tile` in the partials.
-  Value partialIndex(OpBuilder &b, Value tile, int64_t which,
-                     int64_t component);
+  Value partialIndex(OpBuilder &b, Value tile, Value which, Value component);
   std::pair<Value, Value> loadBounds(OpBuilder &b, Value segment);
   SmallVector<Value> loadSegmentTotals(OpBuilder &b, Value segment,
                                        unsigned pass, int64_t count);
@@ -187,6 +189,8 @@ private:
   Location loc;
   SmallVector<Value> buffers;
   Value numRows, numSegments, idx, scratch;
+  /// Long-segment kernels of staged programs: the pass they run.
+  Value stage;
   Value threadId, blockId, gridDim, lane, globalWarp, totalWarps;
   SegmentProgramEmitter emitter;
 };
@@ -368,19 +372,18 @@ int64_t GPUKernelEmitter::passOffset(unsigned pass) const {
   return offset;
 }
 
-Value GPUKernelEmitter::partialIndex(OpBuilder &b, Value tile, int64_t which,
-                                     int64_t component) {
+Value GPUKernelEmitter::partialIndex(OpBuilder &b, Value tile, Value which,
+                                     Value component) {
   int64_t totals = program.numReductionComponents();
   Value slot = b.create<arith::AddIOp>(
-      loc, b.create<arith::MulIOp>(loc, tile, i64(b, 2)), i64(b, which));
+      loc, b.create<arith::MulIOp>(loc, tile, i64(b, 2)), which);
   return b.create<arith::AddIOp>(
-      loc, b.create<arith::MulIOp>(loc, slot, i64(b, totals)),
-      i64(b, component));
+      loc, b.create<arith::MulIOp>(loc, slot, i64(b, totals)), component);
 }
 
 SmallVector<Value> GPUKernelEmitter::sumTilePartials(OpBuilder &b, Value start,
-                                                     Value end, int64_t first,
-                                                     int64_t count) {
+                                                     Value end,
+                                                     ValueRange components) {
   KernelCodeBuilder code(b, loc);
   Type elementType = program.elementType;
   Value base = partials(b);
@@ -394,13 +397,13 @@ SmallVector<Value> GPUKernelEmitter::sumTilePartials(OpBuilder &b, Value start,
   Value startsTile = b.create<arith::CmpIOp>(
       loc, arith::CmpIPredicate::eq,
       b.create<arith::RemUIOp>(loc, start, i64(b, kTileRows)), i64(b, 0));
+  Value firstSlot =
+      b.create<arith::SelectOp>(loc, startsTile, i64(b, 0), i64(b, 1));
   Value isLaneZero =
       b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, lane, i64(b, 0));
   SmallVector<Value> acc;
-  for (int64_t i = first; i < first + count; ++i) {
-    Value slot = b.create<arith::SelectOp>(loc, startsTile,
-                                           partialIndex(b, firstTile, 0, i),
-                                           partialIndex(b, firstTile, 1, i));
+  for (Value component : components) {
+    Value slot = partialIndex(b, firstTile, firstSlot, component);
     acc.push_back(b.create<arith::SelectOp>(loc, isLaneZero,
                                             code.load(base, elementType, slot),
                                             code.zero(elementType)));
@@ -413,11 +416,11 @@ SmallVector<Value> GPUKernelEmitter::sumTilePartials(OpBuilder &b, Value start,
       [&](OpBuilder &ib, Location il, Value tile, ValueRange sums) {
         KernelCodeBuilder load(ib, il);
         SmallVector<Value> next;
-        for (auto [i, sum] : llvm::enumerate(sums))
+        for (auto [component, sum] : llvm::zip(components, sums))
           next.push_back(ib.create<arith::AddFOp>(
               il, sum,
               load.load(base, elementType,
-                        partialIndex(ib, tile, 0, first + i))));
+                        partialIndex(ib, tile, i64(ib, 0), component))));
         ib.create<scf::YieldOp>(il, next);
       });
   return SmallVector<Value>(loop.getResults());
@@ -434,7 +437,10 @@ void GPUKernelEmitter::emitLongSegment(OpBuilder &b, Value start,
       vb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, lane, i64(vb, 0));
   auto readPartials = [&](OpBuilder &rb, Location, ValueRange init,
                           SegmentProgramEmitter::RowBody, bool) {
-    return sumTilePartials(rb, start, end, 0, init.size());
+    SmallVector<Value> components;
+    for (int64_t i = 0, e = init.size(); i < e; ++i)
+      components.push_back(i64(rb, i));
+    return sumTilePartials(rb, start, end, components);
   };
   auto combine = [&](OpBuilder &cb, Location, Value partial) {
     return warpReduce(cb, partial, /*minimum=*/false);
@@ -717,6 +723,18 @@ void GPUKernelEmitter::emitTileLoop(OpBuilder &b, TileBody body) {
   b.create<gpu::ReturnOp>(loc);
 }
 
+/// Runs `body(which)` for which = 0 and 1 in a loop, so that the code of
+/// the body is emitted once.
+static void forEachOfTwo(OpBuilder &b, Location loc,
+                         function_ref<void(OpBuilder &, Value which)> body) {
+  KernelCodeBuilder code(b, loc);
+  b.create<scf::ForOp>(loc, code.i64(0), code.i64(2), code.i64(1), ValueRange{},
+                       [&](OpBuilder &fb, Location, Value which, ValueRange) {
+                         body(fb, which);
+                         fb.create<scf::YieldOp>(loc);
+                       });
+}
+
 void GPUKernelEmitter::forEachLongPiece(OpBuilder &tb, Value tile,
                                         Value tileStart, Value tileEnd,
                                         PieceBody body) {
@@ -753,33 +771,42 @@ void GPUKernelEmitter::forEachLongPiece(OpBuilder &tb, Value tile,
           segmentOr(tb, cmp(arith::CmpIPredicate::slt, nextLast, numRows),
                     nextLast),
           tail));
-
-  auto ifHead = tb.create<scf::IfOp>(loc, headIsLong, /*withElse=*/false);
-  {
-    OpBuilder hb = ifHead.getThenBodyBuilder();
-    Value headEnd = searchWarp(
-        hb, hb.create<arith::AddIOp>(loc, tileStart, i64(hb, 1)), tileEnd,
-        [&](OpBuilder &pb, Value row) {
-          return pb.create<arith::CmpIOp>(
-              loc, arith::CmpIPredicate::eq,
-              KernelCodeBuilder(pb, loc).loadSegment(idx, row), head);
+  // Where the head ends, where the tail starts: one 32-way search each.
+  auto searchIf = [&](Value condition, Value otherwise, Value lo, Value segment,
+                      arith::CmpIPredicate holding) {
+    auto ifOp = tb.create<scf::IfOp>(
+        loc, condition,
+        [&](OpBuilder &sb, Location) {
+          Value found =
+              searchWarp(sb, lo, tileEnd, [&](OpBuilder &pb, Value row) {
+                return pb.create<arith::CmpIOp>(
+                    loc, holding,
+                    KernelCodeBuilder(pb, loc).loadSegment(idx, row), segment);
+              });
+          sb.create<scf::YieldOp>(loc, found);
+        },
+        [&](OpBuilder &ob, Location) {
+          ob.create<scf::YieldOp>(loc, otherwise);
         });
-    body(hb, /*which=*/0, head, tileStart, headEnd);
-  }
-  auto ifTail = tb.create<scf::IfOp>(loc, tailIsLong, /*withElse=*/false);
-  {
-    OpBuilder lb = ifTail.getThenBodyBuilder();
-    body(lb, /*which=*/1, tail, tailStartIn(lb, tileStart, tileEnd, tail),
-         tileEnd);
-  }
-}
-
-Value GPUKernelEmitter::tailStartIn(OpBuilder &b, Value tileStart,
-                                    Value tileEnd, Value tail) {
-  return searchWarp(b, tileStart, tileEnd, [&](OpBuilder &pb, Value row) {
-    return pb.create<arith::CmpIOp>(
-        loc, arith::CmpIPredicate::ne,
-        KernelCodeBuilder(pb, loc).loadSegment(idx, row), tail);
+    return ifOp.getResult(0);
+  };
+  Value headEnd = searchIf(headIsLong, tileStart,
+                           tb.create<arith::AddIOp>(loc, tileStart, i64(tb, 1)),
+                           head, arith::CmpIPredicate::eq);
+  Value tailStart =
+      searchIf(tailIsLong, tileEnd, tileStart, tail, arith::CmpIPredicate::ne);
+  forEachOfTwo(tb, loc, [&](OpBuilder &b, Value which) {
+    Value isHead = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, which,
+                                           i64(b, 0));
+    auto pick = [&](Value ifHead, Value ifTail) {
+      return b.create<arith::SelectOp>(loc, isHead, ifHead, ifTail).getResult();
+    };
+    Value segment = pick(head, tail);
+    Value lo = pick(tileStart, tailStart), hi = pick(headEnd, tileEnd);
+    auto ifLong = b.create<scf::IfOp>(loc, pick(headIsLong, tailIsLong),
+                                      /*withElse=*/false);
+    OpBuilder lb = ifLong.getThenBodyBuilder();
+    body(lb, which, segment, lo, hi);
   });
 }
 
@@ -791,32 +818,47 @@ void GPUKernelEmitter::forEachLongStart(OpBuilder &tb, Value tile,
   Value tail =
       code.loadSegment(idx, tb.create<arith::SubIOp>(loc, tileEnd, i64(tb, 1)));
   // The head starts here if the row before holds another segment; a
-  // different tail always starts in the tile.
+  // different tail always starts in the tile (found by a search).
   Value hasBefore = tb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sgt,
                                              tile, i64(tb, 0));
   Value previous = segmentOr(
       tb, hasBefore, tb.create<arith::SubIOp>(loc, tileStart, i64(tb, 1)));
-  Value headStarts =
-      tb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, previous, head);
-  auto ifHead = tb.create<scf::IfOp>(loc, headStarts, /*withElse=*/false);
-  {
-    OpBuilder hb = ifHead.getThenBodyBuilder();
-    auto ifLong = hb.create<scf::IfOp>(
-        loc, coversWholeTile(hb, tileStart, head), /*withElse=*/false);
-    OpBuilder lb = ifLong.getThenBodyBuilder();
-    body(lb, head, tileStart);
-  }
+  Value headStarts = tb.create<arith::AndIOp>(
+      loc,
+      tb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, previous, head),
+      coversWholeTile(tb, tileStart, head));
   Value tailDiffers =
       tb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, tail, head);
-  auto ifTail = tb.create<scf::IfOp>(loc, tailDiffers, /*withElse=*/false);
-  {
-    OpBuilder db = ifTail.getThenBodyBuilder();
-    Value tailStart = tailStartIn(db, tileStart, tileEnd, tail);
-    auto ifLong = db.create<scf::IfOp>(
-        loc, coversWholeTile(db, tailStart, tail), /*withElse=*/false);
+  auto ifTail = tb.create<scf::IfOp>(
+      loc, tailDiffers,
+      [&](OpBuilder &db, Location) {
+        db.create<scf::YieldOp>(loc, tailStartIn(db, tileStart, tileEnd, tail));
+      },
+      [&](OpBuilder &ob, Location) { ob.create<scf::YieldOp>(loc, tileEnd); });
+  Value tailStart = ifTail.getResult(0);
+  Value tailStarts = tb.create<arith::AndIOp>(
+      loc, tailDiffers, coversWholeTile(tb, tailStart, tail));
+  forEachOfTwo(tb, loc, [&](OpBuilder &b, Value which) {
+    Value isHead = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, which,
+                                           i64(b, 0));
+    auto pick = [&](Value ifHead, Value ifTail) {
+      return b.create<arith::SelectOp>(loc, isHead, ifHead, ifTail).getResult();
+    };
+    Value segment = pick(head, tail), start = pick(tileStart, tailStart);
+    auto ifLong = b.create<scf::IfOp>(loc, pick(headStarts, tailStarts),
+                                      /*withElse=*/false);
     OpBuilder lb = ifLong.getThenBodyBuilder();
-    body(lb, tail, tailStart);
-  }
+    body(lb, segment, start);
+  });
+}
+
+Value GPUKernelEmitter::tailStartIn(OpBuilder &b, Value tileStart,
+                                    Value tileEnd, Value tail) {
+  return searchWarp(b, tileStart, tileEnd, [&](OpBuilder &pb, Value row) {
+    return pb.create<arith::CmpIOp>(
+        loc, arith::CmpIPredicate::ne,
+        KernelCodeBuilder(pb, loc).loadSegment(idx, row), tail);
+  });
 }
 
 void GPUKernelEmitter::storeFromLaneZero(
@@ -828,35 +870,6 @@ void GPUKernelEmitter::storeFromLaneZero(
   OpBuilder zb = ifLaneZero.getThenBodyBuilder();
   for (auto [i, value] : llvm::enumerate(values))
     KernelCodeBuilder(zb, loc).store(value, base, index(zb, i));
-}
-
-void GPUKernelEmitter::emitTiles() {
-  // Split programs: one pass; each long piece's raw totals into its slot.
-  emitTileLoop(builder, [&](OpBuilder &tb, Value tile, Value tileStart,
-                            Value tileEnd) {
-    forEachLongPiece(
-        tb, tile, tileStart, tileEnd,
-        [&](OpBuilder &b, int64_t which, Value segment, Value lo, Value hi) {
-          KernelCodeBuilder code(b, loc);
-          auto ifValid = b.create<scf::IfOp>(
-              loc, code.isValidSegment(segment, numSegments),
-              /*withElse=*/false);
-          OpBuilder vb = ifValid.getThenBodyBuilder();
-          auto rowLoop = [&](OpBuilder &rb, Location, ValueRange init,
-                             SegmentProgramEmitter::RowBody body, bool) {
-            SmallVector<Value> totals = reduceRows(rb, lo, hi, init, body);
-            storeFromLaneZero(rb, totals, partials(rb),
-                              [&](OpBuilder &ib, int64_t i) {
-                                return partialIndex(ib, tile, which, i);
-                              });
-            return totals;
-          };
-          Value never = vb.create<arith::ConstantIntOp>(loc, 0, 1);
-          emitter.emitSegment(vb, loc, segment,
-                              vb.create<arith::SubIOp>(loc, hi, lo), rowLoop,
-                              combineNothing, never);
-        });
-  });
 }
 
 SmallVector<Value>
@@ -873,6 +886,35 @@ GPUKernelEmitter::reduceRows(OpBuilder &b, Value lo, Value hi, ValueRange init,
   for (Value partial : loop.getResults())
     totals.push_back(warpReduce(b, partial, /*minimum=*/false));
   return totals;
+}
+
+void GPUKernelEmitter::emitTiles() {
+  // Split programs: one pass; each long piece's raw totals into its slot.
+  emitTileLoop(
+      builder, [&](OpBuilder &tb, Value tile, Value tileStart, Value tileEnd) {
+        forEachLongPiece(
+            tb, tile, tileStart, tileEnd,
+            [&](OpBuilder &b, Value which, Value segment, Value lo, Value hi) {
+              KernelCodeBuilder code(b, loc);
+              auto ifValid = b.create<scf::IfOp>(
+                  loc, code.isValidSegment(segment, numSegments),
+                  /*withElse=*/false);
+              OpBuilder vb = ifValid.getThenBodyBuilder();
+              auto rowLoop = [&](OpBuilder &rb, Location, ValueRange init,
+                                 SegmentProgramEmitter::RowBody body, bool) {
+                SmallVector<Value> totals = reduceRows(rb, lo, hi, init, body);
+                storeFromLaneZero(
+                    rb, totals, partials(rb), [&](OpBuilder &ib, int64_t i) {
+                      return partialIndex(ib, tile, which, i64(ib, i));
+                    });
+                return totals;
+              };
+              Value never = vb.create<arith::ConstantIntOp>(loc, 0, 1);
+              emitter.emitSegment(vb, loc, segment,
+                                  vb.create<arith::SubIOp>(loc, hi, lo),
+                                  rowLoop, combineNothing, never);
+            });
+      });
 }
 
 void GPUKernelEmitter::emitBounds() {
@@ -896,49 +938,75 @@ void GPUKernelEmitter::emitBounds() {
       });
 }
 
-void GPUKernelEmitter::emitStagedTiles(unsigned tilePass) {
-  int64_t numTotals = program.numReductionComponents(tilePass);
+void GPUKernelEmitter::emitStagedTiles() {
   emitTileLoop(builder, [&](OpBuilder &tb, Value tile, Value tileStart,
                             Value tileEnd) {
     forEachLongPiece(
         tb, tile, tileStart, tileEnd,
-        [&](OpBuilder &b, int64_t which, Value segment, Value lo, Value hi) {
+        [&](OpBuilder &b, Value which, Value segment, Value lo, Value hi) {
           KernelCodeBuilder code(b, loc);
           auto ifValid = b.create<scf::IfOp>(
               loc, code.isValidSegment(segment, numSegments),
               /*withElse=*/true);
           OpBuilder vb = ifValid.getThenBodyBuilder();
           auto [start, end] = loadBounds(vb, segment);
-          // Earlier passes: their totals (finish kernels); this pass: the
-          // tile's rows (row outputs stored on the way, totals into the
-          // slot); later passes: nothing.
+          // Earlier passes than `stage`: their totals (finish kernels); pass
+          // `stage`: the tile's rows (row outputs stored on the way, totals
+          // into the slot); later passes: nothing.
           auto rowLoop = [&](OpBuilder &rb, Location, ValueRange init,
                              SegmentProgramEmitter::RowBody body,
                              bool) -> SmallVector<Value> {
             unsigned pass = emitter.currentPass();
-            if (pass < tilePass)
-              return loadSegmentTotals(rb, segment, pass, init.size());
-            if (pass > tilePass)
-              return SmallVector<Value>(init.begin(), init.end());
-            SmallVector<Value> totals = reduceRows(rb, lo, hi, init, body);
-            if (numTotals > 0)
-              storeFromLaneZero(rb, totals, partials(rb),
-                                [&](OpBuilder &ib, int64_t i) {
-                                  return partialIndex(ib, tile, which,
-                                                      passOffset(tilePass) + i);
-                                });
-            return totals;
+            int64_t numTotals = program.numReductionComponents(pass);
+            Value passValue = i64(rb, pass);
+            TypeRange types = init.getTypes();
+            auto ifEarlier = rb.create<scf::IfOp>(
+                loc,
+                rb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ugt, stage,
+                                         passValue),
+                [&](OpBuilder &eb, Location) {
+                  eb.create<scf::YieldOp>(
+                      loc, loadSegmentTotals(eb, segment, pass, numTotals));
+                },
+                [&](OpBuilder &nb, Location) {
+                  auto ifThis = nb.create<scf::IfOp>(
+                      loc,
+                      nb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
+                                               stage, passValue),
+                      [&](OpBuilder &hb, Location) {
+                        SmallVector<Value> totals =
+                            reduceRows(hb, lo, hi, init, body);
+                        storeFromLaneZero(hb, totals, partials(hb),
+                                          [&](OpBuilder &ib, int64_t i) {
+                                            return partialIndex(
+                                                ib, tile, which,
+                                                i64(ib, passOffset(pass) + i));
+                                          });
+                        hb.create<scf::YieldOp>(loc, totals);
+                      },
+                      [&](OpBuilder &lb, Location) {
+                        lb.create<scf::YieldOp>(loc, init);
+                      });
+                  nb.create<scf::YieldOp>(loc, ifThis.getResults());
+                });
+            (void)types;
+            return SmallVector<Value>(ifEarlier.getResults());
           };
           Value never = vb.create<arith::ConstantIntOp>(loc, 0, 1);
           emitter.emitSegment(vb, loc, segment,
                               vb.create<arith::SubIOp>(loc, end, start),
                               rowLoop, combineNothing, never);
-          if (tilePass == 0 && program.hasRowOutputs) {
-            // Rows of an invalid segment: zero row outputs.
+          if (program.hasRowOutputs) {
+            // Rows of an invalid segment: zero row outputs (in pass 0's
+            // launch).
             OpBuilder eb = ifValid.getElseBodyBuilder();
-            eb.create<scf::ForOp>(
-                loc, eb.create<arith::AddIOp>(loc, lo, lane), hi,
-                i64(eb, kWarpSize), ValueRange{},
+            Value first = eb.create<arith::CmpIOp>(
+                loc, arith::CmpIPredicate::eq, stage, i64(eb, 0));
+            auto ifFirst = eb.create<scf::IfOp>(loc, first, /*withElse=*/false);
+            OpBuilder fb = ifFirst.getThenBodyBuilder();
+            fb.create<scf::ForOp>(
+                loc, fb.create<arith::AddIOp>(loc, lo, lane), hi,
+                i64(fb, kWarpSize), ValueRange{},
                 [&](OpBuilder &ib, Location il, Value row, ValueRange) {
                   emitter.emitZeroRowOutputs(ib, il, row);
                   ib.create<scf::YieldOp>(il);
@@ -948,9 +1016,19 @@ void GPUKernelEmitter::emitStagedTiles(unsigned tilePass) {
   });
 }
 
-void GPUKernelEmitter::emitFinish(unsigned finishPass) {
-  int64_t numTotals = program.numReductionComponents(finishPass);
-  int64_t first = passOffset(finishPass);
+void GPUKernelEmitter::emitFinish() {
+  // The totals of pass `stage`: components [first, first + count) of every
+  // pass's totals, picked from constants by the pass.
+  OpBuilder &b0 = builder;
+  Value first = i64(b0, 0), count = i64(b0, 0);
+  for (unsigned pass = 0; pass < program.numPasses; ++pass) {
+    Value isPass = b0.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
+                                            stage, i64(b0, pass));
+    first = b0.create<arith::SelectOp>(loc, isPass, i64(b0, passOffset(pass)),
+                                       first);
+    count = b0.create<arith::SelectOp>(
+        loc, isPass, i64(b0, program.numReductionComponents(pass)), count);
+  }
   emitTileLoop(builder, [&](OpBuilder &tb, Value tile, Value tileStart,
                             Value tileEnd) {
     forEachLongStart(
@@ -961,15 +1039,21 @@ void GPUKernelEmitter::emitFinish(unsigned finishPass) {
               /*withElse=*/false);
           OpBuilder vb = ifValid.getThenBodyBuilder();
           auto [start, end] = loadBounds(vb, segment);
-          SmallVector<Value> totals;
-          for (Value partial :
-               sumTilePartials(vb, start, end, first, numTotals))
-            totals.push_back(warpReduce(vb, partial, /*minimum=*/false));
           Value row = vb.create<arith::MulIOp>(
               loc, segment, i64(vb, program.numReductionComponents()));
-          storeFromLaneZero(
-              vb, totals, segmentTotals(vb), [&](OpBuilder &ib, int64_t i) {
-                return ib.create<arith::AddIOp>(loc, row, i64(ib, first + i));
+          Value totals = segmentTotals(vb);
+          vb.create<scf::ForOp>(
+              loc, first, vb.create<arith::AddIOp>(loc, first, count),
+              i64(vb, 1), ValueRange{},
+              [&](OpBuilder &cb, Location, Value component, ValueRange) {
+                Value total = warpReduce(
+                    cb, sumTilePartials(cb, start, end, component)[0],
+                    /*minimum=*/false);
+                storeFromLaneZero(
+                    cb, total, totals, [&](OpBuilder &ib, int64_t) {
+                      return ib.create<arith::AddIOp>(loc, row, component);
+                    });
+                cb.create<scf::YieldOp>(loc);
               });
         });
   });
@@ -1037,7 +1121,7 @@ struct ConvertSegToGPUPass
       bool hasScratch = !program->mapsRowsOnly();
       if (hasScratch)
         params.push_back(ptrType);
-      auto addKernel = [&](StringRef name,
+      auto addKernel = [&](StringRef name, ArrayRef<Type> params,
                            function_ref<void(GPUKernelEmitter &)> emit) {
         OpBuilder detached(ctx);
         auto kernel = detached.create<gpu::GPUFuncOp>(
@@ -1052,18 +1136,21 @@ struct ConvertSegToGPUPass
         kernels.insert(kernel);
       };
       std::string name = func.getSymName().str();
-      addKernel(name, [](GPUKernelEmitter &e) { e.emit(); });
+      addKernel(name, params, [](GPUKernelEmitter &e) { e.emit(); });
+      // Long-segment kernels also take the pass they run.
+      SmallVector<Type> stageParams(params);
+      stageParams.push_back(builder.getI64Type());
       for (const LongSegmentKernel &stage : longSegmentKernels(*program))
-        addKernel(name + stage.suffix, [&](GPUKernelEmitter &e) {
+        addKernel(name + stage.suffix, stageParams, [&](GPUKernelEmitter &e) {
           switch (stage.kind) {
           case LongSegmentKernel::Tiles:
             return e.emitTiles();
           case LongSegmentKernel::Bounds:
             return e.emitBounds();
           case LongSegmentKernel::StagedTiles:
-            return e.emitStagedTiles(stage.pass);
+            return e.emitStagedTiles();
           case LongSegmentKernel::Finish:
-            return e.emitFinish(stage.pass);
+            return e.emitFinish();
           }
         });
       func.erase();

@@ -72,10 +72,12 @@
 // The tile kernel: a warp per 1024-row tile. The head segment (of its first
 // row) is long if it covers this tile or the one before, the tail segment (of
 // its last row, if different) if it covers the next; a 32-way search finds
-// where the head ends (the tail starts); each long one's rows are reduced
-// lane-strided, summed by the butterfly and stored by lane 0 into the tile's
-// slot: (2 * tile + slot) * 3 totals.
-// CHECK: gpu.func @sum_vec3__tiles(%[[X:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:.*]]: i64, %[[S:.*]]: i64, %[[PARTIALS:.*]]: !llvm.ptr)
+// where the head ends and one where the tail starts; then one loop over the
+// two pieces (so the program's row code is emitted once) reduces each long
+// one's rows lane-strided, sums them with the butterfly and stores them from
+// lane 0 into the tile's slot: (2 * tile + slot) * 3 totals. Long-segment
+// kernels take the pass they run last (unused by a split program).
+// CHECK: gpu.func @sum_vec3__tiles(%[[X:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:.*]]: i64, %[[S:.*]]: i64, %[[PARTIALS:.*]]: !llvm.ptr, %[[PASS:.*]]: i64)
 // CHECK: %[[NTILES:.*]] = arith.divui %{{.*}}, %c1024_i64
 // CHECK: scf.for %[[T:.*]] = %{{.*}} to %[[NTILES]] step %{{.*}} : i64
 // CHECK: %[[FIRST:.*]] = arith.muli %[[T]], %c1024_i64
@@ -84,19 +86,22 @@
 // CHECK: %[[HEADLONG:.*]] = arith.ori
 // CHECK: %[[DIFFERENT:.*]] = arith.cmpi ne
 // CHECK: %[[TAILLONG:.*]] = arith.andi %[[DIFFERENT]]
-// CHECK: scf.if %[[HEADLONG]] {
-// CHECK: scf.while
+// CHECK: %[[HEADEND:.*]] = scf.if %[[HEADLONG]] -> (i64) {
 // CHECK: nvvm.vote.ballot.sync
-// CHECK: %[[HEADSUMS:.*]]:3 = scf.for {{.*}} step %c32_i64 iter_args({{.*}}) -> (f32, f32, f32)
+// CHECK: %[[TAILSTART:.*]] = scf.if %[[TAILLONG]] -> (i64) {
+// CHECK: nvvm.vote.ballot.sync
+// CHECK: scf.for %[[WHICH:.*]] = %c0_i64 to %c2_i64 step %c1_i64 : i64 {
+// CHECK: %[[ISHEAD:.*]] = arith.cmpi eq, %[[WHICH]], %c0_i64
+// CHECK: %[[HI:.*]] = arith.select %[[ISHEAD]], %[[HEADEND]], %[[END]]
+// CHECK: %[[ISLONG:.*]] = arith.select %[[ISHEAD]], %[[HEADLONG]], %[[TAILLONG]]
+// CHECK: scf.if %[[ISLONG]] {
+// CHECK: scf.for {{.*}} to %[[HI]] step %c32_i64 iter_args({{.*}}) -> (f32, f32, f32)
 // CHECK-COUNT-15: gpu.shuffle  xor
-// CHECK: scf.if
-// CHECK: %[[SLOT:.*]] = arith.muli %[[T]], %c6_i64
-// CHECK: llvm.getelementptr inbounds %[[PARTIALS]][%[[SLOT]]]
-// CHECK: scf.if %[[TAILLONG]] {
-// CHECK: scf.while
-// CHECK: arith.cmpi ne
-// CHECK: nvvm.vote.ballot.sync
-// CHECK: scf.for {{.*}} step %c32_i64 iter_args({{.*}}) -> (f32, f32, f32)
+// CHECK: %[[TWICE:.*]] = arith.muli %[[T]], %c2_i64
+// CHECK: %[[SLOT:.*]] = arith.addi %[[TWICE]], %[[WHICH]]
+// CHECK: %[[AT:.*]] = arith.muli %[[SLOT]], %c3_i64
+// CHECK: llvm.getelementptr inbounds %[[PARTIALS]][%[[AT]]]
+// CHECK-NOT: scf.for
 // CHECK: gpu.return
 // CHECK-NOT: func.func @sum_vec3
 func.func @sum_vec3(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?x3xf32> {
@@ -148,12 +153,12 @@ func.func @gather_vec3(%y: tensor<?x3xf64>, %idx: tensor<?xi32>) -> tensor<?x3xf
 // per-segment epilogue computes the weight, the second writes x * weight.
 // Two passes and row outputs: long segments run in stages, each a warp per
 // 1024-row tile, launched before the kernel: __bounds (each long segment's
-// first and last row into the scratch), __tiles0 (pass 0 over the tile's
-// long pieces: totals into the tile slots; zero rows for invalid segments),
-// __finish0 (each long segment's pass-0 totals from its tiles' slots, by the
-// warp of the tile it starts in), __tiles1 (pass 1: the weight from those
-// totals, rows stored). The kernel itself gives a long segment only its
-// outputs (none here).
+// first and last row into the scratch), __tiles for pass 0 (the tile's long
+// pieces: totals into the tile slots; zero rows for invalid segments),
+// __finish for pass 0 (each long segment's pass-0 totals from its tiles'
+// slots, by the warp of the tile it starts in), __tiles for pass 1 (the
+// weight from those totals, rows stored). The kernel itself gives a long
+// segment only its outputs (none here).
 // CHECK-LABEL: gpu.func @rms_norm_backward
 // CHECK-SAME: (%[[X:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[G:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:.*]]: i64, %[[S:.*]]: i64, %[[SCRATCH:.*]]: !llvm.ptr) kernel
 // CHECK: arith.cmpi eq
@@ -167,29 +172,38 @@ func.func @gather_vec3(%y: tensor<?x3xf64>, %idx: tensor<?xi32>) -> tensor<?x3xf
 // CHECK: arith.mulf
 // CHECK: llvm.getelementptr inbounds %[[OUT]]
 // CHECK-NOT: seg.
-// CHECK: gpu.func @rms_norm_backward__bounds({{.*}}, %[[SCRATCH:.*]]: !llvm.ptr) kernel
+// CHECK: gpu.func @rms_norm_backward__bounds({{.*}}, %[[SCRATCH:.*]]: !llvm.ptr, %{{.*}}: i64) kernel
+// CHECK: scf.while
+// CHECK: nvvm.vote.ballot.sync
+// CHECK: scf.for %{{.*}} = %c0_i64 to %c2_i64 step %c1_i64
 // CHECK: scf.while
 // CHECK: nvvm.vote.ballot.sync
 // CHECK: llvm.getelementptr inbounds %[[SCRATCH]][%{{.*}}] : (!llvm.ptr, i64) -> !llvm.ptr, i64
 // CHECK: llvm.store %{{.*}} : i64, !llvm.ptr
-// CHECK: gpu.func @rms_norm_backward__tiles0({{.*}}, %[[SCRATCH:.*]]: !llvm.ptr) kernel
-// CHECK: %[[SUMS:.*]] = scf.for {{.*}} -> (f64) : i64
+// One tile kernel for every pass: earlier passes' totals are loaded, the
+// pass run (the last argument) visits the rows, later passes do nothing.
+// CHECK: gpu.func @rms_norm_backward__tiles({{.*}}, %[[SCRATCH:.*]]: !llvm.ptr, %[[PASS:.*]]: i64) kernel
+// CHECK: scf.for %{{.*}} = %c0_i64 to %c2_i64 step %c1_i64
+// CHECK: arith.cmpi ugt, %[[PASS]], %c0_i64
+// CHECK: arith.cmpi eq, %[[PASS]], %c0_i64
+// CHECK: scf.for {{.*}} -> (f64) : i64
 // CHECK-COUNT-5: gpu.shuffle  xor {{.*}} : f64
+// CHECK: llvm.store {{.*}} : f64, !llvm.ptr
+// CHECK: llvm.call_intrinsic "llvm.sqrt.f64"
+// CHECK: arith.cmpi eq, %[[PASS]], %c1_i64
+// CHECK: scf.for
 // CHECK: llvm.store {{.*}} : f64, !llvm.ptr
 // CHECK: } else {
 // CHECK: llvm.store %cst{{.*}} : f64, !llvm.ptr
-// CHECK: gpu.func @rms_norm_backward__finish0({{.*}}, %[[SCRATCH:.*]]: !llvm.ptr) kernel
+// The finish kernel sums the totals of the pass it runs over the segment's
+// tiles (a loop over those totals' components).
+// CHECK: gpu.func @rms_norm_backward__finish({{.*}}, %[[SCRATCH:.*]]: !llvm.ptr, %[[PASS:.*]]: i64) kernel
+// CHECK: arith.cmpi eq, %[[PASS]], %c0_i64
+// CHECK: scf.for %[[COMPONENT:.*]] = %{{.*}} to %{{.*}} step %c1_i64
 // CHECK: scf.for {{.*}} step %c32_i64 iter_args({{.*}}) -> (f64) : i64
 // CHECK-COUNT-5: gpu.shuffle  xor {{.*}} : f64
 // CHECK: llvm.store {{.*}} : f64, !llvm.ptr
-// CHECK: gpu.func @rms_norm_backward__tiles1({{.*}}, %[[SCRATCH:.*]]: !llvm.ptr) kernel
-// CHECK: llvm.getelementptr inbounds %[[SCRATCH]][%{{.*}}] : (!llvm.ptr, i64) -> !llvm.ptr, i64
-// CHECK: %[[TOTALS:.*]] = llvm.getelementptr inbounds %[[SCRATCH]][%{{.*}}] : (!llvm.ptr, i64) -> !llvm.ptr, i8
-// CHECK: llvm.getelementptr inbounds %[[TOTALS]]
-// CHECK: llvm.call_intrinsic "llvm.sqrt.f64"
-// CHECK: scf.for
-// CHECK: llvm.store {{.*}} : f64, !llvm.ptr
-// CHECK-NOT: rms_norm_backward__finish1
+// CHECK-NOT: rms_norm_backward__tiles1
 func.func @rms_norm_backward(%x: tensor<?x3xf64>, %idx: tensor<?xi32>, %n: index, %g: tensor<?xf64>) -> tensor<?x3xf64> {
   %cst = arith.constant 1.000000e+00 : f64
   %c0 = arith.constant 0 : index
