@@ -1,6 +1,8 @@
 """Runs every op-library kernel on CUDA with index content that is garbage
-(unsorted, negative, huge), bypassing validation. Meant to run under
-compute-sanitizer (memcheck), which reports any out-of-bounds access."""
+(unsorted, negative, huge), bypassing validation, and with sorted indices of
+a few values, in and out of range, whose segments cover whole 1024-row tiles
+(the long-segment kernels). Meant to run under compute-sanitizer (memcheck),
+which reports any out-of-bounds access."""
 
 from __future__ import annotations
 
@@ -18,21 +20,24 @@ def main() -> None:
                         generator=generator).to(torch.int32)
     idx[::3] = torch.randint(-2, segments + 2, (len(range(0, n, 3)),), device="cuda",
                              dtype=torch.int32, generator=generator)
+    long_idx = torch.sort(torch.randint(-1, 3, (n,), device="cuda", dtype=torch.int32,
+                                        generator=generator)).values
     entries = _library.manifest()["kernels"]
     for entry in entries:
-        for rows, count in ((n, segments), (0, segments), (n, 0)):
+        for index, rows, count in ((idx, n, segments), (idx, 0, segments), (idx, n, 0),
+                                   (long_idx, n, 2)):
             sizes = {"N": rows, "S": count, "?": rows}
             inputs, outputs = [], []
             for buffer in entry["buffers"]:
                 if buffer["name"] == "idx":
-                    inputs.append(idx[:rows])
+                    inputs.append(index[:rows])
                     continue
                 shape = [sizes[d] if d in sizes else int(d) for d in buffer["shape"]]
                 tensor = torch.randn(shape, device="cuda", dtype=DTYPES[buffer["dtype"]])
                 (outputs if buffer["role"] == "output" else inputs).append(tensor)
             _launch.run(entry["name"], inputs, outputs, rows, count)
     torch.cuda.synchronize()
-    print(f"oob_check: ran {len(entries)} kernels x 3 sizes on garbage indices")
+    print(f"oob_check: ran {len(entries)} kernels x 4 layouts on garbage indices")
 
 
 if __name__ == "__main__":
