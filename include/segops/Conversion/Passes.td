@@ -14,13 +14,21 @@ def ConvertSegToGPU : Pass<"convert-seg-to-gpu", "ModuleOp"> {
     one `!llvm.ptr` per tensor argument, one per result (written by the
     kernel), then `i64 %num_rows, i64 %num_segments`.
 
-    Reductions: each warp owns chunks of 32 rows (grid-stride) and reduces
+    Segment programs also take a `!llvm.ptr %scratch`, and get kernels for
+    their long segments (`<name>__tiles`, and for programs with row outputs
+    or several passes `<name>__bounds` and `<name>__finish`), which take the
+    same parameters and an `i64 %pass` and run first (see
+    LongSegmentKernels.h).
+
+    Segments: each warp owns chunks of 32 rows (grid-stride) and reduces
     the segments that start in its chunk, walking their rows lane-strided
-    (coalesced) and summing lanes with a fixed butterfly of shuffles. Every
-    row is read once, no atomics or binary searches are used, results are
-    bitwise reproducible, empty segments are written as 0, and no access
-    leaves its buffer whatever `idx` holds. Row-wise ops (gather) run one
-    thread per output element.
+    (coalesced) and summing lanes with a fixed butterfly of shuffles; a
+    segment covering a whole aligned tile of 1024 rows is instead spread
+    over the tiles, a warp each, and its totals added in tile order. No
+    atomics, results are bitwise reproducible whatever the grid, empty
+    segments are written as 0, and no access leaves its buffer whatever
+    `idx` holds. Programs that only map rows (mul, matvec, gather) run one
+    thread per row.
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
