@@ -47,6 +47,7 @@ LAYOUTS = {
     "long-unaligned": [700, 3000, 1, 2 * TILE + 77, 0, TILE + 6],
     "longs-sharing-a-tile": [1500, 1600, 2],
     "short-across-tiles": [TILE - 3, 2 * TILE - 1, 5],
+    "exact-tiles": [TILE, TILE],
 }
 
 
