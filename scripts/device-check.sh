@@ -28,12 +28,18 @@ cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DPython3_EXECUTABLE="$(command -v python3)" > "$OUT/cmake.log" || { cat "$OUT/cmake.log"; exit 2; }
 if ! ninja -C build-device > "$OUT/ninja.log" 2>&1; then
   # The C++ operator kernels build against this machine's PyTorch; if its
-  # headers disagree, fall back to the Python kernels and say so.
+  # headers disagree, fall back (CUDA kernels from Python, then all kernels
+  # from Python) and say so.
   tail -30 "$OUT/ninja.log"
-  echo "C++ operator kernels failed to build; retrying with SEGOPS_BUILD_TORCH_OPS=OFF"
+  echo "C++ operator kernels failed to build; retrying with SEGOPS_BUILD_TORCH_CUDA_OPS=OFF"
   status=1
-  cmake -S . -B build-device -DSEGOPS_BUILD_TORCH_OPS=OFF > /dev/null
-  ninja -C build-device || exit 2
+  cmake -S . -B build-device -DSEGOPS_BUILD_TORCH_CUDA_OPS=OFF > /dev/null
+  if ! ninja -C build-device > "$OUT/ninja2.log" 2>&1; then
+    tail -30 "$OUT/ninja2.log"
+    echo "retrying with SEGOPS_BUILD_TORCH_OPS=OFF"
+    cmake -S . -B build-device -DSEGOPS_BUILD_TORCH_OPS=OFF > /dev/null
+    ninja -C build-device || exit 2
+  fi
 fi
 export PYTHONPATH="$PWD/python:$PWD"
 python3 -c "from segops._native import _torchops as t; print('C++ CUDA operator kernels:', t.has_cuda_kernels())" \
