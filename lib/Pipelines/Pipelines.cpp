@@ -20,13 +20,18 @@
 using namespace mlir;
 using namespace mlir::seg;
 
-void mlir::seg::buildSegToNVVMPipeline(OpPassManager &pm,
-                                       const SegToPTXOptions &options) {
+/// Kernel functions -> simplified gpu.func kernels.
+static void addSegToGPUPasses(OpPassManager &pm, int64_t blockSize) {
   ConvertSegToGPUOptions toGPU;
-  toGPU.blockSize = options.blockSize;
+  toGPU.blockSize = blockSize;
   pm.addPass(createConvertSegToGPU(toGPU));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+}
+
+void mlir::seg::buildSegToNVVMPipeline(OpPassManager &pm,
+                                       const SegToPTXOptions &options) {
+  addSegToGPUPasses(pm, options.blockSize);
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
   kernels.addPass(createConvertSCFToCFPass());
   // Math to LLVM intrinsics first, so that nothing needs libdevice.
@@ -83,11 +88,7 @@ void mlir::seg::buildSegToHostPipeline(OpPassManager &pm) {
 
 void mlir::seg::buildSegToGPUSimulatorPipeline(OpPassManager &pm,
                                                const SegToPTXOptions &options) {
-  ConvertSegToGPUOptions toGPU;
-  toGPU.blockSize = options.blockSize;
-  pm.addPass(createConvertSegToGPU(toGPU));
-  pm.addPass(createCanonicalizerPass());
-  pm.addPass(createCSEPass());
+  addSegToGPUPasses(pm, options.blockSize);
   pm.addPass(createConvertGPUToSimulator());
   addHostToLLVMPasses(pm);
 }

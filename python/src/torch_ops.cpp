@@ -151,6 +151,53 @@ at::Tensor kernelIndex(const at::Tensor &idx) {
              : idx.contiguous();
 }
 
+OperatorCall takeArguments(const OperatorLevel &level, torch::jit::Stack *stack,
+                           c10::DeviceType deviceType) {
+  OperatorCall call;
+  size_t numFloats = level.numFloats;
+  auto args = torch::jit::last(stack, numFloats + 2);
+  call.floats.reserve(numFloats);
+  for (size_t i = 0; i < numFloats; ++i)
+    call.floats.push_back(args[i].toTensor());
+  call.idx = args[numFloats].toTensor();
+  call.numSegments =
+      args[numFloats + 1].toSymInt().guard_int(__FILE__, __LINE__);
+  torch::jit::drop(stack, numFloats + 2);
+  call.variant = &selectVariant(level, call.floats, call.idx, call.numSegments);
+  std::string problem = mismatch(*call.variant, call.floats, call.idx,
+                                 call.numSegments, deviceType);
+  if (!problem.empty())
+    reportInvalid(level, call.floats, call.idx, call.numSegments, problem);
+  return call;
+}
+
+BoundBuffers bindBuffers(const OperatorCall &call) {
+  BoundBuffers bound;
+  int64_t numRows = call.idx.size(0);
+  bound.kernelIdx = kernelIndex(call.idx);
+  size_t next = 0;
+  for (const Buffer &buffer : call.variant->buffers) {
+    if (buffer.isIndex) {
+      bound.pointers.push_back(
+          reinterpret_cast<uintptr_t>(bound.kernelIdx.data_ptr()));
+    } else if (!buffer.isOutput) {
+      bound.keepAlive.push_back(call.floats[next++].contiguous());
+      bound.pointers.push_back(
+          reinterpret_cast<uintptr_t>(bound.keepAlive.back().data_ptr()));
+    } else {
+      std::vector<int64_t> shape;
+      for (int64_t dimension : buffer.shape)
+        shape.push_back(extent(dimension, numRows, call.numSegments));
+      bound.outputs.push_back(at::empty(
+          shape,
+          at::TensorOptions().dtype(buffer.dtype).device(call.idx.device())));
+      bound.pointers.push_back(
+          reinterpret_cast<uintptr_t>(bound.outputs.back().data_ptr()));
+    }
+  }
+  return bound;
+}
+
 namespace {
 std::atomic<bool> debugChecksEnabled{false};
 } // namespace
@@ -180,23 +227,10 @@ public:
 
   void operator()(const c10::OperatorHandle &, c10::DispatchKeySet,
                   torch::jit::Stack *stack) {
-    size_t numFloats = level->numFloats;
-    auto args = torch::jit::last(stack, numFloats + 2);
-    std::vector<at::Tensor> floats;
-    floats.reserve(numFloats);
-    for (size_t i = 0; i < numFloats; ++i)
-      floats.push_back(args[i].toTensor());
-    at::Tensor idx = args[numFloats].toTensor();
-    int64_t numSegments =
-        args[numFloats + 1].toSymInt().guard_int(__FILE__, __LINE__);
-    torch::jit::drop(stack, numFloats + 2);
-
-    const Variant &variant = selectVariant(*level, floats, idx, numSegments);
-    std::string problem =
-        mismatch(variant, floats, idx, numSegments, c10::DeviceType::CPU);
-    if (!problem.empty())
-      reportInvalid(*level, floats, idx, numSegments, problem);
-    int64_t numRows = idx.size(0);
+    OperatorCall call = takeArguments(*level, stack, c10::DeviceType::CPU);
+    const Variant &variant = *call.variant;
+    const at::Tensor &idx = call.idx;
+    int64_t numRows = idx.size(0), numSegments = call.numSegments;
     // An int32 index is checked by the kernels as they read it (one pass
     // over idx); an int64 index is checked whole first, since the kernels
     // read its int32 conversion.
@@ -208,53 +242,31 @@ public:
           segrt::checkIndex(contiguous.data_ptr(), /*is64Bit=*/true, numRows,
                             numSegments, at::get_num_threads());
       if (check.problem != segrt::IndexProblem::None)
-        reportInvalid(*level, floats, idx, numSegments,
+        reportInvalid(*level, call.floats, idx, numSegments,
                       "idx is out of range or unsorted");
     }
-    at::Tensor kernelIdx = kernelIndex(idx);
-
-    std::vector<at::Tensor> keepAlive;
-    std::vector<at::Tensor> outputs;
-    std::vector<uintptr_t> pointers;
-    size_t next = 0;
-    for (const Buffer &buffer : variant.buffers) {
-      if (buffer.isIndex) {
-        pointers.push_back(reinterpret_cast<uintptr_t>(kernelIdx.data_ptr()));
-      } else if (!buffer.isOutput) {
-        keepAlive.push_back(floats[next++].contiguous());
-        pointers.push_back(
-            reinterpret_cast<uintptr_t>(keepAlive.back().data_ptr()));
-      } else {
-        std::vector<int64_t> shape;
-        for (int64_t dimension : buffer.shape)
-          shape.push_back(extent(dimension, numRows, numSegments));
-        outputs.push_back(at::empty(
-            shape, at::TensorOptions().dtype(buffer.dtype).device(at::kCPU)));
-        segrt::adviseHugePages(outputs.back().data_ptr(),
-                               outputs.back().nbytes());
-        pointers.push_back(
-            reinterpret_cast<uintptr_t>(outputs.back().data_ptr()));
-      }
-    }
+    BoundBuffers bound = bindBuffers(call);
+    for (const at::Tensor &output : bound.outputs)
+      segrt::adviseHugePages(output.data_ptr(), output.nbytes());
     if (numRows > 0 || numSegments > 0) {
       int threads = at::get_num_threads();
-      const int32_t *kernelIdxData = kernelIdx.data_ptr<int32_t>();
+      const int32_t *kernelIdxData = bound.kernelIdx.data_ptr<int32_t>();
       if (checkWhileRunning) {
         segrt::IndexCheck check = segrt::checkIndexAndCallHostKernel(
-            variant.symbol, pointers, kernelIdxData, numRows, numSegments,
+            variant.symbol, bound.pointers, kernelIdxData, numRows, numSegments,
             threads, variant.range,
             variant.split.rows ? &variant.split : nullptr);
         if (check.problem != segrt::IndexProblem::None)
-          reportInvalid(*level, floats, idx, numSegments,
+          reportInvalid(*level, call.floats, idx, numSegments,
                         "idx is out of range or unsorted");
       } else {
         segrt::callHostKernelParallel(
-            variant.symbol, pointers, kernelIdxData, numRows, numSegments,
+            variant.symbol, bound.pointers, kernelIdxData, numRows, numSegments,
             threads, variant.range,
             variant.split.rows ? &variant.split : nullptr);
       }
     }
-    for (at::Tensor &output : outputs)
+    for (at::Tensor &output : bound.outputs)
       stack->emplace_back(std::move(output));
   }
 

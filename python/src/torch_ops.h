@@ -116,6 +116,31 @@ std::string mismatch(const Variant &variant,
 /// becoming -1 (no segment), never wrapping.
 at::Tensor kernelIndex(const at::Tensor &idx);
 
+/// One call of an operator level: its arguments and the kernel for them.
+struct OperatorCall {
+  std::vector<at::Tensor> floats;
+  at::Tensor idx;
+  int64_t numSegments = 0;
+  const Variant *variant = nullptr;
+};
+
+/// Pops the level's arguments off a boxed call's stack and picks their
+/// kernel; raises the validator's error unless every tensor matches its
+/// buffer and lies on idx's device, of type `deviceType`.
+OperatorCall takeArguments(const OperatorLevel &level, torch::jit::Stack *stack,
+                           c10::DeviceType deviceType);
+
+/// A kernel's buffers for a call: the pointers in ABI order, the outputs
+/// (allocated on idx's device through PyTorch), and what must live until
+/// the kernel has run (contiguous copies, the int32 index).
+struct BoundBuffers {
+  std::vector<uintptr_t> pointers;
+  std::vector<at::Tensor> outputs;
+  std::vector<at::Tensor> keepAlive;
+  at::Tensor kernelIdx;
+};
+BoundBuffers bindBuffers(const OperatorCall &call);
+
 /// The CUDA kernels (torch_ops_cuda.cpp): whether they were built (against
 /// a PyTorch with CUDA), and registering one level's.
 bool cudaKernelsBuilt();

@@ -69,55 +69,18 @@ public:
 
   void operator()(const c10::OperatorHandle &, c10::DispatchKeySet,
                   torch::jit::Stack *stack) {
-    size_t numFloats = level->numFloats;
-    auto args = torch::jit::last(stack, numFloats + 2);
-    std::vector<at::Tensor> floats;
-    floats.reserve(numFloats);
-    for (size_t i = 0; i < numFloats; ++i)
-      floats.push_back(args[i].toTensor());
-    at::Tensor idx = args[numFloats].toTensor();
-    int64_t numSegments =
-        args[numFloats + 1].toSymInt().guard_int(__FILE__, __LINE__);
-    torch::jit::drop(stack, numFloats + 2);
-
-    const Variant &variant = selectVariant(*level, floats, idx, numSegments);
-    std::string problem =
-        mismatch(variant, floats, idx, numSegments, c10::DeviceType::CUDA);
-    if (!problem.empty())
-      reportInvalid(*level, floats, idx, numSegments, problem);
+    OperatorCall call = takeArguments(*level, stack, c10::DeviceType::CUDA);
     // idx's content costs a host sync to check: only in debug mode (the
     // validator does it); the kernels stay in bounds whatever it holds.
     if (level->validatesIndex && debugChecks())
-      callValidator(*level, floats, idx, numSegments);
-
-    c10::cuda::CUDAGuard guard(idx.device());
-    int64_t numRows = idx.size(0);
-    at::Tensor kernelIdx = kernelIndex(idx);
-    std::vector<at::Tensor> keepAlive;
-    std::vector<at::Tensor> outputs;
-    std::vector<uintptr_t> pointers;
-    size_t next = 0;
-    for (const Buffer &buffer : variant.buffers) {
-      if (buffer.isIndex) {
-        pointers.push_back(reinterpret_cast<uintptr_t>(kernelIdx.data_ptr()));
-      } else if (!buffer.isOutput) {
-        keepAlive.push_back(floats[next++].contiguous());
-        pointers.push_back(
-            reinterpret_cast<uintptr_t>(keepAlive.back().data_ptr()));
-      } else {
-        std::vector<int64_t> shape;
-        for (int64_t dimension : buffer.shape)
-          shape.push_back(extent(dimension, numRows, numSegments));
-        outputs.push_back(at::empty(
-            shape,
-            at::TensorOptions().dtype(buffer.dtype).device(idx.device())));
-        pointers.push_back(
-            reinterpret_cast<uintptr_t>(outputs.back().data_ptr()));
-      }
-    }
-    if (numRows > 0 || numSegments > 0)
-      launch(variant, pointers, numRows, numSegments, idx.device());
-    for (at::Tensor &output : outputs)
+      callValidator(*level, call.floats, call.idx, call.numSegments);
+    c10::cuda::CUDAGuard guard(call.idx.device());
+    BoundBuffers bound = bindBuffers(call);
+    int64_t numRows = call.idx.size(0);
+    if (numRows > 0 || call.numSegments > 0)
+      launch(*call.variant, bound.pointers, numRows, call.numSegments,
+             call.idx.device());
+    for (at::Tensor &output : bound.outputs)
       stack->emplace_back(std::move(output));
   }
 
