@@ -159,9 +159,8 @@ private:
   SmallVector<Value> reduceRows(OpBuilder &b, Value lo, Value hi,
                                 ValueRange init,
                                 SegmentProgramEmitter::RowBody body);
-  /// Per lane: totals [first, first + count) of a long segment's tile
-  /// slots, lane 0 its first tile, lanes the others in turn (combine with
-  /// the butterfly).
+  /// The totals `components` of a long segment's tile slots, added in an
+  /// order that depends on the segment only; every lane gets them.
   SmallVector<Value> sumTilePartials(OpBuilder &b, Value start, Value end,
                                      ValueRange components);
   void storeFromLaneZero(OpBuilder &b, ValueRange values, Value base,
@@ -392,35 +391,40 @@ SmallVector<Value> GPUKernelEmitter::sumTilePartials(OpBuilder &b, Value start,
       loc, b.create<arith::SubIOp>(loc, end, i64(b, 1)), i64(b, kTileRows));
   // The first tile holds the segment's rows in its tail slot, unless the
   // segment starts the tile (then they are its head); every later tile's
-  // head slot holds the segment's rows in it. Lane 0 takes the first tile,
-  // lanes take the others in turn: the order depends on the segment only.
-  Value startsTile = b.create<arith::CmpIOp>(
-      loc, arith::CmpIPredicate::eq,
-      b.create<arith::RemUIOp>(loc, start, i64(b, kTileRows)), i64(b, 0));
-  Value firstSlot =
-      b.create<arith::SelectOp>(loc, startsTile, i64(b, 0), i64(b, 1));
-  Value isLaneZero =
-      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, lane, i64(b, 0));
-  SmallVector<Value> acc;
-  for (Value component : components) {
-    Value slot = partialIndex(b, firstTile, firstSlot, component);
-    acc.push_back(b.create<arith::SelectOp>(loc, isLaneZero,
-                                            code.load(base, elementType, slot),
-                                            code.zero(elementType)));
-  }
-  Value from = b.create<arith::AddIOp>(
-      loc, b.create<arith::AddIOp>(loc, firstTile, i64(b, 1)), lane);
-  Value to = b.create<arith::AddIOp>(loc, lastTile, i64(b, 1));
+  // head slot holds the segment's rows in it. 32 tiles at a time, a lane
+  // each, summed by the butterfly and added in order: the order depends on
+  // the segment only. (The shuffles in the loop also keep LLVM from
+  // unrolling it.)
+  Value firstSlot = b.create<arith::SelectOp>(
+      loc,
+      b.create<arith::CmpIOp>(
+          loc, arith::CmpIPredicate::eq,
+          b.create<arith::RemUIOp>(loc, start, i64(b, kTileRows)), i64(b, 0)),
+      i64(b, 0), i64(b, 1));
+  SmallVector<Value> zeros(components.size(), code.zero(elementType));
   auto loop = b.create<scf::ForOp>(
-      loc, from, to, i64(b, kWarpSize), acc,
-      [&](OpBuilder &ib, Location il, Value tile, ValueRange sums) {
+      loc, firstTile, b.create<arith::AddIOp>(loc, lastTile, i64(b, 1)),
+      i64(b, kWarpSize), zeros,
+      [&](OpBuilder &ib, Location il, Value chunk, ValueRange sums) {
         KernelCodeBuilder load(ib, il);
+        Value tile = ib.create<arith::AddIOp>(il, chunk, lane);
+        Value inRange = ib.create<arith::CmpIOp>(il, arith::CmpIPredicate::ule,
+                                                 tile, lastTile);
+        Value readTile = ib.create<arith::MinUIOp>(il, tile, lastTile);
+        Value slot = ib.create<arith::SelectOp>(
+            il,
+            ib.create<arith::CmpIOp>(il, arith::CmpIPredicate::eq, readTile,
+                                     firstTile),
+            firstSlot, i64(ib, 0));
         SmallVector<Value> next;
-        for (auto [component, sum] : llvm::zip(components, sums))
+        for (auto [component, sum] : llvm::zip(components, sums)) {
+          Value value = load.load(base, elementType,
+                                  partialIndex(ib, readTile, slot, component));
+          value = ib.create<arith::SelectOp>(il, inRange, value,
+                                             load.zero(elementType));
           next.push_back(ib.create<arith::AddFOp>(
-              il, sum,
-              load.load(base, elementType,
-                        partialIndex(ib, tile, i64(ib, 0), component))));
+              il, sum, warpReduce(ib, value, /*minimum=*/false)));
+        }
         ib.create<scf::YieldOp>(il, next);
       });
   return SmallVector<Value>(loop.getResults());
@@ -442,12 +446,9 @@ void GPUKernelEmitter::emitLongSegment(OpBuilder &b, Value start,
       components.push_back(i64(rb, i));
     return sumTilePartials(rb, start, end, components);
   };
-  auto combine = [&](OpBuilder &cb, Location, Value partial) {
-    return warpReduce(cb, partial, /*minimum=*/false);
-  };
   emitter.emitSegment(vb, loc, segment,
                       vb.create<arith::SubIOp>(loc, end, start), readPartials,
-                      combine, isLaneZero);
+                      combineNothing, isLaneZero);
 }
 
 std::pair<Value, Value> GPUKernelEmitter::loadBounds(OpBuilder &b,
@@ -1046,9 +1047,7 @@ void GPUKernelEmitter::emitFinish() {
               loc, first, vb.create<arith::AddIOp>(loc, first, count),
               i64(vb, 1), ValueRange{},
               [&](OpBuilder &cb, Location, Value component, ValueRange) {
-                Value total = warpReduce(
-                    cb, sumTilePartials(cb, start, end, component)[0],
-                    /*minimum=*/false);
+                Value total = sumTilePartials(cb, start, end, component)[0];
                 storeFromLaneZero(
                     cb, total, totals, [&](OpBuilder &ib, int64_t) {
                       return ib.create<arith::AddIOp>(loc, row, component);

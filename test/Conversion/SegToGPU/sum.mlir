@@ -6,9 +6,9 @@
 // where a segment starts; for each, the warp evaluates the empty segments
 // before it (zeros for a sum). A segment covering the aligned 1024-row tile
 // after its start is long: a 32-way search (a ballot per step) finds its end
-// and its tiles' partials are added (lane 0 the first tile's head or tail
-// slot, lanes the later tiles' head slots in turn) and the lanes summed with
-// the butterfly. Otherwise the warp finds the segment's end (lane-strided
+// and its tiles' partials are added 32 tiles at a time (a lane each: the
+// first tile's head or tail slot, the later tiles' head slots), each 32
+// summed by the butterfly and added in order. Otherwise the warp finds the segment's end (lane-strided
 // walk over idx and a warp minimum), accumulates its rows lane-strided and
 // sums the lanes with a fixed xor butterfly; lane 0 stores.
 // CHECK-LABEL: module attributes {gpu.container_module}
@@ -43,11 +43,16 @@
 // CHECK: scf.yield
 // CHECK: %[[LASTROW:.*]] = arith.subi %[[SEARCH]]#0, %c1_i64
 // CHECK: arith.divui %[[LASTROW]], %c1024_i64
-// CHECK: arith.select
-// CHECK: llvm.getelementptr inbounds %[[PARTIALS]]
 // CHECK: %[[TILESUMS:.*]]:3 = scf.for {{.*}} step %c32_i64 iter_args({{.*}}) -> (f32, f32, f32)
-// CHECK: llvm.getelementptr inbounds %[[PARTIALS]]
-// CHECK: gpu.shuffle  xor %[[TILESUMS]]#0, %c16_i32, %c32_i32 : f32
+// CHECK: arith.cmpi ule
+// CHECK: %[[SLOTVALUE:.*]] = llvm.load
+// CHECK: %[[VALUE:.*]] = arith.select %{{.*}}, %[[SLOTVALUE]], %cst
+// CHECK: gpu.shuffle  xor %[[VALUE]], %c16_i32, %c32_i32 : f32
+// CHECK-COUNT-14: gpu.shuffle  xor
+// CHECK: scf.yield
+// The totals are the same in every lane: no butterfly after the loop.
+// CHECK-NOT: gpu.shuffle
+// CHECK: llvm.store %[[TILESUMS]]#0
 // CHECK: } else {
 // CHECK: %[[WALK:.*]] = scf.while
 // CHECK: gpu.shuffle  xor %[[WALK]], %c16_i32, %c32_i32 : i64
@@ -200,9 +205,9 @@ func.func @gather_vec3(%y: tensor<?x3xf64>, %idx: tensor<?xi32>) -> tensor<?x3xf
 // CHECK: gpu.func @rms_norm_backward__finish({{.*}}, %[[SCRATCH:.*]]: !llvm.ptr, %[[PASS:.*]]: i64) kernel
 // CHECK: arith.cmpi eq, %[[PASS]], %c0_i64
 // CHECK: scf.for %[[COMPONENT:.*]] = %{{.*}} to %{{.*}} step %c1_i64
-// CHECK: scf.for {{.*}} step %c32_i64 iter_args({{.*}}) -> (f64) : i64
+// CHECK: %[[TOTAL:.*]] = scf.for {{.*}} step %c32_i64 iter_args({{.*}}) -> (f64) : i64
 // CHECK-COUNT-5: gpu.shuffle  xor {{.*}} : f64
-// CHECK: llvm.store {{.*}} : f64, !llvm.ptr
+// CHECK: llvm.store %[[TOTAL]], %{{.*}} : f64, !llvm.ptr
 // CHECK-NOT: rms_norm_backward__tiles1
 func.func @rms_norm_backward(%x: tensor<?x3xf64>, %idx: tensor<?xi32>, %n: index, %g: tensor<?xf64>) -> tensor<?x3xf64> {
   %cst = arith.constant 1.000000e+00 : f64
