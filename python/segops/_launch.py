@@ -7,7 +7,7 @@ from typing import Sequence
 
 import torch
 
-from segops import _library
+from segops import _gpusim, _library
 
 
 @lru_cache(maxsize=None)
@@ -29,7 +29,9 @@ def run(name: str, inputs: Sequence[torch.Tensor], outputs: torch.Tensor | Seque
     pointers = [t.data_ptr() for t in inputs]
     pointers.extend(t.data_ptr() for t in outputs)
     device = outputs[0].device
-    if device.type == "cpu":
+    if device.type == "cpu" and _gpusim.ENABLED:
+        _gpusim.simulator().run(name, inputs, outputs, num_rows, num_segments)
+    elif device.type == "cpu":
         for output in outputs:  # segrt skips the small ones
             _library.advise_huge_pages(output)
         _library.launch_host(info, pointers, num_rows, num_segments)

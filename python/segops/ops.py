@@ -27,7 +27,7 @@ from typing import Callable, Sequence
 import torch
 from torch import Tensor
 
-from segops import _launch, _library, _validation
+from segops import _gpusim, _launch, _library, _validation
 from segops._validation import (
     as_kernel_index,
     check_float_rows,
@@ -135,8 +135,10 @@ _library_def = torch.library.Library("segops", "DEF")
 def _native_ops():
     """The C++ CPU and autograd kernels (segops._native._torchops), loaded
     with the host kernels; None where they are not built, the op library is
-    missing, or SEGOPS_PYTHON_OPS=1 asks for the Python kernels."""
-    if os.environ.get("SEGOPS_PYTHON_OPS", "") not in ("", "0"):
+    missing, or SEGOPS_PYTHON_OPS=1 asks for the Python kernels (as does
+    SEGOPS_SIMULATE_GPU=1: the Python kernels then run the GPU kernels on
+    the simulator)."""
+    if os.environ.get("SEGOPS_PYTHON_OPS", "") not in ("", "0") or _gpusim.ENABLED:
         return None
     try:
         from segops._native import _torchops  # type: ignore[attr-defined]

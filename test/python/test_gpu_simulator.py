@@ -1,13 +1,15 @@
 """The op library's GPU kernels, run on the CPU by the SIMT simulator
-(gpusim.py): every kernel against its host kernel over layouts that stress
-warp, chunk and block boundaries; results bitwise independent of the grid
-and of the order blocks run in; no access outside a buffer and no
-divergent collective, whatever idx holds. Skipped where the simulator
-library was not built (a build without the compiler)."""
+(segops/_gpusim.py): every kernel against its host kernel over layouts that
+stress warp, chunk, block and tile boundaries; results bitwise independent
+of the grid and of the order blocks run in; no access outside a buffer and
+no divergent collective, whatever idx holds; the op tests through the GPU
+kernels. Skipped where the simulator library was not built (a build
+without the compiler)."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -18,8 +20,8 @@ import torch
 
 from segops import _launch, _library
 
-import gpusim
 from guard_pages import extent
+from segops import _gpusim as gpusim
 
 pytestmark = pytest.mark.skipif(not gpusim.LIBRARY_PATH.exists(),
                                 reason="libsegops_gpusim.so not built (no compiler)")
@@ -116,7 +118,7 @@ PROBE = textwrap.dedent('''
     import torch
     from segops import _library
     from guard_pages import kernel_buffers
-    import gpusim
+    from segops import _gpusim as gpusim
 
     simulator = gpusim.GpuSimulator()
     generator = torch.Generator().manual_seed(int(sys.argv[1]))
@@ -313,3 +315,16 @@ def test_divergent_collectives_are_reported(test_kernels: gpusim.GpuSimulator) -
         test_kernels.launch("outside_mask", [out], 0, 0, grid=1, block=32)
     with pytest.raises(gpusim.SimulatorError, match="block size must be a multiple of 32"):
         test_kernels.launch("modes", [out], 0, 0, grid=1, block=48)
+
+
+def test_op_suite_on_gpu_kernels() -> None:
+    """test_ops.py (every op against the PyTorch reference, gradcheck and
+    gradgradcheck, third order, opcheck, torch.compile, bad input, layouts)
+    with CPU tensors running the GPU kernels on the simulator
+    (SEGOPS_SIMULATE_GPU=1): the public contract, through the GPU kernels."""
+    env = dict(os.environ, SEGOPS_SIMULATE_GPU="1")
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                             "test_ops.py"], capture_output=True, text=True, timeout=900,
+                            cwd=Path(__file__).parent, env=env)
+    assert result.returncode == 0 and " passed" in result.stdout, (
+        f"exit {result.returncode}\n{result.stdout[-4000:]}\n{result.stderr[-2000:]}")

@@ -3,11 +3,16 @@
 compiled to host code by `seg-compile --gpu-simulator`. A testing aid for
 machines without a GPU: it checks what the kernels compute, that their
 collectives are convergent, and (with guard pages) that they stay inside
-their buffers; it says nothing about speed."""
+their buffers; it says nothing about speed. With SEGOPS_SIMULATE_GPU=1 (read
+at import), the ops run CPU tensors through it instead of the host kernels
+(python/segops/_launch.py), so that every op test exercises the GPU
+kernels. The library exists only in builds with the compiler."""
 
 from __future__ import annotations
 
 import ctypes
+import os
+from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
 
@@ -16,6 +21,7 @@ import torch
 from segops import _library
 
 LIBRARY_PATH = Path(_library.NATIVE_DIR) / "libsegops_gpusim.so"
+ENABLED = os.environ.get("SEGOPS_SIMULATE_GPU", "") not in ("", "0")
 
 
 class SimulatorError(RuntimeError):
@@ -78,3 +84,9 @@ class GpuSimulator:
                               len(error))
         if status != 0:
             raise SimulatorError(error.value.decode())
+
+
+@lru_cache(maxsize=None)
+def simulator() -> GpuSimulator:
+    """The simulator over the op library's GPU kernels (loaded once)."""
+    return GpuSimulator()
