@@ -41,9 +41,9 @@ def run(name: str, inputs: Sequence[torch.Tensor], outputs: torch.Tensor | Seque
         # The long-segment kernels' scratch, from PyTorch's caching
         # allocator: freed when this returns, reused only by work queued on
         # the stream after these launches.
-        scratch = torch.empty(info.gpu_scratch_bytes(num_rows, num_segments), device=device,
-                              dtype=torch.uint8)
+        scratch = None if info.gpu_long is None else torch.empty(
+            info.gpu_scratch_bytes(num_rows, num_segments), device=device, dtype=torch.uint8)
         _library.launch_cuda(info, index, _capability(index), stream, pointers, num_rows,
-                             num_segments, scratch.data_ptr())
+                             num_segments, 0 if scratch is None else scratch.data_ptr())
     else:
         raise ValueError(f"segops runs on CPU and CUDA tensors, not on {device.type}")

@@ -55,7 +55,7 @@ LAYOUTS = {
 
 @pytest.fixture(scope="module")
 def simulator() -> gpusim.GpuSimulator:
-    return gpusim.GpuSimulator()
+    return gpusim.simulator()
 
 
 def _entry(name: str) -> dict:
@@ -120,7 +120,7 @@ PROBE = textwrap.dedent('''
     from guard_pages import kernel_buffers
     from segops import _gpusim as gpusim
 
-    simulator = gpusim.GpuSimulator()
+    simulator = gpusim.simulator()
     generator = torch.Generator().manual_seed(int(sys.argv[1]))
     manifest = json.loads((_library.NATIVE_DIR / "manifest.json").read_text())
     # Random values are unsorted almost everywhere (a segment start at every

@@ -114,12 +114,13 @@ private:
   Value segmentOr(OpBuilder &b, Value inRange, Value row);
   /// Butterfly over the warp; every lane gets the result.
   Value warpReduce(OpBuilder &b, Value value, bool minimum);
-  /// The first row r in [lo, hi) where `holds(r)` is false, or hi, for a
-  /// `holds` true on a prefix of the range: 32 rows probed per step (one
-  /// per lane, a ballot), so ~log32(hi - lo) steps. Warp-uniform; for any
-  /// content of idx it terminates and stays in [lo, hi].
-  Value searchWarp(OpBuilder &b, Value lo, Value hi,
-                   function_ref<Value(OpBuilder &, Value)> holds);
+  /// The first row r in [lo, hi) where `idx[r] <holding> segment` is
+  /// false, or hi, for a comparison true on a prefix of the range (eq: the
+  /// segment's end; ne: its start): 32 rows probed per step (one per lane, a
+  /// ballot), so ~log32(hi - lo) steps. Warp-uniform; for any content of idx
+  /// it terminates and stays in [lo, hi].
+  Value searchWarp(OpBuilder &b, Value lo, Value hi, Value segment,
+                   arith::CmpIPredicate holding);
   /// Each lane of a group of `groupSize` threads evaluates the empty
   /// segments [lo, hi) (clamped to [0, S)) it is given, `member` being its
   /// position in the group.
@@ -237,9 +238,9 @@ Value GPUKernelEmitter::warpReduce(OpBuilder &b, Value value, bool minimum) {
   return value;
 }
 
-Value GPUKernelEmitter::searchWarp(
-    OpBuilder &b, Value lo, Value hi,
-    function_ref<Value(OpBuilder &, Value)> holds) {
+Value GPUKernelEmitter::searchWarp(OpBuilder &b, Value lo, Value hi,
+                                   Value segment,
+                                   arith::CmpIPredicate holding) {
   Type i64Type = b.getI64Type();
   auto search = b.create<scf::WhileOp>(
       loc, TypeRange{i64Type, i64Type}, ValueRange{lo, hi},
@@ -264,7 +265,11 @@ Value GPUKernelEmitter::searchWarp(
         };
         Value fullMask = sb.create<arith::ConstantIntOp>(sl, -1, 32);
         Value inside = sb.create<NVVM::VoteBallotOp>(
-            sl, sb.getI32Type(), fullMask, holds(sb, probe(lane)));
+            sl, sb.getI32Type(), fullMask,
+            sb.create<arith::CmpIOp>(
+                sl, holding,
+                KernelCodeBuilder(sb, sl).loadSegment(idx, probe(lane)),
+                segment));
         // The probes holding before the first one that does not.
         Value outside = sb.create<arith::XOrIOp>(sl, inside, fullMask);
         Value holding = sb.create<arith::ExtUIOp>(
@@ -335,11 +340,7 @@ Value GPUKernelEmitter::searchLongSegmentEnd(OpBuilder &b, Value start,
   Value covered = b.create<arith::AddIOp>(loc, alignedTileAfter(b, start),
                                           i64(b, kTileRows));
   covered = b.create<arith::MinSIOp>(loc, covered, numRows);
-  return searchWarp(b, covered, numRows, [&](OpBuilder &pb, Value row) {
-    return pb.create<arith::CmpIOp>(
-        loc, arith::CmpIPredicate::eq,
-        KernelCodeBuilder(pb, loc).loadSegment(idx, row), segment);
-  });
+  return searchWarp(b, covered, numRows, segment, arith::CmpIPredicate::eq);
 }
 
 Value GPUKernelEmitter::byteOffset(OpBuilder &b, Value base, Value bytes) {
@@ -778,13 +779,8 @@ void GPUKernelEmitter::forEachLongPiece(OpBuilder &tb, Value tile,
     auto ifOp = tb.create<scf::IfOp>(
         loc, condition,
         [&](OpBuilder &sb, Location) {
-          Value found =
-              searchWarp(sb, lo, tileEnd, [&](OpBuilder &pb, Value row) {
-                return pb.create<arith::CmpIOp>(
-                    loc, holding,
-                    KernelCodeBuilder(pb, loc).loadSegment(idx, row), segment);
-              });
-          sb.create<scf::YieldOp>(loc, found);
+          sb.create<scf::YieldOp>(
+              loc, searchWarp(sb, lo, tileEnd, segment, holding));
         },
         [&](OpBuilder &ob, Location) {
           ob.create<scf::YieldOp>(loc, otherwise);
@@ -855,11 +851,7 @@ void GPUKernelEmitter::forEachLongStart(OpBuilder &tb, Value tile,
 
 Value GPUKernelEmitter::tailStartIn(OpBuilder &b, Value tileStart,
                                     Value tileEnd, Value tail) {
-  return searchWarp(b, tileStart, tileEnd, [&](OpBuilder &pb, Value row) {
-    return pb.create<arith::CmpIOp>(
-        loc, arith::CmpIPredicate::ne,
-        KernelCodeBuilder(pb, loc).loadSegment(idx, row), tail);
-  });
+  return searchWarp(b, tileStart, tileEnd, tail, arith::CmpIPredicate::ne);
 }
 
 void GPUKernelEmitter::storeFromLaneZero(
