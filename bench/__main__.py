@@ -39,7 +39,8 @@ def machine(device: str) -> str:
     return text
 
 
-def summarize(rows: list[dict], overhead_rows: list[dict]) -> list[str]:
+def summarize(rows: list[dict], overhead_rows: list[dict],
+              compile_rows: list[dict] | None = None) -> list[str]:
     """Where the measurements stand against issue 5's targets."""
     lines = []
     largest = max((r["N"] for r in rows), default=0)
@@ -65,6 +66,13 @@ def summarize(rows: list[dict], overhead_rows: list[dict]) -> list[str]:
     if ratios:
         lines.append(f"N=100: host overhead {min(ratios):.2f}-{max(ratios):.2f}x index_add_'s; "
                      "target <= 1.5x")
+    compiles = [r for r in compile_rows or [] if "cold ms" in r]
+    if compiles:
+        cold = max(compiles, key=lambda r: r["cold ms"])
+        hit = max(r["memory hit ms"] for r in compiles)
+        lines.append(f"compile: slowest cold fwd+bwd+dbwd = {cold['cold ms']:.0f} ms "
+                     f"({cold['what'].split()[0]}); target < 200 ms; slowest cache hit "
+                     f"{hit:.3f} ms; target < 1 ms")
     return lines
 
 
@@ -115,6 +123,7 @@ def main() -> int:
         report.plot(report.plot_overhead, out / f"overhead_{args.device}.png", overhead_rows,
                     f"host time per call, N={overhead.NUM_ROWS}, {args.device}")
 
+    compile_rows: list[dict] = []
     if "compile" in sections:
         print("\n## compile time")
         try:
@@ -124,7 +133,7 @@ def main() -> int:
             print(f"skipped: {error}")
 
     print("\n## summary")
-    for line in summarize(op_rows, overhead_rows):
+    for line in summarize(op_rows, overhead_rows, compile_rows):
         print(line)
     print(f"(suite took {time.perf_counter() - started:.0f} s; CSV and PNG in {out}/)")
     return 0

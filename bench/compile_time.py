@@ -1,6 +1,9 @@
 """Compile speed: one op's forward, backward and double-backward kernels to
 PTX (in-process compiler) cold, from the in-process cache and from the disk
-cache; and the ahead-of-time op library build (seg-opt + seg-compile).
+cache; the same cold on one thread, and on one thread with LLVM's O2 pipeline
+(the run-time default before the quick pipeline); what ptxas makes of the PTX
+of each pipeline (SASS instructions, registers); and the ahead-of-time op
+library build (seg-opt + seg-compile).
 
     python -m bench.compile_time [--no-library]
 """
@@ -10,7 +13,9 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -43,6 +48,7 @@ def _ms(fn: Callable[[], object]) -> float:
 
 def run(library: bool, log: Callable[[str], None] = print) -> list[dict]:
     rows = []
+    segc = _compiler._segc()
     with tempfile.TemporaryDirectory() as cache:
         os.environ["SEGOPS_CACHE_DIR"] = cache
         # The first compilation in a process also loads dialects and targets.
@@ -52,27 +58,94 @@ def run(library: bool, log: Callable[[str], None] = print) -> list[dict]:
         log(f"{rows[-1]['what']:58} {first:8.1f} ms")
         for op in OPS:
             source = op_source(op)
-            cold = []
+            cold: list[float] = []
+            one_thread: list[float] = []
+            o2_one_thread: list[float] = []
             for attempt in range(3):
                 # A cache miss: a different comment makes a different key.
                 variant = f"// attempt {attempt}\n" + source
                 _compiler.clear_memory_cache()
                 cold.append(_ms(lambda: _compiler.compile_ptx(variant, order=2)))
+                # The native compiler has no cache; interleaved with the above.
+                one_thread.append(_ms(lambda: segc.compile_ptx(variant, 2, groups=1)))
+                o2_one_thread.append(_ms(lambda: segc.compile_ptx(
+                    variant, 2, opt_level=2, quick=False, groups=1)))
             memory = statistics.median(_ms(lambda: _compiler.compile_ptx(variant, order=2))
                                        for _ in range(21))
             disk = []
             for _ in range(5):
                 _compiler.clear_memory_cache()
                 disk.append(_ms(lambda: _compiler.compile_ptx(variant, order=2)))
-            rows.append({"what": f"{op} f32 w3: forward+backward+double backward",
-                         "cold ms": statistics.median(cold), "memory hit ms": memory,
-                         "disk hit ms": statistics.median(disk)})
-            log(f"{rows[-1]['what']:58} cold {rows[-1]['cold ms']:7.1f} ms, "
-                f"memory hit {memory:6.3f} ms, disk hit {rows[-1]['disk hit ms']:6.3f} ms")
+            row = {"what": f"{op} f32 w3: forward+backward+double backward",
+                   "cold ms": statistics.median(cold), "memory hit ms": memory,
+                   "disk hit ms": statistics.median(disk),
+                   "cold 1 thread ms": statistics.median(one_thread),
+                   "cold 1 thread O2 ms": statistics.median(o2_one_thread)}
+            row.update(sass_comparison(source))
+            rows.append(row)
+            log(f"{row['what']:58} cold {row['cold ms']:7.1f} ms (1 thread "
+                f"{row['cold 1 thread ms']:.1f}, 1 thread O2 {row['cold 1 thread O2 ms']:.1f}), "
+                f"memory hit {memory:6.3f} ms, disk hit {row['disk hit ms']:6.3f} ms")
+            if "quick sass" in row:
+                log(" " * 58 + " SASS instructions, most registers (program kernels / all): " +
+                    ", ".join(f"{p} {row[p + ' sass main']}/{row[p + ' sass']} "
+                              f"r{row[p + ' registers main']}/{row[p + ' registers']}"
+                              for p in PIPELINES))
         del os.environ["SEGOPS_CACHE_DIR"]
     if library:
         rows += library_build(log)
     return rows
+
+
+# LLVM pipelines compared by what ptxas makes of their PTX: (opt_level, quick).
+PIPELINES = {"quick": (0, True), "O2": (2, False), "O3": (3, False)}
+
+
+def sass_comparison(source: str, chip: str = "sm_90") -> dict[str, int]:
+    """SASS instructions (all kernels, and the programs' own kernels without
+    the long-segment ones) and the most registers a kernel uses, after
+    `ptxas -O3`, for the PTX of each pipeline: a static view of what the
+    quick pipeline costs in code. Empty without ptxas."""
+    ptxas = shutil.which("ptxas") or "/usr/local/cuda/bin/ptxas"
+    if not Path(ptxas).exists():
+        return {}
+    segc = _compiler._segc()
+    result: dict[str, int] = {}
+    with tempfile.TemporaryDirectory() as out:
+        for name, (opt_level, quick) in PIPELINES.items():
+            ptx_path, cubin_path = Path(out) / f"{name}.ptx", Path(out) / f"{name}.cubin"
+            ptx_path.write_text(segc.compile_ptx(source, 2, chip, opt_level=opt_level,
+                                                 quick=quick))
+            log = subprocess.run([ptxas, f"-arch={chip}", "-O3", "-v", str(ptx_path),
+                                  "-o", str(cubin_path)],
+                                 check=True, capture_output=True, text=True).stderr
+            sizes = _text_section_sizes(cubin_path.read_bytes())
+            result[f"{name} sass"] = sum(sizes.values()) // 16
+            result[f"{name} sass main"] = sum(size for kernel, size in sizes.items()
+                                              if "__" not in kernel) // 16
+            registers = dict(re.findall(
+                r"Compiling entry function '(\w+)'.*?Used (\d+) registers", log, re.S))
+            result[f"{name} registers"] = max(int(n) for n in registers.values())
+            result[f"{name} registers main"] = max(int(n) for kernel, n in registers.items()
+                                                   if "__" not in kernel)
+    return result
+
+
+def _text_section_sizes(elf: bytes) -> dict[str, int]:
+    """Bytes of each kernel's code (`.text.<kernel>` sections) in a cubin
+    (ELF64; a SASS instruction is 16 bytes from sm_70 on)."""
+    section_offset, = struct.unpack_from("<Q", elf, 0x28)
+    entry_size, count, names_index = struct.unpack_from("<HHH", elf, 0x3A)
+    headers = [struct.unpack_from("<IIQQQQ", elf, section_offset + i * entry_size)
+               for i in range(count)]
+    names_offset = headers[names_index][4]
+    sizes = {}
+    for name_offset, _, _, _, _, size in headers:
+        end = elf.index(b"\0", names_offset + name_offset)
+        name = elf[names_offset + name_offset:end].decode()
+        if name.startswith(".text."):
+            sizes[name[len(".text."):]] = size
+    return sizes
 
 
 def library_build(log: Callable[[str], None] = print) -> list[dict]:

@@ -166,16 +166,30 @@ def markdown(directory: Path, device: str = "cpu") -> str:
                          f"{_number(row.get('vs index_add_'))} |")
     compile_path = directory / "compile.csv"
     if compile_path.exists():
-        lines += ["", "| compilation | cold | memory hit | disk hit |", "|---|---:|---:|---:|"]
-        for row in _read_csv(compile_path):
+        lines += ["", "| compilation | cold | memory hit | disk hit | cold, 1 thread "
+                  "| cold, 1 thread, O2 |", "|---|---:|---:|---:|---:|---:|"]
+        compile_rows = _read_csv(compile_path)
+        for row in compile_rows:
             if row.get("cold ms"):
                 lines.append(f"| {row['what']} | {_number(row['cold ms'], 1)} ms | "
                              f"{_number(row['memory hit ms'], 3)} ms | "
-                             f"{_number(row['disk hit ms'], 3)} ms |")
+                             f"{_number(row['disk hit ms'], 3)} ms | "
+                             f"{_number(row.get('cold 1 thread ms'), 1)} ms | "
+                             f"{_number(row.get('cold 1 thread O2 ms'), 1)} ms |")
             elif row.get("ms"):
-                lines.append(f"| {row['what']} | {_number(row['ms'], 1)} ms | | |")
+                lines.append(f"| {row['what']} | {_number(row['ms'], 1)} ms | | | | |")
             else:
-                lines.append(f"| {row['what']} | {_number(row['s'], 2)} s | | |")
+                lines.append(f"| {row['what']} | {_number(row['s'], 2)} s | | | | |")
+        sass_rows = [row for row in compile_rows if row.get("quick sass")]
+        if sass_rows:
+            lines += ["", "SASS instructions and most registers per kernel after `ptxas -O3`, "
+                      "program kernels / all kernels (with the long-segment ones):", "",
+                      "| op (fwd+bwd+dbwd) | quick | O2 | O3 |", "|---|---:|---:|---:|"]
+            for row in sass_rows:
+                cells = [f"{row[p + ' sass main']} / {row[p + ' sass']}, "
+                         f"r{row[p + ' registers main']} / r{row[p + ' registers']}"
+                         for p in ("quick", "O2", "O3")]
+                lines.append(f"| {row['what'].split()[0]} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

@@ -1,30 +1,263 @@
 //===- PTX.cpp - kernel functions to PTX text -----------------------------===//
+//
+// The kernels are lowered to NVVM in one gpu.module; LLVM then compiles them
+// to PTX in groups on the context's threads (LLVM is most of a compilation,
+// and the kernels call nothing, so groups are independent), and the groups'
+// PTX is joined into one text, kernels in module order. The text does not
+// depend on the number of groups.
+//
+//===----------------------------------------------------------------------===//
 
 #include "segops/Target/OpLibrary.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/IR/Threading.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVM/ModuleToObject.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/IR/Module.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Target/TargetMachine.h"
+
+#include <mutex>
 
 using namespace mlir;
 using namespace mlir::seg;
 
-FailureOr<std::string> mlir::seg::compileToPTX(ModuleOp source,
-                                               const SegToPTXOptions &options) {
+/// A PTX module's text: its header (version, target) and each kernel's
+/// definition.
+struct PTXText {
+  StringRef header;
+  SmallVector<std::pair<StringRef, StringRef>> kernels; // name, text
+};
+
+/// Splits the NVPTX back end's output at the `// .globl NAME` line opening
+/// each kernel; fails on text holding anything else between kernels.
+static FailureOr<PTXText> splitPTX(StringRef ptx) {
+  static constexpr StringLiteral kKernelStart = "\t// .globl\t";
+  PTXText text;
+  size_t start = ptx.find(kKernelStart);
+  if (start == StringRef::npos)
+    return failure();
+  text.header = ptx.take_front(start);
+  while (start != StringRef::npos) {
+    size_t next = ptx.find(kKernelStart, start + 1);
+    StringRef kernel = ptx.slice(start, next);
+    StringRef name =
+        kernel.drop_front(kKernelStart.size()).take_until([](char c) {
+          return c == '\n';
+        });
+    if (!kernel.contains((".entry " + name + "(").str()))
+      return failure();
+    text.kernels.push_back({name, kernel});
+    start = next;
+  }
+  return text;
+}
+
+/// The LLVM passes of PTXCodegenOptions::quickOptimization: what the kernels
+/// as lowered from MLIR still need (redundant loads and address arithmetic,
+/// branches on constants, invariant code in loops; rotated loops, without
+/// which ptxas allocates up to a third more registers), leaving unrolling,
+/// scheduling and register allocation to the NVPTX back end and ptxas.
+static constexpr StringLiteral kQuickPipeline =
+    "function(early-cse,instcombine<no-verify-fixpoint>,simplifycfg,"
+    "loop(loop-rotate),loop-mssa(licm),instcombine<no-verify-fixpoint>,"
+    "simplifycfg)";
+
+namespace {
+/// One gpu.module of NVVM kernels to PTX text: MLIR's serialization (LLVM IR
+/// translation, data layout) with a choice of LLVM pipeline.
+class PTXGenerator : public LLVM::ModuleToObject {
+public:
+  PTXGenerator(gpu::GPUModuleOp module, NVVM::NVVMTargetAttr target,
+               bool quickOptimization)
+      : ModuleToObject(*module, target.getTriple(), target.getChip(),
+                       target.getFeatures(), target.getO()),
+        quickOptimization(quickOptimization) {
+    static std::once_flag initializeNVPTX;
+    std::call_once(initializeNVPTX, [] {
+      LLVMInitializeNVPTXTargetInfo();
+      LLVMInitializeNVPTXTarget();
+      LLVMInitializeNVPTXTargetMC();
+      LLVMInitializeNVPTXAsmPrinter();
+    });
+  }
+
+protected:
+  LogicalResult optimizeModule(llvm::Module &module, int optLevel) override {
+    if (!quickOptimization)
+      return ModuleToObject::optimizeModule(module, optLevel);
+    std::optional<llvm::TargetMachine *> machine = getOrCreateTargetMachine();
+    if (!machine)
+      return getOperation().emitError("no LLVM target for ") << triple;
+    llvm::LoopAnalysisManager loops;
+    llvm::FunctionAnalysisManager functions;
+    llvm::CGSCCAnalysisManager sccs;
+    llvm::ModuleAnalysisManager modules;
+    llvm::PassBuilder builder(*machine);
+    builder.registerModuleAnalyses(modules);
+    builder.registerCGSCCAnalyses(sccs);
+    builder.registerFunctionAnalyses(functions);
+    builder.registerLoopAnalyses(loops);
+    builder.crossRegisterProxies(loops, functions, sccs, modules);
+    llvm::ModulePassManager pipeline;
+    if (llvm::Error error = builder.parsePassPipeline(pipeline, kQuickPipeline))
+      return getOperation().emitError("bad LLVM pipeline: ")
+             << llvm::toString(std::move(error));
+    pipeline.run(module, modules);
+    return success();
+  }
+
+  std::optional<SmallVector<char, 0>>
+  moduleToObject(llvm::Module &module) override {
+    std::optional<llvm::TargetMachine *> machine = getOrCreateTargetMachine();
+    if (!machine)
+      return std::nullopt;
+    std::optional<std::string> ptx = translateToISA(module, **machine);
+    if (!ptx)
+      return std::nullopt;
+    return SmallVector<char, 0>(ptx->begin(), ptx->end());
+  }
+
+private:
+  bool quickOptimization;
+};
+} // namespace
+
+/// `kernel`'s PTX text as that of the module's `index`-th kernel: the back end
+/// numbers branch labels (`$L__BB<function>_<block>`) by the function's place
+/// in the module it compiled, and puts a blank line after the `.globl`
+/// comment of some kernels; so the text depends on the groups unless both are
+/// made uniform.
+static std::string asKernelNumber(StringRef kernel, size_t index) {
+  static constexpr StringLiteral kLabel = "$L__BB";
+  auto [globl, body] = kernel.split('\n');
+  std::string text = (globl + "\n").str();
+  body = body.ltrim('\n');
+  std::string number = std::to_string(index);
+  for (size_t label = body.find(kLabel); label != StringRef::npos;
+       label = body.find(kLabel)) {
+    size_t digits = label + kLabel.size();
+    size_t end =
+        body.find_if_not([](char c) { return llvm::isDigit(c); }, digits);
+    text += body.take_front(digits);
+    if (end != StringRef::npos && end > digits && body[end] == '_')
+      text += number;
+    else
+      end = digits; // not a label of this form: copied as it is
+    body = body.drop_front(end);
+  }
+  text += body;
+  return text;
+}
+
+/// Copies of `module` holding the kernels of one of at most `maxGroups`
+/// groups each, of about equal size (largest kernel first into the smallest
+/// group).
+static SmallVector<OwningOpRef<gpu::GPUModuleOp>>
+groupKernels(gpu::GPUModuleOp module, unsigned maxGroups) {
+  SmallVector<std::pair<int64_t, StringRef>> sizes;
+  for (auto kernel : module.getOps<LLVM::LLVMFuncOp>()) {
+    int64_t size = 0;
+    kernel.walk([&](Operation *) { ++size; });
+    sizes.push_back({size, kernel.getSymName()});
+  }
+  llvm::stable_sort(sizes, [](auto &a, auto &b) { return a.first > b.first; });
+  unsigned numGroups = std::min<unsigned>(maxGroups, sizes.size());
+  SmallVector<int64_t> groupSizes(numGroups, 0);
+  llvm::StringMap<unsigned> groupOf;
+  for (auto [size, name] : sizes) {
+    unsigned group = std::min_element(groupSizes.begin(), groupSizes.end()) -
+                     groupSizes.begin();
+    groupSizes[group] += size;
+    groupOf[name] = group;
+  }
+  SmallVector<OwningOpRef<gpu::GPUModuleOp>> groups;
+  for (unsigned group = 0; group < numGroups; ++group) {
+    auto copy = cast<gpu::GPUModuleOp>(module->clone());
+    for (auto kernel :
+         llvm::make_early_inc_range(copy.getOps<LLVM::LLVMFuncOp>()))
+      if (groupOf.lookup(kernel.getSymName()) != group)
+        kernel.erase();
+    groups.emplace_back(copy);
+  }
+  return groups;
+}
+
+/// The PTX of `module`'s kernels, compiled in groups on the context's
+/// threads.
+static FailureOr<std::string>
+serializeKernels(gpu::GPUModuleOp module, const PTXCodegenOptions &codegen) {
+  ArrayAttr targets = module.getTargetsAttr();
+  auto target = targets && targets.size() == 1
+                    ? dyn_cast<NVVM::NVVMTargetAttr>(targets[0])
+                    : NVVM::NVVMTargetAttr();
+  if (!target)
+    return module.emitError("expected one NVVM target on the kernel module");
+  // Kernels only: then no group needs another's functions or globals.
+  for (Operation &op : module.getBody()->without_terminator()) {
+    auto function = dyn_cast<LLVM::LLVMFuncOp>(op);
+    if (!function ||
+        !function->hasAttr(gpu::GPUDialect::getKernelFuncAttrName()))
+      return op.emitError("cannot compile in groups: not a kernel");
+  }
+  MLIRContext *context = module.getContext();
+  SmallVector<OwningOpRef<gpu::GPUModuleOp>> groups = groupKernels(
+      module, codegen.numGroups ? codegen.numGroups : context->getNumThreads());
+  SmallVector<std::string> texts(groups.size());
+  if (failed(failableParallelForEachN(
+          context, 0, groups.size(), [&](size_t group) -> LogicalResult {
+            PTXGenerator generator(groups[group].get(), target,
+                                   codegen.quickOptimization);
+            std::optional<SmallVector<char, 0>> ptx = generator.run();
+            if (!ptx)
+              return groups[group]->emitError("PTX generation failed");
+            texts[group] = std::string(ptx->begin(), ptx->end());
+            return success();
+          })))
+    return failure();
+
+  // Kernels in module order, under the header all groups share.
+  llvm::StringMap<StringRef> kernelText;
+  StringRef header;
+  for (const std::string &ptx : texts) {
+    FailureOr<PTXText> split = splitPTX(ptx);
+    if (failed(split) || (!header.empty() && split->header != header))
+      return module.emitError("unexpected PTX from the NVPTX back end");
+    header = split->header;
+    for (auto [name, text] : split->kernels)
+      kernelText[name] = text;
+  }
+  std::string ptx = header.str();
+  for (auto [index, kernel] :
+       llvm::enumerate(module.getOps<LLVM::LLVMFuncOp>())) {
+    StringRef text = kernelText.lookup(kernel.getSymName());
+    if (text.empty())
+      return kernel.emitError("missing from the generated PTX");
+    ptx += asKernelNumber(text, index);
+  }
+  return ptx;
+}
+
+FailureOr<std::string>
+mlir::seg::compileToPTX(ModuleOp source, const SegToPTXOptions &options,
+                        const PTXCodegenOptions &codegen) {
   OwningOpRef<ModuleOp> module = cast<ModuleOp>(source->clone());
   PassManager pm(source.getContext());
-  buildSegToPTXPipeline(pm, options);
+  buildSegToNVVMPipeline(pm, options);
   if (failed(pm.run(*module)))
     return failure();
   std::string ptx;
-  for (auto binary : module->getOps<gpu::BinaryOp>()) {
-    for (Attribute object : binary.getObjects()) {
-      auto objectAttr = cast<gpu::ObjectAttr>(object);
-      if (objectAttr.getFormat() != gpu::CompilationTarget::Assembly)
-        return source.emitError("expected a PTX (assembly) object");
-      // The serialized PTX carries the C string's terminating NUL, which
-      // ptxas and the driver's JIT reject in a file.
-      ptx += objectAttr.getObject().getValue().rtrim('\0').str();
-    }
+  for (auto kernels : module->getOps<gpu::GPUModuleOp>()) {
+    FailureOr<std::string> text = serializeKernels(kernels, codegen);
+    if (failed(text))
+      return failure();
+    ptx += *text;
   }
   if (ptx.empty())
     return source.emitError("the module has no kernels to compile to PTX");

@@ -80,16 +80,21 @@ def _segc():
     return _segc
 
 
-def compile_ptx(source: str, order: int = 0, chip: str = "sm_90", opt_level: int = 2) -> str:
+def compile_ptx(source: str, order: int = 0, chip: str = "sm_90",
+                opt_level: int | None = None) -> str:
     """Compiles the kernel functions of `source` and their derivatives up to
     `order` (seg-derive) to PTX for `chip`, in this process; returns the PTX.
+
+    LLVM optimizes with its O`opt_level` pipeline, or by default (None) with
+    a short one made for run-time compilation (ptxas optimizes the PTX
+    again; see docs/benchmarks.md), and compiles the kernels on all cores.
 
     Results are cached by a hash of the source, the options and the compiler
     binary: first in this process, then on disk under cache_dir(), so a
     repeated compilation costs a dictionary lookup or one file read. Invalid
     source raises ValueError with the compiler's diagnostics."""
     compiler = _segc()
-    options = f"order={order} chip={chip} O={opt_level}"
+    options = f"order={order} chip={chip} O={'quick' if opt_level is None else opt_level}"
     key = hashlib.sha256("\0".join(
         [_compiler_identity(Path(compiler.__file__)), options, source]).encode()).hexdigest()
     cached = _ptx_cache.get(key)
@@ -99,7 +104,8 @@ def compile_ptx(source: str, order: int = 0, chip: str = "sm_90", opt_level: int
     try:
         ptx = path.read_text()
     except OSError:
-        ptx = compiler.compile_ptx(source, order, chip, opt_level)
+        ptx = compiler.compile_ptx(source, order, chip, opt_level=opt_level or 0,
+                                   quick=opt_level is None)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             # Write, then rename: a concurrent reader never sees half a file.

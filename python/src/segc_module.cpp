@@ -18,9 +18,11 @@
 #include "segops/Target/OpLibrary.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/ThreadPool.h"
 
 #include <mutex>
 #include <pybind11/pybind11.h>
+#include <unistd.h>
 
 namespace py = pybind11;
 using namespace mlir;
@@ -32,10 +34,12 @@ struct CompileError : std::runtime_error {
 };
 
 /// One MLIR context for the process, with the seg dialects loaded; calls are
-/// serialized (a compilation is short and the context is not the bottleneck).
+/// serialized (a compilation is short and the context is not the bottleneck),
+/// and each compiles its kernels on the context's threads.
 class Compiler {
 public:
   Compiler() {
+    context.setThreadPool(threads);
     // Loop strength reduction takes half of NVPTX code generation time on
     // segment kernels (measured with -time-passes) and ptxas strength-reduces
     // addresses itself; run-time compilation skips it. The op library, built
@@ -49,12 +53,16 @@ public:
   }
 
   std::string compilePTX(const std::string &source, unsigned order,
-                         const std::string &chip, unsigned optLevel) {
+                         const std::string &chip, unsigned optLevel, bool quick,
+                         unsigned numGroups) {
     return withModule(source, order, [&](ModuleOp module) {
       seg::SegToPTXOptions options;
       options.chip = chip;
       options.optLevel = optLevel;
-      return seg::compileToPTX(module, options);
+      seg::PTXCodegenOptions codegen;
+      codegen.numGroups = numGroups;
+      codegen.quickOptimization = quick;
+      return seg::compileToPTX(module, options, codegen);
     });
   }
 
@@ -78,6 +86,10 @@ private:
   std::string withModule(const std::string &source, unsigned order,
                          Compile compile) {
     std::lock_guard<std::mutex> lock(mutex);
+    // A forked child (a DataLoader worker, say) has the pool but not its
+    // threads: compile on the calling thread there.
+    if (getpid() != creator && context.isMultithreadingEnabled())
+      context.disableMultithreading();
     std::string diagnostics;
     ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diagnostic) {
       llvm::raw_string_ostream os(diagnostics);
@@ -102,6 +114,9 @@ private:
     return std::move(*result);
   }
 
+  // Threads start on first use; the context must not outlive the pool.
+  llvm::DefaultThreadPool threads;
+  pid_t creator = getpid();
   MLIRContext context{MLIRContext::Threading::DISABLED};
   std::mutex mutex;
 };
@@ -118,14 +133,18 @@ PYBIND11_MODULE(_segc, m) {
   m.def(
       "compile_ptx",
       [](const std::string &source, unsigned order, const std::string &chip,
-         unsigned optLevel) {
+         unsigned optLevel, bool quick, unsigned groups) {
         py::gil_scoped_release release;
-        return compiler().compilePTX(source, order, chip, optLevel);
+        return compiler().compilePTX(source, order, chip, optLevel, quick,
+                                     groups);
       },
       py::arg("source"), py::arg("order") = 0, py::arg("chip") = "sm_90",
-      py::arg("opt_level") = 2,
+      py::arg("opt_level") = 2, py::arg("quick") = true, py::arg("groups") = 0,
       "PTX for the kernel functions of `source` and their derivatives up to "
-      "`order`.");
+      "`order`. LLVM runs its O<opt_level> pipeline, or with `quick` a short "
+      "one for run-time compilation; it compiles the kernels in `groups` "
+      "groups in parallel (0: one per hardware thread), which does not change "
+      "the PTX.");
   m.def(
       "manifest",
       [](const std::string &source, unsigned order, int64_t blockSize) {

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -64,6 +65,57 @@ def test_ptx_passes_ptxas(chip: str, tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.parametrize("opt_level", [None, 0, 3])
+def test_every_pipeline_passes_ptxas(opt_level: int | None, tmp_path: Path) -> None:
+    ptx = _compiler.compile_ptx(RMS_NORM, order=2, chip="sm_90", opt_level=opt_level)
+    assert len(entries(ptx)) == 10
+    ptxas = shutil.which("ptxas") or "/usr/local/cuda/bin/ptxas"
+    if not Path(ptxas).exists():
+        pytest.skip("ptxas is not installed")
+    source = tmp_path / "kernels.ptx"
+    source.write_text(ptx)
+    result = subprocess.run([ptxas, "-arch=sm_90", str(source), "-o", str(tmp_path / "k.o")],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_ptx_does_not_depend_on_the_groups(quick: bool) -> None:
+    """LLVM compiles kernels in groups on several threads; the joined PTX is
+    the same text for any number of groups (kernels in module order, branch
+    labels renumbered), so builds are reproducible across machines."""
+    segc = _compiler._segc()
+    texts = [segc.compile_ptx(RMS_NORM, 2, "sm_90", opt_level=2, quick=quick, groups=groups)
+             for groups in (1, 2, 3, 7, 100, 0)]
+    assert all(text == texts[0] for text in texts[1:])
+    names = entries(texts[0])
+    assert len(names) == len(set(names)) == 10
+    # Labels are numbered by the kernel's place in the module.
+    kernels = texts[0].split("// .globl")[1:]
+    for number, kernel in enumerate(kernels):
+        assert set(re.findall(r"\$L__BB(\d+)_", kernel)) <= {str(number)}
+
+
+def test_compiles_after_fork() -> None:
+    """A forked child inherits the thread pool without its threads; it
+    compiles on its own thread instead of waiting for them."""
+    script = f"""
+import os, sys
+from segops import _compiler
+source = {RMS_NORM!r}
+_compiler._segc().compile_ptx(source, 2)  # the parent's threads start
+pid = os.fork()
+if pid == 0:
+    ptx = _compiler._segc().compile_ptx(source.replace("@rms", "@child"), 2)
+    os._exit(0 if ".entry child_grad_grad(" in ptx else 1)
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+
+
 def test_memory_and_disk_cache(fresh_cache: Path) -> None:
     first = _compiler.compile_ptx(RMS_NORM, order=1)
     files = list(fresh_cache.glob("*.ptx"))
@@ -78,8 +130,9 @@ def test_options_and_source_are_part_of_the_key(fresh_cache: Path) -> None:
     _compiler.compile_ptx(RMS_NORM, order=1)
     _compiler.compile_ptx(RMS_NORM, order=2)
     _compiler.compile_ptx(RMS_NORM, order=1, chip="sm_80")
+    _compiler.compile_ptx(RMS_NORM, order=1, opt_level=2)
     _compiler.compile_ptx(RMS_NORM.replace("@rms", "@rms2"), order=1)
-    assert len(list(fresh_cache.glob("*.ptx"))) == 4
+    assert len(list(fresh_cache.glob("*.ptx"))) == 5
 
 
 def test_unwritable_cache_still_compiles(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -17,9 +17,23 @@
 namespace mlir {
 namespace seg {
 
+/// How compileToPTX runs LLVM on the kernels.
+struct PTXCodegenOptions {
+  /// Groups of kernels compiled in parallel on the context's threads (0: as
+  /// many as it has). The PTX is the same for any number.
+  unsigned numGroups = 0;
+  /// Instead of LLVM's O<opt-level> pipeline, a short one (early CSE,
+  /// instcombine, simplifycfg, LICM) before code generation at O2: for
+  /// run-time compilation. ptxas optimizes the PTX again; the kernels' SASS
+  /// comes out about as large as after O2 (docs/benchmarks.md) in a third
+  /// of the LLVM time.
+  bool quickOptimization = false;
+};
+
 /// Compiles the kernel functions of `source` to PTX for `options.chip`.
 FailureOr<std::string> compileToPTX(ModuleOp source,
-                                    const SegToPTXOptions &options);
+                                    const SegToPTXOptions &options,
+                                    const PTXCodegenOptions &codegen = {});
 
 /// Compiles the kernel functions of `source` to a relocatable, position
 /// independent object file for the host, tuned for `cpu` (an LLVM CPU name).
