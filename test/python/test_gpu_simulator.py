@@ -99,6 +99,24 @@ def test_gpu_kernel_matches_host_kernel(simulator: gpusim.GpuSimulator, name: st
                                        msg=lambda m: f"{name}, {layout}, output {index}: {m}")
 
 
+@pytest.mark.parametrize("name", ["segmented_sum_f32_w1", "segmented_sum_f64_w3",
+                                  "segmented_rms_norm_f32_w3_grad",
+                                  "segmented_dot_f64_w3_grad_grad"])
+def test_segment_of_more_tiles_than_one_step_adds(simulator: gpusim.GpuSimulator,
+                                                  name: str) -> None:
+    """A long segment's tile totals are added 128 tiles (32 lanes x 4) per
+    step: a segment of 130 tiles takes two steps, the second partly masked
+    (split programs: sum; staged: rms_norm and dot backward)."""
+    counts = [5, 130 * TILE + 17, 3]
+    inputs, simulated, n, s = _buffers(name, counts, 11)
+    _, host, _, _ = _buffers(name, counts, 11)
+    simulator.run(name, inputs, simulated, n, s)
+    _launch.run(name, inputs, host, n, s)
+    for index, (got, want) in enumerate(zip(simulated, host)):
+        torch.testing.assert_close(got, want, **_tolerance(name),
+                                   msg=lambda m: f"{name}, output {index}: {m}")
+
+
 @pytest.mark.parametrize("name", [k for k in KERNELS if "_grad" not in k or k.endswith("w3")])
 def test_gpu_kernel_is_bitwise_independent_of_grid(simulator: gpusim.GpuSimulator,
                                                    name: str) -> None:

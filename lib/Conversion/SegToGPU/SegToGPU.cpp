@@ -26,6 +26,8 @@ using namespace mlir::seg;
 static constexpr StringLiteral kKernelModuleName = "seg_kernels";
 static constexpr int64_t kWarpSize = 32;
 static constexpr int64_t kTileRows = SegmentProgram::kGPUTileRows;
+/// Tile slots each lane loads per step when adding a long segment's tiles.
+static constexpr int64_t kTilesPerLane = 4;
 
 namespace {
 /// Emits the gpu.func kernels of a segment program.
@@ -392,10 +394,12 @@ SmallVector<Value> GPUKernelEmitter::sumTilePartials(OpBuilder &b, Value start,
       loc, b.create<arith::SubIOp>(loc, end, i64(b, 1)), i64(b, kTileRows));
   // The first tile holds the segment's rows in its tail slot, unless the
   // segment starts the tile (then they are its head); every later tile's
-  // head slot holds the segment's rows in it. 32 tiles at a time, a lane
-  // each, summed by the butterfly and added in order: the order depends on
-  // the segment only. (The shuffles in the loop also keep LLVM from
-  // unrolling it.)
+  // head slot holds the segment's rows in it. kTilesPerLane * 32 tiles at a
+  // time: each lane adds its tiles in order (independent loads, in flight
+  // together: a segment of 1e7 rows has ~10^4 tiles, and one load at a time
+  // would make this loop the kernel's latency), then the butterfly, added
+  // in order: the order depends on the segment only. (The shuffles in the
+  // loop also keep LLVM from unrolling it.)
   Value firstSlot = b.create<arith::SelectOp>(
       loc,
       b.create<arith::CmpIOp>(
@@ -405,27 +409,36 @@ SmallVector<Value> GPUKernelEmitter::sumTilePartials(OpBuilder &b, Value start,
   SmallVector<Value> zeros(components.size(), code.zero(elementType));
   auto loop = b.create<scf::ForOp>(
       loc, firstTile, b.create<arith::AddIOp>(loc, lastTile, i64(b, 1)),
-      i64(b, kWarpSize), zeros,
+      i64(b, kWarpSize * kTilesPerLane), zeros,
       [&](OpBuilder &ib, Location il, Value chunk, ValueRange sums) {
         KernelCodeBuilder load(ib, il);
-        Value tile = ib.create<arith::AddIOp>(il, chunk, lane);
-        Value inRange = ib.create<arith::CmpIOp>(il, arith::CmpIPredicate::ule,
-                                                 tile, lastTile);
-        Value readTile = ib.create<arith::MinUIOp>(il, tile, lastTile);
-        Value slot = ib.create<arith::SelectOp>(
-            il,
-            ib.create<arith::CmpIOp>(il, arith::CmpIPredicate::eq, readTile,
-                                     firstTile),
-            firstSlot, i64(ib, 0));
-        SmallVector<Value> next;
-        for (auto [component, sum] : llvm::zip(components, sums)) {
-          Value value = load.load(base, elementType,
-                                  partialIndex(ib, readTile, slot, component));
-          value = ib.create<arith::SelectOp>(il, inRange, value,
-                                             load.zero(elementType));
-          next.push_back(ib.create<arith::AddFOp>(
-              il, sum, warpReduce(ib, value, /*minimum=*/false)));
+        SmallVector<Value> laneSums(components.size(), Value());
+        for (int64_t k = 0; k < kTilesPerLane; ++k) {
+          Value tile = ib.create<arith::AddIOp>(
+              il, chunk,
+              ib.create<arith::AddIOp>(il, lane, i64(ib, k * kWarpSize)));
+          Value inRange = ib.create<arith::CmpIOp>(
+              il, arith::CmpIPredicate::ule, tile, lastTile);
+          Value readTile = ib.create<arith::MinUIOp>(il, tile, lastTile);
+          Value slot = ib.create<arith::SelectOp>(
+              il,
+              ib.create<arith::CmpIOp>(il, arith::CmpIPredicate::eq, readTile,
+                                       firstTile),
+              firstSlot, i64(ib, 0));
+          for (auto [i, component] : llvm::enumerate(components)) {
+            Value value = load.load(base, elementType,
+                                    partialIndex(ib, readTile, slot, component));
+            value = ib.create<arith::SelectOp>(il, inRange, value,
+                                               load.zero(elementType));
+            laneSums[i] = k == 0 ? value
+                                 : ib.create<arith::AddFOp>(il, laneSums[i],
+                                                            value);
+          }
         }
+        SmallVector<Value> next;
+        for (auto [sum, laneSum] : llvm::zip(sums, laneSums))
+          next.push_back(ib.create<arith::AddFOp>(
+              il, sum, warpReduce(ib, laneSum, /*minimum=*/false)));
         ib.create<scf::YieldOp>(il, next);
       });
   return SmallVector<Value>(loop.getResults());
