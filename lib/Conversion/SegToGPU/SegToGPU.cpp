@@ -426,13 +426,13 @@ SmallVector<Value> GPUKernelEmitter::sumTilePartials(OpBuilder &b, Value start,
                                        firstTile),
               firstSlot, i64(ib, 0));
           for (auto [i, component] : llvm::enumerate(components)) {
-            Value value = load.load(base, elementType,
-                                    partialIndex(ib, readTile, slot, component));
+            Value value = load.load(
+                base, elementType, partialIndex(ib, readTile, slot, component));
             value = ib.create<arith::SelectOp>(il, inRange, value,
                                                load.zero(elementType));
-            laneSums[i] = k == 0 ? value
-                                 : ib.create<arith::AddFOp>(il, laneSums[i],
-                                                            value);
+            laneSums[i] =
+                k == 0 ? value
+                       : ib.create<arith::AddFOp>(il, laneSums[i], value);
           }
         }
         SmallVector<Value> next;
