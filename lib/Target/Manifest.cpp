@@ -17,18 +17,24 @@ static std::string typeName(Type type) {
   return name;
 }
 
-/// The host entry points: the kernel, its range, and for splittable
-/// programs the tile and finish kernels with the number of totals per tile.
+/// The host entry points: the kernel, its range, and for segment programs
+/// the tile and finish kernels for long segments with the number of totals
+/// of each pass.
 static llvm::json::Object describeHost(const SegmentProgram &program) {
   std::string name = program.getName().str();
   llvm::json::Object host{
       {"symbol", name},
       {"range", program.mapsRowsOnly() ? "rows" : "segments"}};
-  if (program.isSplittable())
+  if (!program.mapsRowsOnly()) {
+    llvm::json::Array passTotals;
+    for (unsigned pass = 0; pass < program.numPasses; ++pass)
+      passTotals.push_back(program.numReductionComponents(pass));
     host["split"] =
         llvm::json::Object{{"rows_symbol", name + "__rows"},
                            {"finish_symbol", name + "__finish"},
-                           {"totals", program.numReductionComponents()}};
+                           {"totals", program.numReductionComponents()},
+                           {"pass_totals", std::move(passTotals)}};
+  }
   return host;
 }
 
@@ -110,6 +116,6 @@ mlir::seg::buildKernelManifest(ModuleOp source, int64_t blockSize) {
     kernels.push_back(describeKernel(*program, blockSize));
   }
   return llvm::json::Object{{"format", "segops-op-library"},
-                            {"version", 4},
+                            {"version", 5},
                             {"kernels", std::move(kernels)}};
 }

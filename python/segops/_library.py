@@ -35,8 +35,9 @@ class Kernel:
     grid_per_block: int  # GPU grid: ceil(N / grid_per_block) blocks ...
     grid_min: int  # ... and at least this many
     host_rows: bool  # a host call computes rows [begin, end), not segments
-    # Tile and finish kernels and their totals (manifest host.split), if any.
-    split: tuple[str, str, int] | None
+    # Tile and finish kernels for long segments and the totals of each pass
+    # (manifest host.split), for segment programs.
+    split: tuple[str, str, tuple[int, ...]] | None
     # GPU kernels for long segments (manifest gpu.long_segments), if any:
     # they and the kernel then take a scratch buffer, last.
     gpu_long: LongSegmentKernels | None = None
@@ -81,9 +82,9 @@ def manifest() -> dict[str, Any]:
         )
     with path.open() as handle:
         data = json.load(handle)
-    if data.get("format") != "segops-op-library" or data.get("version") != 4:
+    if data.get("format") != "segops-op-library" or data.get("version") != 5:
         raise LibraryNotBuiltError(
-            f"{path} is not a version 4 segops op library manifest; rebuild segops (`make build`)")
+            f"{path} is not a version 5 segops op library manifest; rebuild segops (`make build`)")
     return data
 
 
@@ -97,11 +98,12 @@ def _gpu_long_of(entry: dict[str, Any]) -> LongSegmentKernels | None:
                               int(long["scratch_bytes_per_tile"]))
 
 
-def _split_of(entry: dict[str, Any]) -> tuple[str, str, int] | None:
+def _split_of(entry: dict[str, Any]) -> tuple[str, str, tuple[int, ...]] | None:
     split = entry.get("host", {}).get("split")
     if split is None:
         return None
-    return split["rows_symbol"], split["finish_symbol"], int(split["totals"])
+    return (split["rows_symbol"], split["finish_symbol"],
+            tuple(int(count) for count in split["pass_totals"]))
 
 
 @lru_cache(maxsize=None)
@@ -194,14 +196,14 @@ def launch_host(kernel_info: Kernel, pointers: Sequence[int], num_rows: int,
                 num_segments: int) -> None:
     """Runs every segment (and zeroes row outputs of rows outside them),
     across PyTorch's intra-op threads when there are enough rows (the
-    runtime decides, and splits long segments of kernels that allow it)."""
+    runtime decides, and cuts long segments into tiles)."""
     if num_rows == 0 and num_segments == 0:
         return
-    rows_symbol, finish_symbol, totals = kernel_info.split or ("", "", 0)
+    rows_symbol, finish_symbol, pass_totals = kernel_info.split or ("", "", ())
     host_library().call_parallel(kernel_info.name, list(pointers),
                                  pointers[kernel_info.idx_position], num_rows, num_segments,
                                  torch.get_num_threads(), kernel_info.host_rows, rows_symbol,
-                                 finish_symbol, totals, kernel_info.dtype == "f64")
+                                 finish_symbol, list(pass_totals), kernel_info.dtype == "f64")
 
 
 def advise_huge_pages(tensor: torch.Tensor) -> None:

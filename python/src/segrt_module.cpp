@@ -71,31 +71,33 @@ PYBIND11_MODULE(_segrt, m) {
              const std::vector<uintptr_t> &pointers, uintptr_t idx,
              int64_t numRows, int64_t numSegments, int numThreads,
              bool rowRange, const std::string &splitRows,
-             const std::string &splitFinish, int64_t splitTotals,
-             bool splitDouble) {
+             const std::string &splitFinish,
+             const std::vector<int64_t> &splitPassTotals, bool splitDouble) {
             segrt::HostSplitKernel split;
-            if (splitTotals > 0) {
+            if (!splitRows.empty()) {
               split.rows = library.lookup(splitRows);
               split.finish = library.lookup(splitFinish);
-              split.numTotals = splitTotals;
+              split.passTotals = splitPassTotals;
               split.isDouble = splitDouble;
             }
             library.callParallel(
                 name, pointers, reinterpret_cast<const int32_t *>(idx), numRows,
                 numSegments, numThreads,
                 rowRange ? segrt::HostRange::Rows : segrt::HostRange::Segments,
-                splitTotals > 0 ? &split : nullptr);
+                split.rows ? &split : nullptr);
           },
           py::arg("name"), py::arg("pointers"), py::arg("idx"),
           py::arg("num_rows"), py::arg("num_segments"), py::arg("num_threads"),
           py::arg("row_range") = false, py::arg("split_rows") = "",
-          py::arg("split_finish") = "", py::arg("split_totals") = 0,
+          py::arg("split_finish") = "",
+          py::arg("split_pass_totals") = std::vector<int64_t>(),
           py::arg("split_double") = false,
           py::call_guard<py::gil_scoped_release>(),
           "Run every segment (every row with row_range, for kernels whose "
           "manifest host.range is 'rows'), split by rows across threads "
-          "(sorted int32 idx); with the kernel's host.split entry points, "
-          "long segments are cut into tiles.");
+          "(sorted int32 idx); with the kernel's host.split entry points "
+          "(tile and finish kernels, totals per pass), long segments are cut "
+          "into tiles.");
 
   py::class_<segrt::CudaModule>(m, "CudaModule")
       .def(py::init<int, const std::string &>(), py::arg("device"),

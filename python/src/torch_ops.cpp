@@ -431,7 +431,8 @@ parseLevel(const std::string &name, bool validatesIndex, size_t numFloats,
           hostLibrary->lookup(split["rows_symbol"].cast<std::string>());
       variant.split.finish =
           hostLibrary->lookup(split["finish_symbol"].cast<std::string>());
-      variant.split.numTotals = split["totals"].cast<int64_t>();
+      variant.split.passTotals =
+          split["pass_totals"].cast<std::vector<int64_t>>();
       variant.split.isDouble = key.cast<std::string>().rfind("f64", 0) == 0;
     }
     py::dict gpu = entry["gpu"].cast<py::dict>();

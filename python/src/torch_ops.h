@@ -59,8 +59,8 @@ struct Variant {
   std::vector<Buffer> buffers;
   /// What a call's [begin, end) counts (rows for kernels that only map rows).
   segrt::HostRange range = segrt::HostRange::Segments;
-  /// Tile and finish kernels for splitting long segments, if the kernel has
-  /// them (split.rows non-null).
+  /// Tile and finish kernels for long segments, if the kernel has them
+  /// (split.rows non-null: segment programs).
   segrt::HostSplitKernel split;
   GpuLaunch gpu;
   /// Per float argument: whether the next level's kernel reads it (what the

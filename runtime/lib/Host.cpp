@@ -38,78 +38,44 @@ void *HostLibrary::lookup(const std::string &name) {
 namespace {
 using I64 = int64_t;
 using P = void *;
-// Kernels are plain C functions of their pointer parameters followed by five
-// i64s (N, S, begin, end, first row), returning an i64; the pointer count
-// picks the function type to call through.
-template <size_t... Is>
-I64 callWithPointers(void *symbol, const std::vector<uintptr_t> &pointers,
-                     I64 n, I64 s, I64 begin, I64 end, I64 firstRow,
-                     std::index_sequence<Is...>) {
-  using Fn = I64 (*)(decltype((void)Is, P())..., I64, I64, I64, I64, I64);
-  return reinterpret_cast<Fn>(symbol)(reinterpret_cast<P>(pointers[Is])..., n,
-                                      s, begin, end, firstRow);
+
+// Kernels are plain C functions of their pointer parameters followed by
+// scalars; the pointer count picks the function type to call through.
+template <typename R, typename... Extra, size_t... Is>
+R callWithPointers(void *symbol, const std::vector<uintptr_t> &pointers,
+                   std::index_sequence<Is...>, Extra... extra) {
+  using Fn = R (*)(decltype((void)Is, P())..., Extra...);
+  return reinterpret_cast<Fn>(symbol)(reinterpret_cast<P>(pointers[Is])...,
+                                      extra...);
 }
 
-template <size_t Count>
-bool callIfCount(void *symbol, const std::vector<uintptr_t> &pointers, I64 n,
-                 I64 s, I64 begin, I64 end, I64 firstRow, I64 &result) {
-  if (pointers.size() != Count)
-    return false;
-  result = callWithPointers(symbol, pointers, n, s, begin, end, firstRow,
-                            std::make_index_sequence<Count>());
-  return true;
+template <typename R, size_t Count, typename... Extra>
+R callWithCount(void *symbol, const std::vector<uintptr_t> &pointers,
+                Extra... extra) {
+  return callWithPointers<R>(symbol, pointers,
+                             std::make_index_sequence<Count>(), extra...);
 }
 
-// Split kernels take one more pointer after four i64s; the tile kernel
-// returns an i32 (1: its rows are not all of one valid segment), the finish
-// kernel nothing (read as 0: the value is ignored).
-template <size_t... Is>
-int32_t
-callWithPointersAndTotals(void *symbol, const std::vector<uintptr_t> &pointers,
-                          I64 n, I64 s, I64 a, I64 b, void *totals,
-                          bool returnsProblem, std::index_sequence<Is...>) {
-  if (returnsProblem) {
-    using Fn = int32_t (*)(decltype((void)Is, P())..., I64, I64, I64, I64, P);
-    return reinterpret_cast<Fn>(symbol)(reinterpret_cast<P>(pointers[Is])..., n,
-                                        s, a, b, totals);
-  }
-  using Fn = void (*)(decltype((void)Is, P())..., I64, I64, I64, I64, P);
-  reinterpret_cast<Fn>(symbol)(reinterpret_cast<P>(pointers[Is])..., n, s, a, b,
-                               totals);
-  return 0;
+template <typename R, typename... Extra, size_t... Counts>
+R dispatchOnCount(void *symbol, const std::vector<uintptr_t> &pointers,
+                  std::index_sequence<Counts...>, Extra... extra) {
+  using Call = R (*)(void *, const std::vector<uintptr_t> &, Extra...);
+  static constexpr Call calls[] = {&callWithCount<R, Counts + 1, Extra...>...};
+  return calls[pointers.size() - 1](symbol, pointers, extra...);
 }
 
-template <size_t Count>
-bool callSplitIfCount(void *symbol, const std::vector<uintptr_t> &pointers,
-                      I64 n, I64 s, I64 a, I64 b, void *totals,
-                      bool returnsProblem, int32_t &result) {
-  if (pointers.size() != Count)
-    return false;
-  result = callWithPointersAndTotals(symbol, pointers, n, s, a, b, totals,
-                                     returnsProblem,
-                                     std::make_index_sequence<Count>());
-  return true;
-}
-
-template <size_t... Counts>
-int32_t dispatchSplit(void *symbol, const std::vector<uintptr_t> &pointers,
-                      I64 n, I64 s, I64 a, I64 b, void *totals,
-                      bool returnsProblem, std::index_sequence<Counts...>) {
-  int32_t result = 0;
-  (callSplitIfCount<Counts + 1>(symbol, pointers, n, s, a, b, totals,
-                                returnsProblem, result) ||
-   ...);
-  return result;
-}
-
-template <size_t... Counts>
-I64 dispatch(void *symbol, const std::vector<uintptr_t> &pointers, I64 n, I64 s,
-             I64 begin, I64 end, I64 firstRow, std::index_sequence<Counts...>) {
-  I64 result = 0;
-  (callIfCount<Counts + 1>(symbol, pointers, n, s, begin, end, firstRow,
-                           result) ||
-   ...);
-  return result;
+/// Calls the kernel at `symbol` as `R(void *..., Extra...)`, a pointer
+/// parameter per entry of `pointers`.
+template <typename R, typename... Extra>
+R callKernel(void *symbol, const std::vector<uintptr_t> &pointers,
+             Extra... extra) {
+  if (pointers.empty() || pointers.size() > HostLibrary::kMaxPointers)
+    throw Error("segrt: host kernels take 1 to " +
+                std::to_string(HostLibrary::kMaxPointers) + " pointers, got " +
+                std::to_string(pointers.size()));
+  return dispatchOnCount<R>(
+      symbol, pointers, std::make_index_sequence<HostLibrary::kMaxPointers>(),
+      extra...);
 }
 } // namespace
 
@@ -117,12 +83,9 @@ int64_t segrt::callHostKernel(void *symbol,
                               const std::vector<uintptr_t> &pointers,
                               int64_t numRows, int64_t numSegments,
                               int64_t begin, int64_t end, int64_t firstRow) {
-  if (pointers.empty() || pointers.size() > HostLibrary::kMaxPointers)
-    throw Error("segrt: host kernels take 1 to " +
-                std::to_string(HostLibrary::kMaxPointers) + " pointers, got " +
-                std::to_string(pointers.size()));
-  return dispatch(symbol, pointers, numRows, numSegments, begin, end, firstRow,
-                  std::make_index_sequence<HostLibrary::kMaxPointers>());
+  // (..., N, S, begin, end, first row) -> i64.
+  return callKernel<I64>(symbol, pointers, I64(numRows), I64(numSegments),
+                         I64(begin), I64(end), I64(firstRow));
 }
 
 void HostLibrary::call(const std::string &name,
@@ -202,10 +165,11 @@ int64_t callSegmentsExcept(void *symbol, const std::vector<uintptr_t> &pointers,
   return consistent ? reached : -1;
 }
 
-/// Tiles of the heavy segments over the threads, then each segment's
-/// totals added in tile order and its outputs computed. Returns false if a
-/// tile's rows were not all of its segment (the tile kernel checks its rows
-/// against its first row; that row is checked here).
+/// The heavy segments pass by pass: each pass's tiles over the threads,
+/// then its totals added in tile order into each segment's; then each
+/// segment's outputs. Returns false if a tile's rows were not all of its
+/// segment (the tile kernel checks its rows against its first row; that row
+/// is checked here).
 template <typename T>
 bool runHeavySegments(const HostSplitKernel &split,
                       const std::vector<uintptr_t> &pointers,
@@ -222,31 +186,40 @@ bool runHeavySegments(const HostSplitKernel &split,
       tiles.push_back(
           {h, row,
            std::min(heavy[h].rowEnd, row + HostSplitKernel::kTileRows)});
-  size_t numTotals = split.numTotals;
+  size_t numTotals = split.numTotals();
+  // Per tile its partials; per segment its totals (all passes).
   std::vector<T> partials(tiles.size() * numTotals);
+  std::vector<T> totals(heavy.size() * numTotals, T(0));
   std::vector<char> problems(numThreads, 0);
-  runWorkers(numThreads, [&](int k) {
-    for (size_t t = k; t < tiles.size(); t += numThreads) {
-      bool ownSegment = idx[tiles[t].begin] == heavy[tiles[t].heavy].segment;
-      int32_t problem = dispatchSplit(
-          split.rows, pointers, numRows, numSegments, tiles[t].begin,
-          tiles[t].end, &partials[t * numTotals], /*returnsProblem=*/true,
-          std::make_index_sequence<HostLibrary::kMaxPointers>());
-      problems[k] |= !ownSegment || problem != 0;
-    }
-  });
-  std::vector<T> totals(numTotals);
-  size_t t = 0;
-  for (size_t h = 0; h < heavy.size(); ++h) {
-    std::fill(totals.begin(), totals.end(), T(0));
-    for (; t < tiles.size() && tiles[t].heavy == h; ++t)
-      for (size_t c = 0; c < numTotals; ++c)
-        totals[c] += partials[t * numTotals + c];
-    dispatchSplit(split.finish, pointers, numRows, numSegments,
-                  heavy[h].segment, heavy[h].rowEnd - heavy[h].rowBegin,
-                  totals.data(), /*returnsProblem=*/false,
-                  std::make_index_sequence<HostLibrary::kMaxPointers>());
+  size_t passOffset = 0;
+  for (size_t pass = 0; pass < split.passTotals.size(); ++pass) {
+    runWorkers(numThreads, [&](int k) {
+      for (size_t t = k; t < tiles.size(); t += numThreads) {
+        const HeavySegment &segment = heavy[tiles[t].heavy];
+        bool ownSegment = idx[tiles[t].begin] == segment.segment;
+        // (..., N, S, row begin, row end, pass, count, totals, partials)
+        // -> i32: 1 if the tile's rows are not all of one valid segment.
+        int32_t problem = callKernel<int32_t>(
+            split.rows, pointers, I64(numRows), I64(numSegments),
+            I64(tiles[t].begin), I64(tiles[t].end), I64(pass),
+            I64(segment.rowEnd - segment.rowBegin),
+            P(totals.data() + tiles[t].heavy * numTotals),
+            P(partials.data() + t * numTotals));
+        problems[k] |= !ownSegment || problem != 0;
+      }
+    });
+    size_t passEnd = passOffset + split.passTotals[pass];
+    for (size_t t = 0; t < tiles.size(); ++t)
+      for (size_t c = passOffset; c < passEnd; ++c)
+        totals[tiles[t].heavy * numTotals + c] += partials[t * numTotals + c];
+    passOffset = passEnd;
   }
+  for (size_t h = 0; h < heavy.size(); ++h)
+    // (..., N, S, segment, count, totals).
+    callKernel<void>(split.finish, pointers, I64(numRows), I64(numSegments),
+                     I64(heavy[h].segment),
+                     I64(heavy[h].rowEnd - heavy[h].rowBegin),
+                     P(totals.data() + h * numTotals));
   return std::find(problems.begin(), problems.end(), 1) == problems.end();
 }
 
@@ -264,7 +237,7 @@ bool runHeavySegments(const HostSplitKernel &split,
 /// Runs every segment of a segment kernel over up to `numThreads` threads,
 /// each taking the segments starting in an even share of the rows (the
 /// segment of row N*k/T up to that of row N*(k+1)/T, 0 and S at the ends),
-/// told its first row; long segments of split kernels in tiles. Returns
+/// told its first row; long segments in tiles. Returns
 /// true if idx was sorted and in range: no call or tile saw a problem, and
 /// the rows of consecutive calls met and covered [0, N) (so every row was
 /// checked by the call computing it).

@@ -49,6 +49,9 @@
 // MANIFEST-NEXT: "range": "segments",
 // MANIFEST-NEXT: "split": {
 // MANIFEST-NEXT: "finish_symbol": "sum_vec3__finish",
+// MANIFEST-NEXT: "pass_totals": [
+// MANIFEST-NEXT: 3
+// MANIFEST-NEXT: ],
 // MANIFEST-NEXT: "rows_symbol": "sum_vec3__rows",
 // MANIFEST-NEXT: "totals": 3
 // MANIFEST: "symbol": "sum_vec3"
@@ -85,11 +88,23 @@
 // MANIFEST-NEXT: "scratch_bytes_per_segment": 20,
 // MANIFEST-NEXT: "scratch_bytes_per_tile": 8,
 // MANIFEST-NEXT: "tile_rows": 1024
+// On the host, long segments run in tiles pass by pass: the tile kernel
+// gets the pass; the totals of each pass are added over the tiles.
+// MANIFEST: "host": {
+// MANIFEST-NEXT: "range": "segments",
+// MANIFEST-NEXT: "split": {
+// MANIFEST-NEXT: "finish_symbol": "normalize__finish",
+// MANIFEST-NEXT: "pass_totals": [
+// MANIFEST-NEXT: 1,
+// MANIFEST-NEXT: 0
+// MANIFEST-NEXT: ],
+// MANIFEST-NEXT: "rows_symbol": "normalize__rows",
+// MANIFEST-NEXT: "totals": 1
 // MANIFEST: "name": "normalize",
 // MANIFEST: "ptx": {
 // MANIFEST-NEXT: "sm_80": "segops_sm_80.ptx",
 // MANIFEST-NEXT: "sm_90": "segops_sm_90.ptx"
-// MANIFEST: "version": 4
+// MANIFEST: "version": 5
 
 // PTX90: .target sm_90
 // PTX90: .visible .entry sum_vec3(
@@ -110,6 +125,8 @@
 // HOST-DAG: T sum_vec3
 // HOST-DAG: T sum_vec3__rows
 // HOST-DAG: T sum_vec3__finish
+// HOST-DAG: T normalize__rows
+// HOST-DAG: T normalize__finish
 
 // BAD: is not a seg kernel function: a value is used both per row and per segment
 

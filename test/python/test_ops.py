@@ -285,3 +285,49 @@ def test_compile_with_inductor_matches_eager() -> None:
     want = torch.autograd.grad(energy(x, m), (x, m))
     for a, b in zip(got, want):
         torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("op", ["sum", "mean", "rms_norm", "dot", "mul", "matvec"])
+def test_long_segments_in_tiles_to_second_order(op: str) -> None:
+    """Segments of 2^17 rows or more run in tiles over the threads, pass by
+    pass, in every kernel (backward kernels store rows and take several
+    passes): gradients to second order equal the reference's, bitwise the
+    same for 1, 2 and 3 threads."""
+    counts = [10, 300_000, 5, 0, 140_000, 3]
+    s = len(counts)
+    idx = layout(counts)
+    generator = torch.Generator().manual_seed(5)
+    rows = (idx.shape[0], 3)
+    floats = [torch.randn(rows, dtype=torch.float64, generator=generator)]
+    if op == "dot":
+        floats.append(torch.randn(rows, dtype=torch.float64, generator=generator))
+    if op == "mul":
+        floats.append(torch.randn(s, dtype=torch.float64, generator=generator))
+    if op == "matvec":
+        floats.append(torch.randn(s, 3, 3, dtype=torch.float64, generator=generator))
+    function = getattr(segops, f"segmented_{op}")
+
+    def derivatives(call) -> list[torch.Tensor]:
+        inputs = [t.clone().requires_grad_() for t in floats]
+        out = call(inputs)
+        weights = torch.randn(out.shape, dtype=out.dtype, generator=torch.Generator().manual_seed(1))
+        grads = torch.autograd.grad((out * weights).sum(), inputs, create_graph=True)
+        objective = sum(g.square().sum() for g in grads)
+        second = (torch.autograd.grad(objective, inputs, allow_unused=True,
+                                      materialize_grads=True)
+                  if objective.requires_grad else [torch.zeros_like(t) for t in inputs])
+        return [out.detach(), *[g.detach() for g in grads], *second]
+
+    expected = derivatives(lambda inputs: _reference(op, inputs, idx, s))
+    previous = torch.get_num_threads()
+    try:
+        results = []
+        for threads in (1, 2, 3):
+            torch.set_num_threads(threads)
+            results.append(derivatives(lambda inputs: function(*inputs, idx, s)))
+    finally:
+        torch.set_num_threads(previous)
+    for got in results[1:]:
+        assert all(torch.equal(a, b) for a, b in zip(results[0], got)), op
+    for got, want in zip(results[0], expected):
+        torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9)

@@ -94,6 +94,9 @@ public:
   /// The same for the reductions computed in pass `pass` (the emitter's
   /// accumulators of that pass, in the same order).
   int64_t numReductionComponents(unsigned pass) const;
+  /// Where pass `pass`'s accumulators start among all of them: the
+  /// components of the passes before it.
+  int64_t reductionOffset(unsigned pass) const;
   /// Whether pass `pass` stores row outputs.
   bool storesRowsInPass(unsigned pass) const;
   const Info &info(Value value) const { return infos.find(value)->second; }

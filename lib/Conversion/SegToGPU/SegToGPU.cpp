@@ -175,8 +175,6 @@ private:
   Value byteOffset(OpBuilder &b, Value base, Value bytes);
   Value segmentTotals(OpBuilder &b);
   Value partials(OpBuilder &b);
-  /// The index of the first total of pass `pass` among all passes' totals.
-  int64_t passOffset(unsigned pass) const;
   /// Index of component `component` of slot `which` (0 head, 1 tail) of
   /// `tile` in the partials.
   Value partialIndex(OpBuilder &b, Value tile, Value which, Value component);
@@ -367,13 +365,6 @@ Value GPUKernelEmitter::partials(OpBuilder &b) {
   return byteOffset(b, segmentTotals(b), totalsBytes);
 }
 
-int64_t GPUKernelEmitter::passOffset(unsigned pass) const {
-  int64_t offset = 0;
-  for (unsigned q = 0; q < pass; ++q)
-    offset += program.numReductionComponents(q);
-  return offset;
-}
-
 Value GPUKernelEmitter::partialIndex(OpBuilder &b, Value tile, Value which,
                                      Value component) {
   int64_t totals = program.numReductionComponents();
@@ -497,9 +488,10 @@ SmallVector<Value> GPUKernelEmitter::loadSegmentTotals(OpBuilder &b,
                                       i64(b, program.numReductionComponents()));
   SmallVector<Value> totals;
   for (int64_t i = 0; i < count; ++i)
-    totals.push_back(code.load(
-        base, program.elementType,
-        b.create<arith::AddIOp>(loc, row, i64(b, passOffset(pass) + i))));
+    totals.push_back(
+        code.load(base, program.elementType,
+                  b.create<arith::AddIOp>(
+                      loc, row, i64(b, program.reductionOffset(pass) + i))));
   return totals;
 }
 
@@ -982,12 +974,13 @@ void GPUKernelEmitter::emitStagedTiles() {
                       [&](OpBuilder &hb, Location) {
                         SmallVector<Value> totals =
                             reduceRows(hb, lo, hi, init, body);
-                        storeFromLaneZero(hb, totals, partials(hb),
-                                          [&](OpBuilder &ib, int64_t i) {
-                                            return partialIndex(
-                                                ib, tile, which,
-                                                i64(ib, passOffset(pass) + i));
-                                          });
+                        storeFromLaneZero(
+                            hb, totals, partials(hb),
+                            [&](OpBuilder &ib, int64_t i) {
+                              return partialIndex(
+                                  ib, tile, which,
+                                  i64(ib, program.reductionOffset(pass) + i));
+                            });
                         hb.create<scf::YieldOp>(loc, totals);
                       },
                       [&](OpBuilder &lb, Location) {
@@ -1030,8 +1023,8 @@ void GPUKernelEmitter::emitFinish() {
   for (unsigned pass = 0; pass < program.numPasses; ++pass) {
     Value isPass = b0.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
                                             stage, i64(b0, pass));
-    first = b0.create<arith::SelectOp>(loc, isPass, i64(b0, passOffset(pass)),
-                                       first);
+    first = b0.create<arith::SelectOp>(
+        loc, isPass, i64(b0, program.reductionOffset(pass)), first);
     count = b0.create<arith::SelectOp>(
         loc, isPass, i64(b0, program.numReductionComponents(pass)), count);
   }

@@ -521,29 +521,38 @@ static void emitHostRowMapKernel(const SegmentProgram &program,
                                                 code.i64(-1), code.i64(0))});
 }
 
-// Split segments (programs with isSplittable()): a segment too long for one
-// thread is cut into tiles of rows. `<name>__rows(buffers..., N, S,
-// rowBegin, rowEnd, partials)` computes the raw totals of one tile (all its
-// rows in the segment of its first row) into `partials`; `<name>__finish(
-// buffers..., N, S, segment, count, totals)` computes the segment's outputs
-// from the totals of all its tiles, added in tile order by the caller.
+// Long segments: a segment too long for one thread is cut into tiles of
+// rows, run pass by pass. `<name>__rows(buffers..., N, S, rowBegin, rowEnd,
+// pass, count, totals, partials)` runs pass `pass` of the segment of row
+// rowBegin (`count` rows, earlier passes' totals in `totals`) on the tile's
+// rows: its raw totals into `partials` (at the pass's offset, zeros
+// elsewhere), its row outputs stored. `<name>__finish(buffers..., N, S,
+// segment, count, totals)` computes the segment's outputs from the totals of
+// all passes, each added over the tiles in tile order by the caller.
 namespace {
-/// The parameters of a split kernel: the buffers, N, S, two i64s (a tile's
-/// rows, or a segment and its row count) and the pointer to the totals.
-struct SplitKernelArguments {
-  SplitKernelArguments(const SegmentProgram &program, func::FuncOp kernel) {
+/// The parameters of a tile kernel: the buffers, N, S, four i64s (the
+/// tile's rows, the pass, the segment's row count), the segment's totals
+/// and the tile's partials.
+struct TileKernelArguments {
+  TileKernelArguments(const SegmentProgram &program, func::FuncOp kernel) {
     unsigned numBuffers = program.buffers.size();
     buffers.assign(kernel.getArguments().begin(),
                    kernel.getArguments().begin() + numBuffers);
-    numRows = kernel.getArgument(numBuffers);
-    numSegments = kernel.getArgument(numBuffers + 1);
-    first = kernel.getArgument(numBuffers + 2);
-    second = kernel.getArgument(numBuffers + 3);
-    totals = kernel.getArgument(numBuffers + 4);
+    auto argument = [&](unsigned i) {
+      return kernel.getArgument(numBuffers + i);
+    };
+    numRows = argument(0);
+    numSegments = argument(1);
+    rowBegin = argument(2);
+    rowEnd = argument(3);
+    pass = argument(4);
+    count = argument(5);
+    totals = argument(6);
+    partials = argument(7);
   }
 
   SmallVector<Value> buffers;
-  Value numRows, numSegments, first, second, totals;
+  Value numRows, numSegments, rowBegin, rowEnd, pass, count, totals, partials;
 };
 } // namespace
 
@@ -552,36 +561,69 @@ static void emitHostTileKernel(const SegmentProgram &program,
   OpBuilder b = OpBuilder::atBlockBegin(&kernel.getBody().front());
   Location loc = program.func.getLoc();
   KernelCodeBuilder code(b, loc);
-  SplitKernelArguments args(program, kernel);
+  TileKernelArguments args(program, kernel);
   SmallVector<Value> &buffers = args.buffers;
   Value numRows = args.numRows, numSegments = args.numSegments;
   auto clampRow = [&](Value row) {
     return b.create<arith::MinSIOp>(
         loc, b.create<arith::MaxSIOp>(loc, row, code.i64(0)), numRows);
   };
-  Value rowBegin = clampRow(args.first);
-  Value rowEnd = clampRow(args.second);
-  Value partials = args.totals;
+  Value rowBegin = clampRow(args.rowBegin);
+  Value rowEnd = clampRow(args.rowEnd);
   Value idx = buffers
       [program.argumentBuffer[cast<BlockArgument>(program.idx).getArgNumber()]];
   SegmentProgramEmitter emitter(program, buffers, numRows, numSegments);
 
-  // An empty tile, or one whose segment is not valid, contributes zeros.
+  // An empty tile, or one whose segment is not valid, contributes zeros;
+  // so do the passes the call does not run.
   Type elementType = program.elementType;
   int64_t numTotals = program.numReductionComponents();
   for (int64_t i = 0; i < numTotals; ++i)
-    code.store(code.zero(elementType), partials, code.i64(i));
+    code.store(code.zero(elementType), args.partials, code.i64(i));
   Value nonEmpty =
       b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, rowBegin, rowEnd);
+  // Passes before `pass`: the segment's totals; pass `pass`: the tile's
+  // rows (row outputs stored on the way), totals into the partials; later
+  // passes: nothing.
   auto rowLoop = [&](OpBuilder &rb, Location rl, ValueRange init,
-                     SegmentProgramEmitter::RowBody body, bool) {
-    // Tiles are long: no short-segment block.
-    SmallVector<Value> totals =
-        emitVectorRowLoop(rb, rl, rowBegin, rowEnd, init, body, elementType);
-    KernelCodeBuilder store(rb, rl);
-    for (auto [i, total] : llvm::enumerate(totals))
-      store.store(total, partials, store.i64(i));
-    return totals;
+                     SegmentProgramEmitter::RowBody body,
+                     bool) -> SmallVector<Value> {
+    KernelCodeBuilder local(rb, rl);
+    unsigned pass = emitter.currentPass();
+    int64_t offset = program.reductionOffset(pass);
+    Value passValue = local.i64(pass);
+    auto ifEarlier = rb.create<scf::IfOp>(
+        rl,
+        rb.create<arith::CmpIOp>(rl, arith::CmpIPredicate::ugt, args.pass,
+                                 passValue),
+        [&](OpBuilder &eb, Location el) {
+          KernelCodeBuilder load(eb, el);
+          SmallVector<Value> totals;
+          for (int64_t i = 0, e = init.size(); i < e; ++i)
+            totals.push_back(
+                load.load(args.totals, elementType, load.i64(offset + i)));
+          eb.create<scf::YieldOp>(el, totals);
+        },
+        [&](OpBuilder &nb, Location nl) {
+          auto ifThis = nb.create<scf::IfOp>(
+              nl,
+              nb.create<arith::CmpIOp>(nl, arith::CmpIPredicate::eq, args.pass,
+                                       passValue),
+              [&](OpBuilder &tb, Location tl) {
+                // Tiles are long: no short-segment block.
+                SmallVector<Value> totals = emitVectorRowLoop(
+                    tb, tl, rowBegin, rowEnd, init, body, elementType);
+                KernelCodeBuilder store(tb, tl);
+                for (auto [i, total] : llvm::enumerate(totals))
+                  store.store(total, args.partials, store.i64(offset + i));
+                tb.create<scf::YieldOp>(tl, totals);
+              },
+              [&](OpBuilder &lb, Location ll) {
+                lb.create<scf::YieldOp>(ll, init);
+              });
+          nb.create<scf::YieldOp>(nl, ifThis.getResults());
+        });
+    return SmallVector<Value>(ifEarlier.getResults());
   };
   // The tile's rows must all hold the segment of its first row (a valid
   // one): the result is 1 if not (the runtime checks the rows around).
@@ -596,7 +638,10 @@ static void emitHostTileKernel(const SegmentProgram &program,
             nonEmptyCode.logicalNot(isValid));
         auto ifValid = nb.create<scf::IfOp>(nl, isValid, /*withElse=*/false);
         OpBuilder vb = ifValid.getThenBodyBuilder();
-        Value count = vb.create<arith::SubIOp>(nl, rowEnd, rowBegin);
+        // The segment's row count, as the caller found it (at least the
+        // tile's rows).
+        Value count = vb.create<arith::MaxSIOp>(
+            nl, args.count, vb.create<arith::SubIOp>(nl, rowEnd, rowBegin));
         Value never = vb.create<arith::ConstantIntOp>(nl, 0, 1);
         emitter.emitSegment(vb, nl, segment, count, rowLoop, combineNothing,
                             never);
@@ -616,23 +661,27 @@ static void emitHostFinishKernel(const SegmentProgram &program,
   OpBuilder b = OpBuilder::atBlockBegin(&kernel.getBody().front());
   Location loc = program.func.getLoc();
   KernelCodeBuilder code(b, loc);
-  SplitKernelArguments args(program, kernel);
-  Value numSegments = args.numSegments;
-  Value segment = args.first, count = args.second, totals = args.totals;
-  SegmentProgramEmitter emitter(program, args.buffers, args.numRows,
-                                numSegments);
+  unsigned numBuffers = program.buffers.size();
+  SmallVector<Value> buffers(kernel.getArguments().take_front(numBuffers));
+  Value numRows = kernel.getArgument(numBuffers);
+  Value numSegments = kernel.getArgument(numBuffers + 1);
+  Value segment = kernel.getArgument(numBuffers + 2);
+  Value count = kernel.getArgument(numBuffers + 3);
+  Value totals = kernel.getArgument(numBuffers + 4);
+  SegmentProgramEmitter emitter(program, buffers, numRows, numSegments);
   auto ifValid = b.create<scf::IfOp>(
       loc, code.isValidSegment(segment, numSegments), /*withElse=*/false);
   OpBuilder vb = ifValid.getThenBodyBuilder();
   Type elementType = program.elementType;
-  // The rows were reduced by the tile kernels: the "row loop" reads their
-  // totals.
+  // The rows were visited by the tile kernels (row outputs stored): the
+  // "row loop" of each pass reads its totals.
   auto readTotals = [&](OpBuilder &rb, Location rl, ValueRange init,
                         SegmentProgramEmitter::RowBody, bool) {
     KernelCodeBuilder load(rb, rl);
+    int64_t offset = program.reductionOffset(emitter.currentPass());
     SmallVector<Value> values;
     for (int64_t i = 0, e = init.size(); i < e; ++i)
-      values.push_back(load.load(totals, elementType, load.i64(i)));
+      values.push_back(load.load(totals, elementType, load.i64(offset + i)));
     return values;
   };
   emitter.emitSegment(vb, loc, segment, count, readTotals, combineNothing,
@@ -672,20 +721,23 @@ struct ConvertSegToHostPass
         emitHostRowMapKernel(*program, kernel);
       else
         emitHostKernel(*program, kernel);
-      if (program->isSplittable()) {
-        SmallVector<Type> splitParams(program->buffers.size(), ptrType);
-        splitParams.append(4, builder.getI64Type());
-        splitParams.push_back(ptrType);
-        auto splitType = builder.getFunctionType(splitParams, {});
+      if (!program->mapsRowsOnly()) {
         // The tile kernel returns an i32: 1 if its rows are not all of one
         // valid segment.
+        SmallVector<Type> tileParams(program->buffers.size(), ptrType);
+        tileParams.append(6, builder.getI64Type());
+        tileParams.append(2, ptrType);
         auto tile = builder.create<func::FuncOp>(
             func.getLoc(), (func.getSymName() + "__rows").str(),
-            builder.getFunctionType(splitParams, {builder.getI32Type()}));
+            builder.getFunctionType(tileParams, {builder.getI32Type()}));
         tile.addEntryBlock();
         emitHostTileKernel(*program, tile);
+        SmallVector<Type> finishParams(program->buffers.size(), ptrType);
+        finishParams.append(4, builder.getI64Type());
+        finishParams.push_back(ptrType);
         auto finish = builder.create<func::FuncOp>(
-            func.getLoc(), (func.getSymName() + "__finish").str(), splitType);
+            func.getLoc(), (func.getSymName() + "__finish").str(),
+            builder.getFunctionType(finishParams, {}));
         finish.addEntryBlock();
         emitHostFinishKernel(*program, finish);
       }

@@ -252,6 +252,13 @@ int64_t SegmentProgram::numReductionComponents(unsigned pass) const {
   return count;
 }
 
+int64_t SegmentProgram::reductionOffset(unsigned pass) const {
+  int64_t offset = 0;
+  for (unsigned earlier = 0; earlier < pass; ++earlier)
+    offset += numReductionComponents(earlier);
+  return offset;
+}
+
 bool SegmentProgram::storesRowsInPass(unsigned pass) const {
   return llvm::any_of(
       func.getBody().front().getTerminator()->getOperands(), [&](Value v) {

@@ -20,18 +20,27 @@ enum class HostRange { Segments, Rows };
 /// starting threads costs more than it saves.
 constexpr int64_t kParallelMinRows = 1 << 16;
 
-/// The split entry points of a host kernel (manifest `host.split`): a tile
-/// kernel computing the raw totals of a range of rows of one segment, a
-/// finish kernel computing a segment's outputs from its totals, and the
-/// number of totals. With them, segments of at least kSplitMinRows rows
-/// are cut into tiles of kTileRows rows spread over the threads, and their
-/// totals added in tile order: the same work and order whatever the thread
-/// count, so results still do not depend on it.
+/// The entry points of a segment kernel for long segments (manifest
+/// `host.split`): a tile kernel running one pass of one segment on a range
+/// of its rows (raw totals out, row outputs stored), a finish kernel
+/// computing a segment's outputs from the totals of all passes, and the
+/// number of totals of each pass. With them, segments of at least
+/// kSplitMinRows rows are cut into tiles of kTileRows rows spread over the
+/// threads, pass by pass, and each pass's totals added in tile order: the
+/// same work and order whatever the thread count, so results still do not
+/// depend on it.
 struct HostSplitKernel {
   void *rows = nullptr;
   void *finish = nullptr;
-  int64_t numTotals = 0;
+  std::vector<int64_t> passTotals;
   bool isDouble = false;
+
+  int64_t numTotals() const {
+    int64_t total = 0;
+    for (int64_t count : passTotals)
+      total += count;
+    return total;
+  }
 
   static constexpr int64_t kSplitMinRows = 1 << 17;
   static constexpr int64_t kTileRows = 1 << 15;

@@ -43,11 +43,22 @@
 // CHECK: scf.yield
 // CHECK: %[[LASTROW:.*]] = arith.subi %[[SEARCH]]#0, %c1_i64
 // CHECK: arith.divui %[[LASTROW]], %c1024_i64
-// CHECK: %[[TILESUMS:.*]]:3 = scf.for {{.*}} step %c32_i64 iter_args({{.*}}) -> (f32, f32, f32)
+// 128 tiles per step: each lane loads 4 (lane, lane + 32, + 64, + 96) and
+// adds them in order, then the butterfly.
+// CHECK: %[[TILESUMS:.*]]:3 = scf.for {{.*}} step %c128_i64 iter_args({{.*}}) -> (f32, f32, f32)
 // CHECK: arith.cmpi ule
 // CHECK: %[[SLOTVALUE:.*]] = llvm.load
 // CHECK: %[[VALUE:.*]] = arith.select %{{.*}}, %[[SLOTVALUE]], %cst
-// CHECK: gpu.shuffle  xor %[[VALUE]], %c16_i32, %c32_i32 : f32
+// CHECK: arith.addi %{{.*}}, %c32_i64
+// CHECK: %[[SECOND:.*]] = arith.select %{{.*}}, %{{.*}}, %cst : f32
+// CHECK: %[[TWO:.*]] = arith.addf %[[VALUE]], %[[SECOND]]
+// CHECK: arith.addi %{{.*}}, %c64_i64
+// CHECK: %[[THIRD:.*]] = arith.select %{{.*}}, %{{.*}}, %cst : f32
+// CHECK: %[[THREE:.*]] = arith.addf %[[TWO]], %[[THIRD]]
+// CHECK: arith.addi %{{.*}}, %c96_i64
+// CHECK: %[[FOURTH:.*]] = arith.select %{{.*}}, %{{.*}}, %cst : f32
+// CHECK: %[[FOUR:.*]] = arith.addf %[[THREE]], %[[FOURTH]]
+// CHECK: gpu.shuffle  xor %[[FOUR]], %c16_i32, %c32_i32 : f32
 // CHECK-COUNT-14: gpu.shuffle  xor
 // CHECK: scf.yield
 // The totals are the same in every lane: no butterfly after the loop.
@@ -205,7 +216,7 @@ func.func @gather_vec3(%y: tensor<?x3xf64>, %idx: tensor<?xi32>) -> tensor<?x3xf
 // CHECK: gpu.func @rms_norm_backward__finish({{.*}}, %[[SCRATCH:.*]]: !llvm.ptr, %[[PASS:.*]]: i64) kernel
 // CHECK: arith.cmpi eq, %[[PASS]], %c0_i64
 // CHECK: scf.for %[[COMPONENT:.*]] = %{{.*}} to %{{.*}} step %c1_i64
-// CHECK: %[[TOTAL:.*]] = scf.for {{.*}} step %c32_i64 iter_args({{.*}}) -> (f64) : i64
+// CHECK: %[[TOTAL:.*]] = scf.for {{.*}} step %c128_i64 iter_args({{.*}}) -> (f64) : i64
 // CHECK-COUNT-5: gpu.shuffle  xor {{.*}} : f64
 // CHECK: llvm.store %[[TOTAL]], %{{.*}} : f64, !llvm.ptr
 // CHECK-NOT: rms_norm_backward__tiles1

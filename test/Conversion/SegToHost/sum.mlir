@@ -158,13 +158,13 @@ func.func @gather_scalar(%y: tensor<?xf32>, %idx: tensor<?xi32>) -> tensor<?xf32
 // CHECK: %[[SOME:.*]] = arith.cmpi sgt
 // CHECK: %[[SAFE:.*]] = arith.select %[[SOME]], %[[COUNT]], %cst
 // CHECK: arith.divf %[[SHORTSUM]], %[[SAFE]]
-// A single-pass reduction also gets a tile kernel (the raw totals of rows
-// [begin, end) of one segment, for splitting long segments across
-// threads) and a finish kernel (the segment's result from its totals).
-// The tile kernel checks that its rows all hold the (valid) segment of its
-// first row and returns 1 if not.
+// Segment programs also get a tile kernel (one pass of one segment on
+// rows [begin, end): the pass's raw totals, row outputs stored; for
+// splitting long segments across threads) and a finish kernel (the
+// segment's result from its totals). The tile kernel checks that its rows
+// all hold the (valid) segment of its first row and returns 1 if not.
 // CHECK-LABEL: func.func @mean__rows
-// CHECK-SAME: (%{{.*}}: !llvm.ptr, %[[TIDX:.*]]: !llvm.ptr, %{{.*}}: !llvm.ptr, %[[TN:[^:]*]]: i64, %[[TS:[^:]*]]: i64, %{{[^:]*}}: i64, %{{[^:]*}}: i64, %[[TOTALS:[^:]*]]: !llvm.ptr) -> i32
+// CHECK-SAME: (%{{.*}}: !llvm.ptr, %[[TIDX:.*]]: !llvm.ptr, %{{.*}}: !llvm.ptr, %[[TN:[^:]*]]: i64, %[[TS:[^:]*]]: i64, %{{[^:]*}}: i64, %{{[^:]*}}: i64, %[[TPASS:[^:]*]]: i64, %{{[^:]*}}: i64, %{{[^:]*}}: !llvm.ptr, %[[TOTALS:[^:]*]]: !llvm.ptr) -> i32
 // CHECK: llvm.store %[[ZERO:.*]], %[[TOTALS]] : f64
 // CHECK: %[[TILEPROBLEM:.*]] = scf.if %{{.*}} -> (i1)
 // CHECK: %[[INVALID:.*]] = arith.xori
@@ -173,6 +173,8 @@ func.func @gather_scalar(%y: tensor<?xf32>, %idx: tensor<?xi32>) -> tensor<?xf32
 // CHECK: arith.ori %{{.*}}, %[[OTHER]] : vector<16xi1>
 // CHECK: %[[ROWS:.*]] = scf.for %{{.*}} step %c1_i64 iter_args(%{{.*}} = %{{.*}}) -> (i1)
 // CHECK: arith.ori %[[ROWS]], %[[INVALID]]
+// CHECK: scf.if
+// CHECK: arith.cmpi eq, %[[TPASS]], %c0_i64
 // CHECK: scf.if
 // Tiles are long: no short-segment block.
 // CHECK-NOT: scf.if {{.*}} -> (f64)
@@ -221,6 +223,23 @@ func.func @mean(%x: tensor<?xf64>, %idx: tensor<?xi32>, %n: index) -> tensor<?xf
 // CHECK: %[[ROWS:.*]] = llvm.shufflevector %[[ALL]], %[[ALL]] [0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11] : vector<12xf32>
 // CHECK: %[[AT:.*]] = llvm.getelementptr inbounds %[[OUT]]
 // CHECK: llvm.store %[[ROWS]], %[[AT]] {alignment = 4 : i64} : vector<12xf32>, !llvm.ptr
+// A long segment runs in tiles pass by pass: the tile kernel takes the
+// pass, the segment's row count and totals. Pass 0 stores its tile's sums
+// in the partials; pass 1 loads pass 0's totals (the segment's sums),
+// divides by the count and stores its rows.
+// CHECK-LABEL: func.func @center_vec3__rows
+// CHECK-SAME: %[[PASS:[^:]*]]: i64, %[[CCOUNT:[^:]*]]: i64, %[[CTOTALS:[^:]*]]: !llvm.ptr, %[[CPARTIALS:[^:]*]]: !llvm.ptr) -> i32
+// CHECK: %[[EARLIER:.*]] = arith.cmpi ugt, %[[PASS]], %c0_i64
+// CHECK: scf.if %[[EARLIER]] -> (f32, f32, f32) {
+// CHECK: llvm.load %[[CTOTALS]] : !llvm.ptr -> f32
+// CHECK: } else {
+// CHECK: arith.cmpi eq, %[[PASS]], %c0_i64
+// CHECK: llvm.store %{{.*}}, %[[CPARTIALS]] : f32, !llvm.ptr
+// CHECK: arith.sitofp %{{.*}} : i64 to f32
+// CHECK: arith.divf
+// CHECK: arith.cmpi eq, %[[PASS]], %c1_i64
+// CHECK: llvm.store %{{.*}} : vector<12xf32>, !llvm.ptr
+// CHECK-LABEL: func.func @center_vec3__finish
 func.func @center_vec3(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?x3xf32> {
   %mean = seg.mean %x, %idx, %n : tensor<?x3xf32>, tensor<?xi32> -> tensor<?x3xf32>
   %rows = seg.gather %mean, %idx : tensor<?x3xf32>, tensor<?xi32> -> tensor<?x3xf32>
