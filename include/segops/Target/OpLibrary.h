@@ -22,8 +22,9 @@ struct PTXCodegenOptions {
   /// Groups of kernels compiled in parallel on the context's threads (0: as
   /// many as it has). The PTX is the same for any number.
   unsigned numGroups = 0;
-  /// Instead of LLVM's O<opt-level> pipeline, a short one (early CSE,
-  /// instcombine, simplifycfg, LICM) before code generation at O2: for
+  /// Instead of LLVM's O<opt-level> pipeline, a short one (reassociate,
+  /// early CSE, instcombine, simplifycfg, loop rotation, LICM) before code
+  /// generation at O2: for
   /// run-time compilation. ptxas optimizes the PTX again; the kernels' SASS
   /// comes out about as large as after O2 (docs/benchmarks.md) in a third
   /// of the LLVM time.
