@@ -5,7 +5,7 @@ on random sorted and unsorted indices, values out of range included. An
 access outside a buffer kills the process (SIGSEGV), so the probes run in a
 subprocess. This guards the vector code (16-row idx blocks, 16-row
 short-segment blocks, vector loads of rows) whose reads run ahead of the
-rows they compute."""
+rows they compute, and the tiles of long segments."""
 
 from __future__ import annotations
 
@@ -34,6 +34,16 @@ PROBE = textwrap.dedent('''
                         values = torch.sort(values).values
                     inputs, outputs = kernel_buffers(kernel, n, s, side, values, generator)
                     _launch.run(kernel["name"], inputs, outputs, n, s)
+        # Segments of 2^17 rows or more run in tiles (pass by pass, row
+        # outputs stored by the tiles): two long segments, a few rows
+        # overwritten with values out of range or out of order.
+        n, s = 300_000, 2
+        for side in ("after", "before"):
+            values = torch.sort(torch.randint(0, s, (n,), generator=generator)).values
+            rows = torch.randint(0, n, (5,), generator=generator)
+            values[rows] = torch.randint(-3, s + 4, (5,), generator=generator)
+            inputs, outputs = kernel_buffers(kernel, n, s, side, values, generator)
+            _launch.run(kernel["name"], inputs, outputs, n, s)
     print("ok")
 ''')
 
