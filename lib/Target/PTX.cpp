@@ -28,12 +28,14 @@
 using namespace mlir;
 using namespace mlir::seg;
 
+namespace {
 /// A PTX module's text: its header (version, target) and each kernel's
 /// definition.
 struct PTXText {
   StringRef header;
   SmallVector<std::pair<StringRef, StringRef>> kernels; // name, text
 };
+} // namespace
 
 /// Splits the NVPTX back end's output at the `// .globl NAME` line opening
 /// each kernel; fails on text holding anything else between kernels.
