@@ -158,7 +158,7 @@ def library_build(log: Callable[[str], None] = print) -> list[dict]:
             ("op library: seg-opt --seg-derive=order=3",
              [str(_compiler.tool("seg-opt")), str(LIBRARY_SOURCE), "--seg-derive=order=3",
               "-o", str(derived)]),
-            ("op library: seg-compile (104 kernels: PTX x2, host object)",
+            ("op library: seg-compile (104 programs: PTX x2, host object)",
              [str(_compiler.tool("seg-compile")), str(derived), "-o", out,
               "--chips=sm_80,sm_90"]),
         ]
