@@ -29,22 +29,32 @@ static void addSegToGPUPasses(OpPassManager &pm, int64_t blockSize) {
   pm.addPass(createCSEPass());
 }
 
-void mlir::seg::buildSegToNVVMPipeline(OpPassManager &pm,
-                                       const SegToPTXOptions &options) {
-  addSegToGPUPasses(pm, options.blockSize);
+void mlir::seg::buildKernelModulesToNVVMPipeline(
+    OpPassManager &pm, const SegToPTXOptions &options) {
+  // Everything on the kernel modules: several of them run in parallel.
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
+  kernels.addPass(createCanonicalizerPass());
+  kernels.addPass(createCSEPass());
   kernels.addPass(createConvertSCFToCFPass());
   // Math to LLVM intrinsics first, so that nothing needs libdevice.
   kernels.addPass(createConvertMathToLLVMPass());
   kernels.addPass(createConvertGpuOpsToNVVMOps());
   kernels.addPass(createCanonicalizerPass());
   kernels.addPass(createCSEPass());
-  pm.addPass(createReconcileUnrealizedCastsPass());
+  kernels.addPass(createReconcileUnrealizedCastsPass());
   GpuNVVMAttachTargetOptions target;
   target.chip = options.chip;
   target.features = options.features;
   target.optLevel = options.optLevel;
   pm.addPass(createGpuNVVMAttachTarget(target));
+}
+
+void mlir::seg::buildSegToNVVMPipeline(OpPassManager &pm,
+                                       const SegToPTXOptions &options) {
+  ConvertSegToGPUOptions toGPU;
+  toGPU.blockSize = options.blockSize;
+  pm.addPass(createConvertSegToGPU(toGPU));
+  buildKernelModulesToNVVMPipeline(pm, options);
 }
 
 void mlir::seg::buildSegToPTXPipeline(OpPassManager &pm,

@@ -1,10 +1,10 @@
 //===- PTX.cpp - kernel functions to PTX text -----------------------------===//
 //
-// The kernels are lowered to NVVM in one gpu.module; LLVM then compiles them
-// to PTX in groups on the context's threads (LLVM is most of a compilation,
-// and the kernels call nothing, so groups are independent), and the groups'
-// PTX is joined into one text, kernels in module order. The text does not
-// depend on the number of groups.
+// convert-seg-to-gpu puts the kernels in one gpu.module; it is split into
+// groups of kernels, which are lowered to NVVM and compiled to PTX by LLVM on
+// the context's threads (the kernels call nothing, so groups are
+// independent), and the groups' PTX is joined into one text, kernels in
+// module order. The text does not depend on the number of groups.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +16,7 @@
 #include "mlir/IR/Threading.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVM/ModuleToObject.h"
+#include "segops/Conversion/Passes.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/IR/Module.h"
@@ -160,19 +161,21 @@ static std::string asKernelNumber(StringRef kernel, size_t index) {
   return text;
 }
 
-/// Copies of `module` holding the kernels of one of at most `maxGroups`
-/// groups each, of about equal size (largest kernel first into the smallest
-/// group).
-static SmallVector<OwningOpRef<gpu::GPUModuleOp>>
-groupKernels(gpu::GPUModuleOp module, unsigned maxGroups) {
+/// Replaces the kernel module `module` (gpu.func kernels, as
+/// convert-seg-to-gpu leaves them) by copies holding the kernels of one of
+/// at most `maxGroups` groups each, of about equal size (largest kernel
+/// first into the smallest group). Returns the copies.
+static SmallVector<gpu::GPUModuleOp> splitKernelModule(gpu::GPUModuleOp module,
+                                                       unsigned maxGroups) {
   SmallVector<std::pair<int64_t, StringRef>> sizes;
-  for (auto kernel : module.getOps<LLVM::LLVMFuncOp>()) {
+  for (auto kernel : module.getOps<gpu::GPUFuncOp>()) {
     int64_t size = 0;
     kernel.walk([&](Operation *) { ++size; });
-    sizes.push_back({size, kernel.getSymName()});
+    sizes.push_back({size, kernel.getName()});
   }
   llvm::stable_sort(sizes, [](auto &a, auto &b) { return a.first > b.first; });
-  unsigned numGroups = std::min<unsigned>(maxGroups, sizes.size());
+  unsigned numGroups =
+      std::max<unsigned>(1, std::min<unsigned>(maxGroups, sizes.size()));
   SmallVector<int64_t> groupSizes(numGroups, 0);
   llvm::StringMap<unsigned> groupOf;
   for (auto [size, name] : sizes) {
@@ -181,96 +184,132 @@ groupKernels(gpu::GPUModuleOp module, unsigned maxGroups) {
     groupSizes[group] += size;
     groupOf[name] = group;
   }
-  SmallVector<OwningOpRef<gpu::GPUModuleOp>> groups;
+  SmallVector<gpu::GPUModuleOp> groups;
+  OpBuilder builder(module);
   for (unsigned group = 0; group < numGroups; ++group) {
-    auto copy = cast<gpu::GPUModuleOp>(module->clone());
+    auto copy = cast<gpu::GPUModuleOp>(builder.clone(*module));
+    copy.setName((module.getName() + "_" + Twine(group)).str());
     for (auto kernel :
-         llvm::make_early_inc_range(copy.getOps<LLVM::LLVMFuncOp>()))
-      if (groupOf.lookup(kernel.getSymName()) != group)
+         llvm::make_early_inc_range(copy.getOps<gpu::GPUFuncOp>()))
+      if (groupOf.lookup(kernel.getName()) != group)
         kernel.erase();
-    groups.emplace_back(copy);
+    groups.push_back(copy);
   }
+  module.erase();
   return groups;
 }
 
-/// The PTX of `module`'s kernels, compiled in groups on the context's
-/// threads.
-static FailureOr<std::string>
-serializeKernels(gpu::GPUModuleOp module, const PTXCodegenOptions &codegen) {
-  ArrayAttr targets = module.getTargetsAttr();
-  auto target = targets && targets.size() == 1
-                    ? dyn_cast<NVVM::NVVMTargetAttr>(targets[0])
-                    : NVVM::NVVMTargetAttr();
-  if (!target)
-    return module.emitError("expected one NVVM target on the kernel module");
-  // Groups need kernels only (no group then needs another's functions or
-  // globals); anything else (a device function, a libdevice declaration)
-  // and the module is compiled whole, its PTX as the back end prints it.
-  bool kernelsOnly =
-      llvm::all_of(module.getBody()->without_terminator(), [](Operation &op) {
-        auto function = dyn_cast<LLVM::LLVMFuncOp>(op);
-        return function &&
-               function->hasAttr(gpu::GPUDialect::getKernelFuncAttrName());
-      });
-  if (!kernelsOnly) {
-    PTXGenerator generator(module, target, codegen.quickOptimization);
-    std::optional<SmallVector<char, 0>> ptx = generator.run();
-    if (!ptx)
-      return module.emitError("PTX generation failed");
-    return std::string(ptx->begin(), ptx->end());
-  }
-  MLIRContext *context = module.getContext();
-  SmallVector<OwningOpRef<gpu::GPUModuleOp>> groups = groupKernels(
-      module, codegen.numGroups ? codegen.numGroups : context->getNumThreads());
-  SmallVector<std::string> texts(groups.size());
-  if (failed(failableParallelForEachN(
-          context, 0, groups.size(), [&](size_t group) -> LogicalResult {
-            PTXGenerator generator(groups[group].get(), target,
-                                   codegen.quickOptimization);
-            std::optional<SmallVector<char, 0>> ptx = generator.run();
-            if (!ptx)
-              return groups[group]->emitError("PTX generation failed");
-            texts[group] = std::string(ptx->begin(), ptx->end());
-            return success();
-          })))
-    return failure();
-
-  // Kernels in module order, under the header all groups share.
+/// Joins the PTX of the groups of one kernel module: the header they share,
+/// then the kernels in `order`.
+static FailureOr<std::string> joinPTX(Location loc, ArrayRef<std::string> texts,
+                                      ArrayRef<std::string> order) {
   llvm::StringMap<StringRef> kernelText;
   StringRef header;
   for (const std::string &ptx : texts) {
     FailureOr<PTXText> split = splitPTX(ptx);
     if (failed(split) || (!header.empty() && split->header != header))
-      return module.emitError("unexpected PTX from the NVPTX back end");
+      return emitError(loc, "unexpected PTX from the NVPTX back end");
     header = split->header;
     for (auto [name, text] : split->kernels)
       kernelText[name] = text;
   }
   std::string ptx = header.str();
-  for (auto [index, kernel] :
-       llvm::enumerate(module.getOps<LLVM::LLVMFuncOp>())) {
-    StringRef text = kernelText.lookup(kernel.getSymName());
+  for (auto [index, name] : llvm::enumerate(order)) {
+    StringRef text = kernelText.lookup(name);
     if (text.empty())
-      return kernel.emitError("missing from the generated PTX");
+      return emitError(loc)
+             << "kernel '" << name << "' is missing from the generated PTX";
     ptx += asKernelNumber(text, index);
   }
   return ptx;
 }
 
+namespace {
+/// A kernel module of the source, as the groups it is compiled in.
+struct KernelModule {
+  Location loc;
+  /// Its kernels, in order.
+  SmallVector<std::string> order;
+  /// Holding anything but kernels: compiled whole, its PTX kept as printed.
+  bool whole = false;
+  SmallVector<gpu::GPUModuleOp> groups;
+};
+} // namespace
+
 FailureOr<std::string>
 mlir::seg::compileToPTX(ModuleOp source, const SegToPTXOptions &options,
                         const PTXCodegenOptions &codegen) {
+  MLIRContext *context = source.getContext();
   OwningOpRef<ModuleOp> module = cast<ModuleOp>(source->clone());
-  PassManager pm(source.getContext());
-  buildSegToNVVMPipeline(pm, options);
-  if (failed(pm.run(*module)))
+  PassManager toGPU(context);
+  ConvertSegToGPUOptions toGPUOptions;
+  toGPUOptions.blockSize = options.blockSize;
+  toGPU.addPass(createConvertSegToGPU(toGPUOptions));
+  if (failed(toGPU.run(*module)))
     return failure();
+
+  // Each kernel module in groups, lowered to NVVM and compiled to PTX on
+  // the context's threads. Groups need kernels only (no group then needs
+  // another's functions or globals); a module holding anything else (a
+  // device function, a declaration) is compiled whole.
+  unsigned maxGroups =
+      codegen.numGroups ? codegen.numGroups : context->getNumThreads();
+  SmallVector<KernelModule> kernelModules;
+  for (auto kernels :
+       llvm::make_early_inc_range(module->getOps<gpu::GPUModuleOp>())) {
+    KernelModule &entry =
+        kernelModules.emplace_back(KernelModule{kernels.getLoc()});
+    entry.whole = !llvm::all_of(kernels.getBody()->without_terminator(),
+                                [](Operation &op) {
+                                  auto function = dyn_cast<gpu::GPUFuncOp>(op);
+                                  return function && function.isKernel();
+                                });
+    for (auto kernel : kernels.getOps<gpu::GPUFuncOp>())
+      entry.order.push_back(kernel.getName().str());
+    entry.groups = entry.whole ? SmallVector<gpu::GPUModuleOp>{kernels}
+                               : splitKernelModule(kernels, maxGroups);
+  }
+  PassManager toNVVM(context);
+  buildKernelModulesToNVVMPipeline(toNVVM, options);
+  if (failed(toNVVM.run(*module)))
+    return failure();
+
+  SmallVector<gpu::GPUModuleOp> groups;
+  for (KernelModule &entry : kernelModules)
+    llvm::append_range(groups, entry.groups);
+  SmallVector<std::string> texts(groups.size());
+  if (failed(failableParallelForEachN(
+          context, 0, groups.size(), [&](size_t group) -> LogicalResult {
+            ArrayAttr targets = groups[group].getTargetsAttr();
+            auto target = targets && targets.size() == 1
+                              ? dyn_cast<NVVM::NVVMTargetAttr>(targets[0])
+                              : NVVM::NVVMTargetAttr();
+            if (!target)
+              return groups[group].emitError(
+                  "expected one NVVM target on the kernel module");
+            PTXGenerator generator(groups[group], target,
+                                   codegen.quickOptimization);
+            std::optional<SmallVector<char, 0>> ptx = generator.run();
+            if (!ptx)
+              return groups[group].emitError("PTX generation failed");
+            texts[group] = std::string(ptx->begin(), ptx->end());
+            return success();
+          })))
+    return failure();
+
   std::string ptx;
-  for (auto kernels : module->getOps<gpu::GPUModuleOp>()) {
-    FailureOr<std::string> text = serializeKernels(kernels, codegen);
-    if (failed(text))
+  ArrayRef<std::string> remaining = texts;
+  for (KernelModule &entry : kernelModules) {
+    ArrayRef<std::string> own = remaining.take_front(entry.groups.size());
+    remaining = remaining.drop_front(entry.groups.size());
+    if (entry.whole) {
+      ptx += own.front();
+      continue;
+    }
+    FailureOr<std::string> joined = joinPTX(entry.loc, own, entry.order);
+    if (failed(joined))
       return failure();
-    ptx += *text;
+    ptx += *joined;
   }
   if (ptx.empty())
     return source.emitError("the module has no kernels to compile to PTX");

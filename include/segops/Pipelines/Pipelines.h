@@ -42,8 +42,16 @@ void buildSegDerivePipeline(OpPassManager &pm, const SegDeriveOptions &options);
 void buildSegToPTXPipeline(OpPassManager &pm, const SegToPTXOptions &options);
 
 /// Like buildSegToPTXPipeline, stopping at the NVVM/LLVM dialect kernels
-/// (before serialization), for inspection and tests.
+/// (before serialization), for inspection and tests: convert-seg-to-gpu,
+/// then buildKernelModulesToNVVMPipeline.
 void buildSegToNVVMPipeline(OpPassManager &pm, const SegToPTXOptions &options);
+
+/// The second half of buildSegToNVVMPipeline: gpu.module(s) of gpu.func
+/// kernels, as convert-seg-to-gpu leaves them, -> NVVM/LLVM dialect kernels
+/// with an NVVM target attached. The work is nested on the gpu.modules, so
+/// several of them are lowered in parallel.
+void buildKernelModulesToNVVMPipeline(OpPassManager &pm,
+                                      const SegToPTXOptions &options);
 
 /// seg kernel functions -> LLVM dialect host functions, ready for translation
 /// to LLVM IR.
