@@ -203,7 +203,7 @@ def launch_host(kernel_info: Kernel, pointers: Sequence[int], num_rows: int,
     host_library().call_parallel(kernel_info.name, list(pointers),
                                  pointers[kernel_info.idx_position], num_rows, num_segments,
                                  torch.get_num_threads(), kernel_info.host_rows, rows_symbol,
-                                 finish_symbol, list(pass_totals), kernel_info.dtype == "f64")
+                                 finish_symbol, pass_totals, kernel_info.dtype == "f64")
 
 
 def advise_huge_pages(tensor: torch.Tensor) -> None:

@@ -27,9 +27,21 @@ public:
   Value load(Value base, Type elementType, Value index);
   /// Stores `value` to `base[index]`.
   void store(Value value, Value base, Value index);
+  /// A search narrowing [lo, hi): while lo < hi, `step` gives the next
+  /// (lo, hi) from the current ones. Returns the final lo.
+  using NarrowStep = function_ref<std::pair<Value, Value>(OpBuilder &, Location,
+                                                          Value lo, Value hi)>;
+  Value narrowRange(Value lo, Value hi, NarrowStep step);
   /// First row r in [lo, hi) with idx[r] >= segment, or hi (binary search;
   /// terminates and stays in [lo, hi] for any content of idx).
   Value lowerBound(Value idx, Value lo, Value hi, Value segment);
+  /// The values a row loop returns when one pass of a segment runs at a
+  /// time (`stage`, an i64): for passes before `stage` the segment's totals
+  /// (`earlier`, computed already), for pass `stage` the rows' (`current`),
+  /// for later passes `init` unchanged. `pass` is the emitter's pass.
+  using StageValues = function_ref<SmallVector<Value>(OpBuilder &, Location)>;
+  SmallVector<Value> selectByStage(Value stage, unsigned pass, ValueRange init,
+                                   StageValues earlier, StageValues current);
   /// The rows of segment `segment` from row `lo` (where it begins): counts
   /// forward kCountingBlock rows at a time, a block's rows below
   /// `segment + 1` counted with one vector compare (no branch per row),

@@ -242,15 +242,10 @@ Value GPUKernelEmitter::searchWarp(OpBuilder &b, Value lo, Value hi,
                                    Value segment,
                                    arith::CmpIPredicate holding) {
   Type i64Type = b.getI64Type();
-  auto search = b.create<scf::WhileOp>(
-      loc, TypeRange{i64Type, i64Type}, ValueRange{lo, hi},
-      [&](OpBuilder &cb, Location cl, ValueRange range) {
-        Value more = cb.create<arith::CmpIOp>(cl, arith::CmpIPredicate::slt,
-                                              range[0], range[1]);
-        cb.create<scf::ConditionOp>(cl, more, range);
-      },
-      [&](OpBuilder &sb, Location sl, ValueRange range) {
-        Value lo = range[0], hi = range[1];
+  return KernelCodeBuilder(b, loc).narrowRange(
+      lo, hi,
+      [&](OpBuilder &sb, Location sl, Value lo,
+          Value hi) -> std::pair<Value, Value> {
         Value width = sb.create<arith::SubIOp>(sl, hi, lo);
         // Probe l of 32: lo + ceil(width * (l + 1) / 32) - 1; probe 31 is
         // hi - 1, and the probes rise with l.
@@ -292,9 +287,8 @@ Value GPUKernelEmitter::searchWarp(OpBuilder &b, Value lo, Value hi,
         Value firstFailing = probe(
             sb.create<arith::MinSIOp>(sl, holding, i64(sb, kWarpSize - 1)));
         Value newHi = sb.create<arith::SelectOp>(sl, all, hi, firstFailing);
-        sb.create<scf::YieldOp>(sl, ValueRange{newLo, newHi});
+        return {newLo, newHi};
       });
-  return search.getResult(0);
 }
 
 void GPUKernelEmitter::emitEmptySegments(OpBuilder &b, Value lo, Value hi,
@@ -955,41 +949,23 @@ void GPUKernelEmitter::emitStagedTiles() {
                              SegmentProgramEmitter::RowBody body,
                              bool) -> SmallVector<Value> {
             unsigned pass = emitter.currentPass();
-            int64_t numTotals = program.numReductionComponents(pass);
-            Value passValue = i64(rb, pass);
-            TypeRange types = init.getTypes();
-            auto ifEarlier = rb.create<scf::IfOp>(
-                loc,
-                rb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ugt, stage,
-                                         passValue),
+            return KernelCodeBuilder(rb, loc).selectByStage(
+                stage, pass, init,
                 [&](OpBuilder &eb, Location) {
-                  eb.create<scf::YieldOp>(
-                      loc, loadSegmentTotals(eb, segment, pass, numTotals));
+                  return loadSegmentTotals(
+                      eb, segment, pass, program.numReductionComponents(pass));
                 },
-                [&](OpBuilder &nb, Location) {
-                  auto ifThis = nb.create<scf::IfOp>(
-                      loc,
-                      nb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
-                                               stage, passValue),
-                      [&](OpBuilder &hb, Location) {
-                        SmallVector<Value> totals =
-                            reduceRows(hb, lo, hi, init, body);
-                        storeFromLaneZero(
-                            hb, totals, partials(hb),
-                            [&](OpBuilder &ib, int64_t i) {
-                              return partialIndex(
-                                  ib, tile, which,
-                                  i64(ib, program.reductionOffset(pass) + i));
-                            });
-                        hb.create<scf::YieldOp>(loc, totals);
-                      },
-                      [&](OpBuilder &lb, Location) {
-                        lb.create<scf::YieldOp>(loc, init);
+                [&](OpBuilder &hb, Location) {
+                  SmallVector<Value> totals =
+                      reduceRows(hb, lo, hi, init, body);
+                  storeFromLaneZero(
+                      hb, totals, partials(hb), [&](OpBuilder &ib, int64_t i) {
+                        return partialIndex(
+                            ib, tile, which,
+                            i64(ib, program.reductionOffset(pass) + i));
                       });
-                  nb.create<scf::YieldOp>(loc, ifThis.getResults());
+                  return totals;
                 });
-            (void)types;
-            return SmallVector<Value>(ifEarlier.getResults());
           };
           Value never = vb.create<arith::ConstantIntOp>(loc, 0, 1);
           emitter.emitSegment(vb, loc, segment,

@@ -556,6 +556,21 @@ struct TileKernelArguments {
 };
 } // namespace
 
+/// The `count` totals of pass `pass` from a segment's `totals` (all
+/// passes' raw totals, in pass order).
+static SmallVector<Value> loadPassTotals(OpBuilder &b, Location loc,
+                                         const SegmentProgram &program,
+                                         unsigned pass, Value totals,
+                                         int64_t count) {
+  KernelCodeBuilder load(b, loc);
+  int64_t offset = program.reductionOffset(pass);
+  SmallVector<Value> values;
+  for (int64_t i = 0; i < count; ++i)
+    values.push_back(
+        load.load(totals, program.elementType, load.i64(offset + i)));
+  return values;
+}
+
 static void emitHostTileKernel(const SegmentProgram &program,
                                func::FuncOp kernel) {
   OpBuilder b = OpBuilder::atBlockBegin(&kernel.getBody().front());
@@ -588,42 +603,23 @@ static void emitHostTileKernel(const SegmentProgram &program,
   auto rowLoop = [&](OpBuilder &rb, Location rl, ValueRange init,
                      SegmentProgramEmitter::RowBody body,
                      bool) -> SmallVector<Value> {
-    KernelCodeBuilder local(rb, rl);
     unsigned pass = emitter.currentPass();
     int64_t offset = program.reductionOffset(pass);
-    Value passValue = local.i64(pass);
-    auto ifEarlier = rb.create<scf::IfOp>(
-        rl,
-        rb.create<arith::CmpIOp>(rl, arith::CmpIPredicate::ugt, args.pass,
-                                 passValue),
+    return KernelCodeBuilder(rb, rl).selectByStage(
+        args.pass, pass, init,
         [&](OpBuilder &eb, Location el) {
-          KernelCodeBuilder load(eb, el);
-          SmallVector<Value> totals;
-          for (int64_t i = 0, e = init.size(); i < e; ++i)
-            totals.push_back(
-                load.load(args.totals, elementType, load.i64(offset + i)));
-          eb.create<scf::YieldOp>(el, totals);
+          return loadPassTotals(eb, el, program, pass, args.totals,
+                                init.size());
         },
-        [&](OpBuilder &nb, Location nl) {
-          auto ifThis = nb.create<scf::IfOp>(
-              nl,
-              nb.create<arith::CmpIOp>(nl, arith::CmpIPredicate::eq, args.pass,
-                                       passValue),
-              [&](OpBuilder &tb, Location tl) {
-                // Tiles are long: no short-segment block.
-                SmallVector<Value> totals = emitVectorRowLoop(
-                    tb, tl, rowBegin, rowEnd, init, body, elementType);
-                KernelCodeBuilder store(tb, tl);
-                for (auto [i, total] : llvm::enumerate(totals))
-                  store.store(total, args.partials, store.i64(offset + i));
-                tb.create<scf::YieldOp>(tl, totals);
-              },
-              [&](OpBuilder &lb, Location ll) {
-                lb.create<scf::YieldOp>(ll, init);
-              });
-          nb.create<scf::YieldOp>(nl, ifThis.getResults());
+        [&](OpBuilder &tb, Location tl) {
+          // Tiles are long: no short-segment block.
+          SmallVector<Value> totals = emitVectorRowLoop(
+              tb, tl, rowBegin, rowEnd, init, body, elementType);
+          KernelCodeBuilder store(tb, tl);
+          for (auto [i, total] : llvm::enumerate(totals))
+            store.store(total, args.partials, store.i64(offset + i));
+          return totals;
         });
-    return SmallVector<Value>(ifEarlier.getResults());
   };
   // The tile's rows must all hold the segment of its first row (a valid
   // one): the result is 1 if not (the runtime checks the rows around).
@@ -677,12 +673,8 @@ static void emitHostFinishKernel(const SegmentProgram &program,
   // "row loop" of each pass reads its totals.
   auto readTotals = [&](OpBuilder &rb, Location rl, ValueRange init,
                         SegmentProgramEmitter::RowBody, bool) {
-    KernelCodeBuilder load(rb, rl);
-    int64_t offset = program.reductionOffset(emitter.currentPass());
-    SmallVector<Value> values;
-    for (int64_t i = 0, e = init.size(); i < e; ++i)
-      values.push_back(load.load(totals, elementType, load.i64(offset + i)));
-    return values;
+    return loadPassTotals(rb, rl, program, emitter.currentPass(), totals,
+                          init.size());
   };
   emitter.emitSegment(vb, loc, segment, count, readTotals, combineNothing,
                       Value());

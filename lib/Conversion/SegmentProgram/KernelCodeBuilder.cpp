@@ -50,8 +50,7 @@ Value KernelCodeBuilder::isValidSegment(Value segment, Value numSegments) {
   return builder.create<arith::AndIOp>(loc, notNegative, belowCount);
 }
 
-Value KernelCodeBuilder::lowerBound(Value idx, Value lo, Value hi,
-                                    Value segment) {
+Value KernelCodeBuilder::narrowRange(Value lo, Value hi, NarrowStep step) {
   Type i64Type = builder.getI64Type();
   auto search = builder.create<scf::WhileOp>(
       loc, TypeRange{i64Type, i64Type}, ValueRange{lo, hi},
@@ -61,18 +60,55 @@ Value KernelCodeBuilder::lowerBound(Value idx, Value lo, Value hi,
         b.create<scf::ConditionOp>(l, open, bounds);
       },
       [&](OpBuilder &b, Location l, ValueRange bounds) {
+        auto [newLo, newHi] = step(b, l, bounds[0], bounds[1]);
+        b.create<scf::YieldOp>(l, ValueRange{newLo, newHi});
+      });
+  return search.getResult(0);
+}
+
+Value KernelCodeBuilder::lowerBound(Value idx, Value lo, Value hi,
+                                    Value segment) {
+  return narrowRange(
+      lo, hi,
+      [&](OpBuilder &b, Location l, Value low,
+          Value high) -> std::pair<Value, Value> {
         KernelCodeBuilder code(b, l);
-        Value sum = b.create<arith::AddIOp>(l, bounds[0], bounds[1]);
+        Value sum = b.create<arith::AddIOp>(l, low, high);
         Value mid = b.create<arith::ShRUIOp>(l, sum, code.i64(1));
         Value below = b.create<arith::CmpIOp>(
             l, arith::CmpIPredicate::slt, code.loadSegment(idx, mid), segment);
         Value midPlusOne = b.create<arith::AddIOp>(l, mid, code.i64(1));
-        Value newLo =
-            b.create<arith::SelectOp>(l, below, midPlusOne, bounds[0]);
-        Value newHi = b.create<arith::SelectOp>(l, below, bounds[1], mid);
-        b.create<scf::YieldOp>(l, ValueRange{newLo, newHi});
+        return {b.create<arith::SelectOp>(l, below, midPlusOne, low),
+                b.create<arith::SelectOp>(l, below, high, mid)};
       });
-  return search.getResult(0);
+}
+
+SmallVector<Value> KernelCodeBuilder::selectByStage(Value stage, unsigned pass,
+                                                    ValueRange init,
+                                                    StageValues earlier,
+                                                    StageValues current) {
+  Value passValue = i64(pass);
+  auto ifEarlier = builder.create<scf::IfOp>(
+      loc,
+      builder.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ugt, stage,
+                                    passValue),
+      [&](OpBuilder &b, Location l) {
+        b.create<scf::YieldOp>(l, earlier(b, l));
+      },
+      [&](OpBuilder &b, Location l) {
+        auto ifCurrent = b.create<scf::IfOp>(
+            l,
+            b.create<arith::CmpIOp>(l, arith::CmpIPredicate::eq, stage,
+                                    passValue),
+            [&](OpBuilder &cb, Location cl) {
+              cb.create<scf::YieldOp>(cl, current(cb, cl));
+            },
+            [&](OpBuilder &lb, Location ll) {
+              lb.create<scf::YieldOp>(ll, init);
+            });
+        b.create<scf::YieldOp>(l, ifCurrent.getResults());
+      });
+  return SmallVector<Value>(ifEarlier.getResults());
 }
 
 Value KernelCodeBuilder::zero(Type type) {
