@@ -103,6 +103,8 @@ private:
   using PieceBody = function_ref<void(OpBuilder &, Value which, Value segment,
                                       Value lo, Value hi)>;
   using StartBody = function_ref<void(OpBuilder &, Value segment, Value start)>;
+  using TilePieceBody = function_ref<void(OpBuilder &, Value tile, Value which,
+                                          Value segment, Value lo, Value hi)>;
 
   Value i64(OpBuilder &b, int64_t value) {
     return KernelCodeBuilder(b, loc).i64(value);
@@ -152,6 +154,10 @@ private:
   /// tile's first row (the head), 1 for that of its last (the tail).
   void forEachLongPiece(OpBuilder &b, Value tile, Value tileStart,
                         Value tileEnd, PieceBody body);
+  /// The tile kernels' loop over every tile's long pieces (see
+  /// forEachLongPiece): `valid(tile, which, segment, lo, hi)` for a piece of
+  /// a valid segment, `invalid` (if given) for one of an invalid segment.
+  void emitLongPieceLoop(TilePieceBody valid, TilePieceBody invalid = {});
   /// For each long segment starting in the tile: `body(segment, start)`.
   void forEachLongStart(OpBuilder &b, Value tile, Value tileStart,
                         Value tileEnd, StartBody body);
@@ -880,33 +886,44 @@ GPUKernelEmitter::reduceRows(OpBuilder &b, Value lo, Value hi, ValueRange init,
   return totals;
 }
 
+void GPUKernelEmitter::emitLongPieceLoop(TilePieceBody valid,
+                                         TilePieceBody invalid) {
+  emitTileLoop(builder, [&](OpBuilder &tb, Value tile, Value tileStart,
+                            Value tileEnd) {
+    forEachLongPiece(
+        tb, tile, tileStart, tileEnd,
+        [&](OpBuilder &b, Value which, Value segment, Value lo, Value hi) {
+          auto ifValid = b.create<scf::IfOp>(
+              loc,
+              KernelCodeBuilder(b, loc).isValidSegment(segment, numSegments),
+              /*withElse=*/static_cast<bool>(invalid));
+          OpBuilder vb = ifValid.getThenBodyBuilder();
+          valid(vb, tile, which, segment, lo, hi);
+          if (invalid) {
+            OpBuilder eb = ifValid.getElseBodyBuilder();
+            invalid(eb, tile, which, segment, lo, hi);
+          }
+        });
+  });
+}
+
 void GPUKernelEmitter::emitTiles() {
   // Split programs: one pass; each long piece's raw totals into its slot.
-  emitTileLoop(
-      builder, [&](OpBuilder &tb, Value tile, Value tileStart, Value tileEnd) {
-        forEachLongPiece(
-            tb, tile, tileStart, tileEnd,
-            [&](OpBuilder &b, Value which, Value segment, Value lo, Value hi) {
-              KernelCodeBuilder code(b, loc);
-              auto ifValid = b.create<scf::IfOp>(
-                  loc, code.isValidSegment(segment, numSegments),
-                  /*withElse=*/false);
-              OpBuilder vb = ifValid.getThenBodyBuilder();
-              auto rowLoop = [&](OpBuilder &rb, Location, ValueRange init,
-                                 SegmentProgramEmitter::RowBody body, bool) {
-                SmallVector<Value> totals = reduceRows(rb, lo, hi, init, body);
-                storeFromLaneZero(
-                    rb, totals, partials(rb), [&](OpBuilder &ib, int64_t i) {
-                      return partialIndex(ib, tile, which, i64(ib, i));
-                    });
-                return totals;
-              };
-              Value never = vb.create<arith::ConstantIntOp>(loc, 0, 1);
-              emitter.emitSegment(vb, loc, segment,
-                                  vb.create<arith::SubIOp>(loc, hi, lo),
-                                  rowLoop, combineNothing, never);
-            });
-      });
+  emitLongPieceLoop([&](OpBuilder &vb, Value tile, Value which, Value segment,
+                        Value lo, Value hi) {
+    auto rowLoop = [&](OpBuilder &rb, Location, ValueRange init,
+                       SegmentProgramEmitter::RowBody body, bool) {
+      SmallVector<Value> totals = reduceRows(rb, lo, hi, init, body);
+      storeFromLaneZero(rb, totals, partials(rb),
+                        [&](OpBuilder &ib, int64_t i) {
+                          return partialIndex(ib, tile, which, i64(ib, i));
+                        });
+      return totals;
+    };
+    Value never = vb.create<arith::ConstantIntOp>(loc, 0, 1);
+    emitter.emitSegment(vb, loc, segment, vb.create<arith::SubIOp>(loc, hi, lo),
+                        rowLoop, combineNothing, never);
+  });
 }
 
 void GPUKernelEmitter::emitBounds() {
@@ -931,64 +948,55 @@ void GPUKernelEmitter::emitBounds() {
 }
 
 void GPUKernelEmitter::emitStagedTiles() {
-  emitTileLoop(builder, [&](OpBuilder &tb, Value tile, Value tileStart,
-                            Value tileEnd) {
-    forEachLongPiece(
-        tb, tile, tileStart, tileEnd,
-        [&](OpBuilder &b, Value which, Value segment, Value lo, Value hi) {
-          KernelCodeBuilder code(b, loc);
-          auto ifValid = b.create<scf::IfOp>(
-              loc, code.isValidSegment(segment, numSegments),
-              /*withElse=*/true);
-          OpBuilder vb = ifValid.getThenBodyBuilder();
-          auto [start, end] = loadBounds(vb, segment);
-          // Earlier passes than `stage`: their totals (finish kernels); pass
-          // `stage`: the tile's rows (row outputs stored on the way, totals
-          // into the slot); later passes: nothing.
-          auto rowLoop = [&](OpBuilder &rb, Location, ValueRange init,
-                             SegmentProgramEmitter::RowBody body,
-                             bool) -> SmallVector<Value> {
-            unsigned pass = emitter.currentPass();
-            return KernelCodeBuilder(rb, loc).selectByStage(
-                stage, pass, init,
-                [&](OpBuilder &eb, Location) {
-                  return loadSegmentTotals(
-                      eb, segment, pass, program.numReductionComponents(pass));
-                },
-                [&](OpBuilder &hb, Location) {
-                  SmallVector<Value> totals =
-                      reduceRows(hb, lo, hi, init, body);
-                  storeFromLaneZero(
-                      hb, totals, partials(hb), [&](OpBuilder &ib, int64_t i) {
-                        return partialIndex(
-                            ib, tile, which,
-                            i64(ib, program.reductionOffset(pass) + i));
-                      });
-                  return totals;
-                });
-          };
-          Value never = vb.create<arith::ConstantIntOp>(loc, 0, 1);
-          emitter.emitSegment(vb, loc, segment,
-                              vb.create<arith::SubIOp>(loc, end, start),
-                              rowLoop, combineNothing, never);
-          if (program.hasRowOutputs) {
-            // Rows of an invalid segment: zero row outputs (in pass 0's
-            // launch).
-            OpBuilder eb = ifValid.getElseBodyBuilder();
-            Value first = eb.create<arith::CmpIOp>(
-                loc, arith::CmpIPredicate::eq, stage, i64(eb, 0));
-            auto ifFirst = eb.create<scf::IfOp>(loc, first, /*withElse=*/false);
-            OpBuilder fb = ifFirst.getThenBodyBuilder();
-            fb.create<scf::ForOp>(
-                loc, fb.create<arith::AddIOp>(loc, lo, lane), hi,
-                i64(fb, kWarpSize), ValueRange{},
-                [&](OpBuilder &ib, Location il, Value row, ValueRange) {
-                  emitter.emitZeroRowOutputs(ib, il, row);
-                  ib.create<scf::YieldOp>(il);
-                });
-          }
+  auto valid = [&](OpBuilder &vb, Value tile, Value which, Value segment,
+                   Value lo, Value hi) {
+    auto [start, end] = loadBounds(vb, segment);
+    // Earlier passes than `stage`: their totals (finish kernels); pass
+    // `stage`: the tile's rows (row outputs stored on the way, totals into
+    // the slot); later passes: nothing.
+    auto rowLoop = [&](OpBuilder &rb, Location, ValueRange init,
+                       SegmentProgramEmitter::RowBody body,
+                       bool) -> SmallVector<Value> {
+      unsigned pass = emitter.currentPass();
+      return KernelCodeBuilder(rb, loc).selectByStage(
+          stage, pass, init,
+          [&](OpBuilder &eb, Location) {
+            return loadSegmentTotals(eb, segment, pass,
+                                     program.numReductionComponents(pass));
+          },
+          [&](OpBuilder &hb, Location) {
+            SmallVector<Value> totals = reduceRows(hb, lo, hi, init, body);
+            storeFromLaneZero(hb, totals, partials(hb),
+                              [&](OpBuilder &ib, int64_t i) {
+                                return partialIndex(
+                                    ib, tile, which,
+                                    i64(ib, program.reductionOffset(pass) + i));
+                              });
+            return totals;
+          });
+    };
+    Value never = vb.create<arith::ConstantIntOp>(loc, 0, 1);
+    emitter.emitSegment(vb, loc, segment,
+                        vb.create<arith::SubIOp>(loc, end, start), rowLoop,
+                        combineNothing, never);
+  };
+  // Rows of an invalid segment: zero row outputs (in pass 0's launch).
+  auto invalid = [&](OpBuilder &eb, Value, Value, Value, Value lo, Value hi) {
+    Value first = eb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, stage,
+                                           i64(eb, 0));
+    auto ifFirst = eb.create<scf::IfOp>(loc, first, /*withElse=*/false);
+    OpBuilder fb = ifFirst.getThenBodyBuilder();
+    fb.create<scf::ForOp>(
+        loc, fb.create<arith::AddIOp>(loc, lo, lane), hi, i64(fb, kWarpSize),
+        ValueRange{}, [&](OpBuilder &ib, Location il, Value row, ValueRange) {
+          emitter.emitZeroRowOutputs(ib, il, row);
+          ib.create<scf::YieldOp>(il);
         });
-  });
+  };
+  if (program.hasRowOutputs)
+    emitLongPieceLoop(valid, invalid);
+  else
+    emitLongPieceLoop(valid);
 }
 
 void GPUKernelEmitter::emitFinish() {
