@@ -80,7 +80,7 @@ def main() -> int:
                     name, pointers, idx.data_ptr(), args.rows, num_segments, threads,
                     kernel["host"]["range"] == "rows",
                     split["rows_symbol"] if split else "", split["finish_symbol"] if split else "",
-                    split["totals"] if split else 0, kernel["dtype"] == "f64")
+                    split["pass_totals"] if split else [], kernel["dtype"] == "f64")
 
             times: list[list[float]] = [[], []]
             for _ in range(args.rounds):

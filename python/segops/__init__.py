@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from segops._output_cache import empty_output_cache, output_cache_info, set_output_cache_limit
 from segops._validation import set_debug_checks
 from segops.ops import (
     segmented_dot,
@@ -34,6 +35,9 @@ __all__ = [
     "segmented_matvec",
     "segmented_gather",
     "set_debug_checks",
+    "output_cache_info",
+    "empty_output_cache",
+    "set_output_cache_limit",
     "library_info",
 ]
 __version__ = "0.1.0"

@@ -27,7 +27,7 @@ from typing import Callable, Sequence
 import torch
 from torch import Tensor
 
-from segops import _gpusim, _launch, _library, _validation
+from segops import _gpusim, _launch, _library, _output_cache, _validation
 from segops._validation import (
     as_kernel_index,
     check_float_rows,
@@ -146,6 +146,7 @@ def _native_ops():
         _torchops.load_host_library(str(_library.NATIVE_DIR / _library.manifest()["host_library"]))
     except (ImportError, OSError, RuntimeError):
         return None
+    _output_cache.apply_environment(_torchops)
     if _torchops.has_cuda_kernels():
         _torchops.set_ptx_source(_ptx_text)
         _torchops.set_debug_checks(_validation.debug_checks_enabled())

@@ -16,9 +16,9 @@
 
 #include "torch_ops.h"
 
+#include "segrt/BufferCache.h"
 #include "segrt/Host.h"
 #include "segrt/IndexCheck.h"
-#include "segrt/Memory.h"
 
 #include <ATen/Parallel.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -188,9 +188,11 @@ BoundBuffers bindBuffers(const OperatorCall &call) {
       std::vector<int64_t> shape;
       for (int64_t dimension : buffer.shape)
         shape.push_back(extent(dimension, numRows, call.numSegments));
-      bound.outputs.push_back(at::empty(
-          shape,
-          at::TensorOptions().dtype(buffer.dtype).device(call.idx.device())));
+      bound.outputs.push_back(
+          call.idx.is_cpu() ? emptyHostOutput(shape, buffer.dtype)
+                            : at::empty(shape, at::TensorOptions()
+                                                   .dtype(buffer.dtype)
+                                                   .device(call.idx.device())));
       bound.pointers.push_back(
           reinterpret_cast<uintptr_t>(bound.outputs.back().data_ptr()));
     }
@@ -246,8 +248,6 @@ public:
                       "idx is out of range or unsorted");
     }
     BoundBuffers bound = bindBuffers(call);
-    for (const at::Tensor &output : bound.outputs)
-      segrt::adviseHugePages(output.data_ptr(), output.nbytes());
     if (numRows > 0 || numSegments > 0) {
       int threads = at::get_num_threads();
       const int32_t *kernelIdxData = bound.kernelIdx.data_ptr<int32_t>();
@@ -478,6 +478,29 @@ PYBIND11_MODULE(_torchops, m) {
       py::arg("source"),
       "source(device) returns the PTX text for a CUDA device (called once per "
       "device).");
+  m.def(
+      "output_cache_info",
+      [] {
+        segrt::HostBufferCache::Stats stats = segrt::hostOutputCache().stats();
+        py::dict info;
+        info["cached_bytes"] = stats.cachedBytes;
+        info["cached_buffers"] = stats.cachedBuffers;
+        info["live_bytes"] = stats.liveBytes;
+        info["limit_bytes"] = stats.limitBytes;
+        info["hits"] = stats.hits;
+        info["misses"] = stats.misses;
+        return info;
+      },
+      "The host output cache: bytes held for reuse and handed out, its "
+      "limit, allocations served from it (hits) and mapped afresh.");
+  m.def(
+      "empty_output_cache", [] { segrt::hostOutputCache().empty(); },
+      "Returns every cached host output buffer to the system.");
+  m.def(
+      "set_output_cache_limit",
+      [](size_t bytes) { segrt::hostOutputCache().setLimit(bytes); },
+      py::arg("bytes"),
+      "Caps the bytes the host output cache holds (0: none).");
   m.def("set_debug_checks", &setDebugChecks, py::arg("enabled"),
         "Check idx's content on CUDA too (a host sync per call).");
   m.def(

@@ -131,7 +131,8 @@ OperatorCall takeArguments(const OperatorLevel &level, torch::jit::Stack *stack,
                            c10::DeviceType deviceType);
 
 /// A kernel's buffers for a call: the pointers in ABI order, the outputs
-/// (allocated on idx's device through PyTorch), and what must live until
+/// (allocated on idx's device: emptyHostOutput on the host, PyTorch's
+/// allocator on CUDA), and what must live until
 /// the kernel has run (contiguous copies, the int32 index).
 struct BoundBuffers {
   std::vector<uintptr_t> pointers;
@@ -140,6 +141,10 @@ struct BoundBuffers {
   at::Tensor kernelIdx;
 };
 BoundBuffers bindBuffers(const OperatorCall &call);
+
+/// An uninitialized CPU tensor for a kernel's output; large ones reuse
+/// buffers of earlier outputs (host_outputs.cpp).
+at::Tensor emptyHostOutput(at::IntArrayRef shape, at::ScalarType dtype);
 
 /// The CUDA kernels (torch_ops_cuda.cpp): whether they were built (against
 /// a PyTorch with CUDA), and registering one level's.

@@ -158,6 +158,8 @@ func.func @gather_scalar(%y: tensor<?xf32>, %idx: tensor<?xi32>) -> tensor<?xf32
 // CHECK: %[[SOME:.*]] = arith.cmpi sgt
 // CHECK: %[[SAFE:.*]] = arith.select %[[SOME]], %[[COUNT]], %cst
 // CHECK: arith.divf %[[SHORTSUM]], %[[SAFE]]
+// A division alone is not worth batching the epilogues (see @rms_norm).
+// CHECK-NOT: llvm.alloca
 // Segment programs also get a tile kernel (one pass of one segment on
 // rows [begin, end): the pass's raw totals, row outputs stored; for
 // splitting long segments across threads) and a finish kernel (the
@@ -197,6 +199,41 @@ func.func @gather_scalar(%y: tensor<?xf32>, %idx: tensor<?xi32>) -> tensor<?xf32
 func.func @mean(%x: tensor<?xf64>, %idx: tensor<?xi32>, %n: index) -> tensor<?xf64> {
   %0 = seg.mean %x, %idx, %n : tensor<?xf64>, tensor<?xi32> -> tensor<?xf64>
   return %0 : tensor<?xf64>
+}
+
+// -----
+
+// rms_norm: an epilogue with a square root, so segments go in batches of
+// 16: their row counts and raw totals are kept on the stack (each segment's
+// row loop as for @mean), then a second loop computes and stores the batch's
+// outputs, back to back.
+// CHECK-LABEL: func.func @rms_norm
+// CHECK-SAME: %[[OUT:[^:]*]]: !llvm.ptr, %{{[^:]*}}: i64, %{{[^:]*}}: i64, %[[BEGIN:[^:]*]]: i64
+// CHECK-DAG: %[[TOTALS:.*]] = llvm.alloca %c16_i64 x f32
+// CHECK-DAG: %[[COUNTS:.*]] = llvm.alloca %c16_i64 x i64
+// CHECK: %[[BATCHES:.*]]:2 = scf.for %[[BATCH:.*]] = %{{.*}} to %[[END:.*]] step %c16_i64 iter_args
+// CHECK: %[[BATCHEND:.*]] = arith.minsi %{{.*}}, %[[END]]
+// CHECK: %[[WALK:.*]]:2 = scf.for %[[SEG:.*]] = %[[BATCH]] to %[[BATCHEND]] step %c1_i64
+// CHECK: %[[SLOT:.*]] = arith.subi %[[SEG]], %[[BATCH]]
+// CHECK: %[[COUNTADDR:.*]] = llvm.getelementptr inbounds %[[COUNTS]][%[[SLOT]]]
+// CHECK: llvm.store %{{.*}}, %[[COUNTADDR]] : i64
+// CHECK-NOT: math.sqrt
+// CHECK: %[[TOTALADDR:.*]] = llvm.getelementptr inbounds %[[TOTALS]][%[[SLOT]]]
+// CHECK: llvm.store %{{.*}}, %[[TOTALADDR]] : f32
+// CHECK: scf.yield
+// CHECK: scf.for %[[FSEG:.*]] = %[[BATCH]] to %[[BATCHEND]] step %c1_i64
+// CHECK: %[[FSLOT:.*]] = arith.subi %[[FSEG]], %[[BATCH]]
+// CHECK: llvm.getelementptr inbounds %[[COUNTS]][%[[FSLOT]]]
+// CHECK: %[[TOTAL:.*]] = llvm.load %{{.*}} : !llvm.ptr -> f32
+// CHECK: %[[MEANSQ:.*]] = arith.divf %[[TOTAL]]
+// CHECK: %[[RMS:.*]] = math.sqrt %[[MEANSQ]] : f32
+// CHECK: %[[OUTADDR:.*]] = llvm.getelementptr inbounds %[[OUT]][%[[FSEG]]]
+// CHECK: llvm.store %[[RMS]], %[[OUTADDR]] : f32
+// CHECK: scf.yield %[[WALK]]#0, %[[WALK]]#1
+// CHECK: arith.select %[[BATCHES]]#1, %c-1_i64, %[[BATCHES]]#0
+func.func @rms_norm(%x: tensor<?xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?xf32> {
+  %0 = seg.rms_norm %x, %idx, %n : tensor<?xf32>, tensor<?xi32> -> tensor<?xf32>
+  return %0 : tensor<?xf32>
 }
 
 // -----
