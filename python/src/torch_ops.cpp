@@ -171,10 +171,22 @@ OperatorCall takeArguments(const OperatorLevel &level, torch::jit::Stack *stack,
   return call;
 }
 
-BoundBuffers bindBuffers(const OperatorCall &call) {
+at::Tensor narrowHostIndex(const at::Tensor &idx, int64_t numSegments,
+                           bool check, int numThreads) {
+  int64_t numRows = idx.size(0);
+  at::Tensor narrowed = emptyHostOutput({numRows}, at::kInt);
+  if (numRows == 0)
+    return narrowed;
+  segrt::IndexCheck result =
+      segrt::narrowIndex(idx.data_ptr<int64_t>(), narrowed.data_ptr<int32_t>(),
+                         numRows, numSegments, check, numThreads);
+  return result.problem == segrt::IndexProblem::None ? narrowed : at::Tensor();
+}
+
+BoundBuffers bindBuffers(const OperatorCall &call, at::Tensor kernelIdx) {
   BoundBuffers bound;
   int64_t numRows = call.idx.size(0);
-  bound.kernelIdx = kernelIndex(call.idx);
+  bound.kernelIdx = std::move(kernelIdx);
   size_t next = 0;
   for (const Buffer &buffer : call.variant->buffers) {
     if (buffer.isIndex) {
@@ -233,23 +245,22 @@ public:
     const Variant &variant = *call.variant;
     const at::Tensor &idx = call.idx;
     int64_t numRows = idx.size(0), numSegments = call.numSegments;
+    int threads = at::get_num_threads();
     // An int32 index is checked by the kernels as they read it (one pass
-    // over idx); an int64 index is checked whole first, since the kernels
-    // read its int32 conversion.
+    // over idx); an int64 index is checked as it is narrowed to the int32
+    // the kernels read (one pass too).
     bool checkWhileRunning =
         level->validatesIndex && idx.scalar_type() == at::kInt;
-    if (level->validatesIndex && !checkWhileRunning && numRows > 0) {
-      at::Tensor contiguous = idx.contiguous();
-      segrt::IndexCheck check =
-          segrt::checkIndex(contiguous.data_ptr(), /*is64Bit=*/true, numRows,
-                            numSegments, at::get_num_threads());
-      if (check.problem != segrt::IndexProblem::None)
+    at::Tensor kernelIdx = idx.contiguous();
+    if (idx.scalar_type() == at::kLong) {
+      kernelIdx = narrowHostIndex(kernelIdx, numSegments, level->validatesIndex,
+                                  threads);
+      if (!kernelIdx.defined())
         reportInvalid(*level, call.floats, idx, numSegments,
                       "idx is out of range or unsorted");
     }
-    BoundBuffers bound = bindBuffers(call);
+    BoundBuffers bound = bindBuffers(call, kernelIdx);
     if (numRows > 0 || numSegments > 0) {
-      int threads = at::get_num_threads();
       const int32_t *kernelIdxData = bound.kernelIdx.data_ptr<int32_t>();
       if (checkWhileRunning) {
         segrt::IndexCheck check = segrt::checkIndexAndCallHostKernel(

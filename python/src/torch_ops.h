@@ -140,7 +140,14 @@ struct BoundBuffers {
   std::vector<at::Tensor> keepAlive;
   at::Tensor kernelIdx;
 };
-BoundBuffers bindBuffers(const OperatorCall &call);
+/// `kernelIdx`: the index as the kernel reads it (contiguous int32; see
+/// kernelIndex and narrowHostIndex).
+BoundBuffers bindBuffers(const OperatorCall &call, at::Tensor kernelIdx);
+/// A contiguous int64 host index narrowed as kernelIndex does, in one pass
+/// that also checks range and order if `check`: an undefined tensor if that
+/// check fails.
+at::Tensor narrowHostIndex(const at::Tensor &idx, int64_t numSegments,
+                           bool check, int numThreads);
 
 /// An uninitialized CPU tensor for a kernel's output; large ones reuse
 /// buffers of earlier outputs (host_outputs.cpp).

@@ -75,7 +75,7 @@ public:
     if (level->validatesIndex && debugChecks())
       callValidator(*level, call.floats, call.idx, call.numSegments);
     c10::cuda::CUDAGuard guard(call.idx.device());
-    BoundBuffers bound = bindBuffers(call);
+    BoundBuffers bound = bindBuffers(call, kernelIndex(call.idx));
     int64_t numRows = call.idx.size(0);
     if (numRows > 0 || call.numSegments > 0)
       launch(*call.variant, bound.pointers, numRows, call.numSegments,

@@ -88,6 +88,47 @@ static IndexCheck checkRange(const int64_t *idx, int64_t begin, int64_t end,
   return checkRangeBody(idx, begin, end, numSegments);
 }
 
+/// The body of narrowRange: each int64 value clamped to [-1, INT32_MAX] into
+/// `out` (order kept; no value wraps into a valid segment) and, with Check,
+/// the checks of checkRangeBody, in the same branch-free pass per block.
+template <bool Check>
+static inline __attribute__((always_inline)) IndexCheck
+narrowRangeBody(const int64_t *idx, int32_t *out, int64_t begin, int64_t end,
+                int64_t numSegments) {
+  const auto limit = static_cast<uint64_t>(numSegments);
+  for (int64_t blockBegin = begin; blockBegin < end; blockBegin += kBlockRows) {
+    int64_t blockEnd = std::min(end, blockBegin + kBlockRows);
+    auto narrow = [](int64_t value) {
+      return static_cast<int32_t>(
+          std::clamp<int64_t>(value, -1, std::numeric_limits<int32_t>::max()));
+    };
+    int64_t previous = blockBegin > 0 ? idx[blockBegin - 1] : 0;
+    int bad = Check && ((idx[blockBegin] < previous) |
+                        (static_cast<uint64_t>(idx[blockBegin]) >= limit));
+    out[blockBegin] = narrow(idx[blockBegin]);
+    for (int64_t row = blockBegin + 1; row < blockEnd; ++row) {
+      out[row] = narrow(idx[row]);
+      if (Check)
+        bad |= (static_cast<uint64_t>(idx[row]) >= limit) |
+               (idx[row] < idx[row - 1]);
+    }
+    if (Check && bad)
+      return scanRows(idx, blockBegin, blockEnd,
+                      blockBegin > 0 ? std::clamp<int64_t>(idx[blockBegin - 1],
+                                                           0, numSegments)
+                                     : 0,
+                      numSegments);
+  }
+  return {};
+}
+
+SEGRT_CPU_CLONES
+static IndexCheck narrowRange(const int64_t *idx, int32_t *out, int64_t begin,
+                              int64_t end, int64_t numSegments, bool check) {
+  return check ? narrowRangeBody<true>(idx, out, begin, end, numSegments)
+               : narrowRangeBody<false>(idx, out, begin, end, numSegments);
+}
+
 template <typename T>
 static IndexCheck check(const T *idx, int64_t numRows, int64_t numSegments,
                         int numThreads) {
@@ -111,4 +152,19 @@ IndexCheck segrt::checkIndex(const void *idx, bool is64Bit, int64_t numRows,
                  numThreads);
   return check(static_cast<const int32_t *>(idx), numRows, numSegments,
                numThreads);
+}
+
+IndexCheck segrt::narrowIndex(const int64_t *idx, int32_t *out, int64_t numRows,
+                              int64_t numSegments, bool check, int numThreads) {
+  numThreads = numRows >= kParallelMinRows ? std::max(1, numThreads) : 1;
+  std::vector<IndexCheck> results(numThreads);
+  runWorkers(numThreads, [&](int k) {
+    results[k] =
+        narrowRange(idx, out, numRows * k / numThreads,
+                    numRows * (k + 1) / numThreads, numSegments, check);
+  });
+  for (const IndexCheck &result : results)
+    if (result.problem != IndexProblem::None)
+      return result;
+  return {};
 }

@@ -86,14 +86,16 @@ def test_num_segments_beyond_the_index_width(dtype: torch.dtype) -> None:
     assert _check(idx, huge, 2) == ("range", 0)
 
 
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
 @pytest.mark.parametrize("rows", [[0], [(1 << 17) - 1], [1 << 17], [NUM_ROWS - 1],
                                   [NUM_ROWS - 5, 1 << 17], [NUM_ROWS // 2 + 3, 7]])
 @pytest.mark.parametrize("problem", ["range", "order"])
-def test_ops_report_the_first_bad_row(rows: list[int], problem: str) -> None:
-    """The C++ kernels check idx block by block (2^17 rows) while running:
-    the first bad row in row order is reported, whatever block or thread
-    sees it first."""
-    idx = _sorted_index(NUM_ROWS, 1000, torch.int32).clamp(min=1)
+def test_ops_report_the_first_bad_row(rows: list[int], problem: str, dtype: torch.dtype) -> None:
+    """The C++ kernels check an int32 idx block by block (2^17 rows) while
+    running, an int64 one as they narrow it (blocks of 2048 rows): the first
+    bad row in row order is reported, whatever block or thread sees it
+    first."""
+    idx = _sorted_index(NUM_ROWS, 1000, dtype).clamp(min=1)
     for row in rows:
         if problem == "range":
             idx[row] = -1
@@ -251,3 +253,36 @@ def test_valid_indices_are_never_checked_twice(mean_length: int) -> None:
     with pytest.raises(ValueError):
         segops.segmented_sum(x, bad, num_segments)
     assert native.index_rechecks() == before + 1
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_int64_index_gives_the_int32_results(threads: int) -> None:
+    """An int64 idx is narrowed to int32 (and checked) in one threaded pass
+    before the kernels run: the same results, forward and backward."""
+    idx = _sorted_index(NUM_ROWS, 1000, torch.int64)
+    x = torch.randn(NUM_ROWS, 3, requires_grad=True)
+    w = torch.randn(1000, requires_grad=True)
+    previous = torch.get_num_threads()
+    try:
+        torch.set_num_threads(threads)
+        results = []
+        for index in (idx.to(torch.int32), idx):
+            out = segops.segmented_mul(x, w, index, 1000).sum() + segops.segmented_rms_norm(
+                x, index, 1000).sum()
+            results.append([out.detach(), *torch.autograd.grad(out, (x, w))])
+    finally:
+        torch.set_num_threads(previous)
+    for int32_result, int64_result in zip(*results):
+        assert torch.equal(int32_result, int64_result)
+
+
+def test_int64_values_beyond_int32_never_wrap() -> None:
+    """Derivative ops do not check idx's content, but an int64 value beyond
+    int32 must not wrap into a valid segment (2^32 + 1 would become 1): its
+    rows belong to no segment, and their gradient rows are 0."""
+    idx = torch.tensor([0, 0, 1, 2**32 + 1, 2**33], dtype=torch.int64)
+    x = torch.randn(5, 3)
+    grad = torch.ones(2, 3)
+    out = torch.ops.segops.segmented_sum_grad(x, grad, idx, 2)
+    assert torch.equal(out[:3], torch.ones(3, 3))
+    assert torch.equal(out[3:], torch.zeros(2, 3))

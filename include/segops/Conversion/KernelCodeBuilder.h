@@ -51,9 +51,12 @@ public:
   /// if a row it looked at breaks sortedness: a row of the segment below
   /// `segment`, or, in a block, a row below `segment + 1` after one above.
   /// For any content of idx it terminates, stays in [lo, hi], and reads
-  /// only rows in [lo, hi).
+  /// only rows in [lo, hi). `onBlock(row)`, if given, is emitted for each
+  /// whole block the scan reads (rows [row, row + kCountingBlock)).
+  using BlockHook = function_ref<void(OpBuilder &, Location, Value row)>;
   std::pair<Value, Value> scanSegment(Value idx, Value lo, Value hi,
-                                      Value segment);
+                                      Value segment,
+                                      BlockHook onBlock = nullptr);
   /// An i1: true if a row in [lo, hi) does not hold `segment`, which must
   /// be a value of idx (an i32, sign-extended) (a straight vector loop,
   /// kCountingBlock rows per step, then single rows).

@@ -268,6 +268,11 @@ emitSegmentRowLoop(OpBuilder &b, Location loc, Value rowBegin, Value rowEnd,
   return SmallVector<Value>(ifShort.getResults());
 }
 
+static constexpr int64_t kCacheLineBytes = 64;
+/// Cache lines of row inputs per scanned block of idx up to which a segment
+/// kernel prefetches them during the scan (see emitHostKernel).
+static constexpr int64_t kMaxPrefetchLinesPerBlock = 3;
+
 /// Segments whose outputs are computed together, after their row loops.
 static constexpr int64_t kFinishBatch = 16;
 
@@ -339,6 +344,53 @@ static void emitHostKernel(const SegmentProgram &program, func::FuncOp kernel) {
     zeroRows(lb, loc, emitter, pastValid, numRows);
   }
 
+  // While the scan reads a block of idx, the next block's row inputs are
+  // fetched: the row loop after it reads the cache instead of restarting
+  // the hardware prefetcher's stream. Measured with bench.host_ab on
+  // reductions (~1000-row segments: 0.75-0.87x with one to three cache
+  // lines of inputs per block; six lost 2-10%; ~10-row segments 0.97-1.01x);
+  // kernels storing rows gained or lost up to 15% from run to run, so they
+  // keep the plain scan.
+  SmallVector<std::pair<Value, int64_t>> prefetched; // (buffer, lines)
+  int64_t prefetchLines = 0;
+  for (auto [buffer, value] : llvm::zip(program.buffers, args.buffers)) {
+    if (buffer.isOutput || !buffer.isRead || buffer.shape.empty() ||
+        buffer.shape[0] != "N" || buffer.elementType.isInteger(32))
+      continue;
+    int64_t components = 1;
+    for (const std::string &extent : ArrayRef(buffer.shape).drop_front())
+      components *= std::stoll(extent);
+    int64_t bytes = KernelCodeBuilder::kCountingBlock * components *
+                    buffer.elementType.getIntOrFloatBitWidth() / 8;
+    prefetched.push_back({value, components});
+    prefetchLines += llvm::divideCeil(bytes, kCacheLineBytes);
+  }
+  auto prefetchRows = [&](OpBuilder &pb, Location pl, Value row) {
+    KernelCodeBuilder code(pb, pl);
+    auto ptrType = LLVM::LLVMPointerType::get(pb.getContext());
+    for (auto [value, components] : prefetched) {
+      Type elementType = program.elementType;
+      int64_t bytes = KernelCodeBuilder::kCountingBlock * components *
+                      elementType.getIntOrFloatBitWidth() / 8;
+      // The next block's rows: a short segment's own rows are read right
+      // after the scan; the next segment's are not yet (prefetches past
+      // the buffer's end are harmless: they never fault).
+      Value next = pb.create<arith::AddIOp>(
+          pl, row, code.i64(KernelCodeBuilder::kCountingBlock));
+      Value element = pb.create<arith::MulIOp>(pl, next, code.i64(components));
+      Value address = pb.create<LLVM::GEPOp>(pl, ptrType, elementType, value,
+                                             ValueRange{element});
+      for (int64_t offset = 0; offset < bytes; offset += kCacheLineBytes) {
+        Value line = pb.create<LLVM::GEPOp>(
+            pl, ptrType, pb.getI8Type(), address, ValueRange{code.i64(offset)});
+        pb.create<LLVM::Prefetch>(pl, line, /*rw=*/0, /*hint=*/3,
+                                  /*cache=*/1);
+      }
+    }
+  };
+  KernelCodeBuilder::BlockHook scanHook = nullptr;
+  if (!program.hasRowOutputs && prefetchLines <= kMaxPrefetchLinesPerBlock)
+    scanHook = prefetchRows;
   // Walks segments [from, to) from row `rowBegin` (state: that row and the
   // scan problem so far), running `emitOne(builder, segment, rowBegin,
   // rowEnd, count)` on each; returns the final state.
@@ -353,7 +405,7 @@ static void emitHostKernel(const SegmentProgram &program, func::FuncOp kernel) {
           KernelCodeBuilder local(sb, sl);
           Value rowBegin = state[0];
           auto [rowEnd, scanProblem] =
-              local.scanSegment(idx, rowBegin, numRows, segment);
+              local.scanSegment(idx, rowBegin, numRows, segment, scanHook);
           Value problem = sb.create<arith::OrIOp>(sl, state[1], scanProblem);
           Value count = sb.create<arith::SubIOp>(sl, rowEnd, rowBegin);
           emitOne(sb, sl, segment, rowBegin, rowEnd, count);

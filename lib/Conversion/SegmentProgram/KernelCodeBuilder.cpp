@@ -166,8 +166,9 @@ Value KernelCodeBuilder::horizontalSum(Value vector) {
       loc, vector, builder.create<arith::ConstantIntOp>(loc, 0, 32));
 }
 
-std::pair<Value, Value>
-KernelCodeBuilder::scanSegment(Value idx, Value lo, Value hi, Value segment) {
+std::pair<Value, Value> KernelCodeBuilder::scanSegment(Value idx, Value lo,
+                                                       Value hi, Value segment,
+                                                       BlockHook onBlock) {
   constexpr int64_t block = kCountingBlock;
   Type i64Type = builder.getI64Type();
   Type i32Type = builder.getI32Type();
@@ -207,6 +208,8 @@ KernelCodeBuilder::scanSegment(Value idx, Value lo, Value hi, Value segment) {
             l, fits,
             [&](OpBuilder &tb, Location tl) {
               KernelCodeBuilder then(tb, tl);
+              if (onBlock)
+                onBlock(tb, tl, row);
               Value rows = then.loadVector(idx, i32Type, row, block);
               auto mask = [&](Value bounds, Value allBelow) {
                 Value below = tb.create<arith::CmpIOp>(

@@ -21,6 +21,13 @@ struct IndexCheck {
 IndexCheck checkIndex(const void *idx, bool is64Bit, int64_t numRows,
                       int64_t numSegments, int numThreads = 1);
 
+/// An int64 host index as the kernels read it: each value clamped to
+/// [-1, INT32_MAX] into `out` (so none wraps into a valid segment and order
+/// is kept), with checkIndex's checks in the same pass if `check`. One read
+/// of idx and one write of out, split like checkIndex.
+IndexCheck narrowIndex(const int64_t *idx, int32_t *out, int64_t numRows,
+                       int64_t numSegments, bool check, int numThreads = 1);
+
 } // namespace segrt
 
 #endif // SEGRT_INDEXCHECK_H

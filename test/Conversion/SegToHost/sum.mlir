@@ -23,6 +23,17 @@
 // segment, and the rows below the next one a prefix of the block.
 // CHECK: %[[NEXTSEG:.*]] = arith.addi %[[SEG]], %c1_i64
 // CHECK: %[[SCAN:.*]]:2 = scf.while (%[[P:.*]] = %[[ROW]], %{{.*}} = %false) : (i64, i1) -> (i64, i1)
+// A reduction whose row inputs take at most 3 cache lines per block (16 f32
+// vec3 rows: 192 bytes) prefetches the next block's rows while it scans.
+// CHECK: %[[AHEAD:.*]] = arith.addi %[[P]], %c16_i64
+// CHECK: %[[ELEMENT:.*]] = arith.muli %[[AHEAD]], %c3_i64
+// CHECK: %[[LINE0:.*]] = llvm.getelementptr %[[X]][%[[ELEMENT]]] : (!llvm.ptr, i64) -> !llvm.ptr, f32
+// CHECK: "llvm.intr.prefetch"(%[[LINE0]]) <{cache = 1 : i32, hint = 3 : i32, rw = 0 : i32}>
+// CHECK: %[[LINE1:.*]] = llvm.getelementptr %[[LINE0]][64]
+// CHECK: "llvm.intr.prefetch"(%[[LINE1]])
+// CHECK: %[[LINE2:.*]] = llvm.getelementptr %[[LINE0]][128]
+// CHECK: "llvm.intr.prefetch"(%[[LINE2]])
+// CHECK-NOT: llvm.intr.prefetch
 // CHECK: %[[BLOCK:.*]] = llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr -> vector<16xi32>
 // CHECK: %[[BELOW:.*]] = arith.cmpi slt, %[[BLOCK]], %{{.*}} : vector<16xi32>
 // CHECK: %[[BITS:.*]] = llvm.bitcast %[[BELOW]] : vector<16xi1> to i16
@@ -244,6 +255,8 @@ func.func @rms_norm(%x: tensor<?xf32>, %idx: tensor<?xi32>, %n: index) -> tensor
 // it runs the vector loop, storing 4 rows of 3 components at a time
 // (interleaved back into one vector of 12), then single rows.
 // CHECK-LABEL: func.func @center_vec3
+// Kernels storing rows do not prefetch (see emitHostKernel).
+// CHECK-NOT: llvm.intr.prefetch
 // CHECK-SAME: (%[[X:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:[^:]*]]: i64,
 // CHECK: scf.if %{{.*}} -> (f32, f32, f32)
 // CHECK: arith.select %{{.*}} : vector<4xi1>, vector<4xf32>
