@@ -1,7 +1,7 @@
 """The segops benchmark suite: one command, one run, every baseline.
 
     python -m bench [--device cpu|cuda] [--quick] [--out docs/benchmarks]
-                    [--sections ops,overhead,compile] [--budget 0.5]
+                    [--sections ops,index64,overhead,compile] [--budget 0.5]
 
 Sections:
   ops       each op forward and forward+backward, N in {1e3, 1e5, 1e6, 1e7}
@@ -9,6 +9,8 @@ Sections:
             and vec3 float32, against eager PyTorch (index_add_, gather,
             einsum), torch.compile of the same reference, and a memory copy
             of the same bytes;
+  index64   the same at the largest N with ~1000-row segments and an int64
+            index (PyTorch's usual index type), against eager PyTorch;
   overhead  host time per call at N=100 against index_add_ and no-op
             torch.library operators;
   compile   run-time compilation of one op's kernels (cold, warm caches) and
@@ -40,9 +42,16 @@ def machine(device: str) -> str:
 
 
 def summarize(rows: list[dict], overhead_rows: list[dict],
-              compile_rows: list[dict] | None = None) -> list[str]:
+              compile_rows: list[dict] | None = None,
+              index_rows: list[dict] | None = None) -> list[str]:
     """Where the measurements stand against issue 5's targets."""
     lines = []
+    for key in ("fwd vs eager", "fwd+bwd vs eager"):
+        values = [(r[key], r) for r in index_rows or [] if key in r]
+        if values:
+            worst, row = max(values, key=lambda pair: pair[0])
+            lines.append(f"N={row['N']}, int64 idx: worst {key} = {worst:.2f} ({row['op']} "
+                         f"w{row['width']} len {row['mean_seg_len']}); target <= 0.5")
     largest = max((r["N"] for r in rows), default=0)
     at_largest = [r for r in rows if r["N"] == largest]
     for key, limit in (("fwd vs eager", 0.5), ("fwd+bwd vs eager", 0.5),
@@ -83,7 +92,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="N up to 1e6 only")
     parser.add_argument("--sizes", help="comma-separated N (overrides --quick)")
     parser.add_argument("--out", default="docs/benchmarks", help="CSV and PNG directory")
-    parser.add_argument("--sections", default="ops,overhead,compile")
+    parser.add_argument("--sections", default="ops,index64,overhead,compile")
     parser.add_argument("--budget", type=float, default=0.5,
                         help="seconds of sampling per measurement (at least 3 samples)")
     parser.add_argument("--max-single-segment", type=int,
@@ -115,6 +124,16 @@ def main() -> int:
         report.plot(report.plot_ratios, out / f"ops_{args.device}.png", op_rows, title)
         report.plot(report.plot_bandwidth, out / f"bandwidth_{args.device}.png", op_rows, title)
 
+    index_rows: list[dict] = []
+    if "index64" in sections:
+        sizes = ([int(s) for s in args.sizes.split(",")] if args.sizes else
+                 ops.SIZES[:-1] if args.quick else ops.SIZES)
+        print("\n## ops with an int64 index, ~1000-row segments (no torch.compile baseline)")
+        print(ops.HEADER)
+        index_rows = ops.run(args.device, sizes[-1:], [1000], ops_list(), args.budget,
+                             compiled=False, index_dtype=torch.int64)
+        report.write_csv(out / f"ops_index64_{args.device}.csv", index_rows)
+
     overhead_rows: list[dict] = []
     if "overhead" in sections:
         print(f"\n## host overhead per call, N={overhead.NUM_ROWS}, vec3 float32")
@@ -133,7 +152,7 @@ def main() -> int:
             print(f"skipped: {error}")
 
     print("\n## summary")
-    for line in summarize(op_rows, overhead_rows, compile_rows):
+    for line in summarize(op_rows, overhead_rows, compile_rows, index_rows):
         print(line)
     print(f"(suite took {time.perf_counter() - started:.0f} s; CSV and PNG in {out}/)")
     return 0

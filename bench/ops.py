@@ -69,7 +69,11 @@ def _allow_recompiles() -> None:
 
 def run(device: str, sizes: Iterable[int], lengths: Iterable[int], ops: Iterable[str],
         budget_s: float, compiled: bool, log: Callable[[str], None] = print,
-        max_single_segment: int | None = None) -> list[dict]:
+        max_single_segment: int | None = None,
+        index_dtype: torch.dtype = torch.int32) -> list[dict]:
+    """One row per op, width and layout. `index_dtype`: of the index every
+    implementation gets (the eager references' `idx.long()` is free for
+    int64, the index type of most PyTorch code)."""
     compiled_refs = references.compiled_references() if compiled else {}
     if compiled:
         _allow_recompiles()
@@ -77,6 +81,7 @@ def run(device: str, sizes: Iterable[int], lengths: Iterable[int], ops: Iterable
     for num_rows, length in layouts(sizes, lengths, max_single_segment):
         generator = torch.Generator().manual_seed(num_rows + length)
         idx, num_segments = references.make_index(num_rows, length, device, generator)
+        idx = idx.to(index_dtype)
         for op in ops:
             for width in references.widths(op):
                 floats = references.make_inputs(op, width, num_rows, num_segments, device,
@@ -86,7 +91,8 @@ def run(device: str, sizes: Iterable[int], lengths: Iterable[int], ops: Iterable
                     dynamic, static = compiled_refs[op]
                     impls["compiled"] = static if num_segments == 1 else dynamic
                 row = {"device": device, "op": op, "width": width, "N": num_rows,
-                       "mean_seg_len": length, "S": num_segments}
+                       "mean_seg_len": length, "S": num_segments,
+                       "idx": str(index_dtype).removeprefix("torch.")}
                 for mode, builder in (("fwd", _forward), ("fwd+bwd", _forward_backward)):
                     for name, fn in impls.items():
                         call = builder(fn, floats, idx, num_segments)

@@ -144,8 +144,12 @@ def markdown(directory: Path, device: str = "cpu") -> str:
     """The suite's CSV files in `directory` as markdown tables (for
     docs/benchmarks.md): one row per op, width and layout."""
     lines = []
-    ops_path = directory / f"ops_{device}.csv"
-    if ops_path.exists():
+    for name in (f"ops_{device}.csv", f"ops_index64_{device}.csv"):
+        ops_path = directory / name
+        if not ops_path.exists():
+            continue
+        if lines:
+            lines.append("")
         lines += ["| op | w | N | mean seg len | fwd µs | / eager | / compiled | % copy bw "
                   "| % clone bw | fwd+bwd µs | / eager | / compiled |",
                   "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
