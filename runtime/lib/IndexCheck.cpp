@@ -33,6 +33,16 @@ static IndexCheck scanRows(const T *idx, int64_t begin, int64_t end,
   return {};
 }
 
+/// The first problem in a block the branch-free pass found bad, row by row.
+template <typename T>
+static IndexCheck rescanBlock(const T *idx, int64_t blockBegin,
+                              int64_t blockEnd, int64_t numSegments) {
+  int64_t previous =
+      blockBegin > 0 ? std::clamp<int64_t>(idx[blockBegin - 1], 0, numSegments)
+                     : 0;
+  return scanRows(idx, blockBegin, blockEnd, previous, numSegments);
+}
+
 /// The body of checkRange: one branch-free pass per block (an unsigned
 /// compare catches both v < 0 and v >= S; each row is compared with the row
 /// before it), which the compiler vectorizes.
@@ -55,11 +65,7 @@ checkRangeBody(const T *idx, int64_t begin, int64_t end, int64_t numSegments) {
       bad |= (static_cast<Unsigned>(idx[row]) >= limit) |
              (idx[row] < idx[row - 1]);
     if (bad)
-      return scanRows(idx, blockBegin, blockEnd,
-                      blockBegin > 0 ? std::clamp<int64_t>(idx[blockBegin - 1],
-                                                           0, numSegments)
-                                     : 0,
-                      numSegments);
+      return rescanBlock(idx, blockBegin, blockEnd, numSegments);
   }
   return {};
 }
@@ -113,11 +119,7 @@ narrowRangeBody(const int64_t *idx, int32_t *out, int64_t begin, int64_t end,
                (idx[row] < idx[row - 1]);
     }
     if (Check && bad)
-      return scanRows(idx, blockBegin, blockEnd,
-                      blockBegin > 0 ? std::clamp<int64_t>(idx[blockBegin - 1],
-                                                           0, numSegments)
-                                     : 0,
-                      numSegments);
+      return rescanBlock(idx, blockBegin, blockEnd, numSegments);
   }
   return {};
 }
@@ -129,16 +131,18 @@ static IndexCheck narrowRange(const int64_t *idx, int32_t *out, int64_t begin,
                : narrowRangeBody<false>(idx, out, begin, end, numSegments);
 }
 
-template <typename T>
-static IndexCheck check(const T *idx, int64_t numRows, int64_t numSegments,
-                        int numThreads) {
+/// Runs `checkRows(begin, end)` on equal row ranges over up to numThreads
+/// threads (one below kParallelMinRows rows); the first problem in row
+/// order.
+template <typename CheckRows>
+static IndexCheck firstProblem(int64_t numRows, int numThreads,
+                               CheckRows checkRows) {
   numThreads = numRows >= kParallelMinRows ? std::max(1, numThreads) : 1;
   std::vector<IndexCheck> results(numThreads);
   runWorkers(numThreads, [&](int k) {
-    results[k] = checkRange(idx, numRows * k / numThreads,
-                            numRows * (k + 1) / numThreads, numSegments);
+    results[k] =
+        checkRows(numRows * k / numThreads, numRows * (k + 1) / numThreads);
   });
-  // The first problem in row order.
   for (const IndexCheck &result : results)
     if (result.problem != IndexProblem::None)
       return result;
@@ -147,24 +151,17 @@ static IndexCheck check(const T *idx, int64_t numRows, int64_t numSegments,
 
 IndexCheck segrt::checkIndex(const void *idx, bool is64Bit, int64_t numRows,
                              int64_t numSegments, int numThreads) {
-  if (is64Bit)
-    return check(static_cast<const int64_t *>(idx), numRows, numSegments,
-                 numThreads);
-  return check(static_cast<const int32_t *>(idx), numRows, numSegments,
-               numThreads);
+  return firstProblem(numRows, numThreads, [&](int64_t begin, int64_t end) {
+    return is64Bit ? checkRange(static_cast<const int64_t *>(idx), begin, end,
+                                numSegments)
+                   : checkRange(static_cast<const int32_t *>(idx), begin, end,
+                                numSegments);
+  });
 }
 
 IndexCheck segrt::narrowIndex(const int64_t *idx, int32_t *out, int64_t numRows,
                               int64_t numSegments, bool check, int numThreads) {
-  numThreads = numRows >= kParallelMinRows ? std::max(1, numThreads) : 1;
-  std::vector<IndexCheck> results(numThreads);
-  runWorkers(numThreads, [&](int k) {
-    results[k] =
-        narrowRange(idx, out, numRows * k / numThreads,
-                    numRows * (k + 1) / numThreads, numSegments, check);
+  return firstProblem(numRows, numThreads, [&](int64_t begin, int64_t end) {
+    return narrowRange(idx, out, begin, end, numSegments, check);
   });
-  for (const IndexCheck &result : results)
-    if (result.problem != IndexProblem::None)
-      return result;
-  return {};
 }
