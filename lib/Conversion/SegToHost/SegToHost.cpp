@@ -291,6 +291,164 @@ static bool hasBatchedFinish(const SegmentProgram &program) {
   });
 }
 
+namespace {
+/// Prefetching a reduction's row inputs while its scan reads idx: while
+/// the scan reads a block of idx, the next block's row inputs are fetched,
+/// so the row loop after the scan reads the cache instead of restarting the
+/// hardware prefetcher's stream for every segment. Measured with
+/// bench.host_ab on reductions (~1000-row segments: 0.75-0.87x with one to
+/// three cache lines of inputs per block; six lost 2-10%; ~10-row segments
+/// 0.97-1.01x); kernels storing rows gained or lost up to 15% from run to
+/// run, so they keep the plain scan.
+struct ScanPrefetch {
+  ScanPrefetch(const SegmentProgram &program, ArrayRef<Value> buffers)
+      : program(program) {
+    for (auto [buffer, value] : llvm::zip(program.buffers, buffers)) {
+      if (buffer.isOutput || !buffer.isRead || buffer.shape.empty() ||
+          buffer.shape[0] != "N" || buffer.elementType.isInteger(32))
+        continue;
+      int64_t components = 1;
+      for (const std::string &extent : ArrayRef(buffer.shape).drop_front())
+        components *= std::stoll(extent);
+      inputs.push_back({value, blockBytes(components)});
+      linesPerBlock += llvm::divideCeil(inputs.back().second, kCacheLineBytes);
+    }
+  }
+
+  /// Whether the kernel's scan prefetches (see above).
+  bool pays() const {
+    return !program.hasRowOutputs && linesPerBlock <= kMaxPrefetchLinesPerBlock;
+  }
+
+  /// Prefetches the inputs of the block after the one at `row`: a short
+  /// segment's own rows are read right after the scan, the next segment's
+  /// not yet (prefetches past a buffer's end are harmless: they never
+  /// fault).
+  void emit(OpBuilder &b, Location loc, Value row) const {
+    KernelCodeBuilder code(b, loc);
+    auto ptrType = LLVM::LLVMPointerType::get(b.getContext());
+    Value next = b.create<arith::AddIOp>(
+        loc, row, code.i64(KernelCodeBuilder::kCountingBlock));
+    for (auto [buffer, bytes] : inputs) {
+      int64_t components = bytes / blockBytes(1);
+      Value element = b.create<arith::MulIOp>(loc, next, code.i64(components));
+      Value address = b.create<LLVM::GEPOp>(loc, ptrType, program.elementType,
+                                            buffer, ValueRange{element});
+      for (int64_t offset = 0; offset < bytes; offset += kCacheLineBytes) {
+        Value line = b.create<LLVM::GEPOp>(loc, ptrType, b.getI8Type(), address,
+                                           ValueRange{code.i64(offset)});
+        b.create<LLVM::Prefetch>(loc, line, /*rw=*/0, /*hint=*/3,
+                                 /*cache=*/1);
+      }
+    }
+  }
+
+private:
+  /// Bytes of one block of rows of `components` elements each.
+  int64_t blockBytes(int64_t components) const {
+    return KernelCodeBuilder::kCountingBlock * components *
+           program.elementType.getIntOrFloatBitWidth() / 8;
+  }
+
+  const SegmentProgram &program;
+  /// The row inputs' buffers and their bytes per block.
+  SmallVector<std::pair<Value, int64_t>> inputs;
+  int64_t linesPerBlock = 0;
+};
+} // namespace
+
+/// Walks one segment of a host kernel, from its first row; see
+/// emitHostKernel.
+using SegmentStep =
+    function_ref<void(OpBuilder &, Location, Value segment, Value rowBegin,
+                      Value rowEnd, Value count)>;
+/// Walks segments [from, to) from the state's row (state: that row and the
+/// scan problem so far); returns the loop, whose results are the final
+/// state.
+using SegmentWalk =
+    function_ref<scf::ForOp(OpBuilder &, Location, Value from, Value to,
+                            ValueRange state, SegmentStep)>;
+/// The row loop of the segment whose rows are [rowBegin, rowEnd).
+using SegmentRowLoop = function_ref<SegmentProgramEmitter::RowLoopBuilder(
+    Value rowBegin, Value rowEnd)>;
+
+/// Segments [begin, end) in batches of kFinishBatch (programs with
+/// hasBatchedFinish): each segment's row loop leaves its totals and row
+/// count on the stack, then a second loop computes and stores the batch's
+/// outputs. Returns the loop over batches (results as SegmentWalk's).
+static scf::ForOp
+emitBatchedSegments(OpBuilder &b, Location loc, const SegmentProgram &program,
+                    SegmentProgramEmitter &emitter, Value begin, Value end,
+                    ValueRange initialState, SegmentWalk walkSegments,
+                    SegmentRowLoop rowLoopOf) {
+  KernelCodeBuilder code(b, loc);
+  // Batches of kFinishBatch segments: their totals and row counts go to
+  // the stack (total t of batch slot j at t * kFinishBatch + j), then a
+  // second loop computes and stores their outputs. The epilogues (a
+  // division, a square root) then run back to back, independent of one
+  // another, instead of each waiting behind its segment's row loop and
+  // the mispredicted branches of the next segment's scan.
+  int64_t numTotals = program.numReductionComponents();
+  auto ptrType = LLVM::LLVMPointerType::get(b.getContext());
+  Value totalSlots = b.create<LLVM::AllocaOp>(
+      loc, ptrType, program.elementType, code.i64(numTotals * kFinishBatch));
+  Value countSlots = b.create<LLVM::AllocaOp>(loc, ptrType, b.getI64Type(),
+                                              code.i64(kFinishBatch));
+  return b.create<scf::ForOp>(
+      loc, begin, end, code.i64(kFinishBatch), initialState,
+      [&](OpBuilder &bb, Location bl, Value batch, ValueRange state) {
+        Value batchEnd = bb.create<arith::MinSIOp>(
+            bl, bb.create<arith::AddIOp>(bl, batch, code.i64(kFinishBatch)),
+            end);
+        auto slot = [&](OpBuilder &ob, Location ol, Value segment,
+                        int64_t total) {
+          Value j = ob.create<arith::SubIOp>(ol, segment, batch);
+          return ob.create<arith::AddIOp>(
+              ol, j, KernelCodeBuilder(ob, ol).i64(total * kFinishBatch));
+        };
+        auto walk = walkSegments(
+            bb, bl, batch, batchEnd, state,
+            [&](OpBuilder &sb, Location sl, Value segment, Value rowBegin,
+                Value rowEnd, Value count) {
+              KernelCodeBuilder(sb, sl).store(count, countSlots,
+                                              slot(sb, sl, segment, 0));
+              auto keepTotals = [&](OpBuilder &rb, Location rl, ValueRange init,
+                                    SegmentProgramEmitter::RowBody body,
+                                    bool storesRows) {
+                SmallVector<Value> totals =
+                    rowLoopOf(rowBegin, rowEnd)(rb, rl, init, body, storesRows);
+                for (auto [t, total] : llvm::enumerate(totals))
+                  KernelCodeBuilder(rb, rl).store(total, totalSlots,
+                                                  slot(rb, rl, segment, t));
+                return totals;
+              };
+              Value never = sb.create<arith::ConstantIntOp>(sl, 0, 1);
+              emitter.emitSegment(sb, sl, segment, count, keepTotals,
+                                  combineNothing, never);
+            });
+        bb.create<scf::ForOp>(
+            bl, batch, batchEnd, code.i64(1), ValueRange{},
+            [&](OpBuilder &fb, Location fl, Value segment, ValueRange) {
+              KernelCodeBuilder load(fb, fl);
+              Value count = load.load(countSlots, fb.getI64Type(),
+                                      slot(fb, fl, segment, 0));
+              auto readTotals = [&](OpBuilder &rb, Location rl, ValueRange init,
+                                    SegmentProgramEmitter::RowBody, bool) {
+                SmallVector<Value> totals;
+                for (size_t t = 0; t < init.size(); ++t)
+                  totals.push_back(KernelCodeBuilder(rb, rl).load(
+                      totalSlots, program.elementType,
+                      slot(rb, rl, segment, t)));
+                return totals;
+              };
+              emitter.emitSegment(fb, fl, segment, count, readTotals,
+                                  combineNothing, Value());
+              fb.create<scf::YieldOp>(fl);
+            });
+        bb.create<scf::YieldOp>(bl, walk.getResults());
+      });
+}
+
 // Segments [begin, end) are walked in order from the caller's first row (or
 // a binary search's); each one's rows end where the next segment's begin,
 // counted forward from the previous boundary 16 rows of idx at a time
@@ -344,59 +502,16 @@ static void emitHostKernel(const SegmentProgram &program, func::FuncOp kernel) {
     zeroRows(lb, loc, emitter, pastValid, numRows);
   }
 
-  // While the scan reads a block of idx, the next block's row inputs are
-  // fetched: the row loop after it reads the cache instead of restarting
-  // the hardware prefetcher's stream. Measured with bench.host_ab on
-  // reductions (~1000-row segments: 0.75-0.87x with one to three cache
-  // lines of inputs per block; six lost 2-10%; ~10-row segments 0.97-1.01x);
-  // kernels storing rows gained or lost up to 15% from run to run, so they
-  // keep the plain scan.
-  SmallVector<std::pair<Value, int64_t>> prefetched; // (buffer, lines)
-  int64_t prefetchLines = 0;
-  for (auto [buffer, value] : llvm::zip(program.buffers, args.buffers)) {
-    if (buffer.isOutput || !buffer.isRead || buffer.shape.empty() ||
-        buffer.shape[0] != "N" || buffer.elementType.isInteger(32))
-      continue;
-    int64_t components = 1;
-    for (const std::string &extent : ArrayRef(buffer.shape).drop_front())
-      components *= std::stoll(extent);
-    int64_t bytes = KernelCodeBuilder::kCountingBlock * components *
-                    buffer.elementType.getIntOrFloatBitWidth() / 8;
-    prefetched.push_back({value, components});
-    prefetchLines += llvm::divideCeil(bytes, kCacheLineBytes);
-  }
+  ScanPrefetch prefetch(program, args.buffers);
   auto prefetchRows = [&](OpBuilder &pb, Location pl, Value row) {
-    KernelCodeBuilder code(pb, pl);
-    auto ptrType = LLVM::LLVMPointerType::get(pb.getContext());
-    for (auto [value, components] : prefetched) {
-      Type elementType = program.elementType;
-      int64_t bytes = KernelCodeBuilder::kCountingBlock * components *
-                      elementType.getIntOrFloatBitWidth() / 8;
-      // The next block's rows: a short segment's own rows are read right
-      // after the scan; the next segment's are not yet (prefetches past
-      // the buffer's end are harmless: they never fault).
-      Value next = pb.create<arith::AddIOp>(
-          pl, row, code.i64(KernelCodeBuilder::kCountingBlock));
-      Value element = pb.create<arith::MulIOp>(pl, next, code.i64(components));
-      Value address = pb.create<LLVM::GEPOp>(pl, ptrType, elementType, value,
-                                             ValueRange{element});
-      for (int64_t offset = 0; offset < bytes; offset += kCacheLineBytes) {
-        Value line = pb.create<LLVM::GEPOp>(
-            pl, ptrType, pb.getI8Type(), address, ValueRange{code.i64(offset)});
-        pb.create<LLVM::Prefetch>(pl, line, /*rw=*/0, /*hint=*/3,
-                                  /*cache=*/1);
-      }
-    }
+    prefetch.emit(pb, pl, row);
   };
   KernelCodeBuilder::BlockHook scanHook = nullptr;
-  if (!program.hasRowOutputs && prefetchLines <= kMaxPrefetchLinesPerBlock)
+  if (prefetch.pays())
     scanHook = prefetchRows;
   // Walks segments [from, to) from row `rowBegin` (state: that row and the
   // scan problem so far), running `emitOne(builder, segment, rowBegin,
   // rowEnd, count)` on each; returns the final state.
-  using SegmentStep =
-      function_ref<void(OpBuilder &, Location, Value segment, Value rowBegin,
-                        Value rowEnd, Value count)>;
   auto walkSegments = [&](OpBuilder &wb, Location wl, Value from, Value to,
                           ValueRange state, SegmentStep emitOne) {
     return wb.create<scf::ForOp>(
@@ -433,72 +548,11 @@ static void emitHostKernel(const SegmentProgram &program, func::FuncOp kernel) {
                                   /*writeSegmentOutputs=*/Value());
                             });
   } else {
-    // Batches of kFinishBatch segments: their totals and row counts go to
-    // the stack (total t of batch slot j at t * kFinishBatch + j), then a
-    // second loop computes and stores their outputs. The epilogues (a
-    // division, a square root) then run back to back, independent of one
-    // another, instead of each waiting behind its segment's row loop and
-    // the mispredicted branches of the next segment's scan.
-    int64_t numTotals = program.numReductionComponents();
-    auto ptrType = LLVM::LLVMPointerType::get(b.getContext());
-    Value totalSlots = b.create<LLVM::AllocaOp>(
-        loc, ptrType, program.elementType, code.i64(numTotals * kFinishBatch));
-    Value countSlots = b.create<LLVM::AllocaOp>(loc, ptrType, b.getI64Type(),
-                                                code.i64(kFinishBatch));
-    segments = b.create<scf::ForOp>(
-        loc, begin, end, code.i64(kFinishBatch), initialState,
-        [&](OpBuilder &bb, Location bl, Value batch, ValueRange state) {
-          Value batchEnd = bb.create<arith::MinSIOp>(
-              bl, bb.create<arith::AddIOp>(bl, batch, code.i64(kFinishBatch)),
-              end);
-          auto slot = [&](OpBuilder &ob, Location ol, Value segment,
-                          int64_t total) {
-            Value j = ob.create<arith::SubIOp>(ol, segment, batch);
-            return ob.create<arith::AddIOp>(
-                ol, j, KernelCodeBuilder(ob, ol).i64(total * kFinishBatch));
-          };
-          auto walk = walkSegments(
-              bb, bl, batch, batchEnd, state,
-              [&](OpBuilder &sb, Location sl, Value segment, Value rowBegin,
-                  Value rowEnd, Value count) {
-                KernelCodeBuilder(sb, sl).store(count, countSlots,
-                                                slot(sb, sl, segment, 0));
-                auto keepTotals = [&](OpBuilder &rb, Location rl,
-                                      ValueRange init,
-                                      SegmentProgramEmitter::RowBody body,
-                                      bool storesRows) {
-                  SmallVector<Value> totals = rowLoopOf(rowBegin, rowEnd)(
-                      rb, rl, init, body, storesRows);
-                  for (auto [t, total] : llvm::enumerate(totals))
-                    KernelCodeBuilder(rb, rl).store(total, totalSlots,
-                                                    slot(rb, rl, segment, t));
-                  return totals;
-                };
-                Value never = sb.create<arith::ConstantIntOp>(sl, 0, 1);
-                emitter.emitSegment(sb, sl, segment, count, keepTotals,
-                                    combineNothing, never);
-              });
-          bb.create<scf::ForOp>(
-              bl, batch, batchEnd, code.i64(1), ValueRange{},
-              [&](OpBuilder &fb, Location fl, Value segment, ValueRange) {
-                KernelCodeBuilder load(fb, fl);
-                Value count = load.load(countSlots, fb.getI64Type(),
-                                        slot(fb, fl, segment, 0));
-                auto readTotals = [&](OpBuilder &rb, Location rl,
-                                      ValueRange init,
-                                      SegmentProgramEmitter::RowBody, bool) {
-                  SmallVector<Value> totals;
-                  for (size_t t = 0; t < init.size(); ++t)
-                    totals.push_back(KernelCodeBuilder(rb, rl).load(
-                        totalSlots, program.elementType,
-                        slot(rb, rl, segment, t)));
-                  return totals;
-                };
-                emitter.emitSegment(fb, fl, segment, count, readTotals,
-                                    combineNothing, Value());
-                fb.create<scf::YieldOp>(fl);
-              });
-          bb.create<scf::YieldOp>(bl, walk.getResults());
+    segments = emitBatchedSegments(
+        b, loc, program, emitter, begin, end, initialState, walkSegments,
+        [&](Value rowBegin,
+            Value rowEnd) -> SegmentProgramEmitter::RowLoopBuilder {
+          return rowLoopOf(rowBegin, rowEnd);
         });
   }
   // The row after the last segment's rows, or -1 if the rows scanned broke
