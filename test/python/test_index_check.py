@@ -286,3 +286,25 @@ def test_int64_values_beyond_int32_never_wrap() -> None:
     out = torch.ops.segops.segmented_sum_grad(x, grad, idx, 2)
     assert torch.equal(out[:3], torch.ones(3, 3))
     assert torch.equal(out[3:], torch.zeros(2, 3))
+
+
+@pytest.mark.parametrize("num_segments", [2**31 - 1, 2**40])
+def test_segment_kernels_at_the_top_of_the_int32_range(num_segments: int) -> None:
+    """Segment kernels compare idx blocks in i32 against the segment and the
+    next one, which must fit: the last segments below INT32_MAX still get
+    their rows (S beyond INT32_MAX is clamped: no row can hold such a
+    segment, and none is walked). The output pointer is offset so that
+    segment 2^31 - 4 lands on a small buffer's first element."""
+    first = 2**31 - 4
+    idx = torch.tensor([first, first + 1, first + 1, first + 2, first + 2, first + 2],
+                       dtype=torch.int32)
+    x = torch.arange(1.0, 7.0, dtype=torch.float32)
+    out = torch.full((5,), float("nan"), dtype=torch.float32)
+    name = "segmented_sum_f32_w1"
+    assert [b["name"] for b in _library.kernel_entry(name)["buffers"]] == ["arg0", "idx", "result0"]
+    library = _library._native_module().HostLibrary(
+        str(_library.NATIVE_DIR / _library.manifest()["host_library"]))
+    pointers = [x.data_ptr(), idx.data_ptr(), out.data_ptr() - first * out.element_size()]
+    library.call(name, pointers, 6, num_segments, first, first + 5)
+    assert out[:3].tolist() == [1.0, 5.0, 15.0]
+    assert out[3:].isnan().all(), "segments from INT32_MAX on must not be walked"

@@ -50,8 +50,10 @@ public:
   /// after lo whose value is above `segment` (or hi), and an i1 that is true
   /// if a row it looked at breaks sortedness: a row of the segment below
   /// `segment`, or, in a block, a row below `segment + 1` after one above.
-  /// For any content of idx it terminates, stays in [lo, hi], and reads
-  /// only rows in [lo, hi). `onBlock(row)`, if given, is emitted for each
+  /// `segment` must lie in [0, INT32_MAX) (the blocks are compared in i32;
+  /// callers clamp S). For any content of idx and any segment it
+  /// terminates, stays in [lo, hi], and reads only rows in [lo, hi).
+  /// `onBlock(row)`, if given, is emitted for each
   /// whole block the scan reads (rows [row, row + kCountingBlock)).
   using BlockHook = function_ref<void(OpBuilder &, Location, Value row)>;
   std::pair<Value, Value> scanSegment(Value idx, Value lo, Value hi,

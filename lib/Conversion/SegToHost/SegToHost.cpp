@@ -45,7 +45,13 @@ struct HostKernelArguments {
     buffers.assign(kernel.getArguments().begin(),
                    kernel.getArguments().begin() + numBuffers);
     numRows = kernel.getArgument(numBuffers);
+    // Segments past INT32_MAX hold no rows (idx is i32) and the runtime
+    // passes no more: with S clamped, every segment a segment kernel walks
+    // and its successor fit i32, as scanSegment requires.
     numSegments = kernel.getArgument(numBuffers + 1);
+    if (!rowRange)
+      numSegments = code.builder.create<arith::MinSIOp>(
+          code.loc, numSegments, code.i64(std::numeric_limits<int32_t>::max()));
     Value limit = rowRange ? numRows : numSegments;
     begin = clamp(code, kernel.getArgument(numBuffers + 2), limit);
     end = clamp(code, kernel.getArgument(numBuffers + 3), limit);

@@ -174,26 +174,14 @@ std::pair<Value, Value> KernelCodeBuilder::scanSegment(Value idx, Value lo,
   Type i32Type = builder.getI32Type();
   Type i1Type = builder.getI1Type();
   Type bitsType = builder.getIntegerType(block);
-  // idx holds i32: compare against the segment and the next one clamped to
-  // i32 (a bound above the i32 range has every row below it, one below has
-  // none).
-  Value int32Max = i64(std::numeric_limits<int32_t>::max());
-  Value int32Min = i64(std::numeric_limits<int32_t>::min());
+  // idx holds i32, and so do the segment and the next one (a precondition):
+  // compare in i32.
   Value next = builder.create<arith::AddIOp>(loc, segment, i64(1));
-  auto toI32 = [&](Value bound) {
-    return builder.create<arith::TruncIOp>(
-        loc, i32Type,
-        builder.create<arith::MaxSIOp>(
-            loc, builder.create<arith::MinSIOp>(loc, bound, int32Max),
-            int32Min));
+  auto splatI32 = [&](Value bound) {
+    return splat(builder.create<arith::TruncIOp>(loc, i32Type, bound), block);
   };
-  Value allBelowNext = builder.create<arith::CmpIOp>(
-      loc, arith::CmpIPredicate::sgt, next, int32Max);
-  Value allBelowSegment = builder.create<arith::CmpIOp>(
-      loc, arith::CmpIPredicate::sgt, segment, int32Max);
-  Value nexts = splat(toI32(next), block);
-  Value segments = splat(toI32(segment), block);
-  Value allOnes = builder.create<arith::ConstantIntOp>(loc, -1, block);
+  Value nexts = splatI32(next);
+  Value segments = splatI32(segment);
   Value noBits = builder.create<arith::ConstantIntOp>(loc, 0, block);
   Value noProblem = builder.create<arith::ConstantIntOp>(loc, 0, 1);
   auto scan = builder.create<scf::WhileOp>(
@@ -211,15 +199,14 @@ std::pair<Value, Value> KernelCodeBuilder::scanSegment(Value idx, Value lo,
               if (onBlock)
                 onBlock(tb, tl, row);
               Value rows = then.loadVector(idx, i32Type, row, block);
-              auto mask = [&](Value bounds, Value allBelow) {
+              auto mask = [&](Value bounds) {
                 Value below = tb.create<arith::CmpIOp>(
                     tl, arith::CmpIPredicate::slt, rows, bounds);
-                Value bits = tb.create<LLVM::BitcastOp>(tl, bitsType, below);
-                return tb.create<arith::SelectOp>(tl, allBelow, allOnes, bits)
+                return tb.create<LLVM::BitcastOp>(tl, bitsType, below)
                     .getResult();
               };
-              Value belowNext = mask(nexts, allBelowNext);
-              Value belowSegment = mask(segments, allBelowSegment);
+              Value belowNext = mask(nexts);
+              Value belowSegment = mask(segments);
               // Sorted rows of the segment and after: none below the
               // segment, and those below the next one a prefix (bits
               // 0..k-1, so that adding 1 carries through them all).

@@ -6,10 +6,13 @@
 // order: a forward count per boundary, which checks the rows it counts.
 // CHECK-LABEL: func.func @sum_vec3
 // CHECK-SAME: (%[[X:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:[^:]*]]: i64, %[[S:[^:]*]]: i64, %[[B:[^:]*]]: i64, %[[E:[^:]*]]: i64, %[[HINT:[^:]*]]: i64) -> i64
+// S is clamped to INT32_MAX (idx is i32: segments past it hold no rows), so
+// that every segment walked and its successor fit i32.
+// CHECK: %[[S32:.*]] = arith.minsi %[[S]], %c2147483647_i64
 // CHECK: %[[B0:.*]] = arith.maxsi %[[B]], %c0_i64
-// CHECK: %[[BEGIN:.*]] = arith.minsi %[[B0]], %[[S]]
+// CHECK: %[[BEGIN:.*]] = arith.minsi %[[B0]], %[[S32]]
 // CHECK: %[[E0:.*]] = arith.maxsi %[[E]], %c0_i64
-// CHECK: %[[END:.*]] = arith.minsi %[[E0]], %[[S]]
+// CHECK: %[[END:.*]] = arith.minsi %[[E0]], %[[S32]]
 // CHECK: %[[HINTED:.*]] = arith.cmpi sge, %[[HINT]], %c0_i64
 // CHECK: %[[FIRST:.*]] = scf.if %[[HINTED]] -> (i64) {
 // CHECK: arith.minsi %[[HINT]], %[[N]]
@@ -36,8 +39,7 @@
 // CHECK-NOT: llvm.intr.prefetch
 // CHECK: %[[BLOCK:.*]] = llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr -> vector<16xi32>
 // CHECK: %[[BELOW:.*]] = arith.cmpi slt, %[[BLOCK]], %{{.*}} : vector<16xi32>
-// CHECK: %[[BITS:.*]] = llvm.bitcast %[[BELOW]] : vector<16xi1> to i16
-// CHECK: %[[NEXTBITS:.*]] = arith.select %{{.*}}, %c-1_i16, %[[BITS]] : i16
+// CHECK: %[[NEXTBITS:.*]] = llvm.bitcast %[[BELOW]] : vector<16xi1> to i16
 // CHECK: %[[BELOWSEG:.*]] = arith.cmpi slt, %[[BLOCK]], %{{.*}} : vector<16xi32>
 // CHECK: %[[PLUSONE:.*]] = arith.addi %[[NEXTBITS]], %c1_i16
 // CHECK: %[[CARRY:.*]] = arith.andi %[[NEXTBITS]], %[[PLUSONE]]
