@@ -316,8 +316,9 @@ struct ScanPrefetch {
       int64_t components = 1;
       for (const std::string &extent : ArrayRef(buffer.shape).drop_front())
         components *= std::stoll(extent);
-      inputs.push_back({value, blockBytes(components)});
-      linesPerBlock += llvm::divideCeil(inputs.back().second, kCacheLineBytes);
+      inputs.push_back({value, components});
+      linesPerBlock +=
+          llvm::divideCeil(blockBytes(components), kCacheLineBytes);
     }
   }
 
@@ -335,8 +336,8 @@ struct ScanPrefetch {
     auto ptrType = LLVM::LLVMPointerType::get(b.getContext());
     Value next = b.create<arith::AddIOp>(
         loc, row, code.i64(KernelCodeBuilder::kCountingBlock));
-    for (auto [buffer, bytes] : inputs) {
-      int64_t components = bytes / blockBytes(1);
+    for (auto [buffer, components] : inputs) {
+      int64_t bytes = blockBytes(components);
       Value element = b.create<arith::MulIOp>(loc, next, code.i64(components));
       Value address = b.create<LLVM::GEPOp>(loc, ptrType, program.elementType,
                                             buffer, ValueRange{element});
@@ -357,7 +358,7 @@ private:
   }
 
   const SegmentProgram &program;
-  /// The row inputs' buffers and their bytes per block.
+  /// The row inputs' buffers and their elements per row.
   SmallVector<std::pair<Value, int64_t>> inputs;
   int64_t linesPerBlock = 0;
 };
@@ -554,12 +555,8 @@ static void emitHostKernel(const SegmentProgram &program, func::FuncOp kernel) {
                                   /*writeSegmentOutputs=*/Value());
                             });
   } else {
-    segments = emitBatchedSegments(
-        b, loc, program, emitter, begin, end, initialState, walkSegments,
-        [&](Value rowBegin,
-            Value rowEnd) -> SegmentProgramEmitter::RowLoopBuilder {
-          return rowLoopOf(rowBegin, rowEnd);
-        });
+    segments = emitBatchedSegments(b, loc, program, emitter, begin, end,
+                                   initialState, walkSegments, rowLoopOf);
   }
   // The row after the last segment's rows, or -1 if the rows scanned broke
   // sortedness (see KernelCodeBuilder::scanSegment; the caller checks that
