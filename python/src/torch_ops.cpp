@@ -476,6 +476,7 @@ parseLevel(const std::string &name, bool validatesIndex, size_t numFloats,
 
 PYBIND11_MODULE(_torchops, m) {
   m.doc() = "segops operators' CPU and autograd kernels in C++";
+  runWorkersOnIntraOpPool();
   m.def("index_rechecks", &segrt::indexRechecks,
         "How many times these kernels checked idx again after running (they "
         "saw a problem, or their rows did not meet): never for a valid "

@@ -153,6 +153,10 @@ at::Tensor narrowHostIndex(const at::Tensor &idx, int64_t numSegments,
 /// buffers of earlier outputs (host_outputs.cpp).
 at::Tensor emptyHostOutput(at::IntArrayRef shape, at::ScalarType dtype);
 
+/// Makes segrt's host workers run on PyTorch's intra-op thread pool
+/// (intra_op_workers.cpp).
+void runWorkersOnIntraOpPool();
+
 /// The CUDA kernels (torch_ops_cuda.cpp): whether they were built (against
 /// a PyTorch with CUDA), and registering one level's.
 bool cudaKernelsBuilt();

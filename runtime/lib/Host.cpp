@@ -11,6 +11,10 @@
 
 using namespace segrt;
 
+int64_t segrt::parallelMinRows() {
+  return hasWorkerLauncher() ? int64_t(1) << 14 : int64_t(1) << 16;
+}
+
 HostLibrary::HostLibrary(const std::string &path) : path(path) {
   handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle)
@@ -301,7 +305,7 @@ void segrt::callHostKernelParallel(void *symbol,
                                    int64_t numSegments, int numThreads,
                                    HostRange range,
                                    const HostSplitKernel *split) {
-  numThreads = numRows < kParallelMinRows ? 1 : std::max(1, numThreads);
+  numThreads = numRows < parallelMinRows() ? 1 : std::max(1, numThreads);
   if (range == HostRange::Rows)
     runRows(symbol, pointers, numRows, numSegments, numThreads);
   else
@@ -327,7 +331,7 @@ IndexCheck segrt::checkIndexAndCallHostKernel(
     void *symbol, const std::vector<uintptr_t> &pointers, const int32_t *idx,
     int64_t numRows, int64_t numSegments, int numThreads, HostRange range,
     const HostSplitKernel *split) {
-  numThreads = numRows < kParallelMinRows ? 1 : std::max(1, numThreads);
+  numThreads = numRows < parallelMinRows() ? 1 : std::max(1, numThreads);
   bool valid = range == HostRange::Rows
                    ? runRows(symbol, pointers, numRows, numSegments, numThreads)
                    : runSegments(symbol, pointers, idx, numRows, numSegments,

@@ -14,8 +14,11 @@ using namespace segrt;
 /// vectorizes it) and rescanned row by row only if it holds a problem.
 static constexpr int64_t kBlockRows = 2048;
 
-/// Below this many rows a second thread costs more than it saves.
-static constexpr int64_t kParallelMinRows = 1 << 18;
+/// Below this many rows a second worker costs more than it saves (4x fewer
+/// when the workers' threads run already, as in Host.cpp).
+static int64_t checkParallelMinRows() {
+  return hasWorkerLauncher() ? int64_t(1) << 16 : int64_t(1) << 18;
+}
 
 /// The first problem in rows [begin, end), where rows [begin, end) follow
 /// `previous` (the value of row begin - 1, or 0).
@@ -132,12 +135,12 @@ static IndexCheck narrowRange(const int64_t *idx, int32_t *out, int64_t begin,
 }
 
 /// Runs `checkRows(begin, end)` on equal row ranges over up to numThreads
-/// threads (one below kParallelMinRows rows); the first problem in row
+/// threads (one below checkParallelMinRows() rows); the first problem in row
 /// order.
 template <typename CheckRows>
 static IndexCheck firstProblem(int64_t numRows, int numThreads,
                                CheckRows checkRows) {
-  numThreads = numRows >= kParallelMinRows ? std::max(1, numThreads) : 1;
+  numThreads = numRows >= checkParallelMinRows() ? std::max(1, numThreads) : 1;
   std::vector<IndexCheck> results(numThreads);
   runWorkers(numThreads, [&](int k) {
     results[k] =

@@ -17,8 +17,11 @@ namespace segrt {
 enum class HostRange { Segments, Rows };
 
 /// Below this many rows, a parallel call runs on the calling thread:
-/// starting threads costs more than it saves.
-constexpr int64_t kParallelMinRows = 1 << 16;
+/// launching workers costs more than it saves (measured on a 2-core VM, sum
+/// over ~10-row segments: on PyTorch's running intra-op threads two workers
+/// gain from ~8192 rows, 1.2x at 16384; on threads started per call only
+/// from ~65536).
+int64_t parallelMinRows();
 
 /// The entry points of a segment kernel for long segments (manifest
 /// `host.split`): a tile kernel running one pass of one segment on a range
