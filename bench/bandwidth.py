@@ -1,0 +1,61 @@
+"""One op's forward bandwidth against a copy of the same bytes, alternated.
+
+    python -m bench.bandwidth [--configs mean:3:10,rms_norm:1:10]
+                              [--rows 10000000] [--rounds 2] [--budget 0.5]
+
+Each config is op:width:mean segment length (0: one segment). Per round the
+op and then the copy (as in the suite: a copy of as many bytes as the
+forward moves, between two tensors written before) are timed back to back,
+so both see the same phase of a noisy machine; prints each round's
+medians and the op's bandwidth as a percentage of the copy's. The suite
+(`python -m bench`) measures each configuration once, a few seconds away
+from its copy; this is how a configuration near the target is measured
+again.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from bench import references
+from bench.ops import _bytes
+from bench.timing import median_seconds
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--configs", default="sum:1:10,mean:1:10,mean:3:10,rms_norm:1:10,"
+                        "rms_norm:3:10")
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--budget", type=float, default=0.5)
+    args = parser.parse_args()
+    num_rows = args.rows
+    print(f"{torch.get_num_threads()} threads, N = {num_rows}")
+    for config in args.configs.split(","):
+        op, width, length = config.split(":")
+        mean_length = int(length) or num_rows
+        generator = torch.Generator().manual_seed(num_rows + mean_length)
+        idx, num_segments = references.make_index(num_rows, mean_length, "cpu", generator)
+        floats = references.make_inputs(op, int(width), num_rows, num_segments, "cpu",
+                                        generator)
+        fn = references.SEGOPS[op]
+        moved = _bytes(floats, idx, fn(*floats, idx, num_segments))
+        source = torch.ones(max(1, moved // 8), dtype=torch.float32)
+        target = torch.zeros_like(source)
+        for _ in range(args.rounds):
+            ours = median_seconds(lambda: fn(*floats, idx, num_segments), "cpu",
+                                  budget_s=args.budget, min_repeats=5)
+            copy = median_seconds(lambda: target.copy_(source), "cpu", budget_s=args.budget,
+                                  min_repeats=5)
+            print(f"{op:9} w{width} len {length:>8}: op {ours * 1e3:7.2f} ms, copy "
+                  f"{copy * 1e3:6.2f} ms -> {100 * copy / ours:4.0f}% of the copy's bandwidth",
+                  flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
