@@ -37,11 +37,8 @@ def main() -> int:
     print(f"{torch.get_num_threads()} threads, N = {num_rows}")
     for config in args.configs.split(","):
         op, width, length = config.split(":")
-        mean_length = int(length) or num_rows
-        generator = torch.Generator().manual_seed(num_rows + mean_length)
-        idx, num_segments = references.make_index(num_rows, mean_length, "cpu", generator)
-        floats = references.make_inputs(op, int(width), num_rows, num_segments, "cpu",
-                                        generator)
+        floats, idx, num_segments = references.make_case(op, int(width), num_rows,
+                                                         int(length))
         fn = references.SEGOPS[op]
         moved = _bytes(floats, idx, fn(*floats, idx, num_segments))
         source = torch.ones(max(1, moved // 8), dtype=torch.float32)

@@ -42,18 +42,14 @@ def main() -> int:
     results = []
     for config in args.configs.split(","):
         op, width, num_rows, length = config.split(":")
-        num_rows = int(num_rows)
-        mean_length = int(length) or num_rows
-        generator = torch.Generator().manual_seed(num_rows + mean_length)
-        idx, num_segments = references.make_index(num_rows, mean_length, "cpu", generator)
-        floats = references.make_inputs(op, int(width), num_rows, num_segments, "cpu",
-                                        generator)
+        floats, idx, num_segments = references.make_case(op, int(width), int(num_rows),
+                                                         int(length))
         fn = references.SEGOPS[op]
         forward = median_seconds(_forward(fn, floats, idx, num_segments), "cpu",
                                  budget_s=args.budget, min_repeats=10)
         both = median_seconds(_forward_backward(fn, floats, idx, num_segments), "cpu",
                               budget_s=args.budget, min_repeats=10)
-        results.append(f"{op} w{width} N={num_rows} len {length}: "
+        results.append(f"{op} w{width} N={int(num_rows)} len {length}: "
                        f"{forward * 1e6:.0f}/{both * 1e6:.0f}")
     print(f"{args.label} ({torch.get_num_threads()} threads, µs fwd/fwd+bwd): "
           + " | ".join(results), flush=True)

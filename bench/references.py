@@ -96,6 +96,17 @@ def compiled_references() -> dict[str, tuple[Op, Op]]:
             for op, fn in EAGER.items()}
 
 
+def make_case(op: str, width: int, num_rows: int, mean_length: int,
+              device: str = "cpu") -> tuple[list[Tensor], Tensor, int]:
+    """The float inputs, index and segment count of one layout, seeded by
+    the layout as the suite seeds it (mean_length 0: one segment)."""
+    mean_length = mean_length or num_rows
+    generator = torch.Generator().manual_seed(num_rows + mean_length)
+    idx, num_segments = make_index(num_rows, mean_length, device, generator)
+    floats = make_inputs(op, width, num_rows, num_segments, device, generator)
+    return floats, idx, num_segments
+
+
 def make_inputs(op: str, width: int, num_rows: int, num_segments: int, device: str,
                 generator: torch.Generator) -> list[Tensor]:
     def rows(count: int, *shape: int) -> Tensor:
