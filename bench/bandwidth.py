@@ -4,13 +4,12 @@
                               [--rows 10000000] [--rounds 2] [--budget 0.5]
 
 Each config is op:width:mean segment length (0: one segment). Per round the
-op and then the copy (as in the suite: a copy of as many bytes as the
-forward moves, between two tensors written before) are timed back to back,
-so both see the same phase of a noisy machine; prints each round's
-medians and the op's bandwidth as a percentage of the copy's. The suite
-(`python -m bench`) measures each configuration once, a few seconds away
-from its copy; this is how a configuration near the target is measured
-again.
+op and the copy (as in the suite: a copy of as many bytes as the forward
+moves, between two tensors written before) are sampled in turn, so both
+see the same phases of a noisy machine, as in the suite; prints each
+round's medians and the op's bandwidth as a percentage of the copy's.
+This is how a configuration near the target is measured again, for
+longer or more often than the suite does.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ import torch
 
 from bench import references
 from bench.ops import _bytes
-from bench.timing import median_seconds
+from bench.timing import interleaved_median_seconds
 
 
 def main() -> int:
@@ -44,10 +43,9 @@ def main() -> int:
         source = torch.ones(max(1, moved // 8), dtype=torch.float32)
         target = torch.zeros_like(source)
         for _ in range(args.rounds):
-            ours = median_seconds(lambda: fn(*floats, idx, num_segments), "cpu",
-                                  budget_s=args.budget, min_repeats=5)
-            copy = median_seconds(lambda: target.copy_(source), "cpu", budget_s=args.budget,
-                                  min_repeats=5)
+            ours, copy = interleaved_median_seconds(
+                [lambda: fn(*floats, idx, num_segments), lambda: target.copy_(source)], "cpu",
+                budget_s=2 * args.budget, min_repeats=5)
             print(f"{op:9} w{width} len {length:>8}: op {ours * 1e3:7.2f} ms, copy "
                   f"{copy * 1e3:6.2f} ms -> {100 * copy / ours:4.0f}% of the copy's bandwidth",
                   flush=True)

@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from bench import references
-from bench.timing import graph_replay_seconds, median_seconds
+from bench.timing import graph_replay_seconds, interleaved_median_seconds, median_seconds
 
 SIZES = [1_000, 100_000, 1_000_000, 10_000_000]
 # Mean segment lengths; 0 means one segment of all rows.
@@ -93,22 +93,6 @@ def run(device: str, sizes: Iterable[int], lengths: Iterable[int], ops: Iterable
                 row = {"device": device, "op": op, "width": width, "N": num_rows,
                        "mean_seg_len": length, "S": num_segments,
                        "idx": str(index_dtype).removeprefix("torch.")}
-                for mode, builder in (("fwd", _forward), ("fwd+bwd", _forward_backward)):
-                    for name, fn in impls.items():
-                        call = builder(fn, floats, idx, num_segments)
-                        try:
-                            seconds = median_seconds(call, device, budget_s=budget_s,
-                                                     min_repeats=5)
-                        except Exception as error:  # noqa: BLE001 - a compiler bug
-                            if name != "compiled":
-                                raise
-                            # torch.compile itself failed: report it, measure on.
-                            log(f"  torch.compile failed on {op} w{width} N={num_rows} "
-                                f"len {length} {mode}: {type(error).__name__}")
-                            seconds = float("nan")
-                        row[f"{mode} {name} us"] = seconds * 1e6
-                        if device == "cuda" and mode == "fwd" and name == "segops":
-                            row["fwd segops graph us"] = _graph_or_nan(call)
                 # A copy of as many bytes as the forward op moves at least.
                 moved = _bytes(floats, idx, references.SEGOPS[op](*floats, idx, num_segments))
                 # Both written first: reading never-touched host memory maps
@@ -116,12 +100,35 @@ def run(device: str, sizes: Iterable[int], lengths: Iterable[int], ops: Iterable
                 # the copy ~1.3x faster than any real read.
                 source = torch.ones(max(1, moved // 8), dtype=torch.float32, device=device)
                 target = torch.zeros_like(source)
-                row["fwd copy us"] = median_seconds(lambda: target.copy_(source), device,
-                                                    budget_s=budget_s) * 1e6
-                # The same copy into fresh memory, as the ops write theirs:
-                # on the host its first touch costs page faults and zeroing.
-                row["fwd clone us"] = median_seconds(source.clone, device,
-                                                     budget_s=budget_s) * 1e6
+                for mode, builder in (("fwd", _forward), ("fwd+bwd", _forward_backward)):
+                    for name, fn in impls.items():
+                        call = builder(fn, floats, idx, num_segments)
+                        if mode == "fwd" and name == "segops":
+                            # The op and its bandwidth yardsticks sampled in
+                            # turn, so that "% copy bw" compares the same
+                            # phases of a noisy machine: the copy, and the
+                            # same copy into fresh memory (as the ops write
+                            # theirs: on the host its first touch costs page
+                            # faults and zeroing).
+                            seconds, copy, clone = interleaved_median_seconds(
+                                [call, lambda: target.copy_(source), source.clone], device,
+                                budget_s=3 * budget_s, min_repeats=5)
+                            row["fwd copy us"] = copy * 1e6
+                            row["fwd clone us"] = clone * 1e6
+                        else:
+                            try:
+                                seconds = median_seconds(call, device, budget_s=budget_s,
+                                                         min_repeats=5)
+                            except Exception as error:  # noqa: BLE001 - a compiler bug
+                                if name != "compiled":
+                                    raise
+                                # torch.compile itself failed: report it, measure on.
+                                log(f"  torch.compile failed on {op} w{width} N={num_rows} "
+                                    f"len {length} {mode}: {type(error).__name__}")
+                                seconds = float("nan")
+                        row[f"{mode} {name} us"] = seconds * 1e6
+                        if device == "cuda" and mode == "fwd" and name == "segops":
+                            row["fwd segops graph us"] = _graph_or_nan(call)
                 row["fwd bytes"] = moved
                 _add_ratios(row)
                 rows.append(row)

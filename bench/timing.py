@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Callable
+from typing import Callable, Sequence
 
 import torch
 
@@ -20,22 +20,41 @@ def median_seconds(fn: Callable[[], object], device: str, repeats: int = 15,
     samples, never fewer than min_repeats). On CUDA each sample is `inner`
     back-to-back calls timed with events, so host launch overhead overlaps
     device work as in real use."""
-    warm_up = time.perf_counter()
-    fn()
-    if device == "cuda":
-        torch.cuda.synchronize()
-    warm_up = time.perf_counter() - warm_up
-    if inner is None:
-        # Enough back-to-back calls to keep a GPU busy, few when each is slow.
-        inner = max(1, min(20, int(2e-3 / max(warm_up, 1e-9)))) if device == "cuda" else 1
-    samples: list[float] = []
+    return interleaved_median_seconds([fn], device, repeats, inner, budget_s,
+                                      min_repeats)[0]
+
+
+def interleaved_median_seconds(fns: Sequence[Callable[[], object]], device: str,
+                               repeats: int = 15, inner: int | None = None,
+                               budget_s: float | None = None,
+                               min_repeats: int = 3) -> list[float]:
+    """Each fn's median as median_seconds measures it, sampled in turn (a
+    sample of each per round; the budget covers all of them): every fn sees
+    the same phases of a noisy machine, so the ratios of these medians are
+    steadier than those of medians taken one after the other."""
+    inners = []
+    for fn in fns:
+        warm_up = time.perf_counter()
+        fn()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        warm_up = time.perf_counter() - warm_up
+        if inner is not None:
+            inners.append(inner)
+        elif device == "cuda":
+            # Enough back-to-back calls to keep a GPU busy, few when each is slow.
+            inners.append(max(1, min(20, int(2e-3 / max(warm_up, 1e-9)))))
+        else:
+            inners.append(1)
+    samples: list[list[float]] = [[] for _ in fns]
     started = time.perf_counter()
     for _ in range(repeats):
-        samples.append(_sample(fn, device, inner))
-        if (budget_s is not None and len(samples) >= min_repeats
+        for fn, calls, taken in zip(fns, inners, samples):
+            taken.append(_sample(fn, device, calls))
+        if (budget_s is not None and len(samples[0]) >= min_repeats
                 and time.perf_counter() - started > budget_s):
             break
-    return statistics.median(samples)
+    return [statistics.median(taken) for taken in samples]
 
 
 def _sample(fn: Callable[[], object], device: str, inner: int) -> float:
