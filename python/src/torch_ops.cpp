@@ -58,9 +58,8 @@ int64_t extent(int64_t dimension, int64_t numRows, int64_t numSegments) {
                                   : dimension;
 }
 
-void callValidator(const OperatorLevel &level,
-                   const std::vector<at::Tensor> &floats, const at::Tensor &idx,
-                   int64_t numSegments) {
+void callValidator(const OperatorLevel &level, at::TensorList floats,
+                   const at::Tensor &idx, int64_t numSegments) {
   py::gil_scoped_acquire gil;
   py::tuple args(floats.size() + 2);
   for (size_t i = 0; i < floats.size(); ++i)
@@ -71,15 +70,14 @@ void callValidator(const OperatorLevel &level,
   py::handle(level.validator)(*args);
 }
 
-void reportInvalid(const OperatorLevel &level,
-                   const std::vector<at::Tensor> &floats, const at::Tensor &idx,
-                   int64_t numSegments, const std::string &problem) {
+void reportInvalid(const OperatorLevel &level, at::TensorList floats,
+                   const at::Tensor &idx, int64_t numSegments,
+                   const std::string &problem) {
   callValidator(level, floats, idx, numSegments);
   TORCH_CHECK_VALUE(false, "segops::", level.name, ": ", problem);
 }
 
-const Variant &selectVariant(const OperatorLevel &level,
-                             const std::vector<at::Tensor> &floats,
+const Variant &selectVariant(const OperatorLevel &level, at::TensorList floats,
                              const at::Tensor &idx, int64_t numSegments) {
   if (floats.empty())
     reportInvalid(level, floats, idx, numSegments, "no float arguments");
@@ -90,8 +88,7 @@ const Variant &selectVariant(const OperatorLevel &level,
   return it->second;
 }
 
-std::string mismatch(const Variant &variant,
-                     const std::vector<at::Tensor> &floats,
+std::string mismatch(const Variant &variant, at::TensorList floats,
                      const at::Tensor &idx, int64_t numSegments,
                      c10::DeviceType deviceType) {
   c10::Device device = idx.device();
@@ -187,6 +184,7 @@ BoundBuffers bindBuffers(const OperatorCall &call, at::Tensor kernelIdx) {
   BoundBuffers bound;
   int64_t numRows = call.idx.size(0);
   bound.kernelIdx = std::move(kernelIdx);
+  bound.pointers.reserve(call.variant->buffers.size());
   size_t next = 0;
   for (const Buffer &buffer : call.variant->buffers) {
     if (buffer.isIndex) {
@@ -197,7 +195,7 @@ BoundBuffers bindBuffers(const OperatorCall &call, at::Tensor kernelIdx) {
       bound.pointers.push_back(
           reinterpret_cast<uintptr_t>(bound.keepAlive.back().data_ptr()));
     } else {
-      std::vector<int64_t> shape;
+      at::DimVector shape;
       for (int64_t dimension : buffer.shape)
         shape.push_back(extent(dimension, numRows, call.numSegments));
       bound.outputs.push_back(
@@ -342,7 +340,7 @@ public:
                   torch::jit::Stack *stack) {
     size_t numFloats = level->numFloats;
     auto args = torch::jit::last(stack, numFloats + 2);
-    std::vector<at::Tensor> floats;
+    c10::SmallVector<at::Tensor, 4> floats;
     bool requiresGrad = false;
     for (size_t i = 0; i < numFloats; ++i) {
       floats.push_back(args[i].toTensor());
@@ -377,7 +375,8 @@ public:
     }
     backward->idx = SavedVariable(idx, /*is_output=*/false);
     backward->numSegments = numSegments;
-    node->set_next_edges(torch::autograd::collect_next_edges(floats));
+    node->set_next_edges(
+        torch::autograd::collect_next_edges(at::TensorList(floats)));
     for (size_t i = stack->size() - level->numOutputs; i < stack->size(); ++i)
       torch::autograd::set_history((*stack)[i].toTensor(), node);
   }

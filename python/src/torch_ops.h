@@ -89,26 +89,23 @@ int64_t extent(int64_t dimension, int64_t numRows, int64_t numSegments);
 
 /// Calls the Python validator with the operator's arguments (it raises the
 /// error for bad input, and checks idx's content where that is asked for).
-void callValidator(const OperatorLevel &level,
-                   const std::vector<at::Tensor> &floats, const at::Tensor &idx,
-                   int64_t numSegments);
+void callValidator(const OperatorLevel &level, at::TensorList floats,
+                   const at::Tensor &idx, int64_t numSegments);
 
 /// Calls the validator; if it accepts the arguments, raises a generic error
 /// (a check here that the validator lacks: still never run the kernel).
 [[noreturn]] void reportInvalid(const OperatorLevel &level,
-                                const std::vector<at::Tensor> &floats,
-                                const at::Tensor &idx, int64_t numSegments,
+                                at::TensorList floats, const at::Tensor &idx,
+                                int64_t numSegments,
                                 const std::string &problem);
 
 /// The kernel of `level` for these arguments, or an error.
-const Variant &selectVariant(const OperatorLevel &level,
-                             const std::vector<at::Tensor> &floats,
+const Variant &selectVariant(const OperatorLevel &level, at::TensorList floats,
                              const at::Tensor &idx, int64_t numSegments);
 
 /// Empty if every tensor matches its buffer and lies on idx's device, which
 /// must be of type `deviceType`; else what does not.
-std::string mismatch(const Variant &variant,
-                     const std::vector<at::Tensor> &floats,
+std::string mismatch(const Variant &variant, at::TensorList floats,
                      const at::Tensor &idx, int64_t numSegments,
                      c10::DeviceType deviceType);
 
@@ -118,7 +115,8 @@ at::Tensor kernelIndex(const at::Tensor &idx);
 
 /// One call of an operator level: its arguments and the kernel for them.
 struct OperatorCall {
-  std::vector<at::Tensor> floats;
+  // Inline storage: no allocation per call (ops take at most 3 floats).
+  c10::SmallVector<at::Tensor, 4> floats;
   at::Tensor idx;
   int64_t numSegments = 0;
   const Variant *variant = nullptr;
@@ -135,9 +133,9 @@ OperatorCall takeArguments(const OperatorLevel &level, torch::jit::Stack *stack,
 /// allocator on CUDA), and what must live until
 /// the kernel has run (contiguous copies, the int32 index).
 struct BoundBuffers {
-  std::vector<uintptr_t> pointers;
-  std::vector<at::Tensor> outputs;
-  std::vector<at::Tensor> keepAlive;
+  std::vector<uintptr_t> pointers; // reserved once per call
+  c10::SmallVector<at::Tensor, 4> outputs;
+  c10::SmallVector<at::Tensor, 4> keepAlive;
   at::Tensor kernelIdx;
 };
 /// `kernelIdx`: the index as the kernel reads it (contiguous int32; see

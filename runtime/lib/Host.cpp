@@ -238,6 +238,19 @@ bool runHeavySegments(const HostSplitKernel &split,
                                  heavy, numThreads);
 }
 
+/// How the calling thread split its last call among workers, kept so that
+/// calls allocate nothing once these have grown to the thread count (a call
+/// runs its workers and returns before the thread makes another).
+struct CallSplit {
+  std::vector<int64_t> bounds, firstRows, reached;
+  std::vector<char> problems;
+};
+
+CallSplit &callSplit() {
+  thread_local CallSplit split;
+  return split;
+}
+
 /// Runs every segment of a segment kernel over up to `numThreads` threads,
 /// each taking the segments starting in an even share of the rows (the
 /// segment of row N*k/T up to that of row N*(k+1)/T, 0 and S at the ends),
@@ -257,17 +270,20 @@ bool runSegments(void *symbol, const std::vector<uintptr_t> &pointers,
     heavy = findHeavySegments(idx, numRows, numSegments);
   // Threads for the calls (one segment cannot be shared); tiles use all.
   int callThreads = numSegments < 2 ? 1 : numThreads;
-  std::vector<int64_t> bounds{0};
+  CallSplit &scratch = callSplit();
+  std::vector<int64_t> &bounds = scratch.bounds, &firstRows = scratch.firstRows,
+                       &reached = scratch.reached;
+  bounds.assign(1, 0);
   for (int k = 1; k < callThreads; ++k)
     bounds.push_back(
         std::max(bounds.back(),
                  segmentAtRow(idx, numRows * k / callThreads, numSegments)));
   bounds.push_back(numSegments);
   // Each range's first row, by binary search (any idx: stays in [0, N]).
-  std::vector<int64_t> firstRows;
+  firstRows.clear();
   for (int k = 0; k <= callThreads; ++k)
     firstRows.push_back(lowerBound(idx, 0, numRows, bounds[k]));
-  std::vector<int64_t> reached(callThreads, -1);
+  reached.assign(callThreads, -1);
   runWorkers(callThreads, [&](int k) {
     reached[k] =
         callSegmentsExcept(symbol, pointers, numRows, numSegments, bounds[k],
@@ -288,7 +304,8 @@ bool runSegments(void *symbol, const std::vector<uintptr_t> &pointers,
 /// evenly. Returns true if no call saw a problem in idx.
 bool runRows(void *symbol, const std::vector<uintptr_t> &pointers,
              int64_t numRows, int64_t numSegments, int numThreads) {
-  std::vector<char> problems(numThreads, 0);
+  std::vector<char> &problems = callSplit().problems;
+  problems.assign(numThreads, 0);
   runWorkers(numThreads, [&](int k) {
     problems[k] =
         callHostKernel(symbol, pointers, numRows, numSegments,
