@@ -19,7 +19,7 @@ import argparse
 import torch
 
 from bench import references
-from bench.ops import _bytes
+from bench.ops import _bytes, copy_baselines
 from bench.timing import interleaved_median_seconds
 
 
@@ -39,15 +39,13 @@ def main() -> int:
         floats, idx, num_segments = references.make_case(op, int(width), num_rows,
                                                          int(length))
         fn = references.SEGOPS[op]
-        moved = _bytes(floats, idx, fn(*floats, idx, num_segments))
-        source = torch.ones(max(1, moved // 8), dtype=torch.float32)
-        target = torch.zeros_like(source)
+        copy, _ = copy_baselines(_bytes(floats, idx, fn(*floats, idx, num_segments)), "cpu")
         for _ in range(args.rounds):
-            ours, copy = interleaved_median_seconds(
-                [lambda: fn(*floats, idx, num_segments), lambda: target.copy_(source)], "cpu",
+            ours, copied = interleaved_median_seconds(
+                [lambda: fn(*floats, idx, num_segments), copy], "cpu",
                 budget_s=2 * args.budget, min_repeats=5)
             print(f"{op:9} w{width} len {length:>8}: op {ours * 1e3:7.2f} ms, copy "
-                  f"{copy * 1e3:6.2f} ms -> {100 * copy / ours:4.0f}% of the copy's bandwidth",
+                  f"{copied * 1e3:6.2f} ms -> {100 * copied / ours:4.0f}% of the copy's bandwidth",
                   flush=True)
     return 0
 

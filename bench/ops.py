@@ -57,6 +57,20 @@ def _bytes(floats: list[Tensor], idx: Tensor, output: Tensor) -> int:
     return sum(t.nbytes for t in floats) + idx.nbytes + output.nbytes
 
 
+def copy_baselines(moved: int, device: str) -> tuple[Callable[[], object],
+                                                     Callable[[], object]]:
+    """The bandwidth yardsticks for an op moving `moved` bytes: a copy of
+    as many bytes (read and written together) between two tensors, and the
+    same copy into fresh memory (as the ops write theirs: on the host its
+    first touch costs page faults and zeroing)."""
+    # Both written first: reading never-touched host memory maps the
+    # kernel's shared zero page, which stays in cache and made the copy ~1.3x
+    # faster than any real read.
+    source = torch.ones(max(1, moved // 8), dtype=torch.float32, device=device)
+    target = torch.zeros_like(source)
+    return (lambda: target.copy_(source)), source.clone
+
+
 def _allow_recompiles() -> None:
     """Each reference is compiled for several shapes (widths, one segment):
     raise dynamo's recompile limit so none silently falls back to eager."""
@@ -93,28 +107,20 @@ def run(device: str, sizes: Iterable[int], lengths: Iterable[int], ops: Iterable
                 row = {"device": device, "op": op, "width": width, "N": num_rows,
                        "mean_seg_len": length, "S": num_segments,
                        "idx": str(index_dtype).removeprefix("torch.")}
-                # A copy of as many bytes as the forward op moves at least.
                 moved = _bytes(floats, idx, references.SEGOPS[op](*floats, idx, num_segments))
-                # Both written first: reading never-touched host memory maps
-                # the kernel's shared zero page, which stays in cache and made
-                # the copy ~1.3x faster than any real read.
-                source = torch.ones(max(1, moved // 8), dtype=torch.float32, device=device)
-                target = torch.zeros_like(source)
+                copy, clone = copy_baselines(moved, device)
                 for mode, builder in (("fwd", _forward), ("fwd+bwd", _forward_backward)):
                     for name, fn in impls.items():
                         call = builder(fn, floats, idx, num_segments)
                         if mode == "fwd" and name == "segops":
                             # The op and its bandwidth yardsticks sampled in
                             # turn, so that "% copy bw" compares the same
-                            # phases of a noisy machine: the copy, and the
-                            # same copy into fresh memory (as the ops write
-                            # theirs: on the host its first touch costs page
-                            # faults and zeroing).
-                            seconds, copy, clone = interleaved_median_seconds(
-                                [call, lambda: target.copy_(source), source.clone], device,
-                                budget_s=3 * budget_s, min_repeats=5)
-                            row["fwd copy us"] = copy * 1e6
-                            row["fwd clone us"] = clone * 1e6
+                            # phases of a noisy machine.
+                            seconds, copy_s, clone_s = interleaved_median_seconds(
+                                [call, copy, clone], device, budget_s=3 * budget_s,
+                                min_repeats=5)
+                            row["fwd copy us"] = copy_s * 1e6
+                            row["fwd clone us"] = clone_s * 1e6
                         else:
                             try:
                                 seconds = median_seconds(call, device, budget_s=budget_s,

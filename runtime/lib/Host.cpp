@@ -314,6 +314,19 @@ bool runRows(void *symbol, const std::vector<uintptr_t> &pointers,
   });
   return std::find(problems.begin(), problems.end(), 1) == problems.end();
 }
+
+/// Runs a kernel's whole range over up to `numThreads` workers (one below
+/// parallelMinRows() rows). Returns true if idx was sorted and in range as
+/// far as the kernels saw (see runSegments and runRows).
+bool runAll(void *symbol, const std::vector<uintptr_t> &pointers,
+            const int32_t *idx, int64_t numRows, int64_t numSegments,
+            int numThreads, HostRange range, const HostSplitKernel *split) {
+  numThreads = numRows < parallelMinRows() ? 1 : std::max(1, numThreads);
+  return range == HostRange::Rows
+             ? runRows(symbol, pointers, numRows, numSegments, numThreads)
+             : runSegments(symbol, pointers, idx, numRows, numSegments,
+                           numThreads, split);
+}
 } // namespace
 
 void segrt::callHostKernelParallel(void *symbol,
@@ -322,11 +335,7 @@ void segrt::callHostKernelParallel(void *symbol,
                                    int64_t numSegments, int numThreads,
                                    HostRange range,
                                    const HostSplitKernel *split) {
-  numThreads = numRows < parallelMinRows() ? 1 : std::max(1, numThreads);
-  if (range == HostRange::Rows)
-    runRows(symbol, pointers, numRows, numSegments, numThreads);
-  else
-    runSegments(symbol, pointers, idx, numRows, numSegments, numThreads, split);
+  runAll(symbol, pointers, idx, numRows, numSegments, numThreads, range, split);
 }
 
 void HostLibrary::callParallel(const std::string &name,
@@ -348,12 +357,8 @@ IndexCheck segrt::checkIndexAndCallHostKernel(
     void *symbol, const std::vector<uintptr_t> &pointers, const int32_t *idx,
     int64_t numRows, int64_t numSegments, int numThreads, HostRange range,
     const HostSplitKernel *split) {
-  numThreads = numRows < parallelMinRows() ? 1 : std::max(1, numThreads);
-  bool valid = range == HostRange::Rows
-                   ? runRows(symbol, pointers, numRows, numSegments, numThreads)
-                   : runSegments(symbol, pointers, idx, numRows, numSegments,
-                                 numThreads, split);
-  if (valid)
+  if (runAll(symbol, pointers, idx, numRows, numSegments, numThreads, range,
+             split))
     return {};
   rechecks.fetch_add(1, std::memory_order_relaxed);
   // The kernels saw a problem (or their rows did not meet): find the first

@@ -141,6 +141,8 @@ template <typename CheckRows>
 static IndexCheck firstProblem(int64_t numRows, int numThreads,
                                CheckRows checkRows) {
   numThreads = numRows >= checkParallelMinRows() ? std::max(1, numThreads) : 1;
+  if (numThreads == 1) // no results to gather (nor to allocate, per call)
+    return checkRows(0, numRows);
   std::vector<IndexCheck> results(numThreads);
   runWorkers(numThreads, [&](int k) {
     results[k] =
