@@ -64,7 +64,8 @@ def show_all_ops(device: str) -> None:
 def show_library() -> None:
     info = segops.library_info()
     print(f"op library: {len(info['kernels'])} kernels in {info['native_dir']}")
-    print(f"  host code: {info['host_library']} (compiled for {info['host_cpu']})")
+    print(f"  host code: {info['host_library']} (compiled for {info['host_cpu']}; "
+          f"builds: {', '.join(info['host_builds'])})")
     for chip, file_name in sorted(info["ptx"].items()):
         ptx = (_library.NATIVE_DIR / file_name).read_text()
         entries = re.findall(r"\.visible \.entry (\w+)\(", ptx)

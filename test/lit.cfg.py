@@ -22,7 +22,7 @@ llvm_config.use_default_substitutions()
 tool_dirs = [config.seg_tools_dir, config.llvm_tools_dir]
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(
-    ["seg-opt", "seg-compile", "FileCheck", "not", "count", "llvm-nm"], tool_dirs)
+    ["seg-opt", "seg-compile", "FileCheck", "not", "count", "llvm-nm", "llvm-objdump"], tool_dirs)
 
 # ptxas validates generated PTX where the CUDA toolkit is installed.
 ptxas = config.cuda_ptxas or shutil.which("ptxas")

@@ -89,8 +89,11 @@ static void addHostToLLVMPasses(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
 }
 
-void mlir::seg::buildSegToHostPipeline(OpPassManager &pm) {
-  pm.addPass(createConvertSegToHost());
+void mlir::seg::buildSegToHostPipeline(OpPassManager &pm,
+                                       const SegToHostOptions &options) {
+  ConvertSegToHostOptions passOptions;
+  passOptions.vectorBits = options.vectorBits;
+  pm.addPass(createConvertSegToHost(passOptions));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   addHostToLLVMPasses(pm);
@@ -120,7 +123,7 @@ void mlir::seg::registerSegPipelines() {
       "canonicalize and cse per order (use --mlir-print-ir-after-all to see "
       "each stage)",
       buildSegDerivePipeline);
-  PassPipelineRegistration<>(
+  PassPipelineRegistration<SegToHostOptions>(
       "seg-to-host",
       "Compile seg kernel functions to LLVM dialect host functions",
       buildSegToHostPipeline);

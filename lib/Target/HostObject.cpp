@@ -71,14 +71,16 @@ static FailureOr<std::string> emitObject(ModuleOp module, StringRef cpu,
   return std::string(buffer.begin(), buffer.end());
 }
 
-FailureOr<std::string> mlir::seg::compileToHostObject(ModuleOp source,
-                                                      StringRef cpu) {
+FailureOr<std::string>
+mlir::seg::compileToHostObject(ModuleOp source, const HostTarget &target) {
   OwningOpRef<ModuleOp> module = cast<ModuleOp>(source->clone());
   PassManager pm(source.getContext());
-  buildSegToHostPipeline(pm);
+  SegToHostOptions options;
+  options.vectorBits = target.vectorBits;
+  buildSegToHostPipeline(pm, options);
   if (failed(pm.run(*module)))
     return failure();
-  return emitObject(*module, cpu, "segops_host");
+  return emitObject(*module, target.cpu, "segops_host");
 }
 
 FailureOr<std::string>

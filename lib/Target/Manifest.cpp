@@ -116,6 +116,6 @@ mlir::seg::buildKernelManifest(ModuleOp source, int64_t blockSize) {
     kernels.push_back(describeKernel(*program, blockSize));
   }
   return llvm::json::Object{{"format", "segops-op-library"},
-                            {"version", 5},
+                            {"version", 6},
                             {"kernels", std::move(kernels)}};
 }

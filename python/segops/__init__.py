@@ -52,6 +52,7 @@ def library_info() -> dict[str, Any]:
         "native_dir": str(_library.NATIVE_DIR),
         "kernels": sorted(_library.kernels()),
         "ptx": dict(data["ptx"]),
-        "host_library": data["host_library"],
-        "host_cpu": data.get("host_cpu"),
+        "host_builds": [build["cpu"] for build in data["host"]],
+        "host_cpu": _library.host_build()["cpu"],
+        "host_library": _library.host_build()["library"],
     }

@@ -137,9 +137,10 @@ class CompiledModule:
         if compiler is None:
             raise RuntimeError("no C compiler (cc) to link the host kernels")
         library = self._dir / "libmodule.so"
-        subprocess.run([compiler, "-shared", "-o", str(library), str(self._dir / "segops_host.o")],
-                       check=True)
         self.manifest = json.loads((self._dir / "manifest.json").read_text())
+        # seg-compile's default: one host build, x86-64-v2.
+        host_object = self._dir / self.manifest["host"][0]["object"]
+        subprocess.run([compiler, "-shared", "-o", str(library), str(host_object)], check=True)
         self.kernels = {entry["name"]: entry for entry in self.manifest["kernels"]}
         self._library = _library._native_module().HostLibrary(str(library))
 

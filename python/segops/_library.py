@@ -7,6 +7,7 @@ until the first op runs, and a machine without a GPU never touches CUDA.
 from __future__ import annotations
 
 import json
+import os
 import threading
 from dataclasses import dataclass
 from functools import lru_cache
@@ -16,6 +17,8 @@ from typing import Any, Sequence
 import torch
 
 NATIVE_DIR = Path(__file__).resolve().parent / "_native"
+# The manifest format this package reads (lib/Target/Manifest.cpp writes it).
+MANIFEST_VERSION = 6
 
 
 class LibraryNotBuiltError(ImportError):
@@ -82,9 +85,10 @@ def manifest() -> dict[str, Any]:
         )
     with path.open() as handle:
         data = json.load(handle)
-    if data.get("format") != "segops-op-library" or data.get("version") != 5:
+    if data.get("format") != "segops-op-library" or data.get("version") != MANIFEST_VERSION:
         raise LibraryNotBuiltError(
-            f"{path} is not a version 5 segops op library manifest; rebuild segops (`make build`)")
+            f"{path} is not a version {MANIFEST_VERSION} segops op library manifest; "
+            "rebuild segops (`make build`)")
     return data
 
 
@@ -148,9 +152,37 @@ def kernel(name: str) -> Kernel:
 
 
 @lru_cache(maxsize=None)
+def host_build() -> dict[str, Any]:
+    """The manifest's host kernel build this process runs: the one
+    SEGOPS_HOST_CPU names (an LLVM CPU such as x86-64-v2, e.g. to compare
+    builds), else the first (best) one this CPU supports. Builds differ in
+    vector width, so float sums may differ in their last bits between them."""
+    builds = manifest()["host"]
+    native = _native_module()
+    wanted = os.environ.get("SEGOPS_HOST_CPU", "").strip()
+    if wanted:
+        chosen = [build for build in builds if build["cpu"] == wanted]
+        if not chosen:
+            raise ValueError(f"SEGOPS_HOST_CPU={wanted!r}: the op library's host builds are "
+                             f"{[build['cpu'] for build in builds]}")
+        if not native.cpu_supports(wanted):
+            raise ValueError(f"SEGOPS_HOST_CPU={wanted!r}: this CPU does not run that build")
+        return chosen[0]
+    for build in builds:
+        if native.cpu_supports(build["cpu"]):
+            return build
+    raise RuntimeError(f"this CPU runs none of the op library's host builds "
+                       f"{[build['cpu'] for build in builds]}")
+
+
+def host_library_path() -> Path:
+    """The shared library of host kernels this process runs (host_build)."""
+    return NATIVE_DIR / host_build()["library"]
+
+
+@lru_cache(maxsize=None)
 def host_library() -> Any:
-    path = NATIVE_DIR / manifest()["host_library"]
-    return _native_module().HostLibrary(str(path))
+    return _native_module().HostLibrary(str(host_library_path()))
 
 
 _cuda_modules: dict[int, Any] = {}

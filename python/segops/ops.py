@@ -143,7 +143,7 @@ def _native_ops():
     try:
         from segops._native import _torchops  # type: ignore[attr-defined]
 
-        _torchops.load_host_library(str(_library.NATIVE_DIR / _library.manifest()["host_library"]))
+        _torchops.load_host_library(str(_library.host_library_path()))
     except (ImportError, OSError, RuntimeError):
         return None
     _output_cache.apply_environment(_torchops)

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "segrt/CpuLevel.h"
 #include "segrt/Cuda.h"
 #include "segrt/Error.h"
 #include "segrt/Host.h"
@@ -21,6 +22,9 @@ PYBIND11_MODULE(_segrt, m) {
   m.doc() = "segops runtime: host and CUDA kernel loading and launching";
   py::register_exception<segrt::Error>(m, "SegrtError", PyExc_RuntimeError);
 
+  m.def("cpu_supports", &segrt::cpuSupports, py::arg("level"),
+        "Whether this CPU runs code built for the LLVM CPU `level` "
+        "('x86-64', 'x86-64-v2', 'x86-64-v3' or 'x86-64-v4').");
   m.def("cuda_available", &segrt::cudaAvailable,
         "True if the CUDA driver could be loaded and initialized.");
   m.def("cuda_unavailable_reason", &segrt::cudaUnavailableReason,

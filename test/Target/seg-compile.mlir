@@ -2,7 +2,13 @@
 // RUN: FileCheck %s --check-prefix=MANIFEST < %t/manifest.json
 // RUN: FileCheck %s --check-prefix=PTX90 < %t/segops_sm_90.ptx
 // RUN: FileCheck %s --check-prefix=PTX80 < %t/segops_sm_80.ptx
-// RUN: llvm-nm %t/segops_host.o | FileCheck %s --check-prefix=HOST
+// RUN: llvm-nm %t/segops_host_x86-64-v2.o | FileCheck %s --check-prefix=HOST
+// RUN: rm -rf %t.two && seg-compile %s -o %t.two --host-targets=x86-64-v3:256,x86-64-v2:128
+// RUN: FileCheck %s --check-prefix=TWO < %t.two/manifest.json
+// RUN: llvm-objdump -d %t.two/segops_host_x86-64-v3.o | FileCheck %s --check-prefix=AVX2
+// RUN: llvm-objdump -d %t.two/segops_host_x86-64-v2.o | FileCheck %s --check-prefix=SSE --implicit-check-not=ymm
+// RUN: not seg-compile %s -o %t.bad --host-targets=x86-64-v3 2>&1 | FileCheck %s --check-prefix=BAD-TARGET
+// RUN: not seg-compile %s -o %t.bad --host-targets=x86-64-v2:128,x86-64-v2:256 2>&1 | FileCheck %s --check-prefix=TWICE
 // RUN: test ! -e %t/segops_gpusim.o
 // RUN: rm -rf %t.sim && seg-compile %s -o %t.sim --chips=sm_90 --gpu-simulator
 // RUN: llvm-nm %t.sim/segops_gpusim.o | FileCheck %s --check-prefix=SIM
@@ -11,8 +17,15 @@
 
 // The manifest describes each kernel's ABI and launch rule.
 // MANIFEST: "format": "segops-op-library"
-// MANIFEST: "host_library": "libsegops_host.so"
-// MANIFEST: "host_object": "segops_host.o"
+// One host build by default: x86-64-v2 (SSE4.2), 128-bit vectors.
+// MANIFEST-LABEL: "host": [
+// MANIFEST-NEXT: {
+// MANIFEST-NEXT: "cpu": "x86-64-v2",
+// MANIFEST-NEXT: "library": "libsegops_host_x86-64-v2.so",
+// MANIFEST-NEXT: "object": "segops_host_x86-64-v2.o",
+// MANIFEST-NEXT: "vector_bits": 128
+// MANIFEST-NEXT: }
+// MANIFEST-NEXT: ],
 // MANIFEST-LABEL: "kernels": [
 // MANIFEST: "buffers": [
 // MANIFEST: "dtype": "f32",
@@ -104,7 +117,7 @@
 // MANIFEST: "ptx": {
 // MANIFEST-NEXT: "sm_80": "segops_sm_80.ptx",
 // MANIFEST-NEXT: "sm_90": "segops_sm_90.ptx"
-// MANIFEST: "version": 5
+// MANIFEST: "version": 6
 
 // PTX90: .target sm_90
 // PTX90: .visible .entry sum_vec3(
@@ -127,6 +140,25 @@
 // HOST-DAG: T sum_vec3__finish
 // HOST-DAG: T normalize__rows
 // HOST-DAG: T normalize__finish
+
+// Host builds in the order given (the runtime takes the first this CPU
+// runs): AVX2 code in 256-bit registers, and none in the x86-64-v2 build.
+// TWO-LABEL: "host": [
+// TWO-NEXT: {
+// TWO-NEXT: "cpu": "x86-64-v3",
+// TWO-NEXT: "library": "libsegops_host_x86-64-v3.so",
+// TWO-NEXT: "object": "segops_host_x86-64-v3.o",
+// TWO-NEXT: "vector_bits": 256
+// TWO-NEXT: },
+// TWO-NEXT: {
+// TWO-NEXT: "cpu": "x86-64-v2",
+// TWO: "vector_bits": 128
+// AVX2: <sum_vec3>:
+// AVX2: ymm
+// SSE: <sum_vec3>:
+// SSE: xmm
+// BAD-TARGET: --host-targets: expected CPU:BITS, got 'x86-64-v3'
+// TWICE: --host-targets: CPU 'x86-64-v2' given twice
 
 // BAD: is not a seg kernel function: a value is used both per row and per segment
 

@@ -302,8 +302,7 @@ def test_segment_kernels_at_the_top_of_the_int32_range(num_segments: int) -> Non
     out = torch.full((5,), float("nan"), dtype=torch.float32)
     name = "segmented_sum_f32_w1"
     assert [b["name"] for b in _library.kernel_entry(name)["buffers"]] == ["arg0", "idx", "result0"]
-    library = _library._native_module().HostLibrary(
-        str(_library.NATIVE_DIR / _library.manifest()["host_library"]))
+    library = _library.host_library()
     pointers = [x.data_ptr(), idx.data_ptr(), out.data_ptr() - first * out.element_size()]
     library.call(name, pointers, 6, num_segments, first, first + 5)
     assert out[:3].tolist() == [1.0, 5.0, 15.0]

@@ -1,10 +1,12 @@
 //===- seg-compile.cpp - build the segops op library ----------------------===//
 //
 // Compiles a module of seg kernel functions ahead of time into the files the
-// runtime loads: one PTX file per GPU architecture, a host object file, and
+// runtime loads: one PTX file per GPU architecture, one host object file per
+// host CPU level (the runtime loads the best one the machine runs), and
 // manifest.json.
 //
-//   seg-compile oplib/segops.mlir -o build/oplib --chips=sm_80,sm_90
+//   seg-compile oplib/segops.mlir -o build/oplib --chips=sm_80,sm_90 \
+//     --host-targets=x86-64-v3:256,x86-64-v2:128
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,13 +32,10 @@ static cl::opt<std::string> outputDir("o", cl::desc("Output directory"),
                                       cl::value_desc("dir"), cl::Required);
 static cl::list<std::string> chips("chips", cl::CommaSeparated,
                                    cl::desc("GPU architectures (sm_80,...)"));
-static cl::opt<std::string> hostCpu("host-cpu",
-                                    cl::desc("LLVM CPU for host kernels"),
-                                    cl::init("x86-64-v2"));
-static cl::opt<std::string>
-    hostLibrary("host-library",
-                cl::desc("File name the host object is linked into"),
-                cl::init("libsegops_host.so"));
+static cl::list<std::string> hostTargets(
+    "host-targets", cl::CommaSeparated,
+    cl::desc("Host kernel builds, best first, as LLVM CPU:vector bits "
+             "(default x86-64-v2:128); each one writes segops_host_<CPU>.o"));
 static cl::opt<bool> gpuSimulator(
     "gpu-simulator",
     cl::desc("Also write segops_gpusim.o: the GPU kernels as host code for "
@@ -44,6 +43,32 @@ static cl::opt<bool> gpuSimulator(
     cl::init(false));
 static cl::opt<int64_t> blockSize("block-size", cl::desc("Threads per block"),
                                   cl::init(256));
+
+/// The host builds of --host-targets (CPU:vector bits each), or the default
+/// x86-64-v2:128.
+static FailureOr<SmallVector<seg::HostTarget>> parseHostTargets() {
+  SmallVector<seg::HostTarget> targets;
+  for (StringRef spec : hostTargets) {
+    auto [cpu, bits] = spec.split(':');
+    seg::HostTarget target;
+    target.cpu = cpu.str();
+    if (cpu.empty() || bits.getAsInteger(10, target.vectorBits)) {
+      llvm::errs() << "--host-targets: expected CPU:BITS, got '" << spec
+                   << "'\n";
+      return failure();
+    }
+    if (llvm::any_of(targets, [&](const seg::HostTarget &other) {
+          return other.cpu == target.cpu;
+        })) {
+      llvm::errs() << "--host-targets: CPU '" << cpu << "' given twice\n";
+      return failure();
+    }
+    targets.push_back(std::move(target));
+  }
+  if (targets.empty())
+    targets.push_back(seg::HostTarget());
+  return targets;
+}
 
 static LogicalResult writeFile(StringRef name, StringRef contents) {
   SmallString<256> path(outputDir);
@@ -91,9 +116,22 @@ static LogicalResult run(MLIRContext &context) {
     ptxFiles[chip] = fileName;
   }
 
-  FailureOr<std::string> object = seg::compileToHostObject(*module, hostCpu);
-  if (failed(object) || failed(writeFile("segops_host.o", *object)))
+  FailureOr<SmallVector<seg::HostTarget>> targets = parseHostTargets();
+  if (failed(targets))
     return failure();
+  llvm::json::Array hostBuilds;
+  for (const seg::HostTarget &target : *targets) {
+    FailureOr<std::string> object = seg::compileToHostObject(*module, target);
+    std::string objectName = "segops_host_" + target.cpu + ".o";
+    if (failed(object) || failed(writeFile(objectName, *object)))
+      return failure();
+    hostBuilds.push_back(llvm::json::Object{
+        {"cpu", target.cpu},
+        {"vector_bits", target.vectorBits},
+        {"object", objectName},
+        {"library", "libsegops_host_" + target.cpu + ".so"},
+    });
+  }
 
   if (gpuSimulator) {
     FailureOr<std::string> simulated =
@@ -104,9 +142,7 @@ static LogicalResult run(MLIRContext &context) {
   }
 
   (*manifest)["ptx"] = std::move(ptxFiles);
-  (*manifest)["host_object"] = "segops_host.o";
-  (*manifest)["host_library"] = hostLibrary.getValue();
-  (*manifest)["host_cpu"] = hostCpu.getValue();
+  (*manifest)["host"] = std::move(hostBuilds);
   std::string text;
   llvm::raw_string_ostream os(text);
   os << llvm::formatv("{0:2}", llvm::json::Value(std::move(*manifest)));

@@ -60,6 +60,11 @@ def ConvertSegToHost : Pass<"convert-seg-to-host", "ModuleOp"> {
     "::mlir::math::MathDialect",
     "::mlir::scf::SCFDialect",
   ];
+  let options = [
+    Option<"vectorBits", "vector-bits", "int64_t", /*default=*/"128",
+           "Bits of the target CPU's vector registers (128: SSE, 256: AVX2, "
+           "512: AVX-512): row bodies take a register's worth of rows">,
+  ];
 }
 
 def ConvertGPUToSimulator : Pass<"convert-gpu-to-simulator", "ModuleOp"> {

@@ -25,6 +25,15 @@ struct SegToPTXOptions : public PassPipelineOptions<SegToPTXOptions> {
       llvm::cl::init(256)};
 };
 
+/// Options of the `seg-to-host` pipeline.
+struct SegToHostOptions : public PassPipelineOptions<SegToHostOptions> {
+  PassOptions::Option<int64_t> vectorBits{
+      *this, "vector-bits",
+      llvm::cl::desc("Bits of the target CPU's vector registers (128: SSE, "
+                     "256: AVX2, 512: AVX-512)"),
+      llvm::cl::init(128)};
+};
+
 /// Options of the `seg-derive` pipeline.
 struct SegDeriveOptions : public PassPipelineOptions<SegDeriveOptions> {
   PassOptions::Option<unsigned> order{
@@ -55,7 +64,8 @@ void buildKernelModulesToNVVMPipeline(OpPassManager &pm,
 
 /// seg kernel functions -> LLVM dialect host functions, ready for translation
 /// to LLVM IR.
-void buildSegToHostPipeline(OpPassManager &pm);
+void buildSegToHostPipeline(OpPassManager &pm,
+                            const SegToHostOptions &options = {});
 
 /// seg kernel functions -> the GPU kernels of buildSegToPTXPipeline, turned
 /// into host functions calling the SIMT simulator (convert-gpu-to-simulator),

@@ -36,9 +36,18 @@ FailureOr<std::string> compileToPTX(ModuleOp source,
                                     const SegToPTXOptions &options,
                                     const PTXCodegenOptions &codegen = {});
 
+/// A CPU level the host kernels are compiled for.
+struct HostTarget {
+  /// The LLVM CPU name: the instructions the object may use.
+  std::string cpu = "x86-64-v2";
+  /// Its vector registers' bits (convert-seg-to-host's vector-bits).
+  int64_t vectorBits = 128;
+};
+
 /// Compiles the kernel functions of `source` to a relocatable, position
-/// independent object file for the host, tuned for `cpu` (an LLVM CPU name).
-FailureOr<std::string> compileToHostObject(ModuleOp source, StringRef cpu);
+/// independent object file for the host, for `target`.
+FailureOr<std::string> compileToHostObject(ModuleOp source,
+                                           const HostTarget &target);
 
 /// Compiles the kernel functions of `source` to the GPU kernels of
 /// compileToPTX, lowered instead to host code calling the SIMT simulator
@@ -48,7 +57,7 @@ FailureOr<std::string> compileToGPUSimulatorObject(ModuleOp source,
                                                    int64_t blockSize);
 
 /// Describes every kernel function of `source` (see SegmentProgram.h). Keys
-/// `ptx`, `host_object` and `host_library` are left to the caller.
+/// `ptx` and `host` are left to the caller.
 FailureOr<llvm::json::Object> buildKernelManifest(ModuleOp source,
                                                   int64_t blockSize);
 

@@ -83,17 +83,15 @@ static Value combineNothing(OpBuilder &, Location, Value total) {
 /// Number of interleaved partial sums per reduction in a segment's row loop.
 static constexpr int64_t kInterleave = 4;
 
-/// Bytes of one vector register (SSE, the op library's x86-64-v2 target):
-/// vector row bodies take this many bytes of each component.
-static constexpr int64_t kVectorBytes = 16;
-
 /// Rows of the whole-block path for short segments.
 static constexpr int64_t kShortSegmentRows = 16;
 
-/// Rows per vector body for `elementType`: a vector register's worth.
-static int64_t vectorLanes(Type elementType) {
-  return std::max<int64_t>(2, kVectorBytes * 8 /
-                                  elementType.getIntOrFloatBitWidth());
+/// Rows per vector body for `elementType` on a target whose vector
+/// registers hold `vectorBits` (the pass's vector-bits): a register's worth
+/// of each component, at least 2 and at most a short-segment block.
+static int64_t vectorLanes(Type elementType, int64_t vectorBits) {
+  int64_t lanes = vectorBits / elementType.getIntOrFloatBitWidth();
+  return std::clamp<int64_t>(lanes, 2, kShortSegmentRows);
 }
 
 /// Adds groups of `width` vectors (a power-of-two count of them) pairwise,
@@ -128,9 +126,8 @@ static SmallVector<Value> emitVectorRowLoop(OpBuilder &b, Location loc,
                                             Value rowBegin, Value rowEnd,
                                             ValueRange init,
                                             SegmentProgramEmitter::RowBody body,
-                                            Type elementType) {
+                                            int64_t lanes) {
   KernelCodeBuilder code(b, loc);
-  int64_t lanes = vectorLanes(elementType);
   Value count = b.create<arith::SubIOp>(loc, rowEnd, rowBegin);
   auto roundDown = [&](int64_t multiple) {
     Value step = code.i64(multiple);
@@ -192,9 +189,8 @@ static SmallVector<Value> emitVectorRowLoop(OpBuilder &b, Location loc,
 static SmallVector<Value>
 emitShortSegmentBlock(OpBuilder &b, Location loc, Value rowBegin, Value count,
                       ValueRange init, SegmentProgramEmitter::RowBody body,
-                      Type elementType) {
+                      int64_t lanes) {
   KernelCodeBuilder code(b, loc);
-  int64_t lanes = vectorLanes(elementType);
   int64_t numVectors = kShortSegmentRows / lanes;
   unsigned width = init.size();
   SmallVector<Value> zeros;
@@ -221,9 +217,11 @@ emitShortSegmentBlock(OpBuilder &b, Location loc, Value rowBegin, Value count,
 
 /// Row-output vectors a short-segment block may store (each a load, a
 /// select and a store, for 16 rows whatever the segment's length): measured
-/// with bench.host_ab on ~10-row segments, f32 with one component (4
-/// vectors) gains (mean backward 0.59x, rms_norm backward 0.87x the
-/// general loop's time), f32 vec3 (12) and f64 (8) lose (1.08-1.28x).
+/// with bench.host_ab on ~10-row segments in SSE (128-bit vectors), f32 with
+/// one component (4 vectors) gains (mean backward 0.59x, rms_norm backward
+/// 0.87x the general loop's time), f32 vec3 (12) and f64 (8) lose
+/// (1.08-1.28x). In AVX2 f64 with one component is 4 vectors and takes the
+/// block (mean backward 0.80x the SSE build's time).
 static constexpr int64_t kMaxShortBlockStoreVectors = 4;
 
 /// The components of the program's row outputs, per row, all outputs
@@ -246,12 +244,11 @@ static SmallVector<Value>
 emitSegmentRowLoop(OpBuilder &b, Location loc, Value rowBegin, Value rowEnd,
                    Value numRows, Value ownedRowsEnd, ValueRange init,
                    SegmentProgramEmitter::RowBody body, bool storesRows,
-                   const SegmentProgram &program) {
-  Type elementType = program.elementType;
-  int64_t storeVectors = rowOutputComponents(program) *
-                         (kShortSegmentRows / vectorLanes(elementType));
+                   const SegmentProgram &program, int64_t lanes) {
+  int64_t storeVectors =
+      rowOutputComponents(program) * (kShortSegmentRows / lanes);
   if (storesRows && storeVectors > kMaxShortBlockStoreVectors)
-    return emitVectorRowLoop(b, loc, rowBegin, rowEnd, init, body, elementType);
+    return emitVectorRowLoop(b, loc, rowBegin, rowEnd, init, body, lanes);
   KernelCodeBuilder code(b, loc);
   Value count = b.create<arith::SubIOp>(loc, rowEnd, rowBegin);
   Value isShort = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sle, count,
@@ -263,13 +260,13 @@ emitSegmentRowLoop(OpBuilder &b, Location loc, Value rowBegin, Value rowEnd,
   auto ifShort = b.create<scf::IfOp>(
       loc, b.create<arith::AndIOp>(loc, isShort, blockFits),
       [&](OpBuilder &tb, Location tl) {
-        tb.create<scf::YieldOp>(tl,
-                                emitShortSegmentBlock(tb, tl, rowBegin, count,
-                                                      init, body, elementType));
+        tb.create<scf::YieldOp>(
+            tl,
+            emitShortSegmentBlock(tb, tl, rowBegin, count, init, body, lanes));
       },
       [&](OpBuilder &eb, Location el) {
-        eb.create<scf::YieldOp>(el, emitVectorRowLoop(eb, el, rowBegin, rowEnd,
-                                                      init, body, elementType));
+        eb.create<scf::YieldOp>(
+            el, emitVectorRowLoop(eb, el, rowBegin, rowEnd, init, body, lanes));
       });
   return SmallVector<Value>(ifShort.getResults());
 }
@@ -464,7 +461,8 @@ emitBatchedSegments(OpBuilder &b, Location loc, const SegmentProgram &program,
 // its rows, or -1 if a scan saw idx out of order. Rows whose segment is
 // outside [0, S) get zero row outputs, from the calls that cover the first
 // and the last segment.
-static void emitHostKernel(const SegmentProgram &program, func::FuncOp kernel) {
+static void emitHostKernel(const SegmentProgram &program, func::FuncOp kernel,
+                           int64_t vectorBits) {
   OpBuilder b = OpBuilder::atBlockBegin(&kernel.getBody().front());
   Location loc = program.func.getLoc();
   KernelCodeBuilder code(b, loc);
@@ -539,7 +537,8 @@ static void emitHostKernel(const SegmentProgram &program, func::FuncOp kernel) {
                                  SegmentProgramEmitter::RowBody body,
                                  bool storesRows) {
       return emitSegmentRowLoop(rb, rl, rowBegin, rowEnd, numRows, ownedRowsEnd,
-                                init, body, storesRows, program);
+                                init, body, storesRows, program,
+                                vectorLanes(program.elementType, vectorBits));
     };
   };
   SmallVector<Value> initialState{firstRow,
@@ -594,7 +593,7 @@ static int64_t segmentComponentsRead(const SegmentProgram &program) {
 // programs reading matrices, once if every lane has the same segment;
 // invalid lanes masked); then single rows.
 static void emitHostRowMapKernel(const SegmentProgram &program,
-                                 func::FuncOp kernel) {
+                                 func::FuncOp kernel, int64_t vectorBits) {
   OpBuilder b = OpBuilder::atBlockBegin(&kernel.getBody().front());
   Location loc = program.func.getLoc();
   KernelCodeBuilder code(b, loc);
@@ -605,7 +604,7 @@ static void emitHostRowMapKernel(const SegmentProgram &program,
 
   // Whole vectors of rows first, when there is a segment to read (S > 0:
   // lanes outside [0, S) read segment 0 and store 0); then single rows.
-  int64_t lanes = vectorLanes(program.elementType);
+  int64_t lanes = vectorLanes(program.elementType, vectorBits);
   // Programs reading whole matrices per segment (9 components) load them
   // once when a vector's lanes share a segment, at the price of a branch
   // that mispredicts at segment boundaries; for a few components per
@@ -789,7 +788,7 @@ static SmallVector<Value> loadPassTotals(OpBuilder &b, Location loc,
 }
 
 static void emitHostTileKernel(const SegmentProgram &program,
-                               func::FuncOp kernel) {
+                               func::FuncOp kernel, int64_t vectorBits) {
   OpBuilder b = OpBuilder::atBlockBegin(&kernel.getBody().front());
   Location loc = program.func.getLoc();
   KernelCodeBuilder code(b, loc);
@@ -830,8 +829,9 @@ static void emitHostTileKernel(const SegmentProgram &program,
         },
         [&](OpBuilder &tb, Location tl) {
           // Tiles are long: no short-segment block.
-          SmallVector<Value> totals = emitVectorRowLoop(
-              tb, tl, rowBegin, rowEnd, init, body, elementType);
+          SmallVector<Value> totals =
+              emitVectorRowLoop(tb, tl, rowBegin, rowEnd, init, body,
+                                vectorLanes(elementType, vectorBits));
           KernelCodeBuilder store(tb, tl);
           for (auto [i, total] : llvm::enumerate(totals))
             store.store(total, args.partials, store.i64(offset + i));
@@ -900,9 +900,19 @@ static void emitHostFinishKernel(const SegmentProgram &program,
 namespace {
 struct ConvertSegToHostPass
     : public seg::impl::ConvertSegToHostBase<ConvertSegToHostPass> {
+  using ConvertSegToHostBase::ConvertSegToHostBase;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MLIRContext *ctx = &getContext();
+    // Vectors from 128 bits (SSE) to 512 (AVX-512): a short-segment block
+    // of 16 rows is a whole number of them for f32 and f64.
+    if (vectorBits < 128 || vectorBits > 512 ||
+        !llvm::isPowerOf2_64(vectorBits)) {
+      module.emitError() << "vector-bits must be 128, 256 or 512, got "
+                         << vectorBits.getValue();
+      return signalPassFailure();
+    }
     SmallVector<func::FuncOp> candidates;
     for (auto func : module.getOps<func::FuncOp>())
       if (SegmentProgram::isCandidate(func))
@@ -926,9 +936,9 @@ struct ConvertSegToHostPass
           builder.getFunctionType(params, {builder.getI64Type()}));
       kernel.addEntryBlock();
       if (program->mapsRowsOnly())
-        emitHostRowMapKernel(*program, kernel);
+        emitHostRowMapKernel(*program, kernel, vectorBits);
       else
-        emitHostKernel(*program, kernel);
+        emitHostKernel(*program, kernel, vectorBits);
       if (!program->mapsRowsOnly()) {
         // The tile kernel returns an i32: 1 if its rows are not all of one
         // valid segment.
@@ -939,7 +949,7 @@ struct ConvertSegToHostPass
             func.getLoc(), (func.getSymName() + "__rows").str(),
             builder.getFunctionType(tileParams, {builder.getI32Type()}));
         tile.addEntryBlock();
-        emitHostTileKernel(*program, tile);
+        emitHostTileKernel(*program, tile, vectorBits);
         SmallVector<Type> finishParams(program->buffers.size(), ptrType);
         finishParams.append(4, builder.getI64Type());
         finishParams.push_back(ptrType);
