@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from segops import _compiler
+from segops import _compiler, _library
 
 REPO = Path(__file__).resolve().parents[1]
 LIBRARY_SOURCE = REPO / "oplib" / "segops.mlir"
@@ -150,17 +150,20 @@ def _text_section_sizes(elf: bytes) -> dict[str, int]:
 
 def library_build(log: Callable[[str], None] = print) -> list[dict]:
     """The op library build as `make build` runs it (derive to third order,
-    then PTX for sm_80 and sm_90 and the host object), timed step by step."""
+    then PTX for sm_80 and sm_90 and the host objects of the built library's
+    host builds), timed step by step."""
     rows = []
+    builds = _library.manifest()["host"]
+    host_targets = ",".join(f"{build['cpu']}:{build['vector_bits']}" for build in builds)
     with tempfile.TemporaryDirectory() as out:
         derived = Path(out) / "derived.mlir"
         steps = [
             ("op library: seg-opt --seg-derive=order=3",
              [str(_compiler.tool("seg-opt")), str(LIBRARY_SOURCE), "--seg-derive=order=3",
               "-o", str(derived)]),
-            ("op library: seg-compile (104 programs: PTX x2, host object)",
+            (f"op library: seg-compile (104 programs: PTX x2, host x{len(builds)})",
              [str(_compiler.tool("seg-compile")), str(derived), "-o", out,
-              "--chips=sm_80,sm_90"]),
+              "--chips=sm_80,sm_90", f"--host-targets={host_targets}"]),
         ]
         for what, command in steps:
             seconds = _ms(lambda: subprocess.run(command, check=True)) / 1e3

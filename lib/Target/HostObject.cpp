@@ -2,6 +2,7 @@
 
 #include "segops/Target/OpLibrary.h"
 
+#include "mlir/IR/Threading.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Export.h"
 #include "llvm/IR/LegacyPassManager.h"
@@ -13,6 +14,8 @@
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/Target/TargetOptions.h"
 #include "llvm/TargetParser/Host.h"
+
+#include <mutex>
 
 using namespace mlir;
 using namespace mlir::seg;
@@ -43,8 +46,12 @@ static FailureOr<std::string> emitObject(ModuleOp module, StringRef cpu,
   if (!llvmModule)
     return module.emitError("translation to LLVM IR failed");
 
-  llvm::InitializeNativeTarget();
-  llvm::InitializeNativeTargetAsmPrinter();
+  // Builds may be compiled concurrently (compileToHostObjects).
+  static std::once_flag initializeNative;
+  std::call_once(initializeNative, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+  });
   std::string triple = llvm::sys::getDefaultTargetTriple();
   std::string error;
   const llvm::Target *target =
@@ -81,6 +88,22 @@ mlir::seg::compileToHostObject(ModuleOp source, const HostTarget &target) {
   if (failed(pm.run(*module)))
     return failure();
   return emitObject(*module, target.cpu, "segops_host");
+}
+
+FailureOr<SmallVector<std::string>>
+mlir::seg::compileToHostObjects(ModuleOp source, ArrayRef<HostTarget> targets) {
+  SmallVector<std::string> objects(targets.size());
+  LogicalResult compiled = failableParallelForEachN(
+      source.getContext(), 0, targets.size(), [&](size_t i) {
+        FailureOr<std::string> object = compileToHostObject(source, targets[i]);
+        if (failed(object))
+          return failure();
+        objects[i] = std::move(*object);
+        return success();
+      });
+  if (failed(compiled))
+    return failure();
+  return objects;
 }
 
 FailureOr<std::string>

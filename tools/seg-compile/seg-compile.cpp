@@ -119,11 +119,14 @@ static LogicalResult run(MLIRContext &context) {
   FailureOr<SmallVector<seg::HostTarget>> targets = parseHostTargets();
   if (failed(targets))
     return failure();
+  FailureOr<SmallVector<std::string>> objects =
+      seg::compileToHostObjects(*module, *targets);
+  if (failed(objects))
+    return failure();
   llvm::json::Array hostBuilds;
-  for (const seg::HostTarget &target : *targets) {
-    FailureOr<std::string> object = seg::compileToHostObject(*module, target);
+  for (auto [target, object] : llvm::zip(*targets, *objects)) {
     std::string objectName = "segops_host_" + target.cpu + ".o";
-    if (failed(object) || failed(writeFile(objectName, *object)))
+    if (failed(writeFile(objectName, object)))
       return failure();
     hostBuilds.push_back(llvm::json::Object{
         {"cpu", target.cpu},

@@ -49,6 +49,11 @@ struct HostTarget {
 FailureOr<std::string> compileToHostObject(ModuleOp source,
                                            const HostTarget &target);
 
+/// compileToHostObject for each of `targets`, in parallel on the context's
+/// threads (each build runs LLVM on one thread); the objects in their order.
+FailureOr<SmallVector<std::string>>
+compileToHostObjects(ModuleOp source, ArrayRef<HostTarget> targets);
+
 /// Compiles the kernel functions of `source` to the GPU kernels of
 /// compileToPTX, lowered instead to host code calling the SIMT simulator
 /// (runtime/lib/GpuSimulator.cpp): an object file for testing the GPU
