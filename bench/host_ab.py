@@ -4,7 +4,8 @@
                             [--lengths 10,1000] [--rows 10000000] [--rounds 5]
 
 Loads both shared objects (e.g. a copy of python/segops/_native/
-libsegops_host.so saved before a change, and the rebuilt one) and times
+libsegops_host_x86-64-v3.so saved before a change, and the rebuilt one; or
+the two builds of one op library, SSE and AVX2) and times
 each kernel on the same tensors, alternating A and B round by round so
 that both see the same machine state: the kernel alone (outputs written
 before, no index check, no allocation), over PyTorch's intra-op threads.
