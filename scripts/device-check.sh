@@ -6,7 +6,7 @@
 # benchmark. Everything it prints also goes to $OUT/device-check.log.
 #
 # From the development machine (see docs/benchmarks.md):
-#   make build            # compiles build/oplib (PTX + host object + manifest)
+#   make build            # compiles build/oplib (PTX + host objects + manifest)
 #   device run: bash scripts/device-check.sh   with carry: ["build/oplib"]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -44,6 +44,7 @@ fi
 export PYTHONPATH="$PWD/python:$PWD"
 python3 -c "from segops._native import _torchops as t; print('C++ CUDA operator kernels:', t.has_cuda_kernels())" \
   || echo "C++ operator kernels not importable: Python kernels"
+python3 -c "import segops; info = segops.library_info(); print('host kernels:', info['host_cpu'], 'of', info['host_builds'])"
 
 step "pytest (CPU and CUDA)"
 timeout 400 python3 -m pytest -q -p no:cacheprovider test/python || status=1
