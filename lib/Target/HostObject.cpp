@@ -7,6 +7,7 @@
 #include "mlir/Target/LLVMIR/Export.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
+#include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/TargetSelect.h"
@@ -59,6 +60,14 @@ static FailureOr<std::string> emitObject(ModuleOp module, StringRef cpu,
   if (!target)
     return module.emitError()
            << "no LLVM target for " << triple << ": " << error;
+  // LLVM compiles for an unknown CPU as for a generic one, with a warning.
+  // (The subtarget for the generic CPU knows the names; one for an unknown
+  // CPU would warn too.)
+  std::unique_ptr<llvm::MCSubtargetInfo> subtarget(
+      target->createMCSubtargetInfo(triple, /*CPU=*/"", /*Features=*/""));
+  if (!subtarget || !subtarget->isCPUStringValid(cpu))
+    return emitError(module.getLoc())
+           << "LLVM does not know the CPU '" << cpu << "' for " << triple;
   std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
       triple, cpu, /*Features=*/"", llvm::TargetOptions(), llvm::Reloc::PIC_,
       std::nullopt, llvm::CodeGenOptLevel::Aggressive));
