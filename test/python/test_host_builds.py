@@ -45,6 +45,29 @@ def test_segops_host_cpu_picks_a_build() -> None:
     assert result.stdout.strip() == baseline
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs /proc")
+def test_ops_run_on_the_build_segops_host_cpu_names() -> None:
+    """The C++ CPU kernels load the named build (and no other) and compute
+    with it."""
+    baseline = _BUILDS[-1]
+    code = """
+import torch, segops
+x = torch.randn(3000, 3, dtype=torch.float64)
+idx = torch.sort(torch.randint(0, 300, (3000,), dtype=torch.int32)).values
+got = segops.segmented_sum(x, idx, 300)
+want = torch.zeros(300, 3, dtype=torch.float64).index_add_(0, idx.long(), x)
+torch.testing.assert_close(got, want)
+maps = open("/proc/self/maps").read()
+print(sorted({line.rsplit("/", 1)[-1] for line in maps.splitlines()
+              if "libsegops_host" in line}))
+"""
+    env = dict(os.environ, SEGOPS_HOST_CPU=baseline["cpu"])
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str([baseline["library"]])
+
+
 def test_segops_host_cpu_rejects_a_build_the_library_lacks() -> None:
     result = _choose("x86-64-v1000")
     assert result.returncode != 0
