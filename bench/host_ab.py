@@ -16,7 +16,6 @@ the noise."""
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 
@@ -60,15 +59,12 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
 
-    manifest = json.loads((_library.NATIVE_DIR / "manifest.json").read_text())
-    kernels = {k["name"]: k for k in manifest["kernels"]}
     native = _library._native_module()
     libraries = [native.HostLibrary(args.a), native.HostLibrary(args.b)]
     threads = torch.get_num_threads()
     print(f"{threads} threads; ms per call, best (median) of {args.rounds} rounds")
     for name in args.kernels.split(","):
-        kernel = kernels[name]
-        split = kernel["host"].get("split")
+        kernel, info = _library.kernel_entry(name), _library.kernel(name)
         for length in (int(v) for v in args.lengths.split(",")):
             num_segments = max(1, args.rows // length) if length else 1
             idx = torch.sort(torch.randint(0, num_segments, (args.rows,),
@@ -77,11 +73,7 @@ def main() -> int:
             pointers = [t.data_ptr() for t in tensors]
 
             def run(library):
-                library.call_parallel(
-                    name, pointers, idx.data_ptr(), args.rows, num_segments, threads,
-                    kernel["host"]["range"] == "rows",
-                    split["rows_symbol"] if split else "", split["finish_symbol"] if split else "",
-                    split["pass_totals"] if split else [], kernel["dtype"] == "f64")
+                _library.launch_host(info, pointers, args.rows, num_segments, library)
 
             times: list[list[float]] = [[], []]
             for _ in range(args.rounds):

@@ -48,11 +48,12 @@ def library_info() -> dict[str, Any]:
     from segops import _library
 
     data = _library.manifest()
+    build = _library.host_build()
     return {
         "native_dir": str(_library.NATIVE_DIR),
         "kernels": sorted(_library.kernels()),
         "ptx": dict(data["ptx"]),
         "host_builds": [build["cpu"] for build in data["host"]],
-        "host_cpu": _library.host_build()["cpu"],
-        "host_library": _library.host_build()["library"],
+        "host_cpu": build["cpu"],
+        "host_library": build["library"],
     }

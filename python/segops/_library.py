@@ -225,14 +225,15 @@ MAX_GRID = 1 << 18
 
 
 def launch_host(kernel_info: Kernel, pointers: Sequence[int], num_rows: int,
-                num_segments: int) -> None:
+                num_segments: int, library: Any = None) -> None:
     """Runs every segment (and zeroes row outputs of rows outside them),
     across PyTorch's intra-op threads when there are enough rows (the
-    runtime decides, and cuts long segments into tiles)."""
+    runtime decides, and cuts long segments into tiles). `library`: a loaded
+    host kernel library other than this process's build (host_library)."""
     if num_rows == 0 and num_segments == 0:
         return
     rows_symbol, finish_symbol, pass_totals = kernel_info.split or ("", "", ())
-    host_library().call_parallel(kernel_info.name, list(pointers),
+    (library or host_library()).call_parallel(kernel_info.name, list(pointers),
                                  pointers[kernel_info.idx_position], num_rows, num_segments,
                                  torch.get_num_threads(), kernel_info.host_rows, rows_symbol,
                                  finish_symbol, pass_totals, kernel_info.dtype == "f64")

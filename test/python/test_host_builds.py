@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import torch
 
-from segops import _library
+from segops import _library, ops
 
 _BUILDS = _library.manifest()["host"]
 _NATIVE = _library._native_module()
@@ -91,23 +91,11 @@ def _layouts() -> list[tuple[int, int, torch.Tensor]]:
 
 def _run(library: Any, kernel: _library.Kernel, inputs: list[torch.Tensor],
          num_rows: int, num_segments: int) -> list[torch.Tensor]:
-    entry = _library.kernel_entry(kernel.name)
-    sizes = {"N": num_rows, "S": num_segments}
-    dtype = torch.float32 if kernel.dtype == "f32" else torch.float64
-    tensors, outputs, given = [], [], iter(inputs)
-    for buffer in entry["buffers"]:
-        if buffer["role"] == "output":
-            shape = [sizes.get(extent) or int(extent) for extent in buffer["shape"]]
-            tensor = torch.full(shape, float("nan"), dtype=dtype)
-            outputs.append(tensor)
-        else:
-            tensor = next(given)
-        tensors.append(tensor)
-    pointers = [tensor.data_ptr() for tensor in tensors]
-    rows_symbol, finish_symbol, pass_totals = kernel.split or ("", "", ())
-    library.call_parallel(kernel.name, pointers, pointers[kernel.idx_position], num_rows,
-                          num_segments, 2, kernel.host_rows, rows_symbol, finish_symbol,
-                          list(pass_totals), kernel.dtype == "f64")
+    """The kernel's outputs (NaN before it runs) from `library`'s build."""
+    outputs = [torch.full(shape, float("nan"), dtype=dtype)
+               for shape, dtype in ops._output_shapes(kernel.name, num_rows, num_segments)]
+    pointers = [tensor.data_ptr() for tensor in [*inputs, *outputs]]
+    _library.launch_host(kernel, pointers, num_rows, num_segments, library)
     return outputs
 
 
