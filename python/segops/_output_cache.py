@@ -1,9 +1,11 @@
 """The host output cache (runtime/include/segrt/BufferCache.h).
 
-A large CPU output (8 MiB or more) of the C++ kernels takes the buffer of an
-earlier output of about the same size that was freed, instead of fresh
-memory, whose first touch costs page faults and the zeroing of every page (as
-much as the kernel itself for ops writing a row per input row). At most
+A large CPU output (8 MiB or more) of the C++ kernels, or the contiguous copy
+of a large non-contiguous input (the expanded gradient of ``out.sum()``),
+takes the buffer of an earlier output of about the same size that was freed,
+instead of fresh memory, whose first touch costs page faults and the zeroing
+of every page (as much as the kernel itself for ops writing a row per input
+row). At most
 ``limit_bytes`` are held (1 GiB by default, an eighth of the memory on
 smaller machines), the least recently freed buffers released first.
 

@@ -1,8 +1,9 @@
 //===- host_outputs.cpp - host output tensors from segrt's cache ----------===//
 //
-// Large host outputs come from segrt::hostOutputCache() (see
-// segrt/BufferCache.h: reused buffers skip the first touch's page faults and
-// zeroing); small ones from PyTorch's CPU allocator, as before. The tensors
+// Large host outputs, and the contiguous copies of non-contiguous inputs,
+// come from segrt::hostOutputCache() (see segrt/BufferCache.h: reused
+// buffers skip the first touch's page faults and zeroing); small ones from
+// PyTorch's CPU allocator, as before. The tensors
 // are ordinary CPU tensors: their storage stays resizable, through the same
 // allocator.
 //
@@ -46,4 +47,12 @@ at::Tensor segops_torch::emptyHostOutput(at::IntArrayRef shape,
   return at::detail::empty_generic(shape, &allocator,
                                    c10::DispatchKeySet(c10::DispatchKey::CPU),
                                    dtype, std::nullopt);
+}
+
+at::Tensor segops_torch::contiguousInput(const at::Tensor &tensor) {
+  if (tensor.is_contiguous() || !tensor.is_cpu())
+    return tensor.contiguous();
+  at::Tensor copy = emptyHostOutput(tensor.sizes(), tensor.scalar_type());
+  copy.copy_(tensor);
+  return copy;
 }

@@ -191,7 +191,7 @@ BoundBuffers bindBuffers(const OperatorCall &call, at::Tensor kernelIdx) {
       bound.pointers.push_back(
           reinterpret_cast<uintptr_t>(bound.kernelIdx.data_ptr()));
     } else if (!buffer.isOutput) {
-      bound.keepAlive.push_back(call.floats[next++].contiguous());
+      bound.keepAlive.push_back(contiguousInput(call.floats[next++]));
       bound.pointers.push_back(
           reinterpret_cast<uintptr_t>(bound.keepAlive.back().data_ptr()));
     } else {
@@ -249,7 +249,7 @@ public:
     // the kernels read (one pass too).
     bool checkWhileRunning =
         level->validatesIndex && idx.scalar_type() == at::kInt;
-    at::Tensor kernelIdx = idx.contiguous();
+    at::Tensor kernelIdx = contiguousInput(idx);
     if (idx.scalar_type() == at::kLong) {
       kernelIdx = narrowHostIndex(kernelIdx, numSegments, level->validatesIndex,
                                   threads);
