@@ -349,6 +349,16 @@ public:
     at::Tensor idx = args[numFloats].toTensor();
     c10::SymInt numSegments = args[numFloats + 1].toSymInt();
     requiresGrad &= at::GradMode::is_enabled();
+    if (requiresGrad) {
+      // The backward reads the int32 index the forward's kernel reads: narrow
+      // it once here, for the forward and every backward level, instead of
+      // once per level.
+      if (at::Tensor narrowed = narrowedForBackward(idx, numSegments);
+          narrowed.defined()) {
+        idx = narrowed;
+        (*stack)[stack->size() - 2] = std::move(narrowed);
+      }
+    }
     {
       at::AutoDispatchBelowADInplaceOrView guard;
       op.redispatchBoxed(keys & c10::after_ADInplaceOrView_keyset, stack);
@@ -382,6 +392,24 @@ public:
   }
 
 private:
+  /// `idx` narrowed to int32 and checked, if it is an int64 index of plain
+  /// CPU tensors (not fake, functional or batched ones, whose data cannot be
+  /// read here) that passes the level's check; else an undefined tensor,
+  /// and the forward's kernel narrows idx (or reports what is wrong with it)
+  /// as without autograd.
+  at::Tensor narrowedForBackward(const at::Tensor &idx,
+                                 const c10::SymInt &numSegments) const {
+    std::optional<int64_t> segments = numSegments.maybe_as_int();
+    c10::DispatchKeySet dataKeys =
+        idx.key_set() - c10::autograd_dispatch_keyset_with_ADInplaceOrView -
+        c10::autocast_dispatch_keyset;
+    if (!segments || idx.scalar_type() != at::kLong || idx.dim() != 1 ||
+        dataKeys != c10::DispatchKeySet(c10::DispatchKey::CPU))
+      return {};
+    return narrowHostIndex(idx.contiguous(), *segments, level->validatesIndex,
+                           at::get_num_threads());
+  }
+
   std::shared_ptr<const OperatorLevel> level;
 };
 

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import segops
 from segops import ops
@@ -87,3 +88,52 @@ torch.save([out.detach(), *grads, sums], __import__("sys").argv[1])
         os.unlink(path)
     for a, b in zip(*results):
         assert torch.equal(a, b)
+
+
+class _IndexDtypes(TorchDispatchMode):
+    """Records the index dtype of every segops operator call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, torch.dtype]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.namespace == "segops":
+            index = next(a for a in args if isinstance(a, torch.Tensor)
+                         and a.dtype in (torch.int32, torch.int64))
+            self.calls.append((func.__name__, index.dtype))
+        return func(*args, **(kwargs or {}))
+
+
+def test_an_int64_index_is_narrowed_once_for_every_level() -> None:
+    """With an int64 index and inputs requiring grad, the autograd kernel
+    narrows idx once: the forward and every backward level get the int32
+    index, with results bitwise those of an int32 index."""
+    idx32 = layout([3, 0, 2, 4])
+    x = torch.randn(9, 3, dtype=torch.float64, requires_grad=True)
+
+    def forces(idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        energy = segops.segmented_rms_norm(x, idx, 4).pow(2).sum()
+        (grad,) = torch.autograd.grad(energy, x, create_graph=True)
+        (grad_grad,) = torch.autograd.grad(grad.pow(2).sum(), x)
+        return grad, grad_grad
+
+    with _IndexDtypes() as recorded:
+        results = forces(idx32.long())
+    assert [name for name, _ in recorded.calls][:3] == [
+        "segmented_rms_norm.default", "segmented_rms_norm_grad.default",
+        "segmented_rms_norm_grad_grad.default"]
+    assert {dtype for _, dtype in recorded.calls} == {torch.int32}, recorded.calls
+    for got, want in zip(results, forces(idx32)):
+        assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("values, message", [
+    ([0, 5], "idx values must lie"),
+    ([0, 2**32], "idx values must lie"),
+    ([1, 0], "sorted"),
+])
+def test_a_bad_int64_index_requiring_grad_gets_the_forward_error(values, message: str) -> None:
+    x = torch.randn(2, requires_grad=True)
+    with pytest.raises(ValueError, match=message):
+        segops.segmented_sum(x, torch.tensor(values), 2)
