@@ -36,13 +36,12 @@ def _median_ms(call, repeats: int = 9) -> float:
 def _tensors(kernel: dict, num_rows: int, num_segments: int,
              idx: torch.Tensor) -> list[torch.Tensor]:
     dtype = torch.float32 if kernel["dtype"] == "f32" else torch.float64
-    sizes = {"N": num_rows, "S": num_segments}
     tensors = []
     for buffer in kernel["buffers"]:
         if buffer["dtype"] == "i32":
             tensors.append(idx)
             continue
-        shape = [sizes[e] if e in sizes else int(e) for e in buffer["shape"]]
+        shape = _library.buffer_shape(buffer["shape"], num_rows, num_segments)
         tensors.append(torch.randn(shape, dtype=dtype))
     return tensors
 

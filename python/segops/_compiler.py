@@ -149,13 +149,9 @@ class CompiledModule:
         """Runs kernel `name` on CPU tensors (in argument order, idx included)
         and returns its outputs, allocated from the manifest's shapes."""
         entry = self.kernels[name]
-        sizes = {"N": num_rows, "S": num_segments}
-        outputs = []
-        for buffer in entry["buffers"]:
-            if buffer["role"] != "output":
-                continue
-            shape = [sizes[d] if d in sizes else int(d) for d in buffer["shape"]]
-            outputs.append(torch.empty(shape, dtype=_DTYPES[buffer["dtype"]]))
+        outputs = [torch.empty(_library.buffer_shape(buffer["shape"], num_rows, num_segments),
+                               dtype=_DTYPES[buffer["dtype"]])
+                   for buffer in entry["buffers"] if buffer["role"] == "output"]
         inputs = [t.contiguous() for t in inputs]  # kept alive across the call
         pointers = [t.data_ptr() for t in inputs] + [t.data_ptr() for t in outputs]
         # A call computes segments [begin, end), or rows for row maps.

@@ -144,6 +144,13 @@ def kernel_entry(name: str) -> dict[str, Any]:
         raise NotImplementedError(f"the op library has no kernel named {name!r}") from None
 
 
+def buffer_shape(symbolic: Sequence[str], num_rows: int, num_segments: int) -> list[int]:
+    """A manifest buffer's shape (each extent "N", "S" or a number) for a
+    call with `num_rows` rows and `num_segments` segments."""
+    sizes = {"N": num_rows, "S": num_segments}
+    return [sizes[extent] if extent in sizes else int(extent) for extent in symbolic]
+
+
 def kernel(name: str) -> Kernel:
     try:
         return kernels()[name]

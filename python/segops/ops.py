@@ -69,8 +69,7 @@ def _output_plan(kernel: str) -> tuple[tuple[tuple[str, ...], torch.dtype], ...]
 
 
 def _output_shapes(kernel: str, num_rows: int, num_segments: int) -> list[tuple[list, torch.dtype]]:
-    sizes = {"N": num_rows, "S": num_segments}
-    return [([sizes[d] if d in sizes else int(d) for d in shape], dtype)
+    return [(_library.buffer_shape(shape, num_rows, num_segments), dtype)
             for shape, dtype in _output_plan(kernel)]
 
 

@@ -70,8 +70,7 @@ def _op(name: str) -> str:
 
 
 def _make(buffer: dict, n: int, generator: torch.Generator, device: str) -> torch.Tensor:
-    sizes = {"N": n, "S": S}
-    shape = [sizes[d] if d in sizes else int(d) for d in buffer["shape"]]
+    shape = _library.buffer_shape(buffer["shape"], n, S)
     return torch.randn(shape, dtype=torch.float64, generator=generator).to(
         device=device, dtype=DTYPES[buffer["dtype"]])
 
@@ -86,12 +85,9 @@ def _run(name: str, floats: list[torch.Tensor], idx: torch.Tensor,
         if buffer["role"] != "input":
             continue
         inputs.append(idx if buffer["name"] == "idx" else floats_left.pop(0))
-    outputs = []
-    sizes = {"N": idx.shape[0], "S": S}
-    for buffer in entry["buffers"]:
-        if buffer["role"] == "output":
-            shape = [sizes[d] if d in sizes else int(d) for d in buffer["shape"]]
-            outputs.append(torch.empty(shape, dtype=DTYPES[buffer["dtype"]], device=idx.device))
+    outputs = [torch.empty(_library.buffer_shape(buffer["shape"], idx.shape[0], S),
+                           dtype=DTYPES[buffer["dtype"]], device=idx.device)
+               for buffer in entry["buffers"] if buffer["role"] == "output"]
     _launch.run(name, inputs, outputs, idx.shape[0], S)
     return outputs
 
