@@ -406,8 +406,8 @@ private:
     if (!segments || idx.scalar_type() != at::kLong || idx.dim() != 1 ||
         dataKeys != c10::DispatchKeySet(c10::DispatchKey::CPU))
       return {};
-    return narrowHostIndex(idx.contiguous(), *segments, level->validatesIndex,
-                           at::get_num_threads());
+    return narrowHostIndex(contiguousInput(idx), *segments,
+                           level->validatesIndex, at::get_num_threads());
   }
 
   std::shared_ptr<const OperatorLevel> level;
