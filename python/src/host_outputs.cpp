@@ -3,9 +3,8 @@
 // Large host outputs, and the contiguous copies of non-contiguous inputs,
 // come from segrt::hostOutputCache() (see segrt/BufferCache.h: reused
 // buffers skip the first touch's page faults and zeroing); small ones from
-// PyTorch's CPU allocator, as before. The tensors
-// are ordinary CPU tensors: their storage stays resizable, through the same
-// allocator.
+// PyTorch's CPU allocator, as before. The tensors are ordinary CPU tensors:
+// their storage stays resizable, through the same allocator.
 //
 //===----------------------------------------------------------------------===//
 
