@@ -35,7 +35,7 @@ def _median_ms(call, repeats: int = 9) -> float:
 
 def _tensors(kernel: dict, num_rows: int, num_segments: int,
              idx: torch.Tensor) -> list[torch.Tensor]:
-    dtype = torch.float32 if kernel["dtype"] == "f32" else torch.float64
+    dtype = _library.TORCH_DTYPES[kernel["dtype"]]
     tensors = []
     for buffer in kernel["buffers"]:
         if buffer["dtype"] == "i32":

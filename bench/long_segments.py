@@ -28,7 +28,7 @@ def _buffers(name: str, num_rows: int) -> list[torch.Tensor]:
     """The kernel's buffers in manifest order for one segment of `num_rows`
     rows: random inputs, idx all zero, empty outputs."""
     entry = _library.kernel_entry(name)
-    dtype = torch.float32 if entry["dtype"] == "f32" else torch.float64
+    dtype = _library.TORCH_DTYPES[entry["dtype"]]
     generator = torch.Generator().manual_seed(0)
     buffers = []
     for buffer in entry["buffers"]:

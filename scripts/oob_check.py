@@ -10,7 +10,6 @@ import torch
 
 from segops import _launch, _library
 
-DTYPES = {"f32": torch.float32, "f64": torch.float64}
 
 
 def main() -> None:
@@ -33,7 +32,7 @@ def main() -> None:
                     inputs.append(index[:rows])
                     continue
                 shape = [sizes[d] if d in sizes else int(d) for d in buffer["shape"]]
-                tensor = torch.randn(shape, device="cuda", dtype=DTYPES[buffer["dtype"]])
+                tensor = torch.randn(shape, device="cuda", dtype=_library.TORCH_DTYPES[buffer["dtype"]])
                 (outputs if buffer["role"] == "output" else inputs).append(tensor)
             _launch.run(entry["name"], inputs, outputs, rows, count)
     torch.cuda.synchronize()

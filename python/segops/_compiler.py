@@ -119,7 +119,6 @@ def compile_ptx(source: str, order: int = 0, chip: str = "sm_90",
     return ptx
 
 
-_DTYPES = {"f32": torch.float32, "f64": torch.float64, "i32": torch.int32}
 
 
 class CompiledModule:
@@ -150,7 +149,7 @@ class CompiledModule:
         and returns its outputs, allocated from the manifest's shapes."""
         entry = self.kernels[name]
         outputs = [torch.empty(_library.buffer_shape(buffer["shape"], num_rows, num_segments),
-                               dtype=_DTYPES[buffer["dtype"]])
+                               dtype=_library.TORCH_DTYPES[buffer["dtype"]])
                    for buffer in entry["buffers"] if buffer["role"] == "output"]
         inputs = [t.contiguous() for t in inputs]  # kept alive across the call
         pointers = [t.data_ptr() for t in inputs] + [t.data_ptr() for t in outputs]

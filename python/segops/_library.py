@@ -17,6 +17,8 @@ from typing import Any, Sequence
 import torch
 
 NATIVE_DIR = Path(__file__).resolve().parent / "_native"
+# The manifest's element type names.
+TORCH_DTYPES = {"f32": torch.float32, "f64": torch.float64, "i32": torch.int32}
 # The manifest format this package reads (lib/Target/Manifest.cpp writes it).
 MANIFEST_VERSION = 6
 
@@ -240,10 +242,10 @@ def launch_host(kernel_info: Kernel, pointers: Sequence[int], num_rows: int,
     if num_rows == 0 and num_segments == 0:
         return
     rows_symbol, finish_symbol, pass_totals = kernel_info.split or ("", "", ())
-    (library or host_library()).call_parallel(kernel_info.name, list(pointers),
-                                 pointers[kernel_info.idx_position], num_rows, num_segments,
-                                 torch.get_num_threads(), kernel_info.host_rows, rows_symbol,
-                                 finish_symbol, pass_totals, kernel_info.dtype == "f64")
+    (library or host_library()).call_parallel(
+        kernel_info.name, list(pointers), pointers[kernel_info.idx_position], num_rows,
+        num_segments, torch.get_num_threads(), kernel_info.host_rows, rows_symbol,
+        finish_symbol, pass_totals, kernel_info.dtype == "f64")
 
 
 def advise_huge_pages(tensor: torch.Tensor) -> None:

@@ -5,9 +5,9 @@ of a large non-contiguous input (the expanded gradient of ``out.sum()``),
 takes the buffer of an earlier output of about the same size that was freed,
 instead of fresh memory, whose first touch costs page faults and the zeroing
 of every page (as much as the kernel itself for ops writing a row per input
-row). At most
-``limit_bytes`` are held (1 GiB by default, an eighth of the memory on
-smaller machines), the least recently freed buffers released first.
+row). At most ``limit_bytes`` are held (1 GiB by default, an eighth of the
+memory on smaller machines), the least recently freed buffers released
+first.
 
 Environment: ``SEGOPS_OUTPUT_CACHE_MB`` sets the limit at import (0 turns
 the cache off). The Python kernels (``SEGOPS_PYTHON_OPS=1``) do not use it.

@@ -42,7 +42,6 @@ from segops._validation import (
 MAX_LEVEL = 3
 
 _DTYPE_NAMES = {torch.float32: "f32", torch.float64: "f64"}
-_TORCH_DTYPES = {"f32": torch.float32, "f64": torch.float64, "i32": torch.int32}
 
 
 @dataclass(frozen=True)
@@ -64,7 +63,7 @@ def _kernel_name(spec: OpSpec, level: int, first: Tensor) -> str:
 def _output_plan(kernel: str) -> tuple[tuple[tuple[str, ...], torch.dtype], ...]:
     """The kernel's outputs: symbolic shape ("N", "S" or extents) and dtype."""
     entry = _library.kernel_entry(kernel)
-    return tuple((tuple(buffer["shape"]), _TORCH_DTYPES[buffer["dtype"]])
+    return tuple((tuple(buffer["shape"]), _library.TORCH_DTYPES[buffer["dtype"]])
                  for buffer in entry["buffers"] if buffer["role"] == "output")
 
 

@@ -65,7 +65,7 @@ def _entry(name: str) -> dict:
 def _buffers(name: str, counts: list[int], seed: int) -> tuple[list[torch.Tensor],
                                                                  list[torch.Tensor], int, int]:
     entry = _entry(name)
-    dtype = torch.float32 if entry["dtype"] == "f32" else torch.float64
+    dtype = _library.TORCH_DTYPES[entry["dtype"]]
     generator = torch.Generator().manual_seed(seed)
     n, s = sum(counts), len(counts)
     idx = torch.repeat_interleave(torch.arange(s), torch.tensor(counts, dtype=torch.int64))

@@ -102,8 +102,7 @@ def _run(library: Any, kernel: _library.Kernel, inputs: list[torch.Tensor],
 def _inputs(kernel: _library.Kernel, idx: torch.Tensor, num_rows: int,
             num_segments: int) -> list[torch.Tensor]:
     entry = _library.kernel_entry(kernel.name)
-    sizes = {"N": num_rows, "S": num_segments}
-    dtype = torch.float32 if kernel.dtype == "f32" else torch.float64
+    dtype = _library.TORCH_DTYPES[kernel.dtype]
     generator = torch.Generator().manual_seed(11)
     inputs = []
     for buffer in entry["buffers"]:
@@ -112,7 +111,7 @@ def _inputs(kernel: _library.Kernel, idx: torch.Tensor, num_rows: int,
         if buffer["dtype"] == "i32":
             inputs.append(idx)
             continue
-        shape = [sizes.get(extent) or int(extent) for extent in buffer["shape"]]
+        shape = _library.buffer_shape(buffer["shape"], num_rows, num_segments)
         inputs.append(torch.randn(shape, generator=generator, dtype=dtype))
     return inputs
 

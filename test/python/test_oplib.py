@@ -54,7 +54,6 @@ REFERENCES: dict[str, Callable[..., torch.Tensor]] = {
     "segmented_gather": lambda y, idx: y[idx.long()],
 }
 
-DTYPES = {"f32": torch.float32, "f64": torch.float64, "i32": torch.int32}
 
 
 def _forward_kernels() -> list[str]:
@@ -72,7 +71,7 @@ def _op(name: str) -> str:
 def _make(buffer: dict, n: int, generator: torch.Generator, device: str) -> torch.Tensor:
     shape = _library.buffer_shape(buffer["shape"], n, S)
     return torch.randn(shape, dtype=torch.float64, generator=generator).to(
-        device=device, dtype=DTYPES[buffer["dtype"]])
+        device=device, dtype=_library.TORCH_DTYPES[buffer["dtype"]])
 
 
 def _run(name: str, floats: list[torch.Tensor], idx: torch.Tensor,
@@ -86,7 +85,7 @@ def _run(name: str, floats: list[torch.Tensor], idx: torch.Tensor,
             continue
         inputs.append(idx if buffer["name"] == "idx" else floats_left.pop(0))
     outputs = [torch.empty(_library.buffer_shape(buffer["shape"], idx.shape[0], S),
-                           dtype=DTYPES[buffer["dtype"]], device=idx.device)
+                           dtype=_library.TORCH_DTYPES[buffer["dtype"]], device=idx.device)
                for buffer in entry["buffers"] if buffer["role"] == "output"]
     _launch.run(name, inputs, outputs, idx.shape[0], S)
     return outputs
