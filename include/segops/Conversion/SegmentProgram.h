@@ -48,7 +48,8 @@ struct KernelBuffer {
 class SegmentProgram {
 public:
   /// Analyzes `func`, or emits an error on it saying why it is not a kernel
-  /// function.
+  /// function. Erases the ops of `func` whose results nothing uses: they are
+  /// no part of the kernel (their seg ops still tell idx and spaces).
   static FailureOr<SegmentProgram> analyze(func::FuncOp func);
 
   /// Returns true if `func` is meant as a kernel function: it has seg
@@ -99,7 +100,11 @@ public:
   int64_t reductionOffset(unsigned pass) const;
   /// Whether pass `pass` stores row outputs.
   bool storesRowsInPass(unsigned pass) const;
-  const Info &info(Value value) const { return infos.find(value)->second; }
+  const Info &info(Value value) const {
+    auto it = infos.find(value);
+    assert(it != infos.end() && "value outside the segment program");
+    return it->second;
+  }
   bool hasInfo(Value value) const { return infos.count(value); }
 
   std::string name;
@@ -107,7 +112,7 @@ public:
   mutable func::FuncOp func;
   /// The segment index shared by every seg op (a function argument).
   Value idx;
-  /// Floating-point element type of the program's data.
+  /// Floating-point element type of the program's data (one per program).
   Type elementType;
   /// Pointer parameters in ABI order: the tensor arguments, then the results.
   SmallVector<KernelBuffer, 6> buffers;

@@ -6,25 +6,34 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "segops/Dialect/Seg/IR/SegOps.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
 using namespace mlir::seg;
 
 bool SegmentProgram::isCandidate(func::FuncOp func) {
-  if (func.isExternal())
-    return false;
   // Seg ops, or tensors anywhere in the signature: such a function is meant
-  // as a kernel, and if it cannot be one the analysis says why.
+  // as a kernel, and if it cannot be one the analysis says why (a
+  // declaration too: nothing downstream could lower its tensors).
   auto isTensor = [](Type type) { return isa<RankedTensorType>(type); };
   FunctionType type = func.getFunctionType();
   if (llvm::any_of(type.getInputs(), isTensor) ||
       llvm::any_of(type.getResults(), isTensor))
     return true;
+  if (func.isExternal())
+    return false;
   bool hasSegOp = false;
   func.walk(
       [&](Operation *op) { hasSegOp |= isa<SegDialect>(op->getDialect()); });
   return hasSegOp;
+}
+
+static std::string typeString(Type type) {
+  std::string text;
+  llvm::raw_string_ostream(text) << type;
+  return text;
 }
 
 static bool isReduction(Operation *op) {
@@ -47,8 +56,11 @@ private:
     return func.emitError() << "'" << func.getSymName()
                             << "' is not a seg kernel function: " << why;
   }
+  LogicalResult checkElementTypes();
+  LogicalResult findIndex();
   LogicalResult assignSpaces();
   LogicalResult checkSizes();
+  void eraseDeadOps();
   void assignStages();
   LogicalResult buildBuffers();
 
@@ -57,6 +69,100 @@ private:
 };
 } // namespace seg
 } // namespace mlir
+
+// One float element type per kernel: the lowerings compute, load and store
+// every value in program.elementType.
+LogicalResult SegmentProgramAnalysis::checkElementTypes() {
+  Type first;
+  Value firstValue;
+  auto check = [&](Value value) -> LogicalResult {
+    auto type = dyn_cast<FloatType>(getElementTypeOrSelf(value.getType()));
+    if (!type)
+      return success();
+    if (!first) {
+      first = type;
+      firstValue = value;
+      return success();
+    }
+    if (type == first)
+      return success();
+    InFlightDiagnostic diag =
+        fail("it mixes float element types (" + typeString(first) +
+             " and " + typeString(type) +
+             "): every float value of a kernel function must have one");
+    diag.attachNote(firstValue.getLoc()) << "a value of type " << first;
+    diag.attachNote(value.getLoc()) << "a value of type " << type;
+    return failure();
+  };
+  Block &body = func.getBody().front();
+  for (BlockArgument arg : body.getArguments())
+    if (failed(check(arg)))
+      return failure();
+  for (Operation &op : body) {
+    for (Value value : op.getOperands())
+      if (failed(check(value)))
+        return failure();
+    for (Value value : op.getResults())
+      if (failed(check(value)))
+        return failure();
+  }
+  if (!first)
+    return fail("it computes no floating-point value");
+  program.elementType = first;
+  return success();
+}
+
+// The segment index: the idx of every seg op, a function argument. A
+// function without seg ops (a derived gradient whose seg ops canonicalized
+// away, say) runs over its one integer tensor argument.
+LogicalResult SegmentProgramAnalysis::findIndex() {
+  Block &body = func.getBody().front();
+  for (Operation &op : body.without_terminator()) {
+    if (!isa<SegDialect>(op.getDialect()))
+      continue;
+    Value idx = TypeSwitch<Operation *, Value>(&op)
+                    .Case<SumOp, MeanOp, RmsNormOp, DotOp, MulOp, MatvecOp,
+                          GatherOp, OuterSumOp, CountOp>(
+                        [](auto segOp) { return segOp.getIdx(); })
+                    .Default([](Operation *) { return Value(); });
+    if (!isa_and_nonnull<BlockArgument>(idx))
+      return fail("every seg operation's idx must be a function argument");
+    if (program.idx && program.idx != idx)
+      return fail("all seg operations must share one idx");
+    program.idx = idx;
+  }
+  if (program.idx)
+    return success();
+  SmallVector<BlockArgument> indices;
+  for (BlockArgument arg : body.getArguments()) {
+    auto tensor = dyn_cast<RankedTensorType>(arg.getType());
+    if (tensor && tensor.getRank() == 1 &&
+        isa<IntegerType>(tensor.getElementType()))
+      indices.push_back(arg);
+  }
+  if (indices.size() != 1)
+    return fail("it has no seg operation, and no single integer tensor "
+                "argument to take as its idx (elementwise tensor code alone "
+                "has no segments to run over)");
+  program.idx = indices.front();
+  return success();
+}
+
+// Ops nothing uses are no part of the kernel (and may have no space: a dead
+// splat's square root). Their spaces still anchored the others'.
+void SegmentProgramAnalysis::eraseDeadOps() {
+  // Users before producers: a reverse_iterator would point at erased ops.
+  SmallVector<Operation *> ops;
+  for (Operation &op : func.getBody().front().without_terminator())
+    ops.push_back(&op);
+  for (Operation *op : llvm::reverse(ops)) {
+    if (!isOpTriviallyDead(op))
+      continue;
+    for (Value result : op->getResults())
+      program.infos.erase(result);
+    op->erase();
+  }
+}
 
 LogicalResult SegmentProgramAnalysis::assignSpaces() {
   FailureOr<DenseMap<Value, ValueSpace>> spaces =
@@ -190,6 +296,8 @@ LogicalResult SegmentProgramAnalysis::buildBuffers() {
 }
 
 FailureOr<SegmentProgram> SegmentProgramAnalysis::run() {
+  if (func.isExternal())
+    return fail("it is a declaration (a kernel function needs a body)");
   if (!func.getBody().hasOneBlock())
     return fail("its body must be one block");
   Block &body = func.getBody().front();
@@ -198,31 +306,14 @@ FailureOr<SegmentProgram> SegmentProgramAnalysis::run() {
       return fail("arguments must be ranked tensors or index");
   if (body.getTerminator()->getNumOperands() == 0)
     return fail("it returns nothing");
-
-  // One segment index, a function argument, for every seg op.
-  for (Operation &op : body.without_terminator()) {
-    if (!isa<SegDialect>(op.getDialect()))
-      continue;
-    Value idx = TypeSwitch<Operation *, Value>(&op)
-                    .Case<SumOp, MeanOp, RmsNormOp, DotOp, MulOp, MatvecOp,
-                          GatherOp, OuterSumOp, CountOp>(
-                        [](auto segOp) { return segOp.getIdx(); })
-                    .Default([](Operation *) { return Value(); });
-    if (!isa_and_nonnull<BlockArgument>(idx))
-      return fail("every seg operation's idx must be a function argument");
-    if (program.idx && program.idx != idx)
-      return fail("all seg operations must share one idx");
-    program.idx = idx;
-  }
-  if (!program.idx)
-    return fail("it has no seg operation (elementwise tensor code alone "
-                "has no segments to run over)");
-
-  if (failed(assignSpaces()) || failed(checkSizes()))
+  for (auto [i, type] : llvm::enumerate(func.getResultTypes()))
+    if (!isa<RankedTensorType>(type))
+      return fail("result #" + Twine(i) + " is not a tensor (it has type " +
+                  typeString(type) + ")");
+  if (failed(checkElementTypes()) || failed(findIndex()) ||
+      failed(assignSpaces()) || failed(checkSizes()))
     return failure();
-  for (Value result : body.getTerminator()->getOperands())
-    program.elementType =
-        cast<RankedTensorType>(result.getType()).getElementType();
+  eraseDeadOps();
   assignStages();
   if (failed(buildBuffers()))
     return failure();

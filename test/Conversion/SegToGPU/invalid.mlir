@@ -78,8 +78,56 @@ func.func @unanchored(%x: tensor<?xf32>, %idx: tensor<?xi32>, %n: index, %len: i
 
 // -----
 
-// expected-error @+1 {{'elementwise_only' is not a seg kernel function: it has no seg operation (elementwise tensor code alone has no segments to run over)}}
+// expected-error @+1 {{'elementwise_only' is not a seg kernel function: it has no seg operation, and no single integer tensor argument to take as its idx (elementwise tensor code alone has no segments to run over)}}
 func.func @elementwise_only(%a: tensor<?xf32>, %b: tensor<?xf32>) -> tensor<?xf32> {
   %0 = arith.addf %a, %b : tensor<?xf32>
+  return %0 : tensor<?xf32>
+}
+
+// -----
+
+// D2: one element type per kernel; mixing f32 and f64 miscompiled before.
+// expected-error @+1 {{'mixed_types' is not a seg kernel function: it mixes float element types (f32 and f64): every float value of a kernel function must have one}}
+func.func @mixed_types(%x: tensor<?xf32>, %y: tensor<?xf64>, %idx: tensor<?xi32>, %n: index) -> (tensor<?xf32>, tensor<?xf64>) {
+  // expected-note @-1 {{a value of type 'f32'}}
+  // expected-note @-2 {{a value of type 'f64'}}
+  %0 = seg.sum %x, %idx, %n : tensor<?xf32>, tensor<?xi32> -> tensor<?xf32>
+  %1 = seg.sum %y, %idx, %n : tensor<?xf64>, tensor<?xi32> -> tensor<?xf64>
+  return %0, %1 : tensor<?xf32>, tensor<?xf64>
+}
+
+// -----
+
+// D2: a splat of another element type than the data.
+// expected-error @+1 {{'mixed_splat' is not a seg kernel function: it mixes float element types (f32 and f64)}}
+func.func @mixed_splat(%x: tensor<?xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?xf32> {
+  // expected-note @-1 {{a value of type 'f32'}}
+  // expected-note @+1 {{a value of type 'f64'}}
+  %c = arith.constant 2.0 : f64
+  %0 = seg.sum %x, %idx, %n : tensor<?xf32>, tensor<?xi32> -> tensor<?xf32>
+  return %0 : tensor<?xf32>
+}
+
+// -----
+
+// D3: results are tensors (this cast<RankedTensorType> asserted).
+// expected-error @+1 {{'index_result' is not a seg kernel function: result #1 is not a tensor (it has type index)}}
+func.func @index_result(%x: tensor<?xf32>, %idx: tensor<?xi32>, %n: index) -> (tensor<?xf32>, index) {
+  %s = seg.sum %x, %idx, %n : tensor<?xf32>, tensor<?xi32> -> tensor<?xf32>
+  return %s, %n : tensor<?xf32>, index
+}
+
+// -----
+
+// A declaration has no body to compile (LLVM translation failed on it).
+// expected-error @+1 {{'declared' is not a seg kernel function: it is a declaration (a kernel function needs a body)}}
+func.func private @declared(%x: tensor<?xf32>) -> tensor<?xf32>
+
+// -----
+
+// Without seg ops, the one integer tensor argument is idx; with two, none is.
+// expected-error @+1 {{'two_indices' is not a seg kernel function: it has no seg operation, and no single integer tensor argument to take as its idx}}
+func.func @two_indices(%x: tensor<?xf32> {seg.space = "row"}, %a: tensor<?xi32>, %b: tensor<?xi32>) -> tensor<?xf32> {
+  %0 = arith.mulf %x, %x : tensor<?xf32>
   return %0 : tensor<?xf32>
 }

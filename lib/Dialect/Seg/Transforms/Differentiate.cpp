@@ -42,9 +42,34 @@ static DenseSet<Value> valuesAffectingResults(func::FuncOp func) {
   return affecting;
 }
 
-/// Records on the gradient function's arguments whether each lives per row
-/// or per segment, as far as the primal function tells: a zero gradient may
-/// leave an argument connected to no seg op in the gradient function.
+/// The arguments to differentiate: `wrt`, or by default every
+/// floating-point tensor argument, except one that no result depends on and
+/// whose space (per row or per segment) nothing tells: its zero gradient
+/// could not be given a length.
+static SmallVector<unsigned> chooseArguments(func::FuncOp func,
+                                             ArrayRef<unsigned> wrt) {
+  if (!wrt.empty())
+    return SmallVector<unsigned>(wrt);
+  FunctionType type = func.getFunctionType();
+  SmallVector<unsigned> chosen;
+  DenseSet<Value> affecting = valuesAffectingResults(func);
+  for (unsigned i = 0; i < type.getNumInputs(); ++i) {
+    if (!isDifferentiableType(type.getInput(i)))
+      continue;
+    auto tensor = dyn_cast<RankedTensorType>(type.getInput(i));
+    bool placeable = affecting.contains(func.getArgument(i)) ||
+                     func.getArgAttr(i, kSpaceAttrName) ||
+                     (tensor && tensor.getRank() == 3);
+    if (placeable)
+      chosen.push_back(i);
+  }
+  return chosen;
+}
+
+/// Records on the gradient function's arguments (and the primal's) whether
+/// each lives per row or per segment, as far as the primal function tells: a
+/// zero gradient may leave an argument connected to no seg op in the
+/// gradient function.
 static void annotateSpaces(func::FuncOp primal, func::FuncOp grad,
                            ArrayRef<unsigned> differentiableResults) {
   FailureOr<DenseMap<Value, ValueSpace>> spaces = failure();
@@ -59,20 +84,25 @@ static void annotateSpaces(func::FuncOp primal, func::FuncOp grad,
   if (failed(spaces))
     return;
   Builder b(primal.getContext());
-  auto annotate = [&](unsigned position, Value value) {
+  auto annotate = [&](func::FuncOp func, unsigned position, Value value) {
     auto it = spaces->find(value);
     if (it == spaces->end() ||
         (it->second != ValueSpace::Row && it->second != ValueSpace::Segment))
       return;
-    grad.setArgAttr(position, kSpaceAttrName,
+    func.setArgAttr(position, kSpaceAttrName,
                     b.getStringAttr(stringifyValueSpace(it->second)));
   };
   Block &body = primal.getBody().front();
-  for (BlockArgument arg : body.getArguments())
-    annotate(arg.getArgNumber(), arg);
+  for (BlockArgument arg : body.getArguments()) {
+    annotate(grad, arg.getArgNumber(), arg);
+    // The primal keeps them too: canonicalization may erase the seg ops
+    // that told them (a seg result nobody uses).
+    annotate(primal, arg.getArgNumber(), arg);
+  }
   Operation *terminator = body.getTerminator();
   for (auto [k, resultIndex] : llvm::enumerate(differentiableResults))
-    annotate(body.getNumArguments() + k, terminator->getOperand(resultIndex));
+    annotate(grad, body.getNumArguments() + k,
+             terminator->getOperand(resultIndex));
 }
 
 namespace {
@@ -105,23 +135,12 @@ FailureOr<func::FuncOp> mlir::seg::differentiateFunction(func::FuncOp func,
     return func.emitError("seg-differentiate needs a function with a body of "
                           "one block");
   FunctionType type = func.getFunctionType();
-  // By default every floating-point tensor argument, except one that no
-  // result depends on and whose space (per row or per segment) nothing
-  // tells: its zero gradient could not be given a length.
-  SmallVector<unsigned> chosen(wrt);
-  if (chosen.empty()) {
-    DenseSet<Value> affecting = valuesAffectingResults(func);
-    for (unsigned i = 0; i < type.getNumInputs(); ++i) {
-      if (!isDifferentiableType(type.getInput(i)))
-        continue;
-      auto tensor = dyn_cast<RankedTensorType>(type.getInput(i));
-      bool placeable = affecting.contains(func.getArgument(i)) ||
-                       func.getArgAttr(i, kSpaceAttrName) ||
-                       (tensor && tensor.getRank() == 3);
-      if (placeable)
-        chosen.push_back(i);
-    }
-  }
+  SmallVector<unsigned> chosen = chooseArguments(func, wrt);
+  if (chosen.empty())
+    return func.emitError() << "seg-differentiate: no argument of '"
+                            << func.getSymName()
+                            << "' gets a gradient (it has no floating-point "
+                               "argument that a result depends on)";
   for (unsigned i : chosen) {
     if (i >= type.getNumInputs())
       return func.emitError()
@@ -162,8 +181,12 @@ FailureOr<func::FuncOp> mlir::seg::differentiateFunction(func::FuncOp func,
        llvm::zip(body.getArguments(), entry->getArguments()))
     primal.map(arg, newArg);
   SmallVector<Operation *> clones;
-  for (Operation &op : body.without_terminator())
+  // Diagnostics name the primal op: the clones die with `grad` on failure.
+  DenseMap<Operation *, Operation *> originals;
+  for (Operation &op : body.without_terminator()) {
     clones.push_back(builder.clone(op, primal));
+    originals[clones.back()] = &op;
+  }
 
   // Activity: values that depend on a chosen argument.
   DenseSet<Value> active;
@@ -204,9 +227,11 @@ FailureOr<func::FuncOp> mlir::seg::differentiateFunction(func::FuncOp func,
       continue; // Zero cotangent: nothing flows back through this op.
     auto rule = dyn_cast<ReverseDifferentiableOpInterface>(op);
     if (!rule) {
+      Operation *original = originals.lookup(op);
+      original->emitError() << "seg-differentiate: '" << original->getName()
+                            << "' has no derivative rule";
       grad.erase();
-      return op->emitError() << "seg-differentiate: '" << op->getName()
-                             << "' has no derivative rule";
+      return failure();
     }
     SmallVector<Value> operandAdjoints;
     if (failed(rule.buildAdjoints(builder, resultAdjoints, operandAdjoints))) {
@@ -244,9 +269,9 @@ struct SegDifferentiatePass
       if (!function.empty())
         selected = name == function;
       else if (!onlySuffix.empty())
-        selected = name.ends_with(onlySuffix) && hasSegOps(func);
+        selected = name.ends_with(onlySuffix) && isKernelFunction(func);
       else
-        selected = !name.ends_with(suffix) && hasSegOps(func);
+        selected = !name.ends_with(suffix) && isKernelFunction(func);
       if (selected)
         targets.push_back(func);
     }
@@ -257,6 +282,10 @@ struct SegDifferentiatePass
     }
     SymbolTable symbols(module);
     for (func::FuncOp func : targets) {
+      // Unless asked for by name, a function whose arguments get no
+      // gradient (seg.count of idx alone, say) has no derivative to emit.
+      if (function.empty() && chooseArguments(func, wrt).empty())
+        continue;
       std::string name = (func.getSymName() + suffix).str();
       if (symbols.lookup(name)) {
         func.emitError() << "seg-differentiate: '" << name
@@ -268,7 +297,14 @@ struct SegDifferentiatePass
     }
   }
 
-  static bool hasSegOps(func::FuncOp func) {
+  /// Seg ops, or arguments placed per row or per segment (a derived
+  /// function whose seg ops canonicalized away is still one).
+  static bool isKernelFunction(func::FuncOp func) {
+    if (func.isExternal())
+      return false;
+    for (unsigned i = 0; i < func.getNumArguments(); ++i)
+      if (func.getArgAttr(i, kSpaceAttrName))
+        return true;
     bool found = false;
     func.walk(
         [&](Operation *op) { found |= isa<SegDialect>(op->getDialect()); });
