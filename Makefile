@@ -10,7 +10,7 @@ JOBS       ?=
 
 NINJA := ninja -C $(BUILD_DIR) $(if $(JOBS),-j$(JOBS))
 
-.PHONY: all bootstrap configure build develop demo test test-lit test-python bench clean
+.PHONY: all bootstrap configure build develop demo test test-lit test-python test-fuzz fuzz sanitize bench clean
 
 all: build
 
@@ -43,7 +43,42 @@ test-lit: build
 test-python: develop
 	$(PYTHON) -m pytest -q
 
-test: test-lit test-python
+# The seg-opt mutation fuzzer: a short fixed run in `make test`, a longer
+# one here (FUZZ_SECONDS, FUZZ_SEED). Failures land in build/fuzz/.
+FUZZ_SECONDS ?= 600
+FUZZ_SEED    ?= $(shell date +%s)
+
+test-fuzz: build
+	$(PYTHON) scripts/fuzz_seg_opt.py --seg-opt $(BUILD_DIR)/bin/seg-opt --seconds 45 --seed 0
+
+fuzz: build
+	$(PYTHON) scripts/fuzz_seg_opt.py --seg-opt $(BUILD_DIR)/bin/seg-opt --seconds $(FUZZ_SECONDS) --seed $(FUZZ_SEED)
+
+test: test-lit test-python test-fuzz
+
+# ASan + UBSan with assertions over the compiler, the runtime and the
+# extensions, in $(SANITIZE_DIR): lit, the fuzzer, and the pytest files of
+# the native path (PyTorch itself is not instrumented: the sanitizer
+# runtimes are preloaded into Python).
+SANITIZE_DIR   ?= build-sanitize
+SANITIZE_TESTS ?= test/python/test_native_ops.py test/python/test_index_check.py \
+  test/python/test_segmented_sum.py test/python/test_ops.py test/python/test_unsorted_index.py \
+  test/python/test_memory_safety.py test/python/test_host_workers.py
+SANITIZE_ENV    = LD_PRELOAD="$$(g++ -print-file-name=libasan.so) $$(g++ -print-file-name=libubsan.so)" \
+  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+sanitize: bootstrap
+	cmake -S . -B $(SANITIZE_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DSEGOPS_SANITIZE=ON -DMLIR_DIR=$(MLIR_DIR) -DLLVM_EXTERNAL_LIT=$(LIT) \
+	  -DPython3_EXECUTABLE=$$(command -v $(PYTHON)) \
+	  -DSEGOPS_PYTHON_NATIVE_DIR=$(CURDIR)/$(SANITIZE_DIR)/python/segops/_native
+	ninja -C $(SANITIZE_DIR) $(if $(JOBS),-j$(JOBS))
+	ninja -C $(SANITIZE_DIR) check-seg
+	$(PYTHON) scripts/fuzz_seg_opt.py --seg-opt $(SANITIZE_DIR)/bin/seg-opt --seconds 120 \
+	  --seed 0 --out $(SANITIZE_DIR)/fuzz
+	cp python/segops/*.py $(SANITIZE_DIR)/python/segops/
+	$(SANITIZE_ENV) PYTHONPATH=$(CURDIR)/$(SANITIZE_DIR)/python SEGOPS_BUILD_DIR=$(CURDIR)/$(SANITIZE_DIR) \
+	  $(PYTHON) -m pytest -q -p no:cacheprovider $(SANITIZE_TESTS)
 
 bench: develop
 	$(PYTHON) -m bench

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from segops._output_cache import empty_output_cache, output_cache_info, set_output_cache_limit
-from segops._validation import set_debug_checks
+from segops._validation import DTypeError, set_debug_checks
 from segops.ops import (
     segmented_dot,
     segmented_gather,
@@ -27,6 +27,7 @@ from segops.ops import (
 )
 
 __all__ = [
+    "DTypeError",
     "segmented_sum",
     "segmented_dot",
     "segmented_mul",

@@ -1,9 +1,15 @@
 """Argument checks shared by the real and the fake (meta) kernels.
 
 Cheap checks (types, dtypes, shapes, devices, counts) run on every call and
-never read tensor data. Index content (range and order) is checked where that
-costs no host synchronisation: always on CPU, and on CUDA only in debug mode,
-since the kernels stay in bounds whatever idx holds.
+never read tensor data. Index content is checked where that costs no host
+synchronisation: always on CPU, and on CUDA only in debug mode, since the
+kernels stay in bounds whatever idx holds. Values must lie in
+[0, num_segments); order matters only to the segment kernels on CUDA (on
+CPU an unsorted index's rows are sorted first, and row maps take any order).
+
+Errors follow the wording of nvalchemiops (the package segops stands in
+for): a dtype error is a DTypeError, which ``except TypeError`` and
+``except ValueError`` both catch.
 """
 
 from __future__ import annotations
@@ -44,6 +50,11 @@ def debug_checks_enabled() -> bool:
     return _debug_checks
 
 
+class DTypeError(TypeError, ValueError):
+    """A tensor of the wrong dtype. segops raised TypeError, nvalchemiops
+    raises ValueError: code written against either keeps working."""
+
+
 def _shape(tensor: torch.Tensor) -> str:
     return "(" + ", ".join(str(d) for d in tensor.shape) + ("," if tensor.dim() == 1 else "") + ")"
 
@@ -58,7 +69,7 @@ def check_float_rows(op: str, name: str, value: object, leading: str = "N") -> i
     """Checks a (L,) or (L, 3) float32/float64 tensor; returns its row width."""
     tensor = check_tensor(op, name, value)
     if tensor.dtype not in FLOAT_DTYPES:
-        raise TypeError(f"{op}: {name} must be float32 or float64, got {tensor.dtype}")
+        raise DTypeError(f"{op}: {name} must be float32 or float64, got {tensor.dtype}")
     if tensor.dim() == 1:
         return 1
     if tensor.dim() == 2 and tensor.shape[1] == 3:
@@ -82,7 +93,7 @@ def check_num_segments(op: str, num_segments: object) -> int:
 def check_index(op: str, idx: object, num_rows: int, rows_from: str) -> torch.Tensor:
     tensor = check_tensor(op, "idx", idx)
     if tensor.dtype not in INDEX_DTYPES:
-        raise TypeError(f"{op}: idx must be int32 or int64 (values fitting int32), got {tensor.dtype}")
+        raise DTypeError(f"{op}: idx must be int32 or int64 (values fitting int32), got {tensor.dtype}")
     if tensor.dim() != 1:
         raise ValueError(f"{op}: idx must be 1-D with shape (N,), got {_shape(tensor)}")
     if tensor.shape[0] != num_rows:
@@ -99,10 +110,12 @@ def check_same_device(op: str, **tensors: torch.Tensor) -> None:
         raise ValueError(f"{op}: all tensors must be on one device, got {listing}")
 
 
-def check_index_content(op: str, idx: torch.Tensor, num_segments: int) -> None:
-    """Range and order of idx: on CPU always, on CUDA in debug mode only."""
-    if idx.numel() == 0:
-        return
+def check_index_content(op: str, idx: torch.Tensor, num_segments: int,
+                        require_sorted: bool = False) -> None:
+    """idx's values in [0, num_segments) (and non-decreasing if
+    `require_sorted`): on CPU always, on CUDA in debug mode only."""
+    if idx.numel() == 0 or idx.dtype not in INDEX_DTYPES or idx.dim() != 1:
+        return  # nothing to read, or not an index (check_index words that)
     if idx.device.type != "cpu":
         if not _debug_checks:
             return
@@ -110,16 +123,41 @@ def check_index_content(op: str, idx: torch.Tensor, num_segments: int) -> None:
     idx = idx.contiguous()
     problem, row = _library._native_module().check_index(
         idx.data_ptr(), idx.dtype == torch.int64, idx.numel(), num_segments,
-        torch.get_num_threads())
+        torch.get_num_threads(), require_sorted)
     if problem == "range":
-        raise ValueError(
-            f"{op}: idx values must lie in [0, num_segments) = [0, {num_segments}), "
-            f"got {int(idx[row])} at row {row}")
+        raise index_range_error(op, idx, row, num_segments)
     if problem == "order":
         # Not a memory-safety matter: unsorted rows silently land in wrong
         # segments, so the contract rejects them.
-        raise ValueError(f"{op}: idx must be sorted (non-decreasing); row {row} "
+        raise ValueError(f"{op}: idx must be sorted (non-decreasing) on CUDA; row {row} "
                          f"({int(idx[row])}) follows {int(idx[row - 1])}")
+
+
+def index_range_error(op: str, idx: torch.Tensor, row: int, num_segments: int) -> ValueError:
+    """The error for a host index whose first value outside [0, num_segments)
+    is at `row`: int64 values beyond int32 are named first, wherever they are."""
+    if idx.dtype == torch.int64:
+        beyond = ((idx > INT32_MAX) | (idx < -INT32_MAX - 1)).nonzero()
+        if beyond.numel():
+            first = int(beyond[0, 0])
+            return ValueError(f"{op}: idx value {int(idx[first])} at row {first} is not "
+                              f"representable as int32 (idx values must fit int32)")
+    value = int(idx[row])
+    if value < 0:
+        return ValueError(f"{op}: idx value {value} at row {row} is negative (idx values "
+                          f"must lie in [0, num_segments) = [0, {num_segments}))")
+    return ValueError(f"{op}: idx value {value} at row {row} is out of range for "
+                      f"num_segments = {num_segments} (idx values must lie in "
+                      f"[0, num_segments) = [0, {num_segments}))")
+
+
+def is_sorted_host_index(idx: torch.Tensor, num_segments: int) -> bool:
+    """Whether a contiguous CPU index whose values lie in [0, num_segments)
+    is non-decreasing."""
+    problem, _ = _library._native_module().check_index(
+        idx.data_ptr(), idx.dtype == torch.int64, idx.numel(), num_segments,
+        torch.get_num_threads(), True)
+    return problem == ""
 
 
 def as_kernel_index(idx: torch.Tensor) -> torch.Tensor:

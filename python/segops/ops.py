@@ -29,6 +29,7 @@ from torch import Tensor
 
 from segops import _gpusim, _launch, _library, _output_cache, _validation
 from segops._validation import (
+    DTypeError,
     as_kernel_index,
     check_float_rows,
     check_index,
@@ -101,20 +102,55 @@ def _op_name(spec: OpSpec, level: int) -> str:
     return spec.name + "_grad" * level
 
 
+def _needs_sorted_index(kernel: str, device: torch.device) -> bool:
+    """Whether a kernel's idx must be sorted on `device`: segment kernels on
+    CUDA. Row maps take any order; on CPU an unsorted index's rows are
+    sorted before a segment kernel runs (_run_on_sorted_rows)."""
+    return device.type == "cuda" and not _library.kernel(kernel).host_rows
+
+
 def _run_level(spec: OpSpec, level: int, floats: Sequence[Tensor], idx: Tensor,
                num_segments: int) -> Tensor | tuple[Tensor, ...]:
     if level == 0:
         spec.validate(*floats, idx, num_segments)
-        check_index_content(spec.name, idx, num_segments)
     kernel = _kernel_name(spec, level, floats[0])
+    check_index_content(_op_name(spec, level), idx, num_segments,
+                        require_sorted=_needs_sorted_index(kernel, idx.device))
     num_rows = idx.shape[0]
     outputs = [torch.empty(shape, dtype=dtype, device=idx.device)
                for shape, dtype in _output_shapes(kernel, num_rows, num_segments)]
     k = len(spec.float_args)
     inputs = [t.contiguous() for t in floats[:k]] + [as_kernel_index(idx)] + \
         [t.contiguous() for t in floats[k:]]
-    _launch.run(kernel, inputs, outputs, num_rows, num_segments)
+    if (idx.device.type == "cpu" and not _library.kernel(kernel).host_rows
+            and not _validation.is_sorted_host_index(inputs[k], num_segments)):
+        _run_on_sorted_rows(kernel, inputs, outputs, num_rows, num_segments)
+    else:
+        _launch.run(kernel, inputs, outputs, num_rows, num_segments)
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+def _run_on_sorted_rows(kernel: str, inputs: list[Tensor], outputs: list[Tensor],
+                        num_rows: int, num_segments: int) -> None:
+    """Runs a segment kernel on the rows of an unsorted host index in a
+    stable sort of it (each segment's rows in their order: deterministic
+    results), its row outputs put back in the callers' row order. The
+    Python twin of the C++ kernels' runOnSortedRows."""
+    buffers = _library.kernel_entry(kernel)["buffers"]
+    input_buffers = [b for b in buffers if b["role"] == "input"]
+    output_buffers = [b for b in buffers if b["role"] == "output"]
+    position = next(i for i, b in enumerate(input_buffers) if b["name"] == "idx")
+    sorted_idx, order = torch.sort(inputs[position], stable=True)
+    sorted_inputs = [sorted_idx.contiguous() if i == position
+                     else t.index_select(0, order)
+                     if b["shape"][0] == "N" and b.get("read", True) else t
+                     for i, (b, t) in enumerate(zip(input_buffers, inputs))]
+    sorted_outputs = [torch.empty_like(t) if b["shape"][0] == "N" else t
+                      for b, t in zip(output_buffers, outputs)]
+    _launch.run(kernel, sorted_inputs, sorted_outputs, num_rows, num_segments)
+    for b, out, result in zip(output_buffers, outputs, sorted_outputs):
+        if b["shape"][0] == "N":
+            out.index_copy_(0, order, result)
 
 
 def _fake_level(spec: OpSpec, level: int, floats: Sequence[Tensor], idx: Tensor,
@@ -179,11 +215,18 @@ def _native_variants(spec: OpSpec, level: int) -> dict[str, dict]:
 
 
 def _native_validator(spec: OpSpec, level: int) -> Callable[..., None]:
-    """Raises the error for arguments the C++ kernel rejected."""
+    """Raises the error for arguments the C++ kernel rejected (on CUDA in
+    debug mode, checks idx before every launch)."""
     def validate(*args) -> None:
+        floats, idx, num_segments = args[:-2], args[-2], args[-1]
         if level == 0:
-            spec.validate(*args[:-2], args[-2], args[-1])
-            check_index_content(spec.name, args[-2], args[-1])
+            spec.validate(*floats, idx, num_segments)
+        if floats and floats[0].dtype in _DTYPE_NAMES and floats[0].dim() in (1, 2, 3):
+            kernel = _kernel_name(spec, level, floats[0])
+            require_sorted = _needs_sorted_index(kernel, idx.device)
+        else:
+            require_sorted = False
+        check_index_content(_op_name(spec, level), idx, num_segments, require_sorted)
     return validate
 
 
@@ -252,7 +295,7 @@ def _same_dtype(op: str, **tensors: Tensor) -> None:
     dtypes = {t.dtype for t in tensors.values()}
     if len(dtypes) > 1:
         listing = ", ".join(f"{n} is {t.dtype}" for n, t in tensors.items())
-        raise TypeError(f"{op}: all float tensors must have one dtype, got {listing}")
+        raise DTypeError(f"{op}: all float tensors must have one dtype, got {listing}")
 
 
 def _check_segment_rows(op: str, name: str, tensor: Tensor, num_segments: int) -> None:

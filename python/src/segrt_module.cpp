@@ -33,13 +33,14 @@ PYBIND11_MODULE(_segrt, m) {
   m.def(
       "check_index",
       [](uintptr_t idx, bool is64Bit, int64_t numRows, int64_t numSegments,
-         int numThreads) {
+         int numThreads, bool requireSorted) {
         segrt::IndexCheck result;
         {
           // Python objects are built below, with the GIL held again.
           py::gil_scoped_release release;
           result = segrt::checkIndex(reinterpret_cast<const void *>(idx),
-                                     is64Bit, numRows, numSegments, numThreads);
+                                     is64Bit, numRows, numSegments, numThreads,
+                                     requireSorted);
         }
         const char *problem =
             result.problem == segrt::IndexProblem::None         ? ""
@@ -49,9 +50,10 @@ PYBIND11_MODULE(_segrt, m) {
       },
       py::arg("idx"), py::arg("is_64_bit"), py::arg("num_rows"),
       py::arg("num_segments"), py::arg("num_threads") = 1,
+      py::arg("require_sorted") = true,
       "One pass over a contiguous host index (on up to num_threads threads): "
-      "('', -1) if every value is in "
-      "[0, num_segments) and non-decreasing, else ('range' or 'order', row).");
+      "('', -1) if every value is in [0, num_segments) and (with "
+      "require_sorted) non-decreasing, else ('range' or 'order', row).");
 
   m.def(
       "advise_huge_pages",

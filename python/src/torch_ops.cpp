@@ -174,9 +174,9 @@ at::Tensor narrowHostIndex(const at::Tensor &idx, int64_t numSegments,
   at::Tensor narrowed = emptyHostOutput({numRows}, at::kInt);
   if (numRows == 0)
     return narrowed;
-  segrt::IndexCheck result =
-      segrt::narrowIndex(idx.data_ptr<int64_t>(), narrowed.data_ptr<int32_t>(),
-                         numRows, numSegments, check, numThreads);
+  segrt::IndexCheck result = segrt::narrowIndex(
+      idx.data_ptr<int64_t>(), narrowed.data_ptr<int32_t>(), numRows,
+      numSegments, check, numThreads, /*requireSorted=*/false);
   return result.problem == segrt::IndexProblem::None ? narrowed : at::Tensor();
 }
 
@@ -208,6 +208,39 @@ BoundBuffers bindBuffers(const OperatorCall &call, at::Tensor kernelIdx) {
     }
   }
   return bound;
+}
+
+segrt::IndexCheck runOnSortedRows(const OperatorCall &call,
+                                  at::Tensor kernelIdx,
+                                  BoundBuffers &bound, int numThreads) {
+  // A stable sort: each segment's rows keep their order, so the results
+  // are deterministic (those of the sorted rows, bitwise).
+  auto [sortedIdx, order] =
+      at::sort(kernelIdx, /*stable=*/true, /*dim=*/0, /*descending=*/false);
+  OperatorCall sorted = call;
+  size_t next = 0;
+  for (const Buffer &buffer : call.variant->buffers) {
+    if (buffer.isOutput || buffer.isIndex)
+      continue;
+    at::Tensor &input = sorted.floats[next++];
+    if (buffer.isRead && buffer.shape.front() == kRows)
+      input = input.index_select(0, order);
+  }
+  bound = bindBuffers(sorted, sortedIdx.contiguous());
+  const Variant &variant = *call.variant;
+  segrt::IndexCheck check = segrt::checkIndexAndCallHostKernel(
+      variant.symbol, bound.pointers, bound.kernelIdx.data_ptr<int32_t>(),
+      kernelIdx.size(0), call.numSegments, numThreads, variant.range,
+      variant.split.rows ? &variant.split : nullptr);
+  size_t output = 0;
+  for (const Buffer &buffer : variant.buffers) {
+    if (!buffer.isOutput)
+      continue;
+    at::Tensor &result = bound.outputs[output++];
+    if (buffer.shape.front() == kRows)
+      result = at::empty_like(result).index_copy_(0, order, result);
+  }
+  return check;
 }
 
 namespace {
@@ -244,36 +277,30 @@ public:
     const at::Tensor &idx = call.idx;
     int64_t numRows = idx.size(0), numSegments = call.numSegments;
     int threads = at::get_num_threads();
-    // An int32 index is checked by the kernels as they read it (one pass
-    // over idx); an int64 index is checked as it is narrowed to the int32
-    // the kernels read (one pass too).
-    bool checkWhileRunning =
-        level->validatesIndex && idx.scalar_type() == at::kInt;
+    // idx is checked as the kernels read it (one pass over idx), at every
+    // level: values in [0, S), in any order. An int64 index is checked for
+    // range as it is narrowed to the int32 the kernels read (one pass too).
     at::Tensor kernelIdx = contiguousInput(idx);
     if (idx.scalar_type() == at::kLong) {
-      kernelIdx = narrowHostIndex(kernelIdx, numSegments, level->validatesIndex,
+      kernelIdx = narrowHostIndex(kernelIdx, numSegments, /*check=*/true,
                                   threads);
       if (!kernelIdx.defined())
         reportInvalid(*level, call.floats, idx, numSegments,
-                      "idx is out of range or unsorted");
+                      "idx is out of range");
     }
     BoundBuffers bound = bindBuffers(call, kernelIdx);
     if (numRows > 0 || numSegments > 0) {
-      const int32_t *kernelIdxData = bound.kernelIdx.data_ptr<int32_t>();
-      if (checkWhileRunning) {
-        segrt::IndexCheck check = segrt::checkIndexAndCallHostKernel(
-            variant.symbol, bound.pointers, kernelIdxData, numRows, numSegments,
-            threads, variant.range,
-            variant.split.rows ? &variant.split : nullptr);
-        if (check.problem != segrt::IndexProblem::None)
-          reportInvalid(*level, call.floats, idx, numSegments,
-                        "idx is out of range or unsorted");
-      } else {
-        segrt::callHostKernelParallel(
-            variant.symbol, bound.pointers, kernelIdxData, numRows, numSegments,
-            threads, variant.range,
-            variant.split.rows ? &variant.split : nullptr);
-      }
+      segrt::IndexCheck check = segrt::checkIndexAndCallHostKernel(
+          variant.symbol, bound.pointers, bound.kernelIdx.data_ptr<int32_t>(),
+          numRows, numSegments, threads, variant.range,
+          variant.split.rows ? &variant.split : nullptr);
+      // Segment kernels walk sorted rows: an unsorted index runs again on
+      // its rows in sorted order (sorted ones cost nothing more).
+      if (check.problem == segrt::IndexProblem::Unsorted)
+        check = runOnSortedRows(call, bound.kernelIdx, bound, threads);
+      if (check.problem != segrt::IndexProblem::None)
+        reportInvalid(*level, call.floats, idx, numSegments,
+                      "idx is out of range");
     }
     for (at::Tensor &output : bound.outputs)
       stack->emplace_back(std::move(output));
@@ -406,8 +433,8 @@ private:
     if (!segments || idx.scalar_type() != at::kLong || idx.dim() != 1 ||
         dataKeys != c10::DispatchKeySet(c10::DispatchKey::CPU))
       return {};
-    return narrowHostIndex(contiguousInput(idx), *segments,
-                           level->validatesIndex, at::get_num_threads());
+    return narrowHostIndex(contiguousInput(idx), *segments, /*check=*/true,
+                           at::get_num_threads());
   }
 
   std::shared_ptr<const OperatorLevel> level;

@@ -142,10 +142,18 @@ struct BoundBuffers {
 /// kernelIndex and narrowHostIndex).
 BoundBuffers bindBuffers(const OperatorCall &call, at::Tensor kernelIdx);
 /// A contiguous int64 host index narrowed as kernelIndex does, in one pass
-/// that also checks range and order if `check`: an undefined tensor if that
-/// check fails.
+/// that also checks range (not order) if `check`: an undefined tensor if
+/// that check fails.
 at::Tensor narrowHostIndex(const at::Tensor &idx, int64_t numSegments,
                            bool check, int numThreads);
+
+/// Runs `call`'s host kernel on its rows taken in a stable sort of
+/// `kernelIdx` (an int32 host index in any order), into `bound`; row
+/// outputs are put back in the caller's row order. Returns the index check
+/// of the sorted run (a value out of range, if any).
+segrt::IndexCheck runOnSortedRows(const OperatorCall &call,
+                                  at::Tensor kernelIdx,
+                                  BoundBuffers &bound, int numThreads);
 
 /// An uninitialized CPU tensor for a kernel's output; large ones reuse
 /// buffers of earlier outputs (host_outputs.cpp).

@@ -71,8 +71,9 @@ public:
                   torch::jit::Stack *stack) {
     OperatorCall call = takeArguments(*level, stack, c10::DeviceType::CUDA);
     // idx's content costs a host sync to check: only in debug mode (the
-    // validator does it); the kernels stay in bounds whatever it holds.
-    if (level->validatesIndex && debugChecks())
+    // validator does it, at every level: a row map's gradient may be a
+    // segment kernel); the kernels stay in bounds whatever it holds.
+    if (debugChecks())
       callValidator(*level, call.floats, call.idx, call.numSegments);
     c10::cuda::CUDAGuard guard(call.idx.device());
     BoundBuffers bound = bindBuffers(call, kernelIndex(call.idx));

@@ -361,7 +361,13 @@ IndexCheck segrt::checkIndexAndCallHostKernel(
              split))
     return {};
   rechecks.fetch_add(1, std::memory_order_relaxed);
-  // The kernels saw a problem (or their rows did not meet): find the first
-  // one in row order. (Were there none, their results stand.)
+  // The kernels saw a problem (or their rows did not meet): a value out of
+  // range, first, wherever it is; else, for segment kernels, disorder.
+  // (Were there neither, their results stand.)
+  IndexCheck outside = checkIndex(idx, /*is64Bit=*/false, numRows,
+                                  numSegments, numThreads,
+                                  /*requireSorted=*/false);
+  if (outside.problem != IndexProblem::None || range == HostRange::Rows)
+    return outside;
   return checkIndex(idx, /*is64Bit=*/false, numRows, numSegments, numThreads);
 }

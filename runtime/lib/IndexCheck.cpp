@@ -22,14 +22,14 @@ static int64_t checkParallelMinRows() {
 
 /// The first problem in rows [begin, end), where rows [begin, end) follow
 /// `previous` (the value of row begin - 1, or 0).
-template <typename T>
+template <bool Sorted, typename T>
 static IndexCheck scanRows(const T *idx, int64_t begin, int64_t end,
                            int64_t previous, int64_t numSegments) {
   for (int64_t row = begin; row < end; ++row) {
     int64_t value = idx[row];
     if (value < 0 || value >= numSegments)
       return {IndexProblem::OutOfRange, row};
-    if (value < previous)
+    if (Sorted && value < previous)
       return {IndexProblem::Unsorted, row};
     previous = value;
   }
@@ -37,19 +37,19 @@ static IndexCheck scanRows(const T *idx, int64_t begin, int64_t end,
 }
 
 /// The first problem in a block the branch-free pass found bad, row by row.
-template <typename T>
+template <bool Sorted, typename T>
 static IndexCheck rescanBlock(const T *idx, int64_t blockBegin,
                               int64_t blockEnd, int64_t numSegments) {
   int64_t previous =
       blockBegin > 0 ? std::clamp<int64_t>(idx[blockBegin - 1], 0, numSegments)
                      : 0;
-  return scanRows(idx, blockBegin, blockEnd, previous, numSegments);
+  return scanRows<Sorted>(idx, blockBegin, blockEnd, previous, numSegments);
 }
 
 /// The body of checkRange: one branch-free pass per block (an unsigned
 /// compare catches both v < 0 and v >= S; each row is compared with the row
 /// before it), which the compiler vectorizes.
-template <typename T>
+template <bool Sorted, typename T>
 static inline __attribute__((always_inline)) IndexCheck
 checkRangeBody(const T *idx, int64_t begin, int64_t end, int64_t numSegments) {
   using Unsigned = std::make_unsigned_t<T>;
@@ -62,13 +62,13 @@ checkRangeBody(const T *idx, int64_t begin, int64_t end, int64_t numSegments) {
   for (int64_t blockBegin = begin; blockBegin < end; blockBegin += kBlockRows) {
     int64_t blockEnd = std::min(end, blockBegin + kBlockRows);
     T previous = blockBegin > 0 ? idx[blockBegin - 1] : T(0);
-    int bad = (idx[blockBegin] < previous) |
+    int bad = (Sorted && idx[blockBegin] < previous) |
               (static_cast<Unsigned>(idx[blockBegin]) >= limit);
     for (int64_t row = blockBegin + 1; row < blockEnd; ++row)
       bad |= (static_cast<Unsigned>(idx[row]) >= limit) |
-             (idx[row] < idx[row - 1]);
+             (Sorted && idx[row] < idx[row - 1]);
     if (bad)
-      return rescanBlock(idx, blockBegin, blockEnd, numSegments);
+      return rescanBlock<Sorted>(idx, blockBegin, blockEnd, numSegments);
   }
   return {};
 }
@@ -87,20 +87,22 @@ checkRangeBody(const T *idx, int64_t begin, int64_t end, int64_t numSegments) {
 
 SEGRT_CPU_CLONES
 static IndexCheck checkRange(const int32_t *idx, int64_t begin, int64_t end,
-                             int64_t numSegments) {
-  return checkRangeBody(idx, begin, end, numSegments);
+                             int64_t numSegments, bool sorted) {
+  return sorted ? checkRangeBody<true>(idx, begin, end, numSegments)
+                : checkRangeBody<false>(idx, begin, end, numSegments);
 }
 
 SEGRT_CPU_CLONES
 static IndexCheck checkRange(const int64_t *idx, int64_t begin, int64_t end,
-                             int64_t numSegments) {
-  return checkRangeBody(idx, begin, end, numSegments);
+                             int64_t numSegments, bool sorted) {
+  return sorted ? checkRangeBody<true>(idx, begin, end, numSegments)
+                : checkRangeBody<false>(idx, begin, end, numSegments);
 }
 
 /// The body of narrowRange: each int64 value clamped to [-1, INT32_MAX] into
 /// `out` (order kept; no value wraps into a valid segment) and, with Check,
 /// the checks of checkRangeBody, in the same branch-free pass per block.
-template <bool Check>
+template <bool Check, bool Sorted>
 static inline __attribute__((always_inline)) IndexCheck
 narrowRangeBody(const int64_t *idx, int32_t *out, int64_t begin, int64_t end,
                 int64_t numSegments) {
@@ -112,26 +114,30 @@ narrowRangeBody(const int64_t *idx, int32_t *out, int64_t begin, int64_t end,
           std::clamp<int64_t>(value, -1, std::numeric_limits<int32_t>::max()));
     };
     int64_t previous = blockBegin > 0 ? idx[blockBegin - 1] : 0;
-    int bad = Check && ((idx[blockBegin] < previous) |
+    int bad = Check && ((Sorted && idx[blockBegin] < previous) |
                         (static_cast<uint64_t>(idx[blockBegin]) >= limit));
     out[blockBegin] = narrow(idx[blockBegin]);
     for (int64_t row = blockBegin + 1; row < blockEnd; ++row) {
       out[row] = narrow(idx[row]);
       if (Check)
         bad |= (static_cast<uint64_t>(idx[row]) >= limit) |
-               (idx[row] < idx[row - 1]);
+               (Sorted && idx[row] < idx[row - 1]);
     }
     if (Check && bad)
-      return rescanBlock(idx, blockBegin, blockEnd, numSegments);
+      return rescanBlock<Sorted>(idx, blockBegin, blockEnd, numSegments);
   }
   return {};
 }
 
 SEGRT_CPU_CLONES
 static IndexCheck narrowRange(const int64_t *idx, int32_t *out, int64_t begin,
-                              int64_t end, int64_t numSegments, bool check) {
-  return check ? narrowRangeBody<true>(idx, out, begin, end, numSegments)
-               : narrowRangeBody<false>(idx, out, begin, end, numSegments);
+                              int64_t end, int64_t numSegments, bool check,
+                              bool sorted) {
+  if (!check)
+    return narrowRangeBody<false, false>(idx, out, begin, end, numSegments);
+  return sorted
+             ? narrowRangeBody<true, true>(idx, out, begin, end, numSegments)
+             : narrowRangeBody<true, false>(idx, out, begin, end, numSegments);
 }
 
 /// Runs `checkRows(begin, end)` on equal row ranges over up to numThreads
@@ -155,18 +161,21 @@ static IndexCheck firstProblem(int64_t numRows, int numThreads,
 }
 
 IndexCheck segrt::checkIndex(const void *idx, bool is64Bit, int64_t numRows,
-                             int64_t numSegments, int numThreads) {
+                             int64_t numSegments, int numThreads,
+                             bool requireSorted) {
   return firstProblem(numRows, numThreads, [&](int64_t begin, int64_t end) {
     return is64Bit ? checkRange(static_cast<const int64_t *>(idx), begin, end,
-                                numSegments)
+                                numSegments, requireSorted)
                    : checkRange(static_cast<const int32_t *>(idx), begin, end,
-                                numSegments);
+                                numSegments, requireSorted);
   });
 }
 
 IndexCheck segrt::narrowIndex(const int64_t *idx, int32_t *out, int64_t numRows,
-                              int64_t numSegments, bool check, int numThreads) {
+                              int64_t numSegments, bool check, int numThreads,
+                              bool requireSorted) {
   return firstProblem(numRows, numThreads, [&](int64_t begin, int64_t end) {
-    return narrowRange(idx, out, begin, end, numSegments, check);
+    return narrowRange(idx, out, begin, end, numSegments, check,
+                       requireSorted);
   });
 }

@@ -179,8 +179,10 @@ def test_compile_fullgraph_matches_eager() -> None:
         (lambda: (torch.randn(4), layout([4]), 2**31), ValueError, "num_segments must fit int32"),
         (lambda: (torch.randn(4), layout([1, 3]), 1), ValueError, r"idx values must lie in \[0, num_segments\)"),
         (lambda: (torch.randn(3), torch.tensor([0, -1, 0], dtype=torch.int32), 2), ValueError, "idx values must lie"),
-        (lambda: (torch.randn(3), torch.tensor([1, 0, 1], dtype=torch.int32), 2), ValueError, "idx must be sorted"),
-        (lambda: (torch.randn(2), torch.tensor([0, 2**32], dtype=torch.int64), 2), ValueError, "idx values must lie"),
+        (lambda: (torch.randn(3), torch.tensor([0, -1, 0], dtype=torch.int32), 2), ValueError, "idx value -1 at row 1 is negative"),
+        (lambda: (torch.randn(4), layout([1, 3]), 1), ValueError, "idx value 1 at row 1 is out of range for num_segments = 1"),
+        (lambda: (torch.randn(2), torch.tensor([0, 2**32], dtype=torch.int64), 2), ValueError, "idx value 4294967296 at row 1 is not representable as int32"),
+        (lambda: (torch.randn(2), torch.tensor([5, 2**31], dtype=torch.int64), 2), ValueError, "idx value 2147483648 at row 1 is not representable as int32"),
         (lambda: (torch.randn(4), layout([4], "meta"), 1), ValueError, "all tensors must be on one device"),
     ],
 )

@@ -623,54 +623,25 @@ static void emitHostRowMapKernel(const SegmentProgram &program,
       loc, args.begin,
       b.create<arith::SelectOp>(loc, hasSegments, vectorRows, code.i64(0)));
   Value zeros = code.zero(VectorType::get({lanes}, b.getI64Type()));
-  // The index check of the rows computed (the op library's contract: values
-  // in [0, S), never descending), in i32 as idx is, as loop state: the
-  // previous row's value (row begin - 1's, or the lowest i32) and the
-  // problems seen so far. One unsigned compare against min(S, 2^31) finds
-  // values outside [0, S) (negative ones are >= 2^31 unsigned).
+  // The index check of the rows computed (a row map's contract: values in
+  // [0, S), in any order), in i32 as idx is, as loop state: the problems
+  // seen so far. One unsigned compare against min(S, 2^31) finds values
+  // outside [0, S) (negative ones are >= 2^31 unsigned).
   Type i32Type = b.getI32Type();
-  Value hasPrevious = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sgt,
-                                              args.begin, code.i64(0));
-  auto ifPrevious = b.create<scf::IfOp>(
-      loc, hasPrevious,
-      [&](OpBuilder &tb, Location tl) {
-        KernelCodeBuilder then(tb, tl);
-        tb.create<scf::YieldOp>(
-            tl,
-            then.load(idx, i32Type,
-                      tb.create<arith::SubIOp>(tl, args.begin, then.i64(1))));
-      },
-      [&](OpBuilder &eb, Location el) {
-        eb.create<scf::YieldOp>(
-            el, ValueRange{eb.create<arith::ConstantIntOp>(
-                    el, std::numeric_limits<int32_t>::min(), 32)});
-      });
   Value limit = b.create<arith::TruncIOp>(
       loc, i32Type,
       b.create<arith::MinSIOp>(loc, numSegments, code.i64(int64_t(1) << 31)));
   Value limits = code.splat(limit, lanes);
   Value noProblems = code.zero(VectorType::get({lanes}, b.getI1Type()));
   auto vectorLoop = b.create<scf::ForOp>(
-      loc, args.begin, vectorEnd, code.i64(lanes),
-      ValueRange{ifPrevious.getResult(0), noProblems},
+      loc, args.begin, vectorEnd, code.i64(lanes), ValueRange{noProblems},
       [&](OpBuilder &rb, Location rl, Value row, ValueRange state) {
         KernelCodeBuilder local(rb, rl);
         Value values = local.loadVector(idx, i32Type, row, lanes);
         Value valid = rb.create<arith::CmpIOp>(rl, arith::CmpIPredicate::ult,
                                                values, limits);
-        // Each lane's previous row: the carried value, then lanes 0..n-2.
-        SmallVector<int32_t> shifted{0};
-        for (int64_t l = 0; l + 1 < lanes; ++l)
-          shifted.push_back(lanes + l);
-        Value previous =
-            local.shuffle(local.splat(state[0], lanes), values, shifted);
-        Value descends = rb.create<arith::CmpIOp>(rl, arith::CmpIPredicate::slt,
-                                                  values, previous);
-        Value invalid = local.logicalNot(valid);
-        Value problems = rb.create<arith::OrIOp>(
-            rl, state[1], rb.create<arith::OrIOp>(rl, invalid, descends));
-        Value last = rb.create<LLVM::ExtractElementOp>(
-            rl, values, rb.create<arith::ConstantIntOp>(rl, lanes - 1, 32));
+        Value problems =
+            rb.create<arith::OrIOp>(rl, state[0], local.logicalNot(valid));
         Value segments = rb.create<arith::ExtSIOp>(
             rl, VectorType::get({lanes}, rb.getI64Type()), values);
         Value readable = rb.create<arith::SelectOp>(rl, valid, segments, zeros);
@@ -681,7 +652,7 @@ static void emitHostRowMapKernel(const SegmentProgram &program,
         if (!loadsOnceIfUniform) {
           emitter.emitSegment(rb, rl, readable, local.i64(1), vectorRow,
                               combineNothing, Value(), valid);
-          rb.create<scf::YieldOp>(rl, ValueRange{last, problems});
+          rb.create<scf::YieldOp>(rl, ValueRange{problems});
           return;
         }
         Value first = rb.create<LLVM::ExtractElementOp>(
@@ -700,26 +671,22 @@ static void emitHostRowMapKernel(const SegmentProgram &program,
         OpBuilder gb = ifUniform.getElseBodyBuilder();
         emitter.emitSegment(gb, rl, readable, KernelCodeBuilder(gb, rl).i64(1),
                             vectorRow, combineNothing, Value(), valid);
-        rb.create<scf::YieldOp>(rl, ValueRange{last, problems});
+        rb.create<scf::YieldOp>(rl, ValueRange{problems});
       });
   Value vectorProblems = b.create<arith::CmpIOp>(
       loc, arith::CmpIPredicate::ne,
       b.create<LLVM::BitcastOp>(loc, b.getIntegerType(lanes),
-                                vectorLoop.getResult(1)),
+                                vectorLoop.getResult(0)),
       b.create<arith::ConstantIntOp>(loc, 0, lanes));
   auto singleLoop = b.create<scf::ForOp>(
-      loc, vectorEnd, args.end, code.i64(1),
-      ValueRange{vectorLoop.getResult(0), vectorProblems},
+      loc, vectorEnd, args.end, code.i64(1), ValueRange{vectorProblems},
       [&](OpBuilder &rb, Location rl, Value row, ValueRange state) {
         KernelCodeBuilder local(rb, rl);
         Value value = local.load(idx, i32Type, row);
         Value segment = rb.create<arith::ExtSIOp>(rl, rb.getI64Type(), value);
         Value isValid = local.isValidSegment(segment, numSegments);
-        Value problem = rb.create<arith::OrIOp>(
-            rl, local.logicalNot(isValid),
-            rb.create<arith::CmpIOp>(rl, arith::CmpIPredicate::slt, value,
-                                     state[0]));
-        Value problems = rb.create<arith::OrIOp>(rl, state[1], problem);
+        Value problems =
+            rb.create<arith::OrIOp>(rl, state[0], local.logicalNot(isValid));
         auto ifValid = rb.create<scf::IfOp>(rl, isValid, /*withElse=*/true);
         OpBuilder vb = ifValid.getThenBodyBuilder();
         auto oneRow = [&](OpBuilder &lb, Location ll, ValueRange init,
@@ -730,10 +697,10 @@ static void emitHostRowMapKernel(const SegmentProgram &program,
                             oneRow, combineNothing, Value());
         OpBuilder eb = ifValid.getElseBodyBuilder();
         emitter.emitZeroRowOutputs(eb, rl, row);
-        rb.create<scf::YieldOp>(rl, ValueRange{value, problems});
+        rb.create<scf::YieldOp>(rl, ValueRange{problems});
       });
   b.create<func::ReturnOp>(
-      loc, ValueRange{b.create<arith::SelectOp>(loc, singleLoop.getResult(1),
+      loc, ValueRange{b.create<arith::SelectOp>(loc, singleLoop.getResult(0),
                                                 code.i64(-1), code.i64(0))});
 }
 

@@ -92,8 +92,8 @@ private:
 /// Returns the kernel's result: -1 if it saw idx break the contract (values
 /// in [0, S), never descending) in the rows it looked at; otherwise, for
 /// segment kernels, the row after the rows of its segments (row maps,
-/// HostRange::Rows, compute rows [begin, end), check every one, and return
-/// 0).
+/// HostRange::Rows, compute rows [begin, end) in any order, check that
+/// every value is in [0, S), and return 0).
 int64_t callHostKernel(void *symbol, const std::vector<uintptr_t> &pointers,
                        int64_t numRows, int64_t numSegments, int64_t begin,
                        int64_t end, int64_t firstRow = -1);
@@ -108,15 +108,16 @@ void callHostKernelParallel(void *symbol,
                             HostRange range = HostRange::Segments,
                             const HostSplitKernel *split = nullptr);
 
-/// Checks a sorted int32 index (every value in [0, numSegments), no descent)
-/// and runs every segment (or row) of the host kernel at `symbol`, in one
-/// pass over idx: the kernels check the rows they compute, and the runtime
-/// that consecutive calls' rows meet and cover [0, N) (and, for long
-/// segments split into tiles, that every tile's rows hold its segment).
-/// Only if something was amiss is idx checked again, for the first problem
-/// in row order, which is returned; the kernel's outputs are then
+/// Checks an int32 index (every value in [0, numSegments); for segment
+/// kernels also no descent) and runs every segment (or row) of the host
+/// kernel at `symbol`, in one pass over idx: the kernels check the rows they
+/// compute, and the runtime that consecutive calls' rows meet and cover
+/// [0, N) (and, for long segments split into tiles, that every tile's rows
+/// hold its segment). Only if something was amiss is idx checked again:
+/// the first row out of range is returned if there is one, else (segment
+/// kernels) the first row that descends; the kernel's outputs are then
 /// unspecified (but every access stayed in bounds: kernels clamp whatever
-/// idx holds).
+/// idx holds). Row maps accept any order.
 IndexCheck checkIndexAndCallHostKernel(void *symbol,
                                        const std::vector<uintptr_t> &pointers,
                                        const int32_t *idx, int64_t numRows,

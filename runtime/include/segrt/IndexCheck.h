@@ -16,17 +16,20 @@ struct IndexCheck {
 };
 
 /// One pass over a host index (int32 or int64 values): every value in
-/// [0, numSegments) and non-decreasing. Large indices are split across up to
-/// `numThreads` threads; the first offending row is reported either way.
+/// [0, numSegments) and, if `requireSorted`, non-decreasing. Large indices
+/// are split across up to `numThreads` threads; the first offending row is
+/// reported either way.
 IndexCheck checkIndex(const void *idx, bool is64Bit, int64_t numRows,
-                      int64_t numSegments, int numThreads = 1);
+                      int64_t numSegments, int numThreads = 1,
+                      bool requireSorted = true);
 
 /// An int64 host index as the kernels read it: each value clamped to
 /// [-1, INT32_MAX] into `out` (so none wraps into a valid segment and order
 /// is kept), with checkIndex's checks in the same pass if `check`. One read
 /// of idx and one write of out, split like checkIndex.
 IndexCheck narrowIndex(const int64_t *idx, int32_t *out, int64_t numRows,
-                       int64_t numSegments, bool check, int numThreads = 1);
+                       int64_t numSegments, bool check, int numThreads = 1,
+                       bool requireSorted = true);
 
 } // namespace segrt
 
