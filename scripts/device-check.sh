@@ -1,69 +1,134 @@
 #!/usr/bin/env bash
 # The one script run on a lent GPU machine (no LLVM/MLIR there): build the
 # runtime and Python extension against the op library compiled on the
-# development machine, run the whole pytest suite (CUDA tests included), check
-# every kernel for out-of-bounds accesses under compute-sanitizer, and
-# benchmark. Everything it prints also goes to $OUT/device-check.log.
+# development machine, then one of two parts, each sized for one device
+# call of at most 8 minutes (a session has 15 minutes of device time):
+#
+#   correctness  pytest (CUDA tests included), compute-sanitizer on every
+#                kernel with garbage indices                  (~7 min at most)
+#   bench        the benchmark suite on CUDA: host overhead, every op, and
+#                the torch.compile baselines at N = 1e3, 1e6, 1e7 (~7 min)
+#
+# Correctness first: run `correctness`, then `bench` if time is left. Each
+# step writes its output to $OUT as it goes (device-check.log, one log per
+# step, the benchmark CSVs), so a call cut short still brings back what ran.
+#
+# --dry-run builds the same runtime-only configuration on this CPU machine
+# against build/oplib, imports it and runs the library ops on CPU; the GPU
+# steps are listed, not run. It proves the script before a device is lent.
 #
 # From the development machine (see docs/benchmarks.md):
-#   make build            # compiles build/oplib (PTX + host objects + manifest)
-#   device run: bash scripts/device-check.sh   with carry: ["build/oplib"]
+#   make build                          # compiles build/oplib
+#   bash scripts/device-check.sh --dry-run
+#   device run: bash scripts/device-check.sh correctness   carry: ["build/oplib"]
+#   device run: bash scripts/device-check.sh bench         carry: ["build/oplib"]
 set -uo pipefail
 cd "$(dirname "$0")/.."
+
+dry_run=0
+part=correctness
+for argument in "$@"; do
+  case "$argument" in
+    --dry-run) dry_run=1 ;;
+    correctness|bench) part=$argument ;;
+    *) echo "usage: $0 [--dry-run] [correctness|bench]"; exit 2 ;;
+  esac
+done
+
 OUT=${OUT:-/tmp/segops-device-check}
 mkdir -p "$OUT"
-exec > >(tee "$OUT/device-check.log") 2>&1
+exec > >(tee -a "$OUT/device-check.log") 2>&1
 
 status=0
 step() { echo; echo "=== $* ($(date +%T))"; }
+# run SECONDS NAME COMMAND...: a step's command under a timeout, its output
+# in $OUT/NAME.log too; in a dry run, only said.
+run() {
+  local seconds=$1 name=$2
+  shift 2
+  if [ "$dry_run" = 1 ]; then
+    echo "dry run: would run (timeout ${seconds}s): $*"
+    return 0
+  fi
+  timeout "$seconds" "$@" 2>&1 | tee "$OUT/$name.log"
+  local code=${PIPESTATUS[0]}
+  [ "$code" = 0 ] || { echo "step $name: exit $code"; status=1; }
+}
 
-step "machine"
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
-python3 -c "import sys, torch; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name())"
+step "machine (part: $part$([ $dry_run = 1 ] && echo ', dry run'))"
+if [ "$dry_run" = 0 ]; then
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+fi
+python3 -c "import sys, torch; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available() and torch.cuda.get_device_name())"
 
 step "build runtime and extension (prebuilt op library: build/oplib)"
-test -f build/oplib/manifest.json || { echo "build/oplib is missing: carry it"; exit 2; }
-cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DSEGOPS_BUILD_COMPILER=OFF -DSEGOPS_PREBUILT_OPLIB="$PWD/build/oplib" \
-  -DPython3_EXECUTABLE="$(command -v python3)" > "$OUT/cmake.log" || { cat "$OUT/cmake.log"; exit 2; }
-if ! ninja -C build-device > "$OUT/ninja.log" 2>&1; then
+test -f build/oplib/manifest.json || { echo "build/oplib is missing: run make build here, carry it there"; exit 2; }
+# Native parts beside a copy of the package, in the build directory: a dry
+# run must not replace the development build's python/segops/_native.
+BUILD=build-device
+NATIVE="$PWD/$BUILD/python/segops/_native"
+configure() {
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DSEGOPS_BUILD_COMPILER=OFF -DSEGOPS_PREBUILT_OPLIB="$PWD/build/oplib" \
+    -DSEGOPS_PYTHON_NATIVE_DIR="$NATIVE" \
+    -DPython3_EXECUTABLE="$(command -v python3)" "$@" >> "$OUT/cmake.log"
+}
+configure || { cat "$OUT/cmake.log"; exit 2; }
+if ! timeout 300 ninja -C "$BUILD" > "$OUT/ninja.log" 2>&1; then
   # The C++ operator kernels build against this machine's PyTorch; if its
   # headers disagree, fall back (CUDA kernels from Python, then all kernels
   # from Python) and say so.
   tail -30 "$OUT/ninja.log"
   echo "C++ operator kernels failed to build; retrying with SEGOPS_BUILD_TORCH_CUDA_OPS=OFF"
   status=1
-  cmake -S . -B build-device -DSEGOPS_BUILD_TORCH_CUDA_OPS=OFF > /dev/null
-  if ! ninja -C build-device > "$OUT/ninja2.log" 2>&1; then
+  configure -DSEGOPS_BUILD_TORCH_CUDA_OPS=OFF
+  if ! timeout 300 ninja -C "$BUILD" > "$OUT/ninja2.log" 2>&1; then
     tail -30 "$OUT/ninja2.log"
     echo "retrying with SEGOPS_BUILD_TORCH_OPS=OFF"
-    cmake -S . -B build-device -DSEGOPS_BUILD_TORCH_OPS=OFF > /dev/null
-    ninja -C build-device || exit 2
+    configure -DSEGOPS_BUILD_TORCH_OPS=OFF
+    timeout 300 ninja -C "$BUILD" || exit 2
   fi
 fi
-export PYTHONPATH="$PWD/python:$PWD"
+cp python/segops/*.py "$BUILD/python/segops/"
+export PYTHONPATH="$PWD/$BUILD/python:$PWD"
 python3 -c "from segops._native import _torchops as t; print('C++ CUDA operator kernels:', t.has_cuda_kernels())" \
   || echo "C++ operator kernels not importable: Python kernels"
-python3 -c "import segops; info = segops.library_info(); print('host kernels:', info['host_cpu'], 'of', info['host_builds'])"
+python3 -c "import segops; info = segops.library_info(); print('host kernels:', info['host_cpu'], 'of', info['host_builds'])" \
+  || exit 2
 
-step "pytest (CPU and CUDA)"
-timeout 400 python3 -m pytest -q -p no:cacheprovider test/python || status=1
-
-step "compute-sanitizer memcheck: every kernel on garbage indices"
-if command -v compute-sanitizer >/dev/null; then
-  timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 python3 scripts/oob_check.py || status=1
-else
-  echo "compute-sanitizer not found; skipped"
+if [ "$dry_run" = 1 ]; then
+  step "dry run: the library ops on CPU from the runtime-only build"
+  python3 - <<'EOF' || status=1
+import segops, torch
+idx = torch.tensor([0, 0, 2, 1, 2], dtype=torch.int32)
+x = torch.randn(5, 3, dtype=torch.float64, requires_grad=True)
+ref = torch.zeros(3, 3, dtype=torch.float64).index_add(0, idx.long(), x)
+torch.testing.assert_close(segops.segmented_sum(x, idx, 3), ref)
+assert torch.autograd.gradcheck(lambda v: segops.segmented_mean(v, idx, 3), (x,))
+print("segmented_sum and a mean gradcheck: ok, from", segops.__file__)
+EOF
 fi
 
-step "benchmark suite (CUDA): host overhead, then every op without the compiled baseline"
-# One segment of every N included: long segments run on tiles (issue 5).
-timeout 200 python3 -m bench --device cuda --sections overhead,ops --no-compiled-baseline \
-  --budget 0.2 --out "$OUT/bench-cuda" || status=1
+if [ "$part" = correctness ]; then
+  step "pytest (CPU and CUDA)"
+  run 240 pytest python3 -m pytest -q -p no:cacheprovider test/python/test_cuda.py \
+    test/python/test_cuda_kernels_compile.py test/python/test_ops.py \
+    test/python/test_unsorted_index.py test/python/test_segmented_sum.py
+  step "compute-sanitizer memcheck: every kernel on garbage indices"
+  if [ "$dry_run" = 1 ] || command -v compute-sanitizer >/dev/null; then
+    run 90 memcheck compute-sanitizer --tool memcheck --error-exitcode 9 python3 scripts/oob_check.py
+  else
+    echo "compute-sanitizer not found; skipped"
+  fi
+else
+  step "benchmark suite (CUDA): host overhead, then every op without the compiled baseline"
+  # One segment of every N included: long segments run on tiles (issue 5).
+  run 180 bench-cuda python3 -m bench --device cuda --sections overhead,ops --no-compiled-baseline \
+    --budget 0.2 --out "$OUT/bench-cuda"
+  step "benchmark suite (CUDA): with torch.compile baselines, N = 1e3, 1e6, 1e7"
+  run 200 bench-cuda-compiled python3 -m bench --device cuda --sections ops \
+    --sizes 1000,1000000,10000000 --budget 0.2 --out "$OUT/bench-cuda-compiled"
+fi
 
-step "benchmark suite (CUDA): with torch.compile baselines, N = 1e3, 1e6, 1e7"
-timeout 240 python3 -m bench --device cuda --sections ops --sizes 1000,1000000,10000000 \
-  --budget 0.2 --out "$OUT/bench-cuda-compiled" || status=1
-
-step "done: status $status"
+step "done: part $part, status $status"
 exit $status
