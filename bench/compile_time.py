@@ -3,9 +3,10 @@ PTX (in-process compiler) cold, from the in-process cache and from the disk
 cache; the same cold on one thread, and on one thread with LLVM's O2 pipeline
 (the run-time default before the quick pipeline); what ptxas makes of the PTX
 of each pipeline (SASS instructions, registers); and the ahead-of-time op
-library build (seg-opt + seg-compile).
+library build (seg-opt + seg-compile); compile time against program depth
+(chains of matvecs derived to second order, to a host object).
 
-    python -m bench.compile_time [--no-library]
+    python -m bench.compile_time [--no-library] [--depths 25,50,100]
 """
 
 from __future__ import annotations
@@ -172,13 +173,54 @@ def library_build(log: Callable[[str], None] = print) -> list[dict]:
     return rows
 
 
+def matvec_chain(depth: int) -> str:
+    """A kernel function of `depth` chained matvecs (v <- m[idx]^T v)."""
+    lines = ["func.func @chain(%v: tensor<?x3xf32>, %m: tensor<?x3x3xf32>, "
+             "%idx: tensor<?xi32>) -> tensor<?x3xf32> {"]
+    previous = "%v"
+    for k in range(depth):
+        lines.append(f"  %{k} = seg.matvec {previous}, %m, %idx : tensor<?x3xf32>, "
+                     "tensor<?x3x3xf32>, tensor<?xi32> -> tensor<?x3xf32>")
+        previous = f"%{k}"
+    lines += [f"  return {previous} : tensor<?x3xf32>", "}"]
+    return "\n".join(lines) + "\n"
+
+
+def program_depth(depths: list[int], log: Callable[[str], None] = print) -> list[dict]:
+    """Compile time against program depth: chains of matvecs derived to
+    second order (seg-opt), then compiled to one host object (seg-compile,
+    x86-64-v2): the time should grow linearly with the depth."""
+    rows = []
+    with tempfile.TemporaryDirectory() as out:
+        for depth in depths:
+            source, derived = Path(out) / f"chain{depth}.mlir", Path(out) / f"derived{depth}.mlir"
+            source.write_text(matvec_chain(depth))
+            derive = _ms(lambda: subprocess.run(
+                [str(_compiler.tool("seg-opt")), str(source), "--seg-derive=order=2",
+                 "-o", str(derived)], check=True)) / 1e3
+            compile_host = _ms(lambda: subprocess.run(
+                [str(_compiler.tool("seg-compile")), str(derived), "-o", out,
+                 "--host-targets=x86-64-v2:128"], check=True)) / 1e3
+            rows.append({"what": f"matvec chain of depth {depth}, derived to second order, "
+                                 "host object", "derive s": derive, "host s": compile_host})
+            log(f"matvec chain depth {depth:4}: derive {derive:6.2f} s, host object "
+                f"{compile_host:6.2f} s")
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--no-library", action="store_true",
                         help="skip the op library build")
+    parser.add_argument("--depths", default="",
+                        help="only the program-depth rows, for these depths (e.g. 25,50,100)")
     args = parser.parse_args()
+    if args.depths:
+        program_depth([int(d) for d in args.depths.split(",")])
+        return 0
     run(not args.no_library)
+    program_depth([25, 50, 100])
     return 0
 
 

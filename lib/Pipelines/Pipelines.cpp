@@ -20,12 +20,23 @@
 using namespace mlir;
 using namespace mlir::seg;
 
+/// Canonicalization of lowered kernels: bottom-up. The default top-down
+/// traversal folds constants into the front of their block as it meets
+/// them, and each move makes the next dominance query renumber the whole
+/// block: quadratic in a kernel's size (a chain of 100 matvecs derived to
+/// second order: 19.5 s against 4.3 s to canonicalize its host code).
+static std::unique_ptr<Pass> createLoweredCanonicalizerPass() {
+  GreedyRewriteConfig config;
+  config.useTopDownTraversal = false;
+  return createCanonicalizerPass(config);
+}
+
 /// Kernel functions -> simplified gpu.func kernels.
 static void addSegToGPUPasses(OpPassManager &pm, int64_t blockSize) {
   ConvertSegToGPUOptions toGPU;
   toGPU.blockSize = blockSize;
   pm.addPass(createConvertSegToGPU(toGPU));
-  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createLoweredCanonicalizerPass());
   pm.addPass(createCSEPass());
 }
 
@@ -33,13 +44,13 @@ void mlir::seg::buildKernelModulesToNVVMPipeline(
     OpPassManager &pm, const SegToPTXOptions &options) {
   // Everything on the kernel modules: several of them run in parallel.
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
-  kernels.addPass(createCanonicalizerPass());
+  kernels.addPass(createLoweredCanonicalizerPass());
   kernels.addPass(createCSEPass());
   kernels.addPass(createConvertSCFToCFPass());
   // Math to LLVM intrinsics first, so that nothing needs libdevice.
   kernels.addPass(createConvertMathToLLVMPass());
   kernels.addPass(createConvertGpuOpsToNVVMOps());
-  kernels.addPass(createCanonicalizerPass());
+  kernels.addPass(createLoweredCanonicalizerPass());
   kernels.addPass(createCSEPass());
   kernels.addPass(createReconcileUnrealizedCastsPass());
   GpuNVVMAttachTargetOptions target;
@@ -86,7 +97,7 @@ static void addHostToLLVMPasses(OpPassManager &pm) {
   pm.addPass(createConvertControlFlowToLLVMPass());
   pm.addPass(createConvertFuncToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
-  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createLoweredCanonicalizerPass());
 }
 
 void mlir::seg::buildSegToHostPipeline(OpPassManager &pm,
@@ -94,7 +105,7 @@ void mlir::seg::buildSegToHostPipeline(OpPassManager &pm,
   ConvertSegToHostOptions passOptions;
   passOptions.vectorBits = options.vectorBits;
   pm.addPass(createConvertSegToHost(passOptions));
-  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createLoweredCanonicalizerPass());
   pm.addPass(createCSEPass());
   addHostToLLVMPasses(pm);
 }

@@ -10,6 +10,7 @@
 // RUN: not seg-compile %s -o %t.bad --host-targets=x86-64-v3 2>&1 | FileCheck %s --check-prefix=BAD-TARGET
 // RUN: not seg-compile %s -o %t.bad --host-targets=x86-64-v2:128,x86-64-v2:256 2>&1 | FileCheck %s --check-prefix=TWICE
 // RUN: not seg-compile %s -o %t.bad --host-targets=pentium-9:128 2>&1 | FileCheck %s --check-prefix=UNKNOWN-CPU
+// RUN: not seg-compile %s -o %t.bad --chips=sm_90, 2>&1 | FileCheck %s --check-prefix=EMPTY-CHIP
 // RUN: test ! -e %t/segops_gpusim.o
 // RUN: rm -rf %t.sim && seg-compile %s -o %t.sim --chips=sm_90 --gpu-simulator
 // RUN: llvm-nm %t.sim/segops_gpusim.o | FileCheck %s --check-prefix=SIM
@@ -161,6 +162,7 @@
 // BAD-TARGET: --host-targets: expected CPU:BITS, got 'x86-64-v3'
 // TWICE: --host-targets: CPU 'x86-64-v2' given twice
 // UNKNOWN-CPU: error: LLVM does not know the CPU 'pentium-9' for x86_64
+// EMPTY-CHIP: seg-compile: --chips takes GPU architectures such as sm_90, got ''
 
 // BAD: is not a seg kernel function: a value is used both per row and per segment
 

@@ -104,6 +104,12 @@ static LogicalResult run(MLIRContext &context) {
 
   llvm::json::Object ptxFiles;
   for (const std::string &chip : chips) {
+    if (!StringRef(chip).starts_with("sm_")) {
+      llvm::errs() << "seg-compile: --chips takes GPU architectures such as "
+                      "sm_90, got '"
+                   << chip << "'\n";
+      return failure();
+    }
     seg::SegToPTXOptions options;
     options.chip = chip;
     options.blockSize = blockSize.getValue();
