@@ -148,7 +148,8 @@ at::Tensor narrowHostIndex(const at::Tensor &idx, int64_t numSegments,
                            bool check, int numThreads);
 
 /// Runs `call`'s host kernel on its rows taken in a stable sort of
-/// `kernelIdx` (an int32 host index in any order), into `bound`; row
+/// `kernelIdx` (an int32 host index whose values lie in [0, S), checked,
+/// in any order), into `bound`; row
 /// outputs are put back in the caller's row order. Returns the index check
 /// of the sorted run (a value out of range, if any).
 segrt::IndexCheck runOnSortedRows(const OperatorCall &call,
