@@ -12,8 +12,9 @@ is not. A run fails on:
 - "LLVM ERROR", "Assertion", "PLEASE submit a bug report" or a stack dump
   in its output;
 - a pipeline that, from input that parses and verifies, makes IR that fails
-  to verify (a verifier error, "'op' op ...", while the pass pipeline ran)
-  or to legalize;
+  to verify (a verifier error about types, operands or dominance), to
+  legalize or to translate to LLVM IR (a tenth of the inputs go through
+  seg-compile's whole host build, to an object);
 - a timeout.
 
 Each failure is written to `--out` as `crash-<n>.mlir` with the command in a
@@ -71,7 +72,9 @@ CRASH_MARKERS = ("LLVM ERROR", "Assertion", "PLEASE submit a bug report",
 BROKEN_OUTPUT = re.compile(
     r"failed to legalize|does not dominate|op requires the same type|"
     r"op (operand|result) #\d+ must be|op requires .*types? to match|"
-    r"op expects different type|op result type")
+    r"op expects different type|op result type|translation to LLVM IR failed")
+# Every so often the whole host build: seg-compile, through LLVM to an object.
+SEG_COMPILE = "seg-compile"
 SSA = re.compile(r"%[A-Za-z0-9_]+")
 
 
@@ -140,9 +143,12 @@ def mutate(text: str, rng: random.Random) -> str:
 
 
 def run(seg_opt: str, path: str, args: list[str], timeout: float) -> tuple[int | None, str]:
+    if args and args[0] == SEG_COMPILE:
+        command = [args[1], path, "-o", os.path.dirname(path) + "/out", *args[2:]]
+    else:
+        command = [seg_opt, path, *args, "-o", os.devnull]
     try:
-        done = subprocess.run([seg_opt, path, *args, "-o", os.devnull],
-                              capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return None, "timeout"
     return done.returncode, done.stdout + done.stderr
@@ -169,6 +175,8 @@ def failure(seg_opt: str, path: str, args: list[str], timeout: float) -> str | N
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seg-opt", default=str(ROOT / "build/bin/seg-opt"))
+    parser.add_argument("--seg-compile", default="",
+                        help="also run a tenth of the inputs through it (default: beside seg-opt)")
     parser.add_argument("--seconds", type=float, default=60.0, help="time budget")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=20.0, help="per seg-opt run")
@@ -177,6 +185,9 @@ def main() -> int:
     options = parser.parse_args()
 
     rng = random.Random(options.seed)
+    seg_compile = options.seg_compile or str(Path(options.seg_opt).with_name("seg-compile"))
+    if not Path(seg_compile).exists():
+        seg_compile = ""
     corpus = seeds()
     out = Path(options.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -189,6 +200,8 @@ def main() -> int:
             for _ in range(rng.randint(1, options.mutations)):
                 text = mutate(text, rng)
             args = rng.choice(PIPELINES)
+            if seg_compile and rng.random() < 0.1:
+                args = [SEG_COMPILE, seg_compile, "--host-targets=x86-64-v2:128"]
             Path(path).write_text(text)
             runs += 1
             why = failure(options.seg_opt, path, args, options.timeout)
@@ -196,8 +209,10 @@ def main() -> int:
                 continue
             crashes += 1
             crash = out / f"crash-{crashes}.mlir"
-            crash.write_text(f"// seg-opt %s {' '.join(args)}\n// {why}\n{text}")
-            print(f"fuzz: {why}: seg-opt {crash} {' '.join(args)}", flush=True)
+            tool = "seg-opt %s" if args[0] != SEG_COMPILE else "seg-compile %s -o DIR"
+            flags = " ".join(args if args[0] != SEG_COMPILE else args[2:])
+            crash.write_text(f"// {tool} {flags}\n// {why}\n{text}")
+            print(f"fuzz: {why}: {tool.replace('%s', str(crash))} {flags}", flush=True)
     print(f"fuzz: {runs} runs from {len(corpus)} seeds in {options.seconds:.0f} s, "
           f"{crashes} failures (seed {options.seed})")
     return 1 if crashes else 0
