@@ -169,14 +169,14 @@ OperatorCall takeArguments(const OperatorLevel &level, torch::jit::Stack *stack,
 }
 
 at::Tensor narrowHostIndex(const at::Tensor &idx, int64_t numSegments,
-                           bool check, int numThreads) {
+                           int numThreads) {
   int64_t numRows = idx.size(0);
   at::Tensor narrowed = emptyHostOutput({numRows}, at::kInt);
   if (numRows == 0)
     return narrowed;
   segrt::IndexCheck result = segrt::narrowIndex(
       idx.data_ptr<int64_t>(), narrowed.data_ptr<int32_t>(), numRows,
-      numSegments, check, numThreads, /*requireSorted=*/false);
+      numSegments, /*check=*/true, numThreads, /*requireSorted=*/false);
   return result.problem == segrt::IndexProblem::None ? narrowed : at::Tensor();
 }
 
@@ -282,8 +282,7 @@ public:
     // range as it is narrowed to the int32 the kernels read (one pass too).
     at::Tensor kernelIdx = contiguousInput(idx);
     if (idx.scalar_type() == at::kLong) {
-      kernelIdx = narrowHostIndex(kernelIdx, numSegments, /*check=*/true,
-                                  threads);
+      kernelIdx = narrowHostIndex(kernelIdx, numSegments, threads);
       if (!kernelIdx.defined())
         reportInvalid(*level, call.floats, idx, numSegments,
                       "idx is out of range");
@@ -433,7 +432,7 @@ private:
     if (!segments || idx.scalar_type() != at::kLong || idx.dim() != 1 ||
         dataKeys != c10::DispatchKeySet(c10::DispatchKey::CPU))
       return {};
-    return narrowHostIndex(contiguousInput(idx), *segments, /*check=*/true,
+    return narrowHostIndex(contiguousInput(idx), *segments,
                            at::get_num_threads());
   }
 

@@ -142,10 +142,10 @@ struct BoundBuffers {
 /// kernelIndex and narrowHostIndex).
 BoundBuffers bindBuffers(const OperatorCall &call, at::Tensor kernelIdx);
 /// A contiguous int64 host index narrowed as kernelIndex does, in one pass
-/// that also checks range (not order) if `check`: an undefined tensor if
-/// that check fails.
+/// that also checks range (not order): an undefined tensor if a value lies
+/// outside [0, numSegments).
 at::Tensor narrowHostIndex(const at::Tensor &idx, int64_t numSegments,
-                           bool check, int numThreads);
+                           int numThreads);
 
 /// Runs `call`'s host kernel on its rows taken in a stable sort of
 /// `kernelIdx` (an int32 host index whose values lie in [0, S), checked,
