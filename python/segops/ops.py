@@ -252,7 +252,7 @@ def _register(spec: OpSpec) -> None:
             # were built (against a PyTorch with CUDA), else from Python.
             names, outputs = _float_names(spec, level)
             _native.register_level(
-                name, level == 0, len(names), outputs, _native_variants(spec, level),
+                name, len(names), outputs, _native_variants(spec, level),
                 _op_name(spec, level + 1) if level < MAX_LEVEL else "",
                 _native_validator(spec, level))
             if not _native.has_cuda_kernels():

@@ -451,14 +451,13 @@ at::ScalarType parseDtype(const std::string &name) {
 
 /// Reads a level description handed over by ops.py (see register_level).
 std::shared_ptr<OperatorLevel>
-parseLevel(const std::string &name, bool validatesIndex, size_t numFloats,
+parseLevel(const std::string &name, size_t numFloats,
            size_t numOutputs, const py::dict &variants,
            const std::string &backward, py::object validator) {
   if (!hostLibrary)
     throw std::runtime_error("segops: load the host library first");
   auto level = std::make_shared<OperatorLevel>();
   level->name = name;
-  level->validatesIndex = validatesIndex;
   level->numFloats = numFloats;
   level->numOutputs = numOutputs;
   level->backward = backward;
@@ -577,12 +576,12 @@ PYBIND11_MODULE(_torchops, m) {
       py::arg("path"), "Loads the op library's host kernels.");
   m.def(
       "register_level",
-      [](const std::string &name, bool validatesIndex, size_t numFloats,
+      [](const std::string &name, size_t numFloats,
          size_t numOutputs, const py::dict &variants,
          const std::string &backward, py::object validator) {
         std::shared_ptr<const OperatorLevel> level =
-            parseLevel(name, validatesIndex, numFloats, numOutputs, variants,
-                       backward, std::move(validator));
+            parseLevel(name, numFloats, numOutputs, variants, backward,
+                       std::move(validator));
         auto cpu = std::make_unique<torch::Library>(
             torch::Library::IMPL, "segops", c10::DispatchKey::CPU, __FILE__,
             __LINE__);
@@ -601,7 +600,7 @@ PYBIND11_MODULE(_torchops, m) {
           registrations->push_back(std::move(autograd));
         }
       },
-      py::arg("name"), py::arg("validates_index"), py::arg("num_floats"),
+      py::arg("name"), py::arg("num_floats"),
       py::arg("num_outputs"), py::arg("variants"), py::arg("backward"),
       py::arg("validator"),
       "Registers the CPU kernel of operator segops::<name> (and its CUDA "

@@ -72,7 +72,6 @@ struct Variant {
 /// segmented_sum).
 struct OperatorLevel {
   std::string name;
-  bool validatesIndex = false; // level 0: idx content is checked here
   size_t numFloats = 0;
   size_t numOutputs = 0;
   std::map<std::string, Variant> variants; // by "f32_w3"

@@ -195,9 +195,10 @@ def test_segment_kernels_check_every_row(mean_length: int) -> None:
     clean = torch.sort(torch.randint(0, num_segments, (n,), generator=generator)).values.int()
     x = torch.randn(n, 3, generator=generator)
     y = torch.randn(n, 3, generator=generator)
-    ops = [lambda idx, x=x: segops.segmented_sum(x, idx, num_segments),
-           lambda idx, x=x: segops.segmented_rms_norm(x, idx, num_segments),
-           lambda idx, x=x, y=y: segops.segmented_dot(x, y, idx, num_segments)]
+    # (op, its row inputs): op(idx, *rows).
+    ops = [(lambda idx, x: segops.segmented_sum(x, idx, num_segments), [x]),
+           (lambda idx, x: segops.segmented_rms_norm(x, idx, num_segments), [x]),
+           (lambda idx, x, y: segops.segmented_dot(x, y, idx, num_segments), [x, y])]
     rows = [0, 1, 15, 16, 17, n // 2 - 1, n // 2, n // 2 + 1, 1 << 17, (1 << 17) + 1,
             (1 << 15) * 5, n - 17, n - 16, n - 2, n - 1]
     rows += torch.randint(1, n, (12,), generator=generator).tolist()
@@ -205,8 +206,8 @@ def test_segment_kernels_check_every_row(mean_length: int) -> None:
     try:
         for threads in (1, 2, 3):
             torch.set_num_threads(threads)
-            for op in ops:
-                op(clean)  # no error
+            for op, inputs in ops:
+                op(clean, *inputs)  # no error
                 for i, row in enumerate(rows):
                     idx = clean.clone()
                     kind = ("low", "high", "descent")[i % 3] if row > 0 else "low"
@@ -224,12 +225,11 @@ def test_segment_kernels_check_every_row(mean_length: int) -> None:
                         idx[row] = value - 1
                         order = torch.sort(idx, stable=True).indices
                         # Bitwise those of the sorted rows (y too, for dot).
-                        sorted_rows = op.__defaults__  # the op's own tensors
-                        expected = op(idx[order], *(t[order] for t in sorted_rows))
-                        assert torch.equal(op(idx), expected)
+                        expected = op(idx[order], *(t[order] for t in inputs))
+                        assert torch.equal(op(idx, *inputs), expected)
                         continue
                     with pytest.raises(ValueError, match=rf"row {row}\b"):
-                        op(idx)
+                        op(idx, *inputs)
     finally:
         torch.set_num_threads(previous)
 
