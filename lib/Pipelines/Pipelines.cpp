@@ -9,6 +9,7 @@
 #include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVMPass.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/LLVMIR/Transforms/Passes.h"
@@ -47,7 +48,11 @@ void mlir::seg::buildKernelModulesToNVVMPipeline(
   kernels.addPass(createLoweredCanonicalizerPass());
   kernels.addPass(createCSEPass());
   kernels.addPass(createConvertSCFToCFPass());
-  // Math to LLVM intrinsics first, so that nothing needs libdevice.
+  // f32 transcendental functions as arith, then math to LLVM intrinsics, so
+  // that nothing needs libdevice.
+  SegApproximateMathOptions approximate;
+  approximate.expandFloor = true;
+  kernels.addPass(createSegApproximateMath(approximate));
   kernels.addPass(createConvertMathToLLVMPass());
   kernels.addPass(createConvertGpuOpsToNVVMOps());
   kernels.addPass(createLoweredCanonicalizerPass());
@@ -91,7 +96,10 @@ void mlir::seg::buildSegDerivePipeline(OpPassManager &pm,
 
 /// Host functions of scf/arith/math/func -> LLVM dialect.
 static void addHostToLLVMPasses(OpPassManager &pm) {
+  // f32 transcendental functions as (vector) arith: no libm call per lane.
+  pm.addPass(createSegApproximateMath());
   pm.addPass(createConvertSCFToCFPass());
+  pm.addPass(createConvertVectorToLLVMPass());
   pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createConvertControlFlowToLLVMPass());

@@ -9,6 +9,7 @@
 #ifndef SEGOPS_CONVERSION_KERNELCODEBUILDER_H
 #define SEGOPS_CONVERSION_KERNELCODEBUILDER_H
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
 
 #include <utility>
@@ -82,9 +83,10 @@ public:
   Value splat(Value scalar, int64_t lanes);
   /// llvm.shufflevector of two vectors of the same type.
   Value shuffle(Value first, Value second, ArrayRef<int32_t> mask);
-  /// The sum of a vector's lanes, added in a fixed order (halves, pairwise),
-  /// so it is the same on every call.
-  Value horizontalSum(Value vector);
+  /// The combination (`kind`: addf, maximumf...) of a vector's lanes, in a
+  /// fixed order (halves, pairwise), so it is the same on every call.
+  Value horizontalReduce(Value vector,
+                         arith::AtomicRMWKind kind = arith::AtomicRMWKind::addf);
 
   OpBuilder &builder;
   Location loc;

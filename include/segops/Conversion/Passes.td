@@ -99,4 +99,28 @@ def ConvertGPUToSimulator : Pass<"convert-gpu-to-simulator", "ModuleOp"> {
   ];
 }
 
+def SegApproximateMath : Pass<"seg-approximate-math"> {
+  let summary = "Replace f32 transcendental math ops by polynomial approximations";
+  let description = [{
+    Rewrites the f32 (scalar or vector) `math.exp`, `math.log`, `math.tanh`
+    and their kin in lowered kernels into arith code, with MLIR's polynomial
+    approximations (`populateMathPolynomialApproximationPatterns`, errors
+    of a few ulp): GPU kernels then need no libdevice, and host kernels'
+    vector rows stay vectors instead of one libm call per lane. f64 ops are
+    left alone (the host calls libm; the GPU pipeline has no lowering for
+    them).
+  }];
+  let options = [
+    Option<"expandFloor", "expand-floor", "bool", /*default=*/"false",
+           "Also rewrite scalar f32 math.floor (the approximations use it) "
+           "as integer conversions and math.absf as a sign mask: for the "
+           "GPU pipeline, whose NVVM lowering would call libdevice">,
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::vector::VectorDialect",
+  ];
+}
+
 #endif // SEGOPS_CONVERSION_PASSES_TD

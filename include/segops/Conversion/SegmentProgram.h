@@ -20,6 +20,7 @@
 #ifndef SEGOPS_CONVERSION_SEGMENTPROGRAM_H
 #define SEGOPS_CONVERSION_SEGMENTPROGRAM_H
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "segops/Dialect/Seg/Analysis/ValueSpaces.h"
@@ -30,6 +31,9 @@
 
 namespace mlir {
 namespace seg {
+
+/// Whether `op` is a seg reduction (SegmentOpInterface::isReduction).
+bool isReductionOp(Operation *op);
 
 /// One pointer parameter of a kernel.
 struct KernelBuffer {
@@ -82,7 +86,24 @@ public:
   /// True for programs whose segments may be split into tiles of rows on
   /// the host: one pass of reductions and no row outputs, so a segment's
   /// result follows from its tiles' raw totals, added in tile order.
-  bool isSplittable() const { return numPasses == 1 && !hasRowOutputs; }
+  bool isSplittable() const {
+    return numPasses == 1 && !hasRowOutputs && reducesBySumsOnly();
+  }
+
+  /// True if every reduction's accumulators combine by addition (no max or
+  /// min): long segments split into tiles (host tiles, GPU long-segment
+  /// kernels) add their tiles' totals, so only such programs are split.
+  bool reducesBySumsOnly() const;
+
+  /// Whether the GPU kernels handle long segments in tile kernels (see
+  /// LongSegmentKernels.h): segment programs that reduce by sums only.
+  /// Others walk every segment with one warp.
+  bool hasLongSegmentKernels() const {
+    return !mapsRowsOnly() && reducesBySumsOnly();
+  }
+
+  /// How each accumulator of pass `pass` combines, in accumulator order.
+  SmallVector<arith::AtomicRMWKind> combiningKinds(unsigned pass) const;
 
   /// Rows per tile when the GPU kernels split long segments of splittable
   /// programs (the `__tiles` kernel): a segment covering a whole aligned
@@ -153,9 +174,11 @@ public:
   /// those rows: the body reads and rewrites them).
   using RowLoopBuilder = std::function<SmallVector<Value>(
       OpBuilder &, Location, ValueRange init, RowBody, bool storesRows)>;
-  /// Combines one thread's partial sum into the total over the segment (the
-  /// identity on the host, a warp butterfly on GPUs).
-  using CombineBuilder = std::function<Value(OpBuilder &, Location, Value)>;
+  /// Combines one thread's partial accumulator into the total over the
+  /// segment, by the accumulator's combining kind (nothing on the host, a
+  /// warp butterfly on GPUs).
+  using CombineBuilder = std::function<Value(OpBuilder &, Location, Value,
+                                             arith::AtomicRMWKind)>;
 
   SegmentProgramEmitter(const SegmentProgram &program, ValueRange buffers,
                         Value numRows, Value numSegments)

@@ -7,7 +7,7 @@ using namespace mlir::seg;
 
 SmallVector<LongSegmentKernel>
 mlir::seg::longSegmentKernels(const SegmentProgram &program) {
-  if (program.mapsRowsOnly())
+  if (!program.hasLongSegmentKernels())
     return {};
   // Split programs' kernel adds each long segment's slots itself.
   if (program.isSplittable())
@@ -19,7 +19,7 @@ mlir::seg::longSegmentKernels(const SegmentProgram &program) {
 
 SmallVector<LongSegmentLaunch>
 mlir::seg::longSegmentLaunches(const SegmentProgram &program) {
-  if (program.mapsRowsOnly())
+  if (!program.hasLongSegmentKernels())
     return {};
   if (program.isSplittable())
     return {{"__tiles", 0}};
@@ -39,7 +39,7 @@ mlir::seg::longSegmentLaunches(const SegmentProgram &program) {
 
 LongSegmentScratch
 mlir::seg::longSegmentScratch(const SegmentProgram &program) {
-  if (program.mapsRowsOnly())
+  if (!program.hasLongSegmentKernels())
     return {};
   int64_t elementBytes = program.elementType.getIntOrFloatBitWidth() / 8;
   int64_t totalsBytes = program.numReductionComponents() * elementBytes;

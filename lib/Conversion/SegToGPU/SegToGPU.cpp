@@ -94,7 +94,7 @@ public:
   bool isSplit() const { return program.isSplittable(); }
   /// Other segment programs: long segments run in stages.
   bool isStaged() const {
-    return !program.mapsRowsOnly() && !program.isSplittable();
+    return program.hasLongSegmentKernels() && !program.isSplittable();
   }
 
 private:
@@ -116,8 +116,9 @@ private:
   void emitWarpIds(OpBuilder &b);
   /// idx[row] where `inRange`, else -1, never reading outside idx.
   Value segmentOr(OpBuilder &b, Value inRange, Value row);
-  /// Butterfly over the warp; every lane gets the result.
-  Value warpReduce(OpBuilder &b, Value value, bool minimum);
+  /// Butterfly over the warp combining by `kind`; every lane gets the
+  /// result.
+  Value warpCombine(OpBuilder &b, Value value, arith::AtomicRMWKind kind);
   /// The first row r in [lo, hi) where `idx[r] <holding> segment` is
   /// false, or hi, for a comparison true on a prefix of the range (eq: the
   /// segment's end; ne: its start): 32 rows probed per step (one per lane, a
@@ -202,7 +203,8 @@ private:
 };
 } // namespace
 
-static Value combineNothing(OpBuilder &, Location, Value total) {
+static Value combineNothing(OpBuilder &, Location, Value total,
+                            arith::AtomicRMWKind) {
   return total;
 }
 
@@ -231,15 +233,15 @@ Value GPUKernelEmitter::segmentOr(OpBuilder &b, Value inRange, Value row) {
   return ifOp.getResult(0);
 }
 
-Value GPUKernelEmitter::warpReduce(OpBuilder &b, Value value, bool minimum) {
+Value GPUKernelEmitter::warpCombine(OpBuilder &b, Value value,
+                                    arith::AtomicRMWKind kind) {
   Value width = b.create<arith::ConstantIntOp>(loc, kWarpSize, 32);
   for (int64_t offset = kWarpSize / 2; offset >= 1; offset /= 2) {
     Value offsetValue = b.create<arith::ConstantIntOp>(loc, offset, 32);
     Value other = b.create<gpu::ShuffleOp>(loc, value, offsetValue, width,
                                            gpu::ShuffleMode::XOR)
                       .getShuffleResult();
-    value = minimum ? b.create<arith::MinSIOp>(loc, value, other).getResult()
-                    : b.create<arith::AddFOp>(loc, value, other).getResult();
+    value = arith::getReductionOp(kind, b, loc, value, other);
   }
   return value;
 }
@@ -429,7 +431,7 @@ SmallVector<Value> GPUKernelEmitter::sumTilePartials(OpBuilder &b, Value start,
         SmallVector<Value> next;
         for (auto [sum, laneSum] : llvm::zip(sums, laneSums))
           next.push_back(ib.create<arith::AddFOp>(
-              il, sum, warpReduce(ib, laneSum, /*minimum=*/false)));
+              il, sum, warpCombine(ib, laneSum, arith::AtomicRMWKind::addf)));
         ib.create<scf::YieldOp>(il, next);
       });
   return SmallVector<Value>(loop.getResults());
@@ -536,7 +538,7 @@ void GPUKernelEmitter::emitWalkedSegment(OpBuilder &b, Value start,
         ab.create<scf::YieldOp>(al, ValueRange{ab.create<arith::AddIOp>(
                                         al, rows[0], i64(ab, kWarpSize))});
       });
-  Value end = warpReduce(b, walk.getResult(0), /*minimum=*/true);
+  Value end = warpCombine(b, walk.getResult(0), arith::AtomicRMWKind::mins);
   Value first = b.create<arith::AddIOp>(loc, start, lane);
 
   auto ifValid = b.create<scf::IfOp>(
@@ -555,8 +557,9 @@ void GPUKernelEmitter::emitWalkedSegment(OpBuilder &b, Value start,
           });
       return SmallVector<Value>(loop.getResults());
     };
-    auto combine = [&](OpBuilder &cb, Location, Value partial) {
-      return warpReduce(cb, partial, /*minimum=*/false);
+    auto combine = [&](OpBuilder &cb, Location, Value partial,
+                       arith::AtomicRMWKind kind) {
+      return warpCombine(cb, partial, kind);
     };
     Value isLaneZero = vb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
                                                 lane, i64(vb, 0));
@@ -882,7 +885,8 @@ GPUKernelEmitter::reduceRows(OpBuilder &b, Value lo, Value hi, ValueRange init,
       });
   SmallVector<Value> totals;
   for (Value partial : loop.getResults())
-    totals.push_back(warpReduce(b, partial, /*minimum=*/false));
+    // Tile kernels exist for sum-only programs (hasLongSegmentKernels).
+    totals.push_back(warpCombine(b, partial, arith::AtomicRMWKind::addf));
   return totals;
 }
 
@@ -1099,7 +1103,7 @@ struct ConvertSegToGPUPass
       // kernels launched before, read by the kernel).
       SmallVector<Type> params(program->buffers.size(), ptrType);
       params.append(2, builder.getI64Type());
-      bool hasScratch = !program->mapsRowsOnly();
+      bool hasScratch = program->hasLongSegmentKernels();
       if (hasScratch)
         params.push_back(ptrType);
       auto addKernel = [&](StringRef name, ArrayRef<Type> params,

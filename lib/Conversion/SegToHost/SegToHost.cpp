@@ -76,7 +76,8 @@ private:
 } // namespace
 
 /// The host's CombineBuilder: one thread holds a segment's whole total.
-static Value combineNothing(OpBuilder &, Location, Value total) {
+static Value combineNothing(OpBuilder &, Location, Value total,
+                            arith::AtomicRMWKind) {
   return total;
 }
 
@@ -94,24 +95,36 @@ static int64_t vectorLanes(Type elementType, int64_t vectorBits) {
   return std::clamp<int64_t>(lanes, 2, kShortSegmentRows);
 }
 
-/// Adds groups of `width` vectors (a power-of-two count of them) pairwise,
-/// group i + n/2 into group i, then each remaining vector's lanes: `width`
-/// scalars, added in a fixed order.
-static SmallVector<Value> sumVectorGroups(OpBuilder &b, Location loc,
-                                          SmallVector<Value> vectors,
-                                          unsigned width) {
+/// Combines groups of `kinds.size()` vectors (a power-of-two count of them)
+/// pairwise, group i + n/2 into group i, then each remaining vector's lanes:
+/// one scalar per accumulator, combined (by its kind) in a fixed order.
+static SmallVector<Value>
+sumVectorGroups(OpBuilder &b, Location loc, SmallVector<Value> vectors,
+                ArrayRef<arith::AtomicRMWKind> kinds) {
+  unsigned width = kinds.size();
   if (width == 0) // a pass with no reductions
     return {};
   for (size_t live = vectors.size() / width; live > 1; live /= 2)
     for (size_t i = 0; i < live / 2; ++i)
       for (unsigned c = 0; c < width; ++c)
-        vectors[i * width + c] = b.create<arith::AddFOp>(
-            loc, vectors[i * width + c], vectors[(i + live / 2) * width + c]);
+        vectors[i * width + c] =
+            arith::getReductionOp(kinds[c], b, loc, vectors[i * width + c],
+                                  vectors[(i + live / 2) * width + c]);
   KernelCodeBuilder code(b, loc);
   SmallVector<Value> sums;
   for (unsigned c = 0; c < width; ++c)
-    sums.push_back(code.horizontalSum(vectors[c]));
+    sums.push_back(code.horizontalReduce(vectors[c], kinds[c]));
   return sums;
+}
+
+/// Vectors of `lanes` copies of each accumulator's initial value (its
+/// combining kind's identity).
+static SmallVector<Value> splatInit(KernelCodeBuilder &code, ValueRange init,
+                                    int64_t lanes) {
+  SmallVector<Value> vectors;
+  for (Value value : init)
+    vectors.push_back(code.splat(value, lanes));
+  return vectors;
 }
 
 // A segment's rows run through the body as vectors of `lanes` rows, in
@@ -122,11 +135,10 @@ static SmallVector<Value> sumVectorGroups(OpBuilder &b, Location loc,
 // added in a fixed order, and the scalar rows added after. The order is a
 // function of the segment alone, so results do not depend on how segments
 // are split across threads; independent chains let the adds overlap.
-static SmallVector<Value> emitVectorRowLoop(OpBuilder &b, Location loc,
-                                            Value rowBegin, Value rowEnd,
-                                            ValueRange init,
-                                            SegmentProgramEmitter::RowBody body,
-                                            int64_t lanes) {
+static SmallVector<Value>
+emitVectorRowLoop(OpBuilder &b, Location loc, Value rowBegin, Value rowEnd,
+                  ValueRange init, ArrayRef<arith::AtomicRMWKind> kinds,
+                  SegmentProgramEmitter::RowBody body, int64_t lanes) {
   KernelCodeBuilder code(b, loc);
   Value count = b.create<arith::SubIOp>(loc, rowEnd, rowBegin);
   auto roundDown = [&](int64_t multiple) {
@@ -141,9 +153,7 @@ static SmallVector<Value> emitVectorRowLoop(OpBuilder &b, Location loc,
   unsigned width = init.size();
   SmallVector<Value> partialsInit;
   for (int64_t i = 0; i < kInterleave; ++i)
-    for (Value value : init)
-      partialsInit.push_back(
-          code.zero(VectorType::get({lanes}, value.getType())));
+    llvm::append_range(partialsInit, splatInit(code, init, lanes));
   auto interleaved = b.create<scf::ForOp>(
       loc, rowBegin, interleavedEnd, code.i64(kInterleave * lanes),
       partialsInit,
@@ -168,7 +178,7 @@ static SmallVector<Value> emitVectorRowLoop(OpBuilder &b, Location loc,
       });
   SmallVector<Value> partials(vectors.getResults());
   llvm::append_range(partials, interleaved.getResults().drop_front(width));
-  SmallVector<Value> sums = sumVectorGroups(b, loc, partials, width);
+  SmallVector<Value> sums = sumVectorGroups(b, loc, partials, kinds);
   auto scalars = b.create<scf::ForOp>(
       loc, vectorEnd, rowEnd, code.i64(1), sums,
       [&](OpBuilder &lb, Location ll, Value row, ValueRange acc) {
@@ -188,14 +198,11 @@ static SmallVector<Value> emitVectorRowLoop(OpBuilder &b, Location loc,
 // branch or two per segment, which dominate ~10-row segments).
 static SmallVector<Value>
 emitShortSegmentBlock(OpBuilder &b, Location loc, Value rowBegin, Value count,
-                      ValueRange init, SegmentProgramEmitter::RowBody body,
-                      int64_t lanes) {
+                      ValueRange init, ArrayRef<arith::AtomicRMWKind> kinds,
+                      SegmentProgramEmitter::RowBody body, int64_t lanes) {
   KernelCodeBuilder code(b, loc);
   int64_t numVectors = kShortSegmentRows / lanes;
-  unsigned width = init.size();
-  SmallVector<Value> zeros;
-  for (Value value : init)
-    zeros.push_back(code.zero(VectorType::get({lanes}, value.getType())));
+  SmallVector<Value> identities = splatInit(code, init, lanes);
   Value counts =
       code.splat(b.create<arith::TruncIOp>(loc, b.getI32Type(), count), lanes);
   SmallVector<Value> terms;
@@ -210,9 +217,10 @@ emitShortSegmentBlock(OpBuilder &b, Location loc, Value rowBegin, Value count,
         loc, arith::CmpIPredicate::slt,
         b.create<arith::ConstantOp>(loc, b.getI32VectorAttr(positions)),
         counts);
-    llvm::append_range(terms, body(b, loc, row, lanes, inSegment, zeros));
+    llvm::append_range(terms,
+                       body(b, loc, row, lanes, inSegment, identities));
   }
-  return sumVectorGroups(b, loc, terms, width);
+  return sumVectorGroups(b, loc, terms, kinds);
 }
 
 /// Row-output vectors a short-segment block may store (each a load, a
@@ -243,12 +251,14 @@ static int64_t rowOutputComponents(const SegmentProgram &program) {
 static SmallVector<Value>
 emitSegmentRowLoop(OpBuilder &b, Location loc, Value rowBegin, Value rowEnd,
                    Value numRows, Value ownedRowsEnd, ValueRange init,
+                   ArrayRef<arith::AtomicRMWKind> kinds,
                    SegmentProgramEmitter::RowBody body, bool storesRows,
                    const SegmentProgram &program, int64_t lanes) {
   int64_t storeVectors =
       rowOutputComponents(program) * (kShortSegmentRows / lanes);
   if (storesRows && storeVectors > kMaxShortBlockStoreVectors)
-    return emitVectorRowLoop(b, loc, rowBegin, rowEnd, init, body, lanes);
+    return emitVectorRowLoop(b, loc, rowBegin, rowEnd, init, kinds, body,
+                             lanes);
   KernelCodeBuilder code(b, loc);
   Value count = b.create<arith::SubIOp>(loc, rowEnd, rowBegin);
   Value isShort = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sle, count,
@@ -262,11 +272,13 @@ emitSegmentRowLoop(OpBuilder &b, Location loc, Value rowBegin, Value rowEnd,
       [&](OpBuilder &tb, Location tl) {
         tb.create<scf::YieldOp>(
             tl,
-            emitShortSegmentBlock(tb, tl, rowBegin, count, init, body, lanes));
+            emitShortSegmentBlock(tb, tl, rowBegin, count, init, kinds, body,
+                                  lanes));
       },
       [&](OpBuilder &eb, Location el) {
         eb.create<scf::YieldOp>(
-            el, emitVectorRowLoop(eb, el, rowBegin, rowEnd, init, body, lanes));
+            el, emitVectorRowLoop(eb, el, rowBegin, rowEnd, init, kinds, body,
+                                  lanes));
       });
   return SmallVector<Value>(ifShort.getResults());
 }
@@ -536,9 +548,10 @@ static void emitHostKernel(const SegmentProgram &program, func::FuncOp kernel,
     return [&, rowBegin, rowEnd](OpBuilder &rb, Location rl, ValueRange init,
                                  SegmentProgramEmitter::RowBody body,
                                  bool storesRows) {
-      return emitSegmentRowLoop(rb, rl, rowBegin, rowEnd, numRows, ownedRowsEnd,
-                                init, body, storesRows, program,
-                                vectorLanes(program.elementType, vectorBits));
+      return emitSegmentRowLoop(
+          rb, rl, rowBegin, rowEnd, numRows, ownedRowsEnd, init,
+          program.combiningKinds(emitter.currentPass()), body, storesRows,
+          program, vectorLanes(program.elementType, vectorBits));
     };
   };
   SmallVector<Value> initialState{firstRow,
@@ -797,7 +810,8 @@ static void emitHostTileKernel(const SegmentProgram &program,
         [&](OpBuilder &tb, Location tl) {
           // Tiles are long: no short-segment block.
           SmallVector<Value> totals =
-              emitVectorRowLoop(tb, tl, rowBegin, rowEnd, init, body,
+              emitVectorRowLoop(tb, tl, rowBegin, rowEnd, init,
+                                program.combiningKinds(pass), body,
                                 vectorLanes(elementType, vectorBits));
           KernelCodeBuilder store(tb, tl);
           for (auto [i, total] : llvm::enumerate(totals))

@@ -150,7 +150,8 @@ Value KernelCodeBuilder::shuffle(Value first, Value second,
   return builder.create<LLVM::ShuffleVectorOp>(loc, first, second, mask);
 }
 
-Value KernelCodeBuilder::horizontalSum(Value vector) {
+Value KernelCodeBuilder::horizontalReduce(Value vector,
+                                          arith::AtomicRMWKind kind) {
   int64_t lanes = cast<VectorType>(vector.getType()).getNumElements();
   assert(llvm::isPowerOf2_64(lanes) && "lanes must be a power of two");
   for (; lanes > 1; lanes /= 2) {
@@ -159,8 +160,9 @@ Value KernelCodeBuilder::horizontalSum(Value vector) {
       low.push_back(i);
       high.push_back(lanes / 2 + i);
     }
-    vector = builder.create<arith::AddFOp>(loc, shuffle(vector, vector, low),
-                                           shuffle(vector, vector, high));
+    vector = arith::getReductionOp(kind, builder, loc,
+                                   shuffle(vector, vector, low),
+                                   shuffle(vector, vector, high));
   }
   return builder.create<LLVM::ExtractElementOp>(
       loc, vector, builder.create<arith::ConstantIntOp>(loc, 0, 32));

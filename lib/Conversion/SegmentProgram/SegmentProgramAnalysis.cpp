@@ -36,8 +36,9 @@ static std::string typeString(Type type) {
   return text;
 }
 
-static bool isReduction(Operation *op) {
-  return isa<SumOp, MeanOp, RmsNormOp, DotOp, OuterSumOp>(op);
+bool mlir::seg::isReductionOp(Operation *op) {
+  auto segOp = dyn_cast<SegmentOpInterface>(op);
+  return segOp && segOp.isReduction();
 }
 
 namespace mlir {
@@ -118,13 +119,10 @@ LogicalResult SegmentProgramAnalysis::checkElementTypes() {
 LogicalResult SegmentProgramAnalysis::findIndex() {
   Block &body = func.getBody().front();
   for (Operation &op : body.without_terminator()) {
-    if (!isa<SegDialect>(op.getDialect()))
+    auto segOp = dyn_cast<SegmentOpInterface>(&op);
+    if (!segOp)
       continue;
-    Value idx = TypeSwitch<Operation *, Value>(&op)
-                    .Case<SumOp, MeanOp, RmsNormOp, DotOp, MulOp, MatvecOp,
-                          GatherOp, OuterSumOp, CountOp>(
-                        [](auto segOp) { return segOp.getIdx(); })
-                    .Default([](Operation *) { return Value(); });
+    Value idx = segOp.getSegmentIndex();
     if (!isa_and_nonnull<BlockArgument>(idx))
       return fail("every seg operation's idx must be a function argument");
     if (program.idx && program.idx != idx)
@@ -201,12 +199,9 @@ LogicalResult SegmentProgramAnalysis::checkSizes() {
     return failure();
   };
   for (Operation &op : func.getBody().front().without_terminator()) {
-    LogicalResult result =
-        TypeSwitch<Operation *, LogicalResult>(&op)
-            .Case<SumOp, MeanOp, RmsNormOp, DotOp, OuterSumOp, CountOp>(
-                [&](auto reduce) { return check(reduce.getNumSegments()); })
-            .Default([](Operation *) { return success(); });
-    if (failed(result))
+    auto segOp = dyn_cast<SegmentOpInterface>(&op);
+    if (segOp && segOp.getSegmentCount() &&
+        failed(check(segOp.getSegmentCount())))
       return failure();
   }
   return success();
@@ -219,7 +214,7 @@ void SegmentProgramAnalysis::assignStages() {
     for (Value operand : op.getOperands())
       if (program.hasInfo(operand))
         stage = std::max(stage, program.info(operand).stage);
-    if (isReduction(&op)) {
+    if (isReductionOp(&op)) {
       passes = std::max(passes, stage + 1);
       stage += 1;
     }
@@ -326,9 +321,12 @@ FailureOr<SegmentProgram> SegmentProgram::analyze(func::FuncOp func) {
 
 bool SegmentProgram::mapsRowsOnly() const {
   Block &body = func.getBody().front();
-  for (Operation &op : body.without_terminator())
-    if (isa<SumOp, MeanOp, RmsNormOp, DotOp, OuterSumOp, CountOp>(op))
+  for (Operation &op : body.without_terminator()) {
+    // Reductions and counts are per segment.
+    auto segOp = dyn_cast<SegmentOpInterface>(op);
+    if (segOp && segOp.getSegmentCount())
       return false;
+  }
   return llvm::all_of(body.getTerminator()->getOperands(), [&](Value result) {
     return info(result).space == ValueSpace::Row;
   });
@@ -337,8 +335,7 @@ bool SegmentProgram::mapsRowsOnly() const {
 int64_t SegmentProgram::numReductionComponents(unsigned pass) const {
   int64_t count = 0;
   for (Operation &op : func.getBody().front().without_terminator())
-    if (isa<SumOp, MeanOp, RmsNormOp, DotOp, OuterSumOp>(op) &&
-        info(op.getResult(0)).stage == pass + 1)
+    if (isReductionOp(&op) && info(op.getResult(0)).stage == pass + 1)
       count += info(op.getResult(0)).numComponents();
   return count;
 }
@@ -360,7 +357,26 @@ bool SegmentProgram::storesRowsInPass(unsigned pass) const {
 int64_t SegmentProgram::numReductionComponents() const {
   int64_t count = 0;
   for (Operation &op : func.getBody().front().without_terminator())
-    if (isa<SumOp, MeanOp, RmsNormOp, DotOp, OuterSumOp>(op))
+    if (isReductionOp(&op))
       count += info(op.getResult(0)).numComponents();
   return count;
+}
+
+bool SegmentProgram::reducesBySumsOnly() const {
+  return llvm::all_of(func.getBody().front().without_terminator(),
+                      [](Operation &op) {
+                        return !isReductionOp(&op) ||
+                               cast<SegmentOpInterface>(op).getCombiningKind() ==
+                                   arith::AtomicRMWKind::addf;
+                      });
+}
+
+SmallVector<arith::AtomicRMWKind>
+SegmentProgram::combiningKinds(unsigned pass) const {
+  SmallVector<arith::AtomicRMWKind> kinds;
+  for (Operation &op : func.getBody().front().without_terminator())
+    if (isReductionOp(&op) && info(op.getResult(0)).stage == pass + 1)
+      kinds.append(info(op.getResult(0)).numComponents(),
+                   cast<SegmentOpInterface>(op).getCombiningKind());
+  return kinds;
 }

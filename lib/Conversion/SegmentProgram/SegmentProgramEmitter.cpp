@@ -7,6 +7,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "segops/Conversion/KernelCodeBuilder.h"
 #include "segops/Dialect/Seg/IR/SegOps.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -155,6 +156,11 @@ static Components broadcast(const Components &values, int64_t n) {
 Components SegmentProgramEmitter::elementwise(OpBuilder &b, Location loc,
                                               Operation *op,
                                               ArrayRef<Components> operands) {
+  if (auto shapeChange = dyn_cast<ComponentOpInterface>(op)) {
+    SmallVector<Value> result =
+        shapeChange.buildComponents(b, loc, operands.front());
+    return Components(result.begin(), result.end());
+  }
   int64_t n = 1;
   for (const Components &operand : operands)
     n = std::max<int64_t>(n, operand.size());
@@ -163,40 +169,31 @@ Components SegmentProgramEmitter::elementwise(OpBuilder &b, Location loc,
     SmallVector<Value, 3> args;
     for (const Components &operand : operands)
       args.push_back(broadcast(operand, n)[c]);
-    Value result =
-        TypeSwitch<Operation *, Value>(op)
-            .Case<arith::AddFOp>([&](auto) {
-              return b.create<arith::AddFOp>(loc, args[0], args[1]);
-            })
-            .Case<arith::SubFOp>([&](auto) {
-              return b.create<arith::SubFOp>(loc, args[0], args[1]);
-            })
-            .Case<arith::MulFOp>([&](auto) {
-              return b.create<arith::MulFOp>(loc, args[0], args[1]);
-            })
-            .Case<arith::DivFOp>([&](auto) {
-              return b.create<arith::DivFOp>(loc, args[0], args[1]);
-            })
-            .Case<arith::NegFOp>(
-                [&](auto) { return b.create<arith::NegFOp>(loc, args[0]); })
-            .Case<arith::MaximumFOp>([&](auto) {
-              return b.create<arith::MaximumFOp>(loc, args[0], args[1]);
-            })
-            .Case<arith::MinimumFOp>([&](auto) {
-              return b.create<arith::MinimumFOp>(loc, args[0], args[1]);
-            })
-            .Case<arith::CmpFOp>([&](arith::CmpFOp cmp) {
-              return b.create<arith::CmpFOp>(loc, cmp.getPredicate(), args[0],
-                                             args[1]);
-            })
-            .Case<arith::SelectOp>([&](auto) {
-              return b.create<arith::SelectOp>(loc, args[0], args[1], args[2]);
-            })
-            .Case<math::SqrtOp>(
-                [&](auto) { return b.create<math::SqrtOp>(loc, args[0]); });
+    Value result = buildElementwiseOnComponents(b, loc, op, args);
     results.push_back(result);
   }
   return results;
+}
+
+/// The row code of a seg op (a reduction's row term, a row map's value):
+/// its float operands' components, read per row or per segment as the op
+/// says, handed to the op's buildRowComponents.
+static Components buildRowCode(OpBuilder &b, Location loc,
+                               SegmentOpInterface op,
+                               function_ref<Components(Value)> rowValue,
+                               function_ref<Components(Value)> segmentValue) {
+  SmallVector<Value> segmentOperands = op.getSegmentOperands();
+  SmallVector<Components> storage;
+  for (Value operand : op->getOperands()) {
+    if (!isa<FloatType>(getElementTypeOrSelf(operand.getType())))
+      continue;
+    storage.push_back(llvm::is_contained(segmentOperands, operand)
+                          ? segmentValue(operand)
+                          : rowValue(operand));
+  }
+  SmallVector<ValueRange> operands(storage.begin(), storage.end());
+  SmallVector<Value> result = op.buildRowComponents(b, loc, operands);
+  return Components(result.begin(), result.end());
 }
 
 Components SegmentProgramEmitter::segmentValue(OpBuilder &b, Location loc,
@@ -225,11 +222,9 @@ Components SegmentProgramEmitter::segmentValue(OpBuilder &b, Location loc,
                    return Components{
                        b.create<arith::SIToFPOp>(loc, elementType, count)};
                  })
-                 .Case<SumOp, MeanOp, RmsNormOp, DotOp, OuterSumOp>(
-                     [&](Operation *) -> Components {
-                       llvm_unreachable("a reduction is read before its pass");
-                     })
                  .Default([&](Operation *other) {
+                   assert(!isa<SegmentOpInterface>(other) &&
+                          "a reduction is read before its pass");
                    SmallVector<Components> operands;
                    for (Value operand : other->getOperands())
                      operands.push_back(segmentValue(b, loc, operand));
@@ -266,33 +261,11 @@ Components SegmentProgramEmitter::rowValue(OpBuilder &b, Location loc,
     auto row_ = [&](Value v) { return rowValue(b, loc, v, row, lanes, memo); };
     result =
         TypeSwitch<Operation *, Components>(op)
-            .Case<MulOp>([&](MulOp mul) {
-              Components x = row_(mul.getX());
-              Value scale = segment_(mul.getY())[0];
-              Components out;
-              for (Value component : x)
-                out.push_back(b.create<arith::MulFOp>(loc, component, scale));
-              return out;
+            .Case<SegmentOpInterface>([&](SegmentOpInterface map) {
+              // A row map: its row operands at this row, its segment
+              // operands at the row's segment.
+              return buildRowCode(b, loc, map, row_, segment_);
             })
-            .Case<MatvecOp>([&](MatvecOp matvec) {
-              Components v = row_(matvec.getV());
-              Components m = segment_(matvec.getM());
-              bool transpose = matvec.getTranspose();
-              Components out;
-              for (int64_t a = 0; a < 3; ++a) {
-                Value total;
-                for (int64_t k = 0; k < 3; ++k) {
-                  Value entry = transpose ? m[k * 3 + a] : m[a * 3 + k];
-                  Value term = b.create<arith::MulFOp>(loc, entry, v[k]);
-                  total =
-                      total ? b.create<arith::AddFOp>(loc, total, term) : term;
-                }
-                out.push_back(total);
-              }
-              return out;
-            })
-            .Case<GatherOp>(
-                [&](GatherOp gather) { return segment_(gather.getY()); })
             .Case<tensor::SplatOp>([&](tensor::SplatOp splat) {
               return Components(program.info(value).numComponents(),
                                 segment_(splat.getInput())[0]);
@@ -330,8 +303,7 @@ void SegmentProgramEmitter::emitSegment(OpBuilder &b, Location loc,
     // row outputs first computable now.
     SmallVector<Operation *> reductions;
     for (Operation &op : body.without_terminator())
-      if (isa<SumOp, MeanOp, RmsNormOp, DotOp, OuterSumOp>(op) &&
-          program.info(op.getResult(0)).stage == pass + 1)
+      if (isReductionOp(&op) && program.info(op.getResult(0)).stage == pass + 1)
         reductions.push_back(&op);
     SmallVector<unsigned> rowOutputs;
     for (auto [i, result] : llvm::enumerate(terminator->getOperands()))
@@ -375,9 +347,12 @@ void SegmentProgramEmitter::emitSegment(OpBuilder &b, Location loc,
 
     SmallVector<Value> init;
     for (Operation *op : reductions)
-      // One accumulator per component of the reduction's per-segment result.
+      // One accumulator per component of the reduction's per-segment
+      // result, from its combining kind's identity.
       init.append(program.info(op->getResult(0)).numComponents(),
-                  code.zero(elementType));
+                  arith::getIdentityValue(
+                      cast<SegmentOpInterface>(op).getCombiningKind(),
+                      elementType, b, loc));
     SmallVector<Value> totals = rowLoop(
         b, loc, init,
         [&](OpBuilder &lb, Location ll, Value row, int64_t lanes,
@@ -386,56 +361,26 @@ void SegmentProgramEmitter::emitSegment(OpBuilder &b, Location loc,
           SmallVector<Value> next;
           unsigned position = 0;
           for (Operation *op : reductions) {
-            Components terms =
-                TypeSwitch<Operation *, Components>(op)
-                    .Case<SumOp, MeanOp>([&](auto reduce) {
-                      return rowValue(lb, ll, reduce.getX(), row, lanes, memo);
-                    })
-                    .Case<DotOp>([&](DotOp dot) {
-                      Components x =
-                          rowValue(lb, ll, dot.getX(), row, lanes, memo);
-                      Components y =
-                          rowValue(lb, ll, dot.getY(), row, lanes, memo);
-                      Value total;
-                      for (auto [xc, yc] : llvm::zip(x, y)) {
-                        Value term = lb.create<arith::MulFOp>(ll, xc, yc);
-                        total = total
-                                    ? lb.create<arith::AddFOp>(ll, total, term)
-                                    : term;
-                      }
-                      return Components{total};
-                    })
-                    .Case<RmsNormOp>([&](RmsNormOp rms) {
-                      Components x =
-                          rowValue(lb, ll, rms.getX(), row, lanes, memo);
-                      Value total;
-                      for (Value xc : x) {
-                        Value term = lb.create<arith::MulFOp>(ll, xc, xc);
-                        total = total
-                                    ? lb.create<arith::AddFOp>(ll, total, term)
-                                    : term;
-                      }
-                      return Components{total};
-                    })
-                    .Case<OuterSumOp>([&](OuterSumOp outer) {
-                      Components v =
-                          rowValue(lb, ll, outer.getV(), row, lanes, memo);
-                      Components g =
-                          rowValue(lb, ll, outer.getG(), row, lanes, memo);
-                      Components out;
-                      for (int64_t a = 0; a < 3; ++a)
-                        for (int64_t c = 0; c < 3; ++c)
-                          out.push_back(
-                              lb.create<arith::MulFOp>(ll, v[a], g[c]));
-                      return out;
-                    });
+            auto reduction = cast<SegmentOpInterface>(op);
+            KernelCodeBuilder local(lb, ll);
+            Components terms = buildRowCode(
+                lb, ll, reduction,
+                [&](Value v) -> Components {
+                  return rowValue(lb, ll, v, row, lanes, memo);
+                },
+                [&](Value v) -> Components {
+                  return splatComponents(local, segmentValue(lb, ll, v),
+                                         lanes);
+                });
+            arith::AtomicRMWKind kind = reduction.getCombiningKind();
             for (Value term : terms) {
+              // Masked-off lanes add the identity.
               if (laneMask)
                 term = lb.create<arith::SelectOp>(
                     ll, laneMask, term,
-                    KernelCodeBuilder(lb, ll).zero(term.getType()));
+                    arith::getIdentityValue(kind, term.getType(), lb, ll));
               next.push_back(
-                  lb.create<arith::AddFOp>(ll, acc[position++], term));
+                  arith::getReductionOp(kind, lb, ll, acc[position++], term));
             }
           }
           KernelCodeBuilder local(lb, ll);
@@ -470,17 +415,15 @@ void SegmentProgramEmitter::emitSegment(OpBuilder &b, Location loc,
         loc, hasRows, countValue,
         b.create<arith::ConstantOp>(loc, b.getFloatAttr(elementType, 1.0)));
     for (Operation *op : reductions) {
-      Components combined;
+      auto reduction = cast<SegmentOpInterface>(op);
+      SmallVector<Value> combined;
       for (int64_t c = 0, e = program.info(op->getResult(0)).numComponents();
            c < e; ++c)
-        combined.push_back(combine(b, loc, totals[position++]));
-      if (isa<MeanOp>(op))
-        for (Value &component : combined)
-          component = b.create<arith::DivFOp>(loc, component, safeCount);
-      if (isa<RmsNormOp>(op))
-        combined[0] = b.create<math::SqrtOp>(
-            loc, b.create<arith::DivFOp>(loc, combined[0], safeCount));
-      segmentValues[op->getResult(0)] = combined;
+        combined.push_back(
+            combine(b, loc, totals[position++], reduction.getCombiningKind()));
+      SmallVector<Value> result =
+          reduction.buildEpilogue(b, loc, combined, safeCount, hasRows);
+      segmentValues[op->getResult(0)] = Components(result.begin(), result.end());
     }
   }
 

@@ -5,6 +5,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "segops/Dialect/Seg/IR/SegInterfaces.h"
 #include "segops/Dialect/Seg/IR/SegOps.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -25,11 +26,10 @@ StringRef mlir::seg::stringifyValueSpace(ValueSpace space) {
   llvm_unreachable("unknown value space");
 }
 
-/// Elementwise ops allowed on same-shaped tensors (or scalars) of one space.
+/// Ops whose operands and result share one space: elementwise arithmetic
+/// on same-shaped tensors (or scalars), and per-element shape changes.
 static bool isElementwise(Operation *op) {
-  return isa<arith::AddFOp, arith::SubFOp, arith::MulFOp, arith::DivFOp,
-             arith::NegFOp, arith::MaximumFOp, arith::MinimumFOp, arith::CmpFOp,
-             arith::SelectOp, math::SqrtOp>(op);
+  return isKernelElementwiseOp(op) || isa<ComponentOpInterface>(op);
 }
 
 namespace {
@@ -103,46 +103,21 @@ LogicalResult SpaceInference::assignSpaces() {
   for (Operation &op : body.without_terminator()) {
     LogicalResult result =
         TypeSwitch<Operation *, LogicalResult>(&op)
-            .Case<SumOp, MeanOp, RmsNormOp>([&](auto reduce) {
-              anchorSegmentCount(reduce.getNumSegments());
-              return success(
-                  succeeded(assign(reduce.getX(), ValueSpace::Row)) &&
-                  succeeded(assign(reduce.getResult(), ValueSpace::Segment)));
-            })
-            .Case<DotOp>([&](DotOp dot) {
-              anchorSegmentCount(dot.getNumSegments());
-              return success(
-                  succeeded(assign(dot.getX(), ValueSpace::Row)) &&
-                  succeeded(assign(dot.getY(), ValueSpace::Row)) &&
-                  succeeded(assign(dot.getResult(), ValueSpace::Segment)));
-            })
-            .Case<OuterSumOp>([&](OuterSumOp outer) {
-              anchorSegmentCount(outer.getNumSegments());
-              return success(
-                  succeeded(assign(outer.getV(), ValueSpace::Row)) &&
-                  succeeded(assign(outer.getG(), ValueSpace::Row)) &&
-                  succeeded(assign(outer.getResult(), ValueSpace::Segment)));
-            })
-            .Case<MulOp>([&](MulOp mul) {
-              return success(
-                  succeeded(assign(mul.getX(), ValueSpace::Row)) &&
-                  succeeded(assign(mul.getY(), ValueSpace::Segment)) &&
-                  succeeded(assign(mul.getResult(), ValueSpace::Row)));
-            })
-            .Case<MatvecOp>([&](MatvecOp matvec) {
-              return success(
-                  succeeded(assign(matvec.getV(), ValueSpace::Row)) &&
-                  succeeded(assign(matvec.getM(), ValueSpace::Segment)) &&
-                  succeeded(assign(matvec.getResult(), ValueSpace::Row)));
-            })
-            .Case<GatherOp>([&](GatherOp gather) {
-              return success(
-                  succeeded(assign(gather.getY(), ValueSpace::Segment)) &&
-                  succeeded(assign(gather.getResult(), ValueSpace::Row)));
-            })
-            .Case<CountOp>([&](CountOp count) {
-              anchorSegmentCount(count.getNumSegments());
-              return assign(count.getResult(), ValueSpace::Segment);
+            .Case<SegmentOpInterface>([&](SegmentOpInterface segOp) {
+              // Seg ops fix their operands' and result's spaces: row
+              // operands per row, segment operands per segment, the result
+              // per segment for ops with a segment count, else per row.
+              if (Value count = segOp.getSegmentCount())
+                anchorSegmentCount(count);
+              for (Value operand : segOp.getRowOperands())
+                if (failed(assign(operand, ValueSpace::Row)))
+                  return failure();
+              for (Value operand : segOp.getSegmentOperands())
+                if (failed(assign(operand, ValueSpace::Segment)))
+                  return failure();
+              return assign(segOp->getResult(0),
+                            segOp.getSegmentCount() ? ValueSpace::Segment
+                                                    : ValueSpace::Row);
             })
             .Case<arith::ConstantOp>([&](arith::ConstantOp constant) {
               if (isa<IndexType>(constant.getType()))

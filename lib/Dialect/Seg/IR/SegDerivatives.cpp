@@ -178,3 +178,69 @@ LogicalResult CountOp::buildAdjoints(OpBuilder &b, ArrayRef<Value> results,
   operands.assign(getNumOperands(), Value());
   return success();
 }
+
+// max / min: out[s] = ext_{i in s} x[i] (per component)  =>  the cotangent
+// split evenly among the rows attaining it:
+//   hit[i] = x[i] == gather(out)[i],  n = sum(hit),
+//   x̄[i]  = hit[i] * gather(ḡ / n)[i]   (n >= 1 in every non-empty segment;
+//                                         an empty one divides by 1).
+// hit is constant almost everywhere, so the rule is linear in ḡ and its
+// own derivatives with respect to x are zero.
+static LogicalResult buildExtremumAdjoints(Operation *op, Value x, Value idx,
+                                           Value numSegments, Value result,
+                                           OpBuilder &b,
+                                           ArrayRef<Value> results,
+                                           SmallVectorImpl<Value> &operands) {
+  operands.assign(op->getNumOperands(), Value());
+  Value g = results[0];
+  if (!g)
+    return success();
+  Location loc = op->getLoc();
+  Value attained = b.create<GatherOp>(loc, x.getType(), result, idx);
+  Value isHit =
+      b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OEQ, x, attained);
+  Value hit = b.create<arith::SelectOp>(loc, isHit,
+                                        createSplatLike(b, loc, x, 1.0),
+                                        createSplatLike(b, loc, x, 0.0));
+  Value hits = b.create<SumOp>(loc, result.getType(), hit, idx, numSegments);
+  Value zero = createSplatLike(b, loc, hits, 0.0);
+  Value anyHit =
+      b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OGT, hits, zero);
+  Value safeHits = b.create<arith::SelectOp>(
+      loc, anyHit, hits, createSplatLike(b, loc, hits, 1.0));
+  Value share = b.create<arith::DivFOp>(loc, g, safeHits);
+  Value spread = b.create<GatherOp>(loc, x.getType(), share, idx);
+  operands[0] = b.create<arith::MulFOp>(loc, hit, spread);
+  return success();
+}
+
+LogicalResult MaxOp::buildAdjoints(OpBuilder &b, ArrayRef<Value> results,
+                                   SmallVectorImpl<Value> &operands) {
+  return buildExtremumAdjoints(*this, getX(), getIdx(), getNumSegments(),
+                               getResult(), b, results, operands);
+}
+
+LogicalResult MinOp::buildAdjoints(OpBuilder &b, ArrayRef<Value> results,
+                                   SmallVectorImpl<Value> &operands) {
+  return buildExtremumAdjoints(*this, getX(), getIdx(), getNumSegments(),
+                               getResult(), b, results, operands);
+}
+
+// broadcast: out[i, c] = x[i]  =>  x̄ = component_sum(ḡ)
+LogicalResult BroadcastOp::buildAdjoints(OpBuilder &b, ArrayRef<Value> results,
+                                         SmallVectorImpl<Value> &operands) {
+  operands.assign(1, Value());
+  if (Value g = results[0])
+    operands[0] = b.create<ComponentSumOp>(getLoc(), getX().getType(), g);
+  return success();
+}
+
+// component_sum: out[i] = Σ_c x[i, c]  =>  x̄ = broadcast(ḡ)
+LogicalResult ComponentSumOp::buildAdjoints(OpBuilder &b,
+                                            ArrayRef<Value> results,
+                                            SmallVectorImpl<Value> &operands) {
+  operands.assign(1, Value());
+  if (Value g = results[0])
+    operands[0] = b.create<BroadcastOp>(getLoc(), getX().getType(), g);
+  return success();
+}

@@ -108,7 +108,7 @@ static LogicalResult verifySegmentCount(Operation *op, Value numSegments,
 // Verifiers.
 //===----------------------------------------------------------------------===//
 
-// sum and mean: (N) -> (S), (N,3) -> (S,3).
+// sum, mean, max and min: (N) -> (S), (N,3) -> (S,3).
 static LogicalResult verifyWidthPreservingReduction(Operation *op, Value x,
                                                     Value idx,
                                                     Value numSegments,
@@ -135,6 +135,16 @@ LogicalResult SumOp::verify() {
 }
 
 LogicalResult MeanOp::verify() {
+  return verifyWidthPreservingReduction(*this, getX(), getIdx(),
+                                        getNumSegments(), getResult());
+}
+
+LogicalResult MaxOp::verify() {
+  return verifyWidthPreservingReduction(*this, getX(), getIdx(),
+                                        getNumSegments(), getResult());
+}
+
+LogicalResult MinOp::verify() {
   return verifyWidthPreservingReduction(*this, getX(), getIdx(),
                                         getNumSegments(), getResult());
 }
@@ -273,3 +283,20 @@ void MulOp::getCanonicalizationPatterns(RewritePatternSet &results,
 
 #define GET_OP_CLASSES
 #include "segops/Dialect/Seg/IR/SegOps.cpp.inc"
+
+// broadcast: (L) -> (L,3); component_sum: (L,3) -> (L).
+LogicalResult BroadcastOp::verify() {
+  Rows x{*this, getX(), "x"}, out{*this, getResult(), "result"};
+  if (failed(verifyScalarTensor(x, "L")) || failed(verifyVec3Tensor(out, "L")) ||
+      failed(verifySameElementType({x, out})))
+    return failure();
+  return verifySameLeadingDim(x, out);
+}
+
+LogicalResult ComponentSumOp::verify() {
+  Rows x{*this, getX(), "x"}, out{*this, getResult(), "result"};
+  if (failed(verifyVec3Tensor(x, "L")) || failed(verifyScalarTensor(out, "L")) ||
+      failed(verifySameElementType({x, out})))
+    return failure();
+  return verifySameLeadingDim(x, out);
+}

@@ -2,6 +2,7 @@
 #ifndef SEGOPS_DIALECT_SEG_IR_SEGINTERFACES_H
 #define SEGOPS_DIALECT_SEG_IR_SEGINTERFACES_H
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpDefinition.h"
 
@@ -11,9 +12,19 @@ namespace mlir {
 class DialectRegistry;
 namespace seg {
 /// Attaches ReverseDifferentiableOpInterface to the arith and math ops that
-/// seg programs use for elementwise work (addf, subf, mulf, divf, negf,
-/// select, sqrt).
+/// kernel functions use for elementwise work: the table of those ops
+/// (ElementwiseOps.cpp).
 void registerDerivativeExternalModels(DialectRegistry &registry);
+
+/// Whether kernel functions accept `op` as elementwise arithmetic: an arith
+/// or math op with the Elementwise trait and a registered derivative rule.
+bool isKernelElementwiseOp(Operation *op);
+
+/// `op` rebuilt on scalar (or, one lane per row, vector) `operands`: the
+/// same op name and attributes, results of the operands' float type (i1 for
+/// comparisons).
+Value buildElementwiseOnComponents(OpBuilder &b, Location loc, Operation *op,
+                                   ValueRange operands);
 } // namespace seg
 } // namespace mlir
 

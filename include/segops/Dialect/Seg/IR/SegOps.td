@@ -14,12 +14,19 @@ include "segops/Dialect/Seg/IR/SegInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 //===----------------------------------------------------------------------===//
-// Per-segment reductions of one row tensor: sum, mean, rms_norm.
+// Per-segment reductions of one row tensor: sum, mean, rms_norm, max, min.
 //===----------------------------------------------------------------------===//
 
-class Seg_UnaryReductionOp<string mnemonic, list<Trait> traits = []>
-    : Seg_Op<mnemonic, !listconcat(traits, [Pure,
-        DeclareOpInterfaceMethods<Seg_ReverseDifferentiableOpInterface>])> {
+/// The SegmentOpInterface of a reduction, with the methods it defines
+/// beyond the ones every reduction does.
+class Seg_ReductionInterface<list<string> methods = []>
+    : DeclareOpInterfaceMethods<Seg_SegmentOpInterface,
+        !listconcat(["getSegmentCount", "isReduction"], methods)>;
+
+class Seg_UnaryReductionOp<string mnemonic, list<string> methods = []>
+    : Seg_Op<mnemonic, [Pure,
+        DeclareOpInterfaceMethods<Seg_ReverseDifferentiableOpInterface>,
+        Seg_ReductionInterface<methods>]> {
   let arguments = (ins Seg_FloatTensor:$x, Seg_IndexTensor:$idx,
                        Index:$num_segments);
   let results = (outs Seg_FloatTensor:$result);
@@ -46,7 +53,7 @@ def Seg_SumOp : Seg_UnaryReductionOp<"sum"> {
   }];
 }
 
-def Seg_MeanOp : Seg_UnaryReductionOp<"mean"> {
+def Seg_MeanOp : Seg_UnaryReductionOp<"mean", ["buildEpilogue"]> {
   let summary = "Per-segment mean of rows";
   let description = [{
     `out[s] = sum_{i : idx[i] == s} x[i] / count(s)`, and 0 for an empty
@@ -60,7 +67,7 @@ def Seg_MeanOp : Seg_UnaryReductionOp<"mean"> {
   }];
 }
 
-def Seg_RmsNormOp : Seg_UnaryReductionOp<"rms_norm"> {
+def Seg_RmsNormOp : Seg_UnaryReductionOp<"rms_norm", ["buildEpilogue"]> {
   let summary = "Per-segment root-mean-square vector norm";
   let description = [{
     `out[s] = sqrt(sum_{i : idx[i] == s} |x[i]|^2 / count(s))`, and 0 for an
@@ -76,12 +83,51 @@ def Seg_RmsNormOp : Seg_UnaryReductionOp<"rms_norm"> {
   }];
 }
 
+class Seg_ExtremumOp<string mnemonic>
+    : Seg_UnaryReductionOp<mnemonic, ["getCombiningKind", "buildEpilogue"]>;
+
+def Seg_MaxOp : Seg_ExtremumOp<"max"> {
+  let summary = "Per-segment maximum of rows, componentwise";
+  let description = [{
+    `out[s] = max_{i : idx[i] == s} x[i]`, per component for `(N,3)` rows;
+    0 for an empty segment (as torch_scatter's scatter_max). A NaN row
+    makes its segment's result NaN. Shapes as for `seg.sum`.
+
+    Gradient: a segment's cotangent is split evenly among the rows that
+    attain its maximum (per component): `x̄[i] = ḡ[s] [x[i] == out[s]] /
+    #{j : x[j] == out[s]}`, so that `seg.sum` of the gradient over a
+    segment's rows is its cotangent, and ties are symmetric.
+
+    Example:
+
+    ```mlir
+    %out = seg.max %x, %idx, %n : tensor<?xf32>, tensor<?xi32> -> tensor<?xf32>
+    ```
+  }];
+}
+
+def Seg_MinOp : Seg_ExtremumOp<"min"> {
+  let summary = "Per-segment minimum of rows, componentwise";
+  let description = [{
+    `out[s] = min_{i : idx[i] == s} x[i]`, per component; 0 for an empty
+    segment. Ties share the gradient evenly, as for `seg.max`.
+
+    Example:
+
+    ```mlir
+    %out = seg.min %x, %idx, %n
+        : tensor<?x3xf64>, tensor<?xi32> -> tensor<?x3xf64>
+    ```
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // seg.dot
 //===----------------------------------------------------------------------===//
 
 def Seg_DotOp : Seg_Op<"dot", [Pure,
-    DeclareOpInterfaceMethods<Seg_ReverseDifferentiableOpInterface>]> {
+    DeclareOpInterfaceMethods<Seg_ReverseDifferentiableOpInterface>,
+    Seg_ReductionInterface<>]> {
   let summary = "Per-segment dot product of two row tensors";
   let description = [{
     `out[s] = sum_{i : idx[i] == s} dot(x[i], y[i])`. `x` and `y` have the
@@ -109,7 +155,8 @@ def Seg_DotOp : Seg_Op<"dot", [Pure,
 //===----------------------------------------------------------------------===//
 
 def Seg_MulOp : Seg_Op<"mul", [Pure,
-    DeclareOpInterfaceMethods<Seg_ReverseDifferentiableOpInterface>]> {
+    DeclareOpInterfaceMethods<Seg_ReverseDifferentiableOpInterface>,
+    DeclareOpInterfaceMethods<Seg_SegmentOpInterface, ["getSegmentOperands"]>]> {
   let summary = "Scale each row by its segment's scalar";
   let description = [{
     `out[i] = x[i] * y[idx[i]]`, and 0 where `idx[i]` is outside
@@ -139,7 +186,8 @@ def Seg_MulOp : Seg_Op<"mul", [Pure,
 //===----------------------------------------------------------------------===//
 
 def Seg_MatvecOp : Seg_Op<"matvec", [Pure,
-    DeclareOpInterfaceMethods<Seg_ReverseDifferentiableOpInterface>]> {
+    DeclareOpInterfaceMethods<Seg_ReverseDifferentiableOpInterface>,
+    DeclareOpInterfaceMethods<Seg_SegmentOpInterface, ["getSegmentOperands"]>]> {
   let summary = "Multiply each row vector by its segment's 3x3 matrix";
   let description = [{
     With `transpose` (the default, the public operation):
@@ -173,7 +221,8 @@ def Seg_MatvecOp : Seg_Op<"matvec", [Pure,
 //===----------------------------------------------------------------------===//
 
 def Seg_GatherOp : Seg_Op<"gather", [Pure,
-    DeclareOpInterfaceMethods<Seg_ReverseDifferentiableOpInterface>]> {
+    DeclareOpInterfaceMethods<Seg_ReverseDifferentiableOpInterface>,
+    DeclareOpInterfaceMethods<Seg_SegmentOpInterface, ["getSegmentOperands"]>]> {
   let summary = "Broadcast per-segment rows to the rows of their segment";
   let description = [{
     `out[i] = y[idx[i]]`, and 0 where `idx[i]` is outside `[0, dim(y, 0))`.
@@ -195,7 +244,8 @@ def Seg_GatherOp : Seg_Op<"gather", [Pure,
 }
 
 def Seg_OuterSumOp : Seg_Op<"outer_sum", [Pure,
-    DeclareOpInterfaceMethods<Seg_ReverseDifferentiableOpInterface>]> {
+    DeclareOpInterfaceMethods<Seg_ReverseDifferentiableOpInterface>,
+    Seg_ReductionInterface<>]> {
   let summary = "Per-segment sum of outer products of row vectors";
   let description = [{
     `out[s] = sum_{i : idx[i] == s} v[i] g[i]^T`: the gradient of
@@ -220,7 +270,8 @@ def Seg_OuterSumOp : Seg_Op<"outer_sum", [Pure,
 }
 
 def Seg_CountOp : Seg_Op<"count", [Pure,
-    DeclareOpInterfaceMethods<Seg_ReverseDifferentiableOpInterface>]> {
+    DeclareOpInterfaceMethods<Seg_ReverseDifferentiableOpInterface>,
+    DeclareOpInterfaceMethods<Seg_SegmentOpInterface, ["getSegmentCount"]>]> {
   let summary = "Number of rows in each segment";
   let description = [{
     `out[s] = |{i : idx[i] == s}|` as a floating-point value, the
@@ -237,6 +288,53 @@ def Seg_CountOp : Seg_Op<"count", [Pure,
   let assemblyFormat = [{
     $idx `,` $num_segments attr-dict `:` type($idx) `->` type($result)
   }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Per-element shape changes (no segment index): broadcast and component sum.
+//===----------------------------------------------------------------------===//
+
+def Seg_BroadcastOp : Seg_Op<"broadcast", [Pure,
+    DeclareOpInterfaceMethods<Seg_ReverseDifferentiableOpInterface>,
+    DeclareOpInterfaceMethods<Seg_ComponentOpInterface>]> {
+  let summary = "Broadcast each scalar element to a 3-vector";
+  let description = [{
+    `out[i, c] = x[i]` for `c` in `[0, 3)`: a per-row (or per-segment)
+    scalar against 3-vector rows, as in PyTorch's `w[:, None] * v`. `x` is
+    `(L)`, the result `(L,3)` of the same element type. Its adjoint is
+    `seg.component_sum`.
+
+    Example:
+
+    ```mlir
+    %b = seg.broadcast %w : tensor<?xf32> -> tensor<?x3xf32>
+    ```
+  }];
+  let arguments = (ins Seg_FloatTensor:$x);
+  let results = (outs Seg_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Seg_ComponentSumOp : Seg_Op<"component_sum", [Pure,
+    DeclareOpInterfaceMethods<Seg_ReverseDifferentiableOpInterface>,
+    DeclareOpInterfaceMethods<Seg_ComponentOpInterface>]> {
+  let summary = "Sum of each 3-vector element's components";
+  let description = [{
+    `out[i] = x[i, 0] + x[i, 1] + x[i, 2]`: PyTorch's `x.sum(-1)` on vec3
+    rows (with `arith.mulf`, the row dot `(a * b).sum(-1)`). `x` is `(L,3)`,
+    the result `(L)`. Its adjoint is `seg.broadcast`.
+
+    Example:
+
+    ```mlir
+    %s = seg.component_sum %x : tensor<?x3xf32> -> tensor<?xf32>
+    ```
+  }];
+  let arguments = (ins Seg_FloatTensor:$x);
+  let results = (outs Seg_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
   let hasVerifier = 1;
 }
 

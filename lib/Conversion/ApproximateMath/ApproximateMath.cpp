@@ -1,0 +1,91 @@
+//===- ApproximateMath.cpp - f32 transcendental functions as arith --------===//
+
+#include "segops/Conversion/Passes.h"
+
+#include "mlir/Dialect/Math/Transforms/Approximation.h"
+#include "mlir/Dialect/Math/Transforms/Passes.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace mlir {
+namespace seg {
+#define GEN_PASS_DEF_SEGAPPROXIMATEMATH
+#include "segops/Conversion/Passes.h.inc"
+} // namespace seg
+} // namespace mlir
+
+using namespace mlir;
+
+namespace {
+/// floor(x) for f32 without a floor instruction: t = trunc(x) through i32,
+/// minus 1 where t > x; values of magnitude 2^23 and more (and NaN) are
+/// integers already (or stay NaN) and pass through. Exact.
+struct ExpandFloor : public OpRewritePattern<math::FloorOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(math::FloorOp op,
+                                PatternRewriter &rewriter) const override {
+    Type type = op.getType();
+    if (!getElementTypeOrSelf(type).isF32() || isa<VectorType>(type))
+      return failure();
+    Location loc = op.getLoc();
+    Value x = op.getOperand();
+    auto constant = [&](float value) {
+      return rewriter.create<arith::ConstantOp>(
+          loc, rewriter.getF32FloatAttr(value));
+    };
+    Value truncated = rewriter.create<arith::SIToFPOp>(
+        loc, type,
+        rewriter.create<arith::FPToSIOp>(loc, rewriter.getI32Type(), x));
+    Value above = rewriter.create<arith::CmpFOp>(
+        loc, arith::CmpFPredicate::OGT, truncated, x);
+    Value floor = rewriter.create<arith::SelectOp>(
+        loc, above,
+        rewriter.create<arith::SubFOp>(loc, truncated, constant(1.0f)),
+        truncated);
+    Value small = rewriter.create<arith::CmpFOp>(
+        loc, arith::CmpFPredicate::OLT, rewriter.create<math::AbsFOp>(loc, x),
+        constant(8388608.0f));
+    rewriter.replaceOpWithNewOp<arith::SelectOp>(op, small, floor, x);
+    return success();
+  }
+};
+
+/// |x| as a sign-bit mask (f32 or f64): the GPU's NVVM lowering would call
+/// libdevice for math.absf too.
+struct ExpandAbsF : public OpRewritePattern<math::AbsFOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(math::AbsFOp op,
+                                PatternRewriter &rewriter) const override {
+    auto type = dyn_cast<FloatType>(op.getType());
+    if (!type)
+      return failure();
+    Location loc = op.getLoc();
+    unsigned bits = type.getWidth();
+    Type integer = rewriter.getIntegerType(bits);
+    Value mask = rewriter.create<arith::ConstantOp>(
+        loc, rewriter.getIntegerAttr(integer,
+                                     APInt::getSignedMaxValue(bits)));
+    Value magnitude = rewriter.create<arith::AndIOp>(
+        loc, rewriter.create<arith::BitcastOp>(loc, integer, op.getOperand()),
+        mask);
+    rewriter.replaceOpWithNewOp<arith::BitcastOp>(op, type, magnitude);
+    return success();
+  }
+};
+
+struct SegApproximateMathPass
+    : public seg::impl::SegApproximateMathBase<SegApproximateMathPass> {
+  using SegApproximateMathBase::SegApproximateMathBase;
+
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    // The patterns match f32 only; f64 ops stay (libm on the host).
+    populateMathPolynomialApproximationPatterns(patterns);
+    if (expandFloor)
+      patterns.add<ExpandFloor, ExpandAbsF>(&getContext());
+    if (failed(applyPatternsAndFoldGreedily(getOperation(),
+                                            std::move(patterns))))
+      signalPassFailure();
+  }
+};
+} // namespace
