@@ -135,3 +135,45 @@ func.func @segmented_matvec_f64_w3(%v: tensor<?x3xf64>, %m: tensor<?x3x3xf64>, %
   %0 = seg.matvec %v, %m, %idx : tensor<?x3xf64>, tensor<?x3x3xf64>, tensor<?xi32> -> tensor<?x3xf64>
   return %0 : tensor<?x3xf64>
 }
+
+// Per-segment max and min (elementwise for vec3 rows; 0 for empty segments).
+
+func.func @segmented_max_f32_w1(%x: tensor<?xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?xf32> {
+  %0 = seg.max %x, %idx, %n : tensor<?xf32>, tensor<?xi32> -> tensor<?xf32>
+  return %0 : tensor<?xf32>
+}
+
+func.func @segmented_min_f32_w1(%x: tensor<?xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?xf32> {
+  %0 = seg.min %x, %idx, %n : tensor<?xf32>, tensor<?xi32> -> tensor<?xf32>
+  return %0 : tensor<?xf32>
+}
+
+func.func @segmented_max_f32_w3(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?x3xf32> {
+  %0 = seg.max %x, %idx, %n : tensor<?x3xf32>, tensor<?xi32> -> tensor<?x3xf32>
+  return %0 : tensor<?x3xf32>
+}
+
+func.func @segmented_min_f32_w3(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?x3xf32> {
+  %0 = seg.min %x, %idx, %n : tensor<?x3xf32>, tensor<?xi32> -> tensor<?x3xf32>
+  return %0 : tensor<?x3xf32>
+}
+
+func.func @segmented_max_f64_w1(%x: tensor<?xf64>, %idx: tensor<?xi32>, %n: index) -> tensor<?xf64> {
+  %0 = seg.max %x, %idx, %n : tensor<?xf64>, tensor<?xi32> -> tensor<?xf64>
+  return %0 : tensor<?xf64>
+}
+
+func.func @segmented_min_f64_w1(%x: tensor<?xf64>, %idx: tensor<?xi32>, %n: index) -> tensor<?xf64> {
+  %0 = seg.min %x, %idx, %n : tensor<?xf64>, tensor<?xi32> -> tensor<?xf64>
+  return %0 : tensor<?xf64>
+}
+
+func.func @segmented_max_f64_w3(%x: tensor<?x3xf64>, %idx: tensor<?xi32>, %n: index) -> tensor<?x3xf64> {
+  %0 = seg.max %x, %idx, %n : tensor<?x3xf64>, tensor<?xi32> -> tensor<?x3xf64>
+  return %0 : tensor<?x3xf64>
+}
+
+func.func @segmented_min_f64_w3(%x: tensor<?x3xf64>, %idx: tensor<?xi32>, %n: index) -> tensor<?x3xf64> {
+  %0 = seg.min %x, %idx, %n : tensor<?x3xf64>, tensor<?xi32> -> tensor<?x3xf64>
+  return %0 : tensor<?x3xf64>
+}

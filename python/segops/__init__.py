@@ -20,11 +20,14 @@ from segops.ops import (
     segmented_dot,
     segmented_gather,
     segmented_matvec,
+    segmented_max,
     segmented_mean,
+    segmented_min,
     segmented_mul,
     segmented_rms_norm,
     segmented_sum,
 )
+from segops.jit import JitError, jit
 
 __all__ = [
     "DTypeError",
@@ -35,6 +38,10 @@ __all__ = [
     "segmented_rms_norm",
     "segmented_matvec",
     "segmented_gather",
+    "segmented_max",
+    "segmented_min",
+    "jit",
+    "JitError",
     "set_debug_checks",
     "output_cache_info",
     "empty_output_cache",

@@ -50,6 +50,11 @@ def _compiler_identity(path: Path) -> str:
     return f"{path}:{stat.st_size}:{stat.st_mtime_ns}"
 
 
+def compiler_identity() -> str:
+    """The in-process compiler's identity, part of every cache key."""
+    return _compiler_identity(Path(_segc().__file__))
+
+
 def cache_dir() -> Path:
     """Where compiled kernels are cached: $SEGOPS_CACHE_DIR, else
     $XDG_CACHE_HOME/segops, else ~/.cache/segops."""
@@ -96,7 +101,7 @@ def compile_ptx(source: str, order: int = 0, chip: str = "sm_90",
     compiler = _segc()
     options = f"order={order} chip={chip} O={'quick' if opt_level is None else opt_level}"
     key = hashlib.sha256("\0".join(
-        [_compiler_identity(Path(compiler.__file__)), options, source]).encode()).hexdigest()
+        [compiler_identity(), options, source]).encode()).hexdigest()
     cached = _ptx_cache.get(key)
     if cached is not None:
         return cached

@@ -112,25 +112,27 @@ def _split_of(entry: dict[str, Any]) -> tuple[str, str, tuple[int, ...]] | None:
             tuple(int(count) for count in split["pass_totals"]))
 
 
+def kernel_from_entry(entry: dict[str, Any]) -> Kernel:
+    """A kernel as its manifest entry describes it."""
+    outputs = sum(1 for buffer in entry["buffers"] if buffer["role"] == "output")
+    return Kernel(
+        name=entry["name"],
+        dtype=entry["dtype"],
+        num_inputs=len(entry["buffers"]) - outputs,
+        num_outputs=outputs,
+        idx_position=[b["name"] for b in entry["buffers"]].index("idx"),
+        block=int(entry["gpu"]["block"][0]),
+        grid_per_block=int(entry["gpu"]["grid"]["per_block"]),
+        grid_min=int(entry["gpu"]["grid"]["min"]),
+        host_rows=entry.get("host", {}).get("range") == "rows",
+        split=_split_of(entry),
+        gpu_long=_gpu_long_of(entry),
+    )
+
+
 @lru_cache(maxsize=None)
 def kernels() -> dict[str, Kernel]:
-    table = {}
-    for entry in manifest()["kernels"]:
-        outputs = sum(1 for buffer in entry["buffers"] if buffer["role"] == "output")
-        table[entry["name"]] = Kernel(
-            name=entry["name"],
-            dtype=entry["dtype"],
-            num_inputs=len(entry["buffers"]) - outputs,
-            num_outputs=outputs,
-            idx_position=[b["name"] for b in entry["buffers"]].index("idx"),
-            block=int(entry["gpu"]["block"][0]),
-            grid_per_block=int(entry["gpu"]["grid"]["per_block"]),
-            grid_min=int(entry["gpu"]["grid"]["min"]),
-            host_rows=entry.get("host", {}).get("range") == "rows",
-            split=_split_of(entry),
-            gpu_long=_gpu_long_of(entry),
-        )
-    return table
+    return {entry["name"]: kernel_from_entry(entry) for entry in manifest()["kernels"]}
 
 
 @lru_cache(maxsize=None)

@@ -379,6 +379,8 @@ SPECS = [
     OpSpec("segmented_mul", ("x", "y"), _validate_mul),
     OpSpec("segmented_matvec", ("v", "m"), _validate_matvec),
     OpSpec("segmented_gather", ("y",), _validate_gather),
+    OpSpec("segmented_max", ("x",), _validate_reduction("segmented_max")),
+    OpSpec("segmented_min", ("x",), _validate_reduction("segmented_min")),
 ]
 for _spec in SPECS:
     _register(_spec)
@@ -444,3 +446,18 @@ def segmented_gather(y: Tensor, idx: Tensor) -> Tensor:
     (the adjoint of segmented_sum)."""
     _check_types("segmented_gather", {"y": y, "idx": idx}, 0)
     return torch.ops.segops.segmented_gather(y, idx, y.shape[0])
+
+
+def segmented_max(x: Tensor, idx: Tensor, num_segments: int) -> Tensor:
+    """Per-segment maximum of rows (per component for (N, 3) rows); 0 for an
+    empty segment, NaN where a row is NaN. The gradient is split evenly
+    among the rows that attain the maximum."""
+    _check_types("segmented_max", {"x": x, "idx": idx}, num_segments)
+    return torch.ops.segops.segmented_max(x, idx, num_segments)
+
+
+def segmented_min(x: Tensor, idx: Tensor, num_segments: int) -> Tensor:
+    """Per-segment minimum of rows (per component); 0 for an empty segment;
+    the gradient is split evenly among the rows that attain the minimum."""
+    _check_types("segmented_min", {"x": x, "idx": idx}, num_segments)
+    return torch.ops.segops.segmented_min(x, idx, num_segments)

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
@@ -16,12 +17,18 @@
 #include "segops/Pipelines/Pipelines.h"
 #include "segops/Registration.h"
 #include "segops/Target/OpLibrary.h"
+#include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
+#include "llvm/ExecutionEngine/Orc/LLJIT.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/TargetParser/Host.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/ThreadPool.h"
 
 #include <mutex>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 #include <unistd.h>
 
 namespace py = pybind11;
@@ -66,6 +73,79 @@ public:
     });
   }
 
+  /// Compiles the kernel functions of `source` (and derivatives to `order`;
+  /// only function `keep` if it is not empty) to a host object file for
+  /// this CPU; returns the manifest and the object.
+  std::pair<std::string, std::string>
+  compileHostObject(const std::string &source, unsigned order,
+                    const std::string &keep) {
+    std::string manifestText;
+    std::string object = withModule(
+        source, order,
+        [&](ModuleOp module) -> FailureOr<std::string> {
+          FailureOr<llvm::json::Object> manifest =
+              seg::buildKernelManifest(module, /*blockSize=*/256);
+          if (failed(manifest))
+            return failure();
+          manifestText =
+              llvm::formatv("{0}", llvm::json::Value(std::move(*manifest)))
+                  .str();
+          return seg::compileToHostObject(module, hostTarget());
+        },
+        keep);
+    return {manifestText, object};
+  }
+
+  /// Loads a host object into the process with ORC's LLJIT (one JITDylib
+  /// per object, resolving libm and the rest from the process) and returns
+  /// the address of each of `symbols`. The code lives until exit.
+  std::map<std::string, uintptr_t>
+  loadHostObject(const std::string &object,
+                 const std::vector<std::string> &symbols) {
+    std::lock_guard<std::mutex> lock(mutex);
+    llvm::orc::LLJIT &jit = hostJIT();
+    std::string dylibName = "segops_jit_" + std::to_string(numDylibs++);
+    llvm::Expected<llvm::orc::JITDylib &> dylib = jit.createJITDylib(dylibName);
+    if (!dylib)
+      throw CompileError(llvm::toString(dylib.takeError()));
+    dylib->addGenerator(llvm::cantFail(
+        llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+            jit.getDataLayout().getGlobalPrefix())));
+    if (llvm::Error error = jit.addObjectFile(
+            *dylib, llvm::MemoryBuffer::getMemBufferCopy(object, dylibName)))
+      throw CompileError(llvm::toString(std::move(error)));
+    std::map<std::string, uintptr_t> addresses;
+    for (const std::string &name : symbols) {
+      llvm::Expected<llvm::orc::ExecutorAddr> address =
+          jit.lookup(*dylib, name);
+      if (!address)
+        throw CompileError(llvm::toString(address.takeError()));
+      addresses[name] = address->getValue();
+    }
+    return addresses;
+  }
+
+  /// The CPU the host code is compiled for: this one, with its vector width.
+  static seg::HostTarget hostTarget() {
+    seg::HostTarget target;
+    target.cpu = llvm::sys::getHostCPUName().str();
+    llvm::StringMap<bool> features = llvm::sys::getHostCPUFeatures();
+    target.vectorBits = features.lookup("avx512f")  ? 512
+                        : features.lookup("avx2") ? 256
+                                                  : 128;
+    return target;
+  }
+
+  std::string derive(const std::string &source, unsigned order) {
+    return withModule(source, order,
+                      [&](ModuleOp module) -> FailureOr<std::string> {
+                        std::string text;
+                        llvm::raw_string_ostream os(text);
+                        module.print(os);
+                        return text;
+                      });
+  }
+
   std::string manifest(const std::string &source, unsigned order,
                        int64_t blockSize) {
     return withModule(
@@ -84,7 +164,7 @@ private:
   /// the result; throws CompileError with the diagnostics on failure.
   template <typename Compile>
   std::string withModule(const std::string &source, unsigned order,
-                         Compile compile) {
+                         Compile compile, const std::string &keep = "") {
     std::lock_guard<std::mutex> lock(mutex);
     // A forked child (a DataLoader worker, say) has the pool but not its
     // threads: compile on the calling thread there.
@@ -108,12 +188,43 @@ private:
       if (failed(pm.run(*module)))
         throw CompileError("seg-derive failed:\n" + diagnostics);
     }
+    if (!keep.empty()) {
+      // One function of the derived module (a derivative level compiled on
+      // first use).
+      bool found = false;
+      for (auto func :
+           llvm::make_early_inc_range(module->getOps<func::FuncOp>())) {
+        if (func.getSymName() == keep)
+          found = true;
+        else
+          func.erase();
+      }
+      if (!found)
+        throw CompileError("no function '" + keep + "' after seg-derive\n" +
+                           diagnostics);
+    }
     FailureOr<std::string> result = compile(*module);
     if (failed(result))
       throw CompileError("compilation failed:\n" + diagnostics);
     return std::move(*result);
   }
 
+  /// The process's JIT for host kernels, made on first use.
+  llvm::orc::LLJIT &hostJIT() {
+    if (!jit) {
+      llvm::InitializeNativeTarget();
+      llvm::InitializeNativeTargetAsmPrinter();
+      llvm::Expected<std::unique_ptr<llvm::orc::LLJIT>> created =
+          llvm::orc::LLJITBuilder().create();
+      if (!created)
+        throw CompileError(llvm::toString(created.takeError()));
+      jit = std::move(*created);
+    }
+    return *jit;
+  }
+
+  std::unique_ptr<llvm::orc::LLJIT> jit;
+  unsigned numDylibs = 0;
   // Threads start on first use; the context must not outlive the pool.
   llvm::DefaultThreadPool threads;
   pid_t creator = getpid();
@@ -145,6 +256,40 @@ PYBIND11_MODULE(_segc, m) {
       "one for run-time compilation; it compiles the kernels in `groups` "
       "groups in parallel (0: one per hardware thread), which does not change "
       "the PTX.");
+  m.def(
+      "compile_host_object",
+      [](const std::string &source, unsigned order, const std::string &keep) {
+        std::pair<std::string, std::string> result;
+        {
+          py::gil_scoped_release release;
+          result = compiler().compileHostObject(source, order, keep);
+        }
+        return py::make_tuple(result.first, py::bytes(result.second));
+      },
+      py::arg("source"), py::arg("order") = 0, py::arg("keep") = "",
+      "Host code for the kernel functions of `source` and their derivatives "
+      "up to `order` (only function `keep`, if given), compiled for this "
+      "CPU: (manifest JSON, object file bytes).");
+  m.def(
+      "load_host_object",
+      [](const std::string &object, const std::vector<std::string> &symbols) {
+        py::gil_scoped_release release;
+        return compiler().loadHostObject(object, symbols);
+      },
+      py::arg("object"), py::arg("symbols"),
+      "Loads a host object file into the process (ORC LLJIT) and returns "
+      "{symbol: address} for `symbols`; the code lives until exit.");
+  m.def(
+      "derive",
+      [](const std::string &source, unsigned order) {
+        py::gil_scoped_release release;
+        return compiler().derive(source, order);
+      },
+      py::arg("source"), py::arg("order") = 1,
+      "`source` with its derivatives up to `order` (seg-derive), as text.");
+  m.def(
+      "host_cpu", []() { return Compiler::hostTarget().cpu; },
+      "The LLVM CPU name compile_host compiles for.");
   m.def(
       "manifest",
       [](const std::string &source, unsigned order, int64_t blockSize) {

@@ -64,6 +64,44 @@ PYBIND11_MODULE(_segrt, m) {
       "Hint that a fresh host buffer be backed by transparent huge pages "
       "(fewer page faults on first touch).");
 
+  m.def(
+      "check_index_and_call",
+      [](uintptr_t symbol, const std::vector<uintptr_t> &pointers,
+         uintptr_t idx, int64_t numRows, int64_t numSegments, int numThreads,
+         bool rowRange, uintptr_t splitRows, uintptr_t splitFinish,
+         const std::vector<int64_t> &splitPassTotals, bool splitDouble) {
+        segrt::HostSplitKernel split;
+        split.rows = reinterpret_cast<void *>(splitRows);
+        split.finish = reinterpret_cast<void *>(splitFinish);
+        split.passTotals = splitPassTotals;
+        split.isDouble = splitDouble;
+        segrt::IndexCheck result;
+        {
+          py::gil_scoped_release release;
+          result = segrt::checkIndexAndCallHostKernel(
+              reinterpret_cast<void *>(symbol), pointers,
+              reinterpret_cast<const int32_t *>(idx), numRows, numSegments,
+              numThreads,
+              rowRange ? segrt::HostRange::Rows : segrt::HostRange::Segments,
+              split.rows ? &split : nullptr);
+        }
+        const char *problem =
+            result.problem == segrt::IndexProblem::None         ? ""
+            : result.problem == segrt::IndexProblem::OutOfRange ? "range"
+                                                                : "order";
+        return py::make_tuple(problem, result.row);
+      },
+      py::arg("symbol"), py::arg("pointers"), py::arg("idx"),
+      py::arg("num_rows"), py::arg("num_segments"), py::arg("num_threads"),
+      py::arg("row_range") = false, py::arg("split_rows") = 0,
+      py::arg("split_finish") = 0,
+      py::arg("split_pass_totals") = std::vector<int64_t>(),
+      py::arg("split_double") = false,
+      "Run every segment (or row) of the host kernel at address `symbol` "
+      "(segrt::checkIndexAndCallHostKernel: idx, contiguous int32, checked "
+      "as the kernel runs): ('', -1), or ('range' or 'order', row) when idx "
+      "broke the contract there (the outputs are then unspecified).");
+
   py::class_<segrt::HostLibrary>(m, "HostLibrary")
       .def(py::init<const std::string &>(), py::arg("path"))
       .def("call", &segrt::HostLibrary::call, py::arg("name"),

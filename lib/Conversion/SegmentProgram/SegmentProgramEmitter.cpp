@@ -175,6 +175,18 @@ Components SegmentProgramEmitter::elementwise(OpBuilder &b, Location loc,
   return results;
 }
 
+/// The identity of `kind` (0, -inf, +inf) as a scalar or vector constant.
+static Value identityValue(OpBuilder &b, Location loc,
+                           arith::AtomicRMWKind kind, Type type) {
+  auto vector = dyn_cast<VectorType>(type);
+  TypedAttr scalar = arith::getIdentityValueAttr(
+      kind, vector ? vector.getElementType() : type, b, loc);
+  if (!vector)
+    return b.create<arith::ConstantOp>(loc, scalar);
+  return b.create<arith::ConstantOp>(loc,
+                                     SplatElementsAttr::get(vector, scalar));
+}
+
 /// The row code of a seg op (a reduction's row term, a row map's value):
 /// its float operands' components, read per row or per segment as the op
 /// says, handed to the op's buildRowComponents.
@@ -378,7 +390,7 @@ void SegmentProgramEmitter::emitSegment(OpBuilder &b, Location loc,
               if (laneMask)
                 term = lb.create<arith::SelectOp>(
                     ll, laneMask, term,
-                    arith::getIdentityValue(kind, term.getType(), lb, ll));
+                    identityValue(lb, ll, kind, term.getType()));
               next.push_back(
                   arith::getReductionOp(kind, lb, ll, acc[position++], term));
             }

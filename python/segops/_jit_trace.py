@@ -1,0 +1,482 @@
+"""From a Python function of segment ops and torch code to seg IR.
+
+The function is traced with ``make_fx`` on meta tensors (no data, no
+kernels: aten ops and the segops custom ops, whose fake kernels give
+shapes), and the graph is translated op by op into one MLIR kernel
+function. Anything outside the supported set raises JitError naming the
+construct and the user's source line.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.utils._python_dispatch import TorchDispatchMode
+
+
+class JitError(ValueError):
+    """A function segops.jit cannot compile (an unsupported construct)."""
+
+
+_ELEMENT_TYPES = {torch.float32: "f32", torch.float64: "f64"}
+_INDEX_DTYPES = (torch.int32, torch.int64)
+
+# Segment ops: aten-level name -> (seg op, tensor operands, takes num_segments).
+_SEGMENT_OPS = {
+    "segmented_sum": ("seg.sum", 1, True),
+    "segmented_mean": ("seg.mean", 1, True),
+    "segmented_rms_norm": ("seg.rms_norm", 1, True),
+    "segmented_max": ("seg.max", 1, True),
+    "segmented_min": ("seg.min", 1, True),
+    "segmented_dot": ("seg.dot", 2, True),
+    "segmented_mul": ("seg.mul", 2, False),
+    "segmented_matvec": ("seg.matvec", 2, False),
+    "segmented_gather": ("seg.gather", 1, False),
+}
+
+# Elementwise aten ops with one tensor operand -> MLIR op.
+_UNARY = {
+    "neg": "arith.negf",
+    "exp": "math.exp",
+    "log": "math.log",
+    "sqrt": "math.sqrt",
+    "rsqrt": "math.rsqrt",
+    "tanh": "math.tanh",
+    "abs": "math.absf",
+}
+_BINARY = {
+    "add": "arith.addf",
+    "sub": "arith.subf",
+    "mul": "arith.mulf",
+    "div": "arith.divf",
+    "maximum": "arith.maximumf",
+    "minimum": "arith.minimumf",
+}
+_COMPARISONS = {"gt": "ogt", "ge": "oge", "lt": "olt", "le": "ole", "eq": "oeq", "ne": "une"}
+_IDENTITIES = {"alias", "detach", "clone", "contiguous", "lift_fresh_copy"}
+
+
+@dataclass
+class Value:
+    """An SSA value of the kernel function: a float or i1 tensor whose
+    elements have shape `tail` (() scalar, (3,) vector, (3, 3) matrix, (1,)
+    a scalar column `w[:, None]`, stored as the (L,) tensor), or the index
+    or segment count arguments."""
+
+    name: str
+    kind: str  # "float", "bool", "idx", "size"
+    tail: tuple[int, ...] = ()
+
+    def mlir_type(self, element: str) -> str:
+        if self.kind == "idx":
+            return "tensor<?xi32>"
+        if self.kind == "size":
+            return "index"
+        dims = "".join(f"{d}x" for d in self.tail if self.tail != (1,))
+        return f"tensor<?x{dims}{'i1' if self.kind == 'bool' else element}>"
+
+
+@dataclass
+class Signature:
+    """How a call's arguments map to the kernel function."""
+
+    tensor_positions: list[int]  # positions of tensor arguments, in order
+    idx_position: int
+    size_position: int | None
+    scalar_values: dict[int, Any] = field(default_factory=dict)  # baked in
+
+
+def source_line(fn: Callable, frames: Sequence[traceback.FrameSummary]) -> str:
+    """The innermost frame of `frames` in the user's function's file, as
+    'file:line: code'."""
+    filename = inspect.getsourcefile(fn) or fn.__code__.co_filename
+    for frame in reversed(list(frames)):
+        if frame.filename == filename:
+            return f"{frame.filename}:{frame.lineno}: {(frame.line or '').strip()}"
+    return f"{filename}:{fn.__code__.co_firstlineno} (in {fn.__name__})"
+
+
+class _CallRecorder(TorchDispatchMode):
+    """Records the user's source line of every aten op a function calls, by
+    op, in call order (the order make_fx records them in)."""
+
+    def __init__(self, fn: Callable) -> None:
+        super().__init__()
+        self.fn = fn
+        self.lines: dict[str, list[str]] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        line = source_line(self.fn, traceback.extract_stack())
+        self.lines.setdefault(str(func), []).append(line)
+        return func(*args, **(kwargs or {}))
+
+
+def _meta_like(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return torch.empty(value.shape, dtype=value.dtype, device="meta")
+    return value
+
+
+class Translator:
+    """One traced graph -> the MLIR text of one kernel function."""
+
+    def __init__(self, fn: Callable, name: str, args: Sequence[Any]) -> None:
+        self.fn = fn
+        self.name = name
+        self.args = list(args)
+        self.lines: list[str] = []
+        self.values: dict[torch.fx.Node, Value | float] = {}
+        self.counter = 0
+        self.element = ""
+        self.idx_node: torch.fx.Node | None = None
+        self.size_value: Value | None = None
+        self.recorded: dict[str, list[str]] | None = None
+        self.single = True
+
+    # -- errors ------------------------------------------------------------
+
+    def where(self, node: torch.fx.Node) -> str:
+        """The user's source line of `node` (found by rerunning the function
+        on meta tensors under a recording mode, on the first error only)."""
+        if self.recorded is None:
+            recorder = _CallRecorder(self.fn)
+            try:
+                with recorder:
+                    self.fn(*[_meta_like(a) for a in self.args])
+            except Exception:  # noqa: BLE001 - lines recorded so far suffice
+                pass
+            self.recorded = recorder.lines
+        key = str(node.target)
+        occurrence = sum(1 for other in self.ordered[: self.ordered.index(node)]
+                         if str(other.target) == key)
+        lines = self.recorded.get(key, [])
+        if occurrence < len(lines):
+            return lines[occurrence]
+        return source_line(self.fn, [])
+
+    def fail(self, node: torch.fx.Node, why: str) -> JitError:
+        return JitError(f"segops.jit: {why}\n  at {self.where(node)}")
+
+    # -- emission ----------------------------------------------------------
+
+    def fresh(self) -> str:
+        self.counter += 1
+        return f"%v{self.counter}"
+
+    def emit(self, text: str) -> None:
+        self.lines.append("  " + text)
+
+    def ty(self, value: Value) -> str:
+        return value.mlir_type(self.element)
+
+    def constant_like(self, constant: float, like: Value) -> Value:
+        """A splat of `constant` shaped like `like` (a scalar column splats
+        its (L,) storage)."""
+        c, zero, length, splat = self.fresh(), self.fresh(), self.fresh(), self.fresh()
+        literal = repr(float(constant)) if constant == constant and abs(constant) != float("inf") \
+            else {"nan": "0x7FC00000", "inf": "0x7F800000", "-inf": "0xFF800000"}[str(float(constant))]
+        if literal.startswith("0x") and self.element == "f64":
+            literal = {"0x7FC00000": "0x7FF8000000000000", "0x7F800000": "0x7FF0000000000000",
+                       "0xFF800000": "0xFFF0000000000000"}[literal]
+        self.emit(f"{c} = arith.constant {literal} : {self.element}")
+        self.emit(f"{zero} = arith.constant 0 : index")
+        self.emit(f"{length} = tensor.dim {like.name}, {zero} : {self.ty(like)}")
+        result = Value(splat, "float", like.tail)
+        self.emit(f"{splat} = tensor.splat {c}[{length}] : {self.ty(result)}")
+        return result
+
+    def broadcast(self, value: Value) -> Value:
+        """A scalar (or scalar column) per element as a 3-vector."""
+        result = Value(self.fresh(), "float", (3,))
+        self.emit(f"{result.name} = seg.broadcast {value.name} : "
+                  f"{Value('', 'float', ()).mlir_type(self.element)} -> {self.ty(result)}")
+        return result
+
+    def unify(self, node: torch.fx.Node, operands: list[Value | float]) -> list[Value]:
+        """Operands of one elementwise op brought to one shape: constants
+        splatted, scalars (columns) broadcast against 3-vectors."""
+        tensors = [o for o in operands if isinstance(o, Value)]
+        if not tensors:
+            raise self.fail(node, f"'{node.target}' has no tensor operand")
+        tails = {t.tail for t in tensors}
+        if len(tails) > 1:
+            if tails <= {(1,), (3,)}:
+                target = (3,)
+            else:
+                shapes = ", ".join(sorted(str(t) for t in tails))
+                raise self.fail(node, f"'{node.target}' mixes element shapes {shapes}: "
+                                      "broadcast a per-row scalar w against (N, 3) rows as "
+                                      "w[:, None]")
+        else:
+            target = tensors[0].tail
+        like = next(t for t in tensors if t.tail == target)
+        result = []
+        for operand in operands:
+            if not isinstance(operand, Value):
+                operand = self.constant_like(operand, like)
+            elif operand.tail != target:
+                operand = self.broadcast(operand)
+            result.append(operand)
+        return result
+
+    def elementwise(self, node: torch.fx.Node, op: str, operands: list[Value | float]) -> Value:
+        values = self.unify(node, operands)
+        result = Value(self.fresh(), "float", values[0].tail)
+        self.emit(f"{result.name} = {op} {', '.join(v.name for v in values)} : {self.ty(result)}")
+        return result
+
+    def compare(self, node: torch.fx.Node, predicate: str, operands: list[Value | float]) -> Value:
+        values = self.unify(node, operands)
+        result = Value(self.fresh(), "bool", values[0].tail)
+        self.emit(f"{result.name} = arith.cmpf {predicate}, {values[0].name}, {values[1].name} "
+                  f": {self.ty(values[0])}")
+        return result
+
+    def select(self, node: torch.fx.Node, condition: Value, a: Value | float,
+               b: Value | float) -> Value:
+        values = self.unify(node, [a, b])
+        if condition.tail != values[0].tail:
+            raise self.fail(node, "where(): the condition must have the shape of its values")
+        result = Value(self.fresh(), "float", values[0].tail)
+        self.emit(f"{result.name} = arith.select {condition.name}, {values[0].name}, "
+                  f"{values[1].name} : {self.ty(condition)}, {self.ty(result)}")
+        return result
+
+    def power(self, node: torch.fx.Node, x: Value, exponent: float) -> Value:
+        """x ** p with a constant p: products for small integers, sqrt and
+        rsqrt for halves, exp(p log x) otherwise (x > 0, as in torch)."""
+        if exponent == 1:
+            return x
+        if exponent == 0.5:
+            return self.elementwise(node, "math.sqrt", [x])
+        if exponent == -0.5:
+            return self.elementwise(node, "math.rsqrt", [x])
+        if float(exponent).is_integer() and 0 < abs(exponent) <= 8:
+            result = x
+            for _ in range(int(abs(exponent)) - 1):
+                result = self.elementwise(node, "arith.mulf", [result, x])
+            return self.elementwise(node, "arith.divf", [1.0, result]) if exponent < 0 else result
+        if exponent == 0:
+            return self.constant_like(1.0, x)
+        logarithm = self.elementwise(node, "math.log", [x])
+        return self.elementwise(node, "math.exp",
+                                [self.elementwise(node, "arith.mulf", [logarithm, float(exponent)])])
+
+    def component_sum(self, node: torch.fx.Node, x: Value) -> Value:
+        if x.tail != (3,):
+            raise self.fail(node, "only the last dimension of (N, 3) rows can be summed "
+                                  f"(a sum over a {x.tail or 'scalar'} element)")
+        result = Value(self.fresh(), "float", ())
+        self.emit(f"{result.name} = seg.component_sum {x.name} : {self.ty(x)} -> {self.ty(result)}")
+        return result
+
+    # -- the graph ---------------------------------------------------------
+
+    def operand(self, node: torch.fx.Node, value: Any) -> Value | float:
+        if isinstance(value, torch.fx.Node):
+            return self.values[value]
+        if isinstance(value, (bool, int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise self.fail(node, f"'{node.target}' has an argument of type "
+                              f"{type(value).__name__}, which segops.jit cannot hold")
+
+    def tensor(self, node: torch.fx.Node, value: Any) -> Value:
+        result = self.operand(node, value)
+        if not isinstance(result, Value) or result.kind != "float":
+            raise self.fail(node, f"'{node.target}' needs a float tensor here")
+        return result
+
+    def segment_op(self, node: torch.fx.Node, name: str) -> Value:
+        op, num_tensors, takes_count = _SEGMENT_OPS[name]
+        args = list(node.args)
+        tensors = [self.tensor(node, a) for a in args[:num_tensors]]
+        idx = args[num_tensors]
+        if not isinstance(idx, torch.fx.Node) or self.values.get(idx) is None \
+                or self.values[idx].kind != "idx":
+            raise self.fail(node, f"{name}: idx must be the function's index argument")
+        if self.idx_node is not None and idx is not self.idx_node:
+            raise self.fail(node, f"{name}: all segment ops must share one idx (this one "
+                                  "uses a different index tensor)")
+        self.idx_node = idx
+        if any(t.tail == (1,) for t in tensors):
+            raise self.fail(node, f"{name}: a scalar column (N, 1) is not a row tensor")
+        meta = node.meta["val"]
+        tail = tuple(meta.shape[1:])
+        result = Value(self.fresh(), "float", tail)
+        operands = ", ".join(t.name for t in tensors) + f", {self.values[idx].name}"
+        types = ", ".join(self.ty(t) for t in tensors) + ", tensor<?xi32>"
+        if takes_count:
+            operands += f", {self.size().name}"
+        self.emit(f"{result.name} = {op} {operands} : {types} -> {self.ty(result)}")
+        return result
+
+    def size(self) -> Value:
+        if self.size_value is None:
+            raise JitError("segops.jit: the function needs a num_segments (int) argument")
+        return self.size_value
+
+    def call(self, node: torch.fx.Node) -> Value | float:
+        target = node.target
+        namespace = getattr(target, "namespace", "")
+        packet = target.__name__.split(".")[0] if hasattr(target, "__name__") else str(target)
+        args, kwargs = list(node.args), dict(node.kwargs)
+        if namespace == "segops" and packet in _SEGMENT_OPS:
+            return self.segment_op(node, packet)
+        if namespace != "aten":
+            raise self.fail(node, f"'{target}' is not supported in segops.jit functions")
+        if packet in _IDENTITIES:
+            return self.operand(node, args[0])
+        if packet in _UNARY:
+            return self.elementwise(node, _UNARY[packet], [self.tensor(node, args[0])])
+        if packet == "sigmoid":
+            x = self.tensor(node, args[0])
+            e = self.elementwise(node, "math.exp", [self.elementwise(node, "arith.negf", [x])])
+            return self.elementwise(node, "arith.divf",
+                                    [1.0, self.elementwise(node, "arith.addf", [e, 1.0])])
+        if packet in _BINARY:
+            if kwargs.get("alpha", 1) != 1 or kwargs.get("rounding_mode") is not None:
+                raise self.fail(node, f"'{target}' with alpha or rounding_mode is not supported")
+            return self.elementwise(node, _BINARY[packet],
+                                    [self.operand(node, a) for a in args[:2]])
+        if packet == "rsub":
+            return self.elementwise(node, "arith.subf",
+                                    [self.operand(node, args[1]), self.operand(node, args[0])])
+        if packet in _COMPARISONS:
+            return self.compare(node, _COMPARISONS[packet], [self.operand(node, a) for a in args[:2]])
+        if packet == "where":
+            condition = self.operand(node, args[0])
+            if not isinstance(condition, Value) or condition.kind != "bool":
+                raise self.fail(node, "where() needs a comparison as its condition")
+            return self.select(node, condition, self.operand(node, args[1]),
+                               self.operand(node, args[2]))
+        if packet in ("clamp", "clamp_min", "clamp_max"):
+            x = self.tensor(node, args[0])
+            if packet == "clamp":
+                low = args[1] if len(args) > 1 else kwargs.get("min")
+                high = args[2] if len(args) > 2 else kwargs.get("max")
+            else:
+                low, high = (args[1], None) if packet == "clamp_min" else (None, args[1])
+            # torch.clamp's gradient flows where low <= x <= high: selects.
+            if low is not None:
+                low = self.operand(node, low)
+                x = self.select(node, self.compare(node, "olt", [x, low]), low, x)
+            if high is not None:
+                high = self.operand(node, high)
+                x = self.select(node, self.compare(node, "ogt", [x, high]), high, x)
+            return x
+        if packet == "pow":
+            if not isinstance(args[1], (int, float)):
+                raise self.fail(node, "pow() needs a constant exponent")
+            return self.power(node, self.tensor(node, args[0]), float(args[1]))
+        if packet == "square":
+            x = self.tensor(node, args[0])
+            return self.elementwise(node, "arith.mulf", [x, x])
+        if packet == "sum" and len(args) >= 2:
+            dims = [d % 2 for d in args[1]] if isinstance(args[1], (list, tuple)) else []
+            keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
+            if dims != [1] or keepdim:
+                raise self.fail(node, "only x.sum(-1) over (N, 3) rows is supported (a "
+                                      "reduction over rows is segops.segmented_sum)")
+            return self.component_sum(node, self.tensor(node, args[0]))
+        if packet == "linalg_vector_norm":
+            order = args[1] if len(args) > 1 else kwargs.get("ord", 2)
+            dims = args[2] if len(args) > 2 else kwargs.get("dim")
+            keepdim = args[3] if len(args) > 3 else kwargs.get("keepdim", False)
+            if order != 2 or list(dims or []) not in ([-1], [1]) or keepdim:
+                raise self.fail(node, "only torch.linalg.vector_norm(x, dim=-1) (2-norm of "
+                                      "(N, 3) rows) is supported")
+            x = self.tensor(node, args[0])
+            squares = self.elementwise(node, "arith.mulf", [x, x])
+            return self.elementwise(node, "math.sqrt", [self.component_sum(node, squares)])
+        if packet in ("unsqueeze", "view", "reshape", "_unsafe_view"):
+            x = self.tensor(node, args[0])
+            shape = tuple(node.meta["val"].shape)
+            if x.tail == () and len(shape) == 2 and shape[1] == 1:
+                return Value(x.name, x.kind, (1,))
+            if tuple(node.meta["val"].shape[1:]) == x.tail:
+                return x
+            raise self.fail(node, f"'{target}' to shape {tuple(shape)} is not supported "
+                                  "(only w[:, None] for a per-row scalar w)")
+        if packet in ("expand", "expand_as"):
+            x = self.tensor(node, args[0])
+            if x.tail == (1,) and tuple(node.meta["val"].shape[1:]) == (3,):
+                return self.broadcast(x)
+            raise self.fail(node, f"'{target}' is only supported from (N, 1) to (N, 3)")
+        raise self.fail(node, f"'{target}' is not supported in segops.jit functions "
+                              "(see docs/jit.md for the supported operations)")
+
+    def translate(self, graph: torch.fx.Graph, signature: Signature,
+                  element: str) -> str:
+        self.element = element
+        self.ordered = [n for n in graph.nodes if n.op == "call_function"]
+        placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+        params = []
+        for position, node in enumerate(placeholders):
+            value = self.args[position]
+            if isinstance(value, torch.Tensor):
+                if position == signature.idx_position:
+                    v = Value(f"%idx", "idx")
+                else:
+                    v = Value(f"%a{position}", "float", tuple(value.shape[1:]))
+                self.values[node] = v
+                params.append(f"{v.name}: {v.mlir_type(element)}")
+            elif position == signature.size_position:
+                self.size_value = Value("%num_segments", "size")
+                params.append("%num_segments: index")
+                self.values[node] = self.size_value
+            else:
+                self.values[node] = float(value)
+        results: list[Value] = []
+        for node in graph.nodes:
+            if node.op == "call_function":
+                self.values[node] = self.call(node)
+            elif node.op == "output":
+                flat = node.args[0]
+                self.single = not isinstance(flat, (list, tuple))
+                flat = [flat] if self.single else flat
+                for out in flat:
+                    value = self.values.get(out) if isinstance(out, torch.fx.Node) else None
+                    if not isinstance(value, Value) or value.kind != "float" or value.tail == (1,):
+                        raise JitError(f"segops.jit: {self.fn.__name__} must return float "
+                                       f"tensors of shape (N,), (N, 3), (S,), (S, 3) or "
+                                       f"(S, 3, 3); got {out!r}")
+                    results.append(value)
+        if not results:
+            raise JitError(f"segops.jit: {self.fn.__name__} returns nothing")
+        header = (f"func.func @{self.name}({', '.join(params)}) -> "
+                  f"({', '.join(self.ty(r) for r in results)}) {{")
+        ret = (f"  return {', '.join(r.name for r in results)} : "
+               f"{', '.join(self.ty(r) for r in results)}")
+        return "\n".join([header, *self.lines, ret, "}", ""])
+
+
+def trace(fn: Callable, args: Sequence[Any]) -> torch.fx.GraphModule:
+    """The aten graph of `fn` on meta copies of `args`."""
+    metas = [_meta_like(a) for a in args]
+    try:
+        return make_fx(fn)(*metas)
+    except JitError:
+        raise
+    except Exception as error:  # noqa: BLE001 - reported with the user's line
+        line = source_line(fn, traceback.extract_tb(sys.exc_info()[2]))
+        message = str(error).splitlines()[0] if str(error) else type(error).__name__
+        if "data-dependent" in str(error) or "_local_scalar_dense" in str(error):
+            message = ("data-dependent Python control flow (a branch or loop on a "
+                       "tensor's values) cannot be compiled; use torch.where")
+        raise JitError(f"segops.jit: cannot trace {fn.__name__}: {message}\n  at {line}") from None
+
+
+def to_mlir(fn: Callable, name: str, args: Sequence[Any], signature: Signature,
+            element: str) -> tuple[str, bool]:
+    """The seg IR of `fn` for arguments like `args`, and whether `fn` returns
+    one tensor (rather than a tuple)."""
+    graph = trace(fn, args)
+    translator = Translator(fn, name, args)
+    source = translator.translate(graph.graph, signature, element)
+    return source, translator.single

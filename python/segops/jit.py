@@ -1,0 +1,440 @@
+"""segops.jit: a Python function of segment ops and elementwise torch code,
+compiled into one fused kernel with derived gradients.
+
+>>> @segops.jit
+... def centered_energy(x, q, idx, num_segments):
+...     d = x - segops.segmented_gather(segops.segmented_mean(x, idx, num_segments), idx)
+...     return segops.segmented_sum(q * (d * d).sum(-1), idx, num_segments)
+
+A call traces the function once per specialization (float dtypes, element
+shapes, idx dtype, device type: never N or S) into seg IR, compiles it in
+process (host code through ORC LLJIT, PTX for CUDA) and runs it behind the
+generic op ``segops::jit_call``. Derivative levels are derived by the
+compiler and compiled on the first backward at each level. docs/jit.md has
+the tutorial, the supported constructs and the cache controls.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+from torch import Tensor
+
+from segops import _compiler, _library
+from segops._jit_trace import _ELEMENT_TYPES, _INDEX_DTYPES, JitError, Signature, to_mlir
+from segops._validation import INT32_MAX, as_kernel_index, index_range_error
+
+__all__ = ["jit", "JitError", "JitFunction"]
+
+_GRAD = "_grad"
+
+
+# --------------------------------------------------------------------------
+# Programs: one specialization's IR, its derivative levels and their kernels.
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _HostKernel:
+    symbol: int
+    split: tuple[int, int, tuple[int, ...]] | None
+    info: _library.Kernel
+    buffers: list[dict[str, Any]]
+
+
+class _Program:
+    """The IR of one specialization (level 0) and, per derivative level,
+    its manifest entry and compiled kernels, made on first use."""
+
+    def __init__(self, name: str, source: str, idx_position: int, label: str) -> None:
+        self.name = name
+        self.source = source
+        self.idx_position = idx_position
+        self.label = label  # the user's function, for messages
+        self._entries: dict[int, dict[str, Any]] = {}
+        self._host: dict[int, _HostKernel] = {}
+        self._cuda: dict[tuple[int, int], Any] = {}
+        self._lock = threading.Lock()
+
+    def level_name(self, level: int) -> str:
+        return self.name + _GRAD * level
+
+    def entry(self, level: int) -> dict[str, Any]:
+        """The manifest entry of derivative level `level` (0: the forward)."""
+        entry = self._entries.get(level)
+        if entry is None:
+            manifest = json.loads(_compiler._segc().manifest(self.source, level))
+            wanted = self.level_name(level)
+            entry = next(k for k in manifest["kernels"] if k["name"] == wanted)
+            self._entries[level] = entry
+        return entry
+
+    def host_kernel(self, level: int) -> _HostKernel:
+        kernel = self._host.get(level)
+        if kernel is None:
+            with self._lock:
+                kernel = self._host.get(level)
+                if kernel is None:
+                    kernel = _compile_host(self, level)
+                    self._host[level] = kernel
+        return kernel
+
+    def cuda_kernel(self, level: int, device: int) -> tuple[Any, _library.Kernel]:
+        key = (level, device)
+        found = self._cuda.get(key)
+        if found is None:
+            with self._lock:
+                found = self._cuda.get(key)
+                if found is None:
+                    major, minor = torch.cuda.get_device_capability(device)
+                    ptx = _compiler.compile_ptx(self.source, order=level,
+                                                chip=f"sm_{major}{minor}")
+                    module = _library._native_module().CudaModule(device, ptx)
+                    found = (module, _library.kernel_from_entry(self.entry(level)))
+                    self._cuda[key] = found
+        return found
+
+
+_PROGRAMS: dict[str, _Program] = {}
+_PROGRAMS_LOCK = threading.Lock()
+
+
+def _split_program(program: str) -> tuple[_Program, int]:
+    level = 0
+    base = program
+    while base.endswith(_GRAD):
+        base = base[: -len(_GRAD)]
+        level += 1
+    found = _PROGRAMS.get(base)
+    if found is None:
+        raise ValueError(f"segops::jit_call: unknown program {program!r} (programs are made "
+                         "by calling a segops.jit function in this process)")
+    return found, level
+
+
+def _cache_path(kind: str, key_parts: Sequence[str]) -> Path:
+    key = hashlib.sha256("\0".join(key_parts).encode()).hexdigest()
+    return _compiler.cache_dir() / f"{key}.{kind}"
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    """Write, then rename: concurrent processes never see half a file."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+        partial.write_bytes(data)
+        os.replace(partial, path)
+    except OSError:
+        pass  # an unwritable cache only costs recompilation
+
+
+def _compile_host(program: _Program, level: int) -> _HostKernel:
+    """Compiles (or reads from the disk cache) one level's host object and
+    loads it into the process."""
+    segc = _compiler._segc()
+    name = program.level_name(level)
+    identity = _compiler.compiler_identity()
+    path = _cache_path("o", [identity, "host", segc.host_cpu(), str(level), name,
+                             program.source])
+    manifest_path = path.with_suffix(".json")
+    try:
+        obj = path.read_bytes()
+        entry = json.loads(manifest_path.read_text())
+    except (OSError, ValueError):
+        manifest_text, obj = segc.compile_host_object(program.source, level, name)
+        entry = next(k for k in json.loads(manifest_text)["kernels"] if k["name"] == name)
+        _write_atomically(manifest_path, json.dumps(entry).encode())
+        _write_atomically(path, obj)
+    program._entries.setdefault(level, entry)
+    host = entry["host"]
+    symbols = [host["symbol"]]
+    split = host.get("split")
+    if split:
+        symbols += [split["rows_symbol"], split["finish_symbol"]]
+    addresses = segc.load_host_object(obj, symbols)
+    return _HostKernel(
+        symbol=addresses[host["symbol"]],
+        split=(addresses[split["rows_symbol"]], addresses[split["finish_symbol"]],
+               tuple(int(t) for t in split["pass_totals"])) if split else None,
+        info=_library.kernel_from_entry(entry),
+        buffers=entry["buffers"])
+
+
+# --------------------------------------------------------------------------
+# The generic op: segops::jit_call(program, args, num_segments).
+# --------------------------------------------------------------------------
+
+
+def _check_lengths(program: _Program, level: int, args: Sequence[Tensor],
+                   num_segments: int) -> None:
+    entry = program.entry(level)
+    inputs = [b for b in entry["buffers"] if b["role"] == "input"]
+    if len(inputs) != len(args):
+        raise ValueError(f"{program.label}: expected {len(inputs)} tensors, got {len(args)}")
+    num_rows = args[program.idx_position].shape[0]
+    for position, (buffer, tensor) in enumerate(zip(inputs, args)):
+        leading = buffer["shape"][0]
+        expected = {"N": num_rows, "S": num_segments}.get(leading)
+        if expected is not None and tensor.shape[0] != expected:
+            what = "rows (the length of idx)" if leading == "N" else "num_segments"
+            raise ValueError(f"{program.label}: tensor argument {position} has "
+                             f"{tensor.shape[0]} rows, but is used per "
+                             f"{'row' if leading == 'N' else 'segment'}: it must have "
+                             f"{expected} ({what})")
+
+
+def _outputs(buffers: Sequence[dict[str, Any]], num_rows: int, num_segments: int,
+             like: Tensor) -> list[Tensor]:
+    return [torch.empty(_library.buffer_shape(b["shape"], num_rows, num_segments),
+                        dtype=_library.TORCH_DTYPES[b["dtype"]], device=like.device)
+            for b in buffers if b["role"] == "output"]
+
+
+def _run_host(kernel: _HostKernel, inputs: list[Tensor], outputs: list[Tensor],
+              idx_position: int, num_rows: int, num_segments: int) -> tuple[str, int]:
+    pointers = [t.data_ptr() for t in inputs] + [t.data_ptr() for t in outputs]
+    rows, finish, totals = kernel.split or (0, 0, ())
+    return _library._native_module().check_index_and_call(
+        kernel.symbol, pointers, inputs[idx_position].data_ptr(), num_rows, num_segments,
+        torch.get_num_threads(), kernel.info.host_rows, rows, finish, list(totals),
+        kernel.info.dtype == "f64")
+
+
+def _jit_call(program: str, args: list[Tensor], num_segments: int) -> list[Tensor]:
+    prog, level = _split_program(program)
+    _check_lengths(prog, level, args, num_segments)
+    idx = args[prog.idx_position]
+    num_rows = idx.shape[0]
+    inputs = [as_kernel_index(t) if i == prog.idx_position else t.contiguous()
+              for i, t in enumerate(args)]
+    if idx.device.type == "cuda":
+        return _run_cuda(prog, level, inputs, idx, num_rows, num_segments)
+    kernel = prog.host_kernel(level)
+    outputs = _outputs(kernel.buffers, num_rows, num_segments, idx)
+    if num_rows == 0 and num_segments == 0:
+        return outputs
+    problem, row = _run_host(kernel, inputs, outputs, prog.idx_position, num_rows,
+                             num_segments)
+    if problem == "range" or (idx.dtype == torch.int64 and problem and
+                              bool(((idx > INT32_MAX) | (idx < 0)).any())):
+        raise index_range_error(prog.label, idx, row, num_segments)
+    if problem == "order":
+        _run_on_sorted_rows(kernel, inputs, outputs, prog.idx_position, num_rows,
+                            num_segments)
+    return outputs
+
+
+def _run_on_sorted_rows(kernel: _HostKernel, inputs: list[Tensor], outputs: list[Tensor],
+                        idx_position: int, num_rows: int, num_segments: int) -> None:
+    """An unsorted index: the kernel runs on its rows in a stable sort of
+    idx, and row outputs go back to the caller's row order."""
+    buffers = kernel.buffers
+    input_buffers = [b for b in buffers if b["role"] == "input"]
+    output_buffers = [b for b in buffers if b["role"] == "output"]
+    sorted_idx, order = torch.sort(inputs[idx_position], stable=True)
+    sorted_inputs = [sorted_idx.contiguous() if i == idx_position
+                     else t.index_select(0, order)
+                     if b["shape"][0] == "N" and b.get("read", True) else t
+                     for i, (b, t) in enumerate(zip(input_buffers, inputs))]
+    sorted_outputs = [torch.empty_like(t) if b["shape"][0] == "N" else t
+                      for b, t in zip(output_buffers, outputs)]
+    _run_host(kernel, sorted_inputs, sorted_outputs, idx_position, num_rows, num_segments)
+    for b, out, result in zip(output_buffers, outputs, sorted_outputs):
+        if b["shape"][0] == "N":
+            out.index_copy_(0, order, result)
+
+
+def _run_cuda(prog: _Program, level: int, inputs: list[Tensor], idx: Tensor,
+              num_rows: int, num_segments: int) -> list[Tensor]:
+    """The level's PTX on the current stream (sorted idx required, as for
+    the library ops' segment kernels)."""
+    device = idx.device.index if idx.device.index is not None else torch.cuda.current_device()
+    module, info = prog.cuda_kernel(level, device)
+    outputs = _outputs(prog.entry(level)["buffers"], num_rows, num_segments, idx)
+    if num_rows == 0 and num_segments == 0:
+        return outputs
+    scratch_bytes = info.gpu_scratch_bytes(num_rows, num_segments)
+    scratch = torch.empty(scratch_bytes, dtype=torch.uint8, device=idx.device) \
+        if scratch_bytes else None
+    pointers = [t.data_ptr() for t in inputs] + [t.data_ptr() for t in outputs]
+    stream = torch.cuda.current_stream(idx.device).cuda_stream
+    for symbol, grid, extra in _library.gpu_launches(
+            info, num_rows, scratch.data_ptr() if scratch is not None else 0):
+        module.launch(symbol, grid, info.block, stream, pointers,
+                      [num_rows, num_segments, *extra])
+    return outputs
+
+
+def _fake_jit_call(program: str, args: list[Tensor], num_segments: int) -> list[Tensor]:
+    prog, level = _split_program(program)
+    idx = args[prog.idx_position]
+    return [idx.new_empty(_library.buffer_shape(b["shape"], idx.shape[0], num_segments),
+                          dtype=_library.TORCH_DTYPES[b["dtype"]])
+            for b in prog.entry(level)["buffers"] if b["role"] == "output"]
+
+
+def _setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
+    program, args, num_segments = inputs
+    ctx.program = program
+    ctx.num_segments = num_segments
+    ctx.save_for_backward(*args)
+    ctx.output_meta = [(tuple(o.shape), o.dtype) for o in output]
+
+
+def _backward(ctx: Any, *grads: Any) -> tuple:
+    grads = grads[0] if len(grads) == 1 and isinstance(grads[0], (list, tuple)) else grads
+    args = list(ctx.saved_tensors)
+    prog, _ = _split_program(ctx.program)
+    idx = args[prog.idx_position]
+    cotangents = [g if g is not None else torch.zeros(shape, dtype=dtype, device=idx.device)
+                  for g, (shape, dtype) in zip(grads, ctx.output_meta)]
+    result = torch.ops.segops.jit_call.default(ctx.program + _GRAD, args + cotangents,
+                                               ctx.num_segments)
+    gradients = iter(result)
+    arg_grads = [None if i == prog.idx_position else next(gradients) for i in range(len(args))]
+    return None, arg_grads, None
+
+
+_lib = torch.library.Library("segops", "FRAGMENT")
+_lib.define("jit_call(str program, Tensor[] args, SymInt num_segments) -> Tensor[]")
+_lib.impl("jit_call", _jit_call, "CPU")
+_lib.impl("jit_call", _jit_call, "CUDA")
+torch.library.register_fake("segops::jit_call", _fake_jit_call, lib=_lib)
+torch.library.register_autograd("segops::jit_call", _backward, setup_context=_setup_context,
+                                lib=_lib)
+
+
+# --------------------------------------------------------------------------
+# The decorator.
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Specialization:
+    program: str
+    tensor_positions: tuple[int, ...]
+    size_position: int
+    single: bool
+    source: str
+
+
+class JitFunction:
+    """A segops.jit function: call it like the Python function."""
+
+    def __init__(self, fn: Callable) -> None:
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self._specializations: dict[tuple, _Specialization] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(args: Sequence[Any]) -> tuple:
+        key = []
+        for a in args:
+            if isinstance(a, Tensor):
+                key.append((a.dtype, a.dim(), tuple(a.shape[1:]), a.device.type))
+            elif isinstance(a, bool):
+                key.append(("bool", a))
+            elif isinstance(a, int) or isinstance(a, torch.SymInt):
+                key.append("int")
+            else:
+                key.append((type(a).__name__, a))
+        return tuple(key)
+
+    def __call__(self, *args: Any) -> Any:
+        spec = self._specializations.get(self._key(args))
+        if spec is None:
+            spec = self._specialize(args)
+        outputs = torch.ops.segops.jit_call.default(
+            spec.program, [args[i] for i in spec.tensor_positions], args[spec.size_position])
+        return outputs[0] if spec.single else tuple(outputs)
+
+    def mlir(self, *args: Any, order: int = 0) -> str:
+        """The seg IR of this function for arguments like `args`, with its
+        derivatives to `order` (seg-derive's output), as text."""
+        spec = self._specialize(args)
+        if order == 0:
+            return spec.source
+        return _compiler._segc().derive(spec.source, order)
+
+    def _signature(self, args: Sequence[Any]) -> tuple[Signature, str]:
+        name = self.fn.__name__
+        tensors = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
+        indices = [i for i in tensors if args[i].dtype in _INDEX_DTYPES]
+        floats = [i for i in tensors if i not in indices]
+        sizes = [i for i, a in enumerate(args)
+                 if isinstance(a, (int, torch.SymInt)) and not isinstance(a, bool)]
+        if len(indices) != 1:
+            raise JitError(f"segops.jit: {name} takes {len(indices)} integer tensors; it needs "
+                           "exactly one segment index (int32 or int64)")
+        idx = args[indices[0]]
+        if idx.dim() != 1:
+            raise JitError(f"segops.jit: {name}: idx must be 1-D, got shape {tuple(idx.shape)}")
+        if len(sizes) != 1:
+            raise JitError(f"segops.jit: {name} takes {len(sizes)} int arguments; it needs "
+                           "exactly one, num_segments")
+        dtypes = {args[i].dtype for i in floats}
+        if not dtypes or not dtypes <= set(_ELEMENT_TYPES) or len(dtypes) > 1:
+            found = ", ".join(sorted(str(d) for d in dtypes)) or "none"
+            raise JitError(f"segops.jit: {name}: float tensors must all be float32 or all "
+                           f"float64 (found {found})")
+        for i in floats:
+            shape = tuple(args[i].shape[1:])
+            if shape not in ((), (3,), (3, 3)):
+                raise JitError(f"segops.jit: {name}: argument {i} has shape "
+                               f"{tuple(args[i].shape)}; tensors must be (L,), (L, 3) or "
+                               "(S, 3, 3)")
+        devices = {args[i].device for i in tensors}
+        if len(devices) > 1:
+            raise JitError(f"segops.jit: {name}: all tensors must be on one device, got "
+                           f"{sorted(str(d) for d in devices)}")
+        for i, a in enumerate(args):
+            if not isinstance(a, (Tensor, int, float, torch.SymInt)):
+                raise JitError(f"segops.jit: {name}: argument {i} is a {type(a).__name__}; "
+                               "arguments are tensors, num_segments and float constants")
+        return Signature(tensors, indices[0], sizes[0]), _ELEMENT_TYPES[dtypes.pop()]
+
+    def _specialize(self, args: Sequence[Any]) -> _Specialization:
+        key = self._key(args)
+        with self._lock:
+            spec = self._specializations.get(key)
+            if spec is not None:
+                return spec
+            signature, element = self._signature(args)
+            # The name is a hash of the IR, so equal programs share kernels.
+            draft, single = to_mlir(self.fn, "jit_kernel", args, signature, element)
+            digest = hashlib.sha256(draft.encode()).hexdigest()[:20]
+            name = f"jit_{self.fn.__name__}_{digest}"
+            source = draft.replace("@jit_kernel(", f"@{name}(", 1)
+            idx_position = signature.tensor_positions.index(signature.idx_position)
+            with _PROGRAMS_LOCK:
+                if name not in _PROGRAMS:
+                    _PROGRAMS[name] = _Program(name, source, idx_position,
+                                               f"segops.jit({self.fn.__name__})")
+            program = _PROGRAMS[name]
+            try:
+                program.entry(0)  # diagnostics of the compiler, at the first call
+            except ValueError as error:
+                raise JitError(f"segops.jit: {self.fn.__name__} is not a segment kernel:\n"
+                               f"{error}") from None
+            spec = _Specialization(name, tuple(signature.tensor_positions),
+                                   signature.size_position, single, source)
+            self._specializations[key] = spec
+            return spec
+
+
+def jit(fn: Callable) -> JitFunction:
+    """Compiles `fn`, a function of segops ops and elementwise torch code over
+    row tensors, per-segment tensors, one segment index and num_segments,
+    into one fused kernel per call (see the module docstring)."""
+    if not callable(fn):
+        raise TypeError(f"segops.jit expects a function, got {type(fn).__name__}")
+    return JitFunction(fn)
