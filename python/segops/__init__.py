@@ -27,7 +27,7 @@ from segops.ops import (
     segmented_rms_norm,
     segmented_sum,
 )
-from segops.jit import JitError, jit
+from segops._jit import JitError, jit
 
 __all__ = [
     "DTypeError",

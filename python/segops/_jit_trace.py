@@ -117,9 +117,20 @@ class _CallRecorder(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+def concrete(size: Any) -> int:
+    """A size as an int; a symbolic one (inside torch.compile) as its
+    example value, without a guard: the trace depends on no size."""
+    if isinstance(size, torch.SymInt):
+        return int(size.node.hint)
+    return int(size)
+
+
 def _meta_like(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
-        return torch.empty(value.shape, dtype=value.dtype, device="meta")
+        return torch.empty([concrete(d) for d in value.shape], dtype=value.dtype,
+                           device="meta")
+    if isinstance(value, torch.SymInt):
+        return concrete(value)
     return value
 
 
@@ -411,9 +422,25 @@ class Translator:
         raise self.fail(node, f"'{target}' is not supported in segops.jit functions "
                               "(see docs/jit.md for the supported operations)")
 
+    def space(self, position: int) -> str:
+        """The argument's space where its length tells it (the compiler
+        infers the rest from the seg ops): rows of idx, or num_segments."""
+        rows = concrete(self.args[self.idx_position].shape[0])
+        segments = concrete(self.args[self.size_position])
+        length = concrete(self.args[position].shape[0])
+        if self.args[position].dim() == 3:
+            return ""  # matrices are per segment anyway
+        if length == rows and length != segments:
+            return ' {seg.space = "row"}'
+        if length == segments and length != rows:
+            return ' {seg.space = "segment"}'
+        return ""
+
     def translate(self, graph: torch.fx.Graph, signature: Signature,
                   element: str) -> str:
         self.element = element
+        self.idx_position = signature.idx_position
+        self.size_position = signature.size_position
         self.ordered = [n for n in graph.nodes if n.op == "call_function"]
         placeholders = [n for n in graph.nodes if n.op == "placeholder"]
         params = []
@@ -423,9 +450,10 @@ class Translator:
                 if position == signature.idx_position:
                     v = Value(f"%idx", "idx")
                 else:
-                    v = Value(f"%a{position}", "float", tuple(value.shape[1:]))
+                    v = Value(f"%a{position}", "float",
+                              tuple(concrete(d) for d in value.shape[1:]))
                 self.values[node] = v
-                params.append(f"{v.name}: {v.mlir_type(element)}")
+                params.append(f"{v.name}: {v.mlir_type(element)}{self.space(position)}")
             elif position == signature.size_position:
                 self.size_value = Value("%num_segments", "size")
                 params.append("%num_segments: index")

@@ -108,7 +108,8 @@ def SegApproximateMath : Pass<"seg-approximate-math"> {
     of a few ulp): GPU kernels then need no libdevice, and host kernels'
     vector rows stay vectors instead of one libm call per lane. f64 ops are
     left alone (the host calls libm; the GPU pipeline has no lowering for
-    them).
+    them), except `math.tanh`, which LLVM has no intrinsic for: it becomes
+    `math.exp` (`populateExpandTanhPattern`).
   }];
   let options = [
     Option<"expandFloor", "expand-floor", "bool", /*default=*/"false",

@@ -79,8 +79,10 @@ struct SegApproximateMathPass
 
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    // The patterns match f32 only; f64 ops stay (libm on the host).
+    // The approximations match f32 only; f64 ops stay (libm on the host),
+    // but tanh, which has no LLVM intrinsic, becomes exp of any type.
     populateMathPolynomialApproximationPatterns(patterns);
+    populateExpandTanhPattern(patterns);
     if (expandFloor)
       patterns.add<ExpandFloor, ExpandAbsF>(&getContext());
     if (failed(applyPatternsAndFoldGreedily(getOperation(),

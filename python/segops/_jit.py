@@ -29,7 +29,14 @@ import torch
 from torch import Tensor
 
 from segops import _compiler, _library
-from segops._jit_trace import _ELEMENT_TYPES, _INDEX_DTYPES, JitError, Signature, to_mlir
+from segops._jit_trace import (
+    _ELEMENT_TYPES,
+    _INDEX_DTYPES,
+    JitError,
+    Signature,
+    concrete,
+    to_mlir,
+)
 from segops._validation import INT32_MAX, as_kernel_index, index_range_error
 
 __all__ = ["jit", "JitError", "JitFunction"]
@@ -129,7 +136,7 @@ def _write_atomically(path: Path, data: bytes) -> None:
     """Write, then rename: concurrent processes never see half a file."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+        partial = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         partial.write_bytes(data)
         os.replace(partial, path)
     except OSError:
@@ -146,13 +153,14 @@ def _compile_host(program: _Program, level: int) -> _HostKernel:
                              program.source])
     manifest_path = path.with_suffix(".json")
     try:
-        obj = path.read_bytes()
+        # The manifest is written last: with it, the object is whole.
         entry = json.loads(manifest_path.read_text())
+        obj = path.read_bytes()
     except (OSError, ValueError):
         manifest_text, obj = segc.compile_host_object(program.source, level, name)
         entry = next(k for k in json.loads(manifest_text)["kernels"] if k["name"] == name)
-        _write_atomically(manifest_path, json.dumps(entry).encode())
         _write_atomically(path, obj)
+        _write_atomically(manifest_path, json.dumps(entry).encode())
     program._entries.setdefault(level, entry)
     host = entry["host"]
     symbols = [host["symbol"]]
@@ -335,12 +343,18 @@ class JitFunction:
         self._specializations: dict[tuple, _Specialization] = {}
         self._lock = threading.Lock()
 
+        def call_in_graph(*args: Any) -> Any:
+            return self._run(*args)
+
+        self._in_graph = torch._dynamo.allow_in_graph(call_in_graph)
+
     @staticmethod
     def _key(args: Sequence[Any]) -> tuple:
         key = []
         for a in args:
             if isinstance(a, Tensor):
-                key.append((a.dtype, a.dim(), tuple(a.shape[1:]), a.device.type))
+                key.append((a.dtype, a.dim(), tuple(concrete(d) for d in a.shape[1:]),
+                            a.device.type))
             elif isinstance(a, bool):
                 key.append(("bool", a))
             elif isinstance(a, int) or isinstance(a, torch.SymInt):
@@ -350,6 +364,13 @@ class JitFunction:
         return tuple(key)
 
     def __call__(self, *args: Any) -> Any:
+        if torch.compiler.is_compiling():
+            # Dynamo puts the call in its graph as one node, which fake
+            # tensor tracing then runs: specializing needs no data.
+            return self._in_graph(*args)
+        return self._run(*args)
+
+    def _run(self, *args: Any) -> Any:
         spec = self._specializations.get(self._key(args))
         if spec is None:
             spec = self._specialize(args)
@@ -387,7 +408,7 @@ class JitFunction:
             raise JitError(f"segops.jit: {name}: float tensors must all be float32 or all "
                            f"float64 (found {found})")
         for i in floats:
-            shape = tuple(args[i].shape[1:])
+            shape = tuple(concrete(d) for d in args[i].shape[1:])
             if shape not in ((), (3,), (3, 3)):
                 raise JitError(f"segops.jit: {name}: argument {i} has shape "
                                f"{tuple(args[i].shape)}; tensors must be (L,), (L, 3) or "
