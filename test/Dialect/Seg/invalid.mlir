@@ -272,3 +272,27 @@ func.func @malformed(%x: tensor<?xf32>, %idx: tensor<?xi32>, %n: index) {
   %0 = seg.sum %x %idx, %n : tensor<?xf32>, tensor<?xi32> -> tensor<?xf32>
   return
 }
+
+// -----
+
+func.func @broadcast_of_vector(%x: tensor<?x3xf32>) -> tensor<?x3xf32> {
+  // expected-error @+1 {{'seg.broadcast' op expects x to have shape (L), but got 'tensor<?x3xf32>'}}
+  %0 = seg.broadcast %x : tensor<?x3xf32> -> tensor<?x3xf32>
+  return %0 : tensor<?x3xf32>
+}
+
+// -----
+
+func.func @component_sum_of_scalar(%x: tensor<?xf32>) -> tensor<?xf32> {
+  // expected-error @+1 {{'seg.component_sum' op expects x to have shape (L,3), but got 'tensor<?xf32>'}}
+  %0 = seg.component_sum %x : tensor<?xf32> -> tensor<?xf32>
+  return %0 : tensor<?xf32>
+}
+
+// -----
+
+func.func @max_width(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?xf32> {
+  // expected-error @+1 {{'seg.max' op expects result to have the row width of x (3), but got 1}}
+  %0 = seg.max %x, %idx, %n : tensor<?x3xf32>, tensor<?xi32> -> tensor<?xf32>
+  return %0 : tensor<?xf32>
+}
