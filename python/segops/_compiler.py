@@ -64,6 +64,19 @@ def cache_dir() -> Path:
     return base / "segops"
 
 
+def write_cache_file(path: Path, data: bytes) -> None:
+    """Writes a cache entry under a temporary name, then renames it: a
+    concurrent reader (another process, a forked child) never sees half a
+    file. An unwritable cache only costs recompilation."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        partial.write_bytes(data)
+        os.replace(partial, path)
+    except OSError:
+        pass
+
+
 _ptx_cache: dict[str, str] = {}
 _ptx_cache_lock = threading.Lock()
 
@@ -111,14 +124,7 @@ def compile_ptx(source: str, order: int = 0, chip: str = "sm_90",
     except OSError:
         ptx = compiler.compile_ptx(source, order, chip, opt_level=opt_level or 0,
                                    quick=opt_level is None)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            # Write, then rename: a concurrent reader never sees half a file.
-            partial = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-            partial.write_text(ptx)
-            os.replace(partial, path)
-        except OSError:
-            pass  # an unwritable cache only costs recompilation
+        write_cache_file(path, ptx.encode())
     with _ptx_cache_lock:
         _ptx_cache[key] = ptx
     return ptx

@@ -19,7 +19,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +37,7 @@ from segops._jit_trace import (
     to_mlir,
 )
 from segops._validation import INT32_MAX, as_kernel_index, index_range_error
+from segops.ops import run_on_sorted_rows
 
 __all__ = ["jit", "JitError", "JitFunction"]
 
@@ -132,17 +132,6 @@ def _cache_path(kind: str, key_parts: Sequence[str]) -> Path:
     return _compiler.cache_dir() / f"{key}.{kind}"
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    """Write, then rename: concurrent processes never see half a file."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        partial.write_bytes(data)
-        os.replace(partial, path)
-    except OSError:
-        pass  # an unwritable cache only costs recompilation
-
-
 def _compile_host(program: _Program, level: int) -> _HostKernel:
     """Compiles (or reads from the disk cache) one level's host object and
     loads it into the process."""
@@ -159,8 +148,8 @@ def _compile_host(program: _Program, level: int) -> _HostKernel:
     except (OSError, ValueError):
         manifest_text, obj = segc.compile_host_object(program.source, level, name)
         entry = next(k for k in json.loads(manifest_text)["kernels"] if k["name"] == name)
-        _write_atomically(path, obj)
-        _write_atomically(manifest_path, json.dumps(entry).encode())
+        _compiler.write_cache_file(path, obj)
+        _compiler.write_cache_file(manifest_path, json.dumps(entry).encode())
     program._entries.setdefault(level, entry)
     host = entry["host"]
     symbols = [host["symbol"]]
@@ -235,29 +224,11 @@ def _jit_call(program: str, args: list[Tensor], num_segments: int) -> list[Tenso
                               bool(((idx > INT32_MAX) | (idx < 0)).any())):
         raise index_range_error(prog.label, idx, row, num_segments)
     if problem == "order":
-        _run_on_sorted_rows(kernel, inputs, outputs, prog.idx_position, num_rows,
-                            num_segments)
+        # An unsorted index: the kernel runs on its rows in a stable sort.
+        run_on_sorted_rows(kernel.buffers, inputs, outputs, prog.idx_position,
+                           lambda i, o: _run_host(kernel, i, o, prog.idx_position,
+                                                  num_rows, num_segments))
     return outputs
-
-
-def _run_on_sorted_rows(kernel: _HostKernel, inputs: list[Tensor], outputs: list[Tensor],
-                        idx_position: int, num_rows: int, num_segments: int) -> None:
-    """An unsorted index: the kernel runs on its rows in a stable sort of
-    idx, and row outputs go back to the caller's row order."""
-    buffers = kernel.buffers
-    input_buffers = [b for b in buffers if b["role"] == "input"]
-    output_buffers = [b for b in buffers if b["role"] == "output"]
-    sorted_idx, order = torch.sort(inputs[idx_position], stable=True)
-    sorted_inputs = [sorted_idx.contiguous() if i == idx_position
-                     else t.index_select(0, order)
-                     if b["shape"][0] == "N" and b.get("read", True) else t
-                     for i, (b, t) in enumerate(zip(input_buffers, inputs))]
-    sorted_outputs = [torch.empty_like(t) if b["shape"][0] == "N" else t
-                      for b, t in zip(output_buffers, outputs)]
-    _run_host(kernel, sorted_inputs, sorted_outputs, idx_position, num_rows, num_segments)
-    for b, out, result in zip(output_buffers, outputs, sorted_outputs):
-        if b["shape"][0] == "N":
-            out.index_copy_(0, order, result)
 
 
 def _run_cuda(prog: _Program, level: int, inputs: list[Tensor], idx: Tensor,

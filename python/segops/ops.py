@@ -137,17 +137,28 @@ def _run_on_sorted_rows(kernel: str, inputs: list[Tensor], outputs: list[Tensor]
     results), its row outputs put back in the callers' row order. The
     Python twin of the C++ kernels' runOnSortedRows."""
     buffers = _library.kernel_entry(kernel)["buffers"]
+    position = next(i for i, b in enumerate(b for b in buffers if b["role"] == "input")
+                    if b["name"] == "idx")
+    run_on_sorted_rows(buffers, inputs, outputs, position,
+                       lambda i, o: _launch.run(kernel, i, o, num_rows, num_segments))
+
+
+def run_on_sorted_rows(buffers: Sequence[dict], inputs: list[Tensor], outputs: list[Tensor],
+                       idx_position: int,
+                       run: Callable[[list[Tensor], list[Tensor]], object]) -> None:
+    """Calls `run(inputs, outputs)` on the rows of `inputs` in a stable sort
+    of the index at `idx_position` (per the manifest `buffers`: row inputs
+    gathered, row outputs scattered back into `outputs`)."""
     input_buffers = [b for b in buffers if b["role"] == "input"]
     output_buffers = [b for b in buffers if b["role"] == "output"]
-    position = next(i for i, b in enumerate(input_buffers) if b["name"] == "idx")
-    sorted_idx, order = torch.sort(inputs[position], stable=True)
-    sorted_inputs = [sorted_idx.contiguous() if i == position
+    sorted_idx, order = torch.sort(inputs[idx_position], stable=True)
+    sorted_inputs = [sorted_idx.contiguous() if i == idx_position
                      else t.index_select(0, order)
                      if b["shape"][0] == "N" and b.get("read", True) else t
                      for i, (b, t) in enumerate(zip(input_buffers, inputs))]
     sorted_outputs = [torch.empty_like(t) if b["shape"][0] == "N" else t
                       for b, t in zip(output_buffers, outputs)]
-    _launch.run(kernel, sorted_inputs, sorted_outputs, num_rows, num_segments)
+    run(sorted_inputs, sorted_outputs)
     for b, out, result in zip(output_buffers, outputs, sorted_outputs):
         if b["shape"][0] == "N":
             out.index_copy_(0, order, result)
