@@ -43,6 +43,14 @@ def _mul(x: torch.Tensor, y: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     return x * (scale if x.dim() == 1 else scale[:, None])
 
 
+def _extremum(x: torch.Tensor, idx: torch.Tensor, reduce: str) -> torch.Tensor:
+    """scatter_reduce's amax/amin: 0 for an empty segment, ties sharing the
+    gradient evenly (as seg.max/min)."""
+    index = idx.long().view(-1, *([1] * (x.dim() - 1))).expand_as(x)
+    return x.new_zeros((S,) + x.shape[1:]).scatter_reduce(
+        0, index, x, reduce, include_self=False)
+
+
 REFERENCES: dict[str, Callable[..., torch.Tensor]] = {
     "segmented_sum": lambda x, idx: _sum(x, idx),
     "segmented_mean": lambda x, idx: _sum(x, idx) / (
@@ -52,6 +60,8 @@ REFERENCES: dict[str, Callable[..., torch.Tensor]] = {
     "segmented_mul": _mul,
     "segmented_matvec": lambda v, m, idx: torch.einsum("nij,ni->nj", m[idx.long()], v),
     "segmented_gather": lambda y, idx: y[idx.long()],
+    "segmented_max": lambda x, idx: _extremum(x, idx, "amax"),
+    "segmented_min": lambda x, idx: _extremum(x, idx, "amin"),
 }
 
 
