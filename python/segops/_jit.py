@@ -36,7 +36,13 @@ from segops._jit_trace import (
     concrete,
     to_mlir,
 )
-from segops._validation import INT32_MAX, as_kernel_index, index_range_error
+from segops import ops as _ops
+from segops._validation import (
+    INT32_MAX,
+    as_kernel_index,
+    check_index_content,
+    index_range_error,
+)
 from segops.ops import run_on_sorted_rows
 
 __all__ = ["jit", "JitError", "JitFunction"]
@@ -282,13 +288,51 @@ def _backward(ctx: Any, *grads: Any) -> tuple:
     return None, arg_grads, None
 
 
+def _validator(program: _Program, level: int) -> Callable[..., None]:
+    """Raises the error for arguments the C++ kernel rejected."""
+    def validate(*args: Any) -> None:
+        floats, idx, num_segments = list(args[:-2]), args[-2], args[-1]
+        tensors = floats[:program.idx_position] + [idx] + floats[program.idx_position:]
+        _check_lengths(program, level, tensors, num_segments)
+        check_index_content(program.label, idx, num_segments)
+    return validate
+
+
+def _register_native(program_name: str) -> None:
+    """Compiles one program level's host kernel and registers it with the
+    C++ jit_call kernels (their hook for a level not registered yet)."""
+    prog, level = _split_program(program_name)
+    kernel = prog.host_kernel(level)
+    entry = prog.entry(level)
+    host = entry["host"]
+    split = dict(host["split"]) if host.get("split") else None
+    if split is not None:
+        split["rows_address"], split["finish_address"] = kernel.split[0], kernel.split[1]
+    inputs = [b for b in entry["buffers"] if b["role"] == "input"]
+    num_floats = len(inputs) - 1
+    variant = {
+        "kernel": entry["name"], "address": kernel.symbol, "buffers": entry["buffers"],
+        "row_range": kernel.info.host_rows, "split": split, "gpu": entry["gpu"],
+        "saved_for_backward": [True] * num_floats,
+    }
+    _native.register_jit_program(program_name, num_floats,
+                                 len(entry["buffers"]) - len(inputs), variant,
+                                 prog.idx_position, _validator(prog, level))
+
+
 _lib = torch.library.Library("segops", "FRAGMENT")
 _lib.define("jit_call(str program, Tensor[] args, SymInt num_segments) -> Tensor[]")
-_lib.impl("jit_call", _jit_call, "CPU")
-_lib.impl("jit_call", _jit_call, "CUDA")
 torch.library.register_fake("segops::jit_call", _fake_jit_call, lib=_lib)
-torch.library.register_autograd("segops::jit_call", _backward, setup_context=_setup_context,
-                                lib=_lib)
+_lib.impl("jit_call", _jit_call, "CUDA")
+# The CPU and autograd kernels: C++ where the library ops' are (a warm call
+# is a dispatch and a launch), else Python.
+_native = _ops._native
+if _native is not None:
+    _native.register_jit_op(_register_native)
+else:
+    _lib.impl("jit_call", _jit_call, "CPU")
+    torch.library.register_autograd("segops::jit_call", _backward,
+                                    setup_context=_setup_context, lib=_lib)
 
 
 # --------------------------------------------------------------------------
@@ -320,19 +364,29 @@ class JitFunction:
         self._in_graph = torch._dynamo.allow_in_graph(call_in_graph)
 
     @staticmethod
-    def _key(args: Sequence[Any]) -> tuple:
+    def _key(args: Sequence[Any], shape: Callable[[Tensor], tuple] = lambda a: a.shape[1:]
+             ) -> tuple:
+        """The specialization of a call: per tensor its dtype, element shape
+        and device type (CUDA or not: other devices are rejected when
+        specializing); ints (num_segments) by type only; other scalars by
+        value (they are baked in). Built on every call: kept cheap."""
         key = []
         for a in args:
             if isinstance(a, Tensor):
-                key.append((a.dtype, a.dim(), tuple(concrete(d) for d in a.shape[1:]),
-                            a.device.type))
-            elif isinstance(a, bool):
-                key.append(("bool", a))
-            elif isinstance(a, int) or isinstance(a, torch.SymInt):
-                key.append("int")
+                key.append((a.dtype, shape(a), a.is_cuda))
+            elif type(a) is int or isinstance(a, torch.SymInt):
+                key.append(int)
             else:
-                key.append((type(a).__name__, a))
+                key.append((type(a), a))
         return tuple(key)
+
+    def _lookup(self, args: Sequence[Any]) -> tuple[tuple, _Specialization | None]:
+        key = self._key(args)
+        try:
+            return key, self._specializations.get(key)
+        except TypeError:  # symbolic sizes (fake tensors inside torch.compile)
+            key = self._key(args, lambda a: torch.Size([concrete(d) for d in a.shape[1:]]))
+            return key, self._specializations.get(key)
 
     def __call__(self, *args: Any) -> Any:
         if torch.compiler.is_compiling():
@@ -342,9 +396,9 @@ class JitFunction:
         return self._run(*args)
 
     def _run(self, *args: Any) -> Any:
-        spec = self._specializations.get(self._key(args))
+        key, spec = self._lookup(args)
         if spec is None:
-            spec = self._specialize(args)
+            spec = self._specialize(key, args)
         outputs = torch.ops.segops.jit_call.default(
             spec.program, [args[i] for i in spec.tensor_positions], args[spec.size_position])
         return outputs[0] if spec.single else tuple(outputs)
@@ -352,7 +406,7 @@ class JitFunction:
     def mlir(self, *args: Any, order: int = 0) -> str:
         """The seg IR of this function for arguments like `args`, with its
         derivatives to `order` (seg-derive's output), as text."""
-        spec = self._specialize(args)
+        spec = self._specialize(self._lookup(args)[0], args)
         if order == 0:
             return spec.source
         return _compiler._segc().derive(spec.source, order)
@@ -385,6 +439,9 @@ class JitFunction:
                                f"{tuple(args[i].shape)}; tensors must be (L,), (L, 3) or "
                                "(S, 3, 3)")
         devices = {args[i].device for i in tensors}
+        if any(d.type not in ("cpu", "cuda") for d in devices):
+            raise JitError(f"segops.jit: {name}: tensors must be on CPU or CUDA, got "
+                           f"{sorted(str(d) for d in devices)}")
         if len(devices) > 1:
             raise JitError(f"segops.jit: {name}: all tensors must be on one device, got "
                            f"{sorted(str(d) for d in devices)}")
@@ -394,8 +451,7 @@ class JitFunction:
                                "arguments are tensors, num_segments and float constants")
         return Signature(tensors, indices[0], sizes[0]), _ELEMENT_TYPES[dtypes.pop()]
 
-    def _specialize(self, args: Sequence[Any]) -> _Specialization:
-        key = self._key(args)
+    def _specialize(self, key: tuple, args: Sequence[Any]) -> _Specialization:
         with self._lock:
             spec = self._specializations.get(key)
             if spec is not None:

@@ -243,6 +243,39 @@ segrt::IndexCheck runOnSortedRows(const OperatorCall &call,
   return check;
 }
 
+c10::SmallVector<at::Tensor, 4> runHostCall(const OperatorLevel &level,
+                                            const OperatorCall &call) {
+  const Variant &variant = *call.variant;
+  const at::Tensor &idx = call.idx;
+  int64_t numRows = idx.size(0), numSegments = call.numSegments;
+  int threads = at::get_num_threads();
+  // idx is checked as the kernels read it (one pass over idx), at every
+  // level: values in [0, S), in any order. An int64 index is checked for
+  // range as it is narrowed to the int32 the kernels read (one pass too).
+  at::Tensor kernelIdx = contiguousInput(idx);
+  if (idx.scalar_type() == at::kLong) {
+    kernelIdx = narrowHostIndex(kernelIdx, numSegments, threads);
+    if (!kernelIdx.defined())
+      reportInvalid(level, call.floats, idx, numSegments,
+                    "idx is out of range");
+  }
+  BoundBuffers bound = bindBuffers(call, kernelIdx);
+  if (numRows > 0 || numSegments > 0) {
+    segrt::IndexCheck check = segrt::checkIndexAndCallHostKernel(
+        variant.symbol, bound.pointers, bound.kernelIdx.data_ptr<int32_t>(),
+        numRows, numSegments, threads, variant.range,
+        variant.split.rows ? &variant.split : nullptr);
+    // Segment kernels walk sorted rows: an unsorted index runs again on
+    // its rows in sorted order (sorted ones cost nothing more).
+    if (check.problem == segrt::IndexProblem::Unsorted)
+      check = runOnSortedRows(call, bound.kernelIdx, bound, threads);
+    if (check.problem != segrt::IndexProblem::None)
+      reportInvalid(level, call.floats, idx, numSegments,
+                    "idx is out of range");
+  }
+  return std::move(bound.outputs);
+}
+
 namespace {
 std::atomic<bool> debugChecksEnabled{false};
 } // namespace
@@ -273,35 +306,7 @@ public:
   void operator()(const c10::OperatorHandle &, c10::DispatchKeySet,
                   torch::jit::Stack *stack) {
     OperatorCall call = takeArguments(*level, stack, c10::DeviceType::CPU);
-    const Variant &variant = *call.variant;
-    const at::Tensor &idx = call.idx;
-    int64_t numRows = idx.size(0), numSegments = call.numSegments;
-    int threads = at::get_num_threads();
-    // idx is checked as the kernels read it (one pass over idx), at every
-    // level: values in [0, S), in any order. An int64 index is checked for
-    // range as it is narrowed to the int32 the kernels read (one pass too).
-    at::Tensor kernelIdx = contiguousInput(idx);
-    if (idx.scalar_type() == at::kLong) {
-      kernelIdx = narrowHostIndex(kernelIdx, numSegments, threads);
-      if (!kernelIdx.defined())
-        reportInvalid(*level, call.floats, idx, numSegments,
-                      "idx is out of range");
-    }
-    BoundBuffers bound = bindBuffers(call, kernelIdx);
-    if (numRows > 0 || numSegments > 0) {
-      segrt::IndexCheck check = segrt::checkIndexAndCallHostKernel(
-          variant.symbol, bound.pointers, bound.kernelIdx.data_ptr<int32_t>(),
-          numRows, numSegments, threads, variant.range,
-          variant.split.rows ? &variant.split : nullptr);
-      // Segment kernels walk sorted rows: an unsorted index runs again on
-      // its rows in sorted order (sorted ones cost nothing more).
-      if (check.problem == segrt::IndexProblem::Unsorted)
-        check = runOnSortedRows(call, bound.kernelIdx, bound, threads);
-      if (check.problem != segrt::IndexProblem::None)
-        reportInvalid(*level, call.floats, idx, numSegments,
-                      "idx is out of range");
-    }
-    for (at::Tensor &output : bound.outputs)
+    for (at::Tensor &output : runHostCall(*level, call))
       stack->emplace_back(std::move(output));
   }
 
@@ -345,16 +350,6 @@ struct SegmentOpBackward final : Node {
   std::string name() const override { return levelName + "Backward"; }
 };
 
-/// Makes a node the way this PyTorch's autograd holds nodes (intrusive or
-/// shared pointers, depending on the release).
-template <typename NodePointer, typename... Args>
-NodePointer makeNode(Args &&...args) {
-  if constexpr (std::is_same_v<NodePointer, std::shared_ptr<Node>>)
-    return std::make_shared<SegmentOpBackward>(std::forward<Args>(args)...);
-  else
-    return c10::make_intrusive<SegmentOpBackward>(std::forward<Args>(args)...);
-}
-using NodePointer = decltype(torch::autograd::Edge().function);
 
 /// The autograd kernel of one operator level (all but the last).
 class AutogradKernel final : public c10::OperatorKernel {
@@ -392,7 +387,8 @@ public:
     if (!requiresGrad)
       return;
 
-    auto node = makeNode<NodePointer>(level->backward, *level->backwardOp);
+    auto node =
+        makeNode<SegmentOpBackward>(level->backward, *level->backwardOp);
     auto *backward = static_cast<SegmentOpBackward *>(node.get());
     const Variant *variant = nullptr;
     auto it = level->variants.find(variantKey(floats[0]));
@@ -454,8 +450,6 @@ std::shared_ptr<OperatorLevel>
 parseLevel(const std::string &name, size_t numFloats,
            size_t numOutputs, const py::dict &variants,
            const std::string &backward, py::object validator) {
-  if (!hostLibrary)
-    throw std::runtime_error("segops: load the host library first");
   auto level = std::make_shared<OperatorLevel>();
   level->name = name;
   level->numFloats = numFloats;
@@ -470,7 +464,11 @@ parseLevel(const std::string &name, size_t numFloats,
     py::dict entry = value.cast<py::dict>();
     Variant variant;
     variant.kernel = entry["kernel"].cast<std::string>();
-    variant.symbol = hostLibrary->lookup(variant.kernel);
+    // Run-time compiled kernels (segops.jit) come with their addresses.
+    variant.symbol =
+        entry.contains("address")
+            ? reinterpret_cast<void *>(entry["address"].cast<uintptr_t>())
+            : hostLibrary->lookup(variant.kernel);
     for (py::handle item : entry["buffers"].cast<py::list>()) {
       py::dict description = item.cast<py::dict>();
       Buffer buffer;
@@ -490,10 +488,14 @@ parseLevel(const std::string &name, size_t numFloats,
                         : segrt::HostRange::Segments;
     if (!entry["split"].is_none()) {
       py::dict split = entry["split"].cast<py::dict>();
-      variant.split.rows =
-          hostLibrary->lookup(split["rows_symbol"].cast<std::string>());
-      variant.split.finish =
-          hostLibrary->lookup(split["finish_symbol"].cast<std::string>());
+      auto address = [&](const char *symbol, const char *jitAddress) {
+        return split.contains(jitAddress)
+                   ? reinterpret_cast<void *>(
+                         split[jitAddress].cast<uintptr_t>())
+                   : hostLibrary->lookup(split[symbol].cast<std::string>());
+      };
+      variant.split.rows = address("rows_symbol", "rows_address");
+      variant.split.finish = address("finish_symbol", "finish_address");
       variant.split.passTotals =
           split["pass_totals"].cast<std::vector<int64_t>>();
       variant.split.isDouble = key.cast<std::string>().rfind("f64", 0) == 0;
@@ -526,9 +528,19 @@ parseLevel(const std::string &name, size_t numFloats,
 
 } // namespace
 
+std::shared_ptr<OperatorLevel>
+segops_torch::parseOperatorLevel(const std::string &name, size_t numFloats,
+                                 size_t numOutputs, const py::dict &variants,
+                                 const std::string &backward,
+                                 py::object validator) {
+  return parseLevel(name, numFloats, numOutputs, variants, backward,
+                    std::move(validator));
+}
+
 PYBIND11_MODULE(_torchops, m) {
   m.doc() = "segops operators' CPU and autograd kernels in C++";
   runWorkersOnIntraOpPool();
+  registerJitBindings(m);
   m.def("index_rechecks", &segrt::indexRechecks,
         "How many times these kernels checked idx again after running (they "
         "saw a problem, or their rows did not meet): never for a valid "

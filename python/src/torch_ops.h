@@ -15,6 +15,8 @@
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <Python.h>
+#include <pybind11/pybind11.h>
+#include <torch/csrc/autograd/function.h>
 #include <torch/library.h>
 
 #include <map>
@@ -154,6 +156,36 @@ at::Tensor narrowHostIndex(const at::Tensor &idx, int64_t numSegments,
 segrt::IndexCheck runOnSortedRows(const OperatorCall &call,
                                   at::Tensor kernelIdx,
                                   BoundBuffers &bound, int numThreads);
+
+/// Runs `call`'s host kernel (idx narrowed and checked as it runs; an
+/// unsorted index on its rows in sorted order) and returns the outputs;
+/// raises the level's error for an index out of range.
+c10::SmallVector<at::Tensor, 4> runHostCall(const OperatorLevel &level,
+                                            const OperatorCall &call);
+
+/// An operator level from the description ops.py and _jit.py hand over
+/// (see register_level; a variant with "address" keys names run-time
+/// compiled kernels by address instead of the op library's symbols).
+std::shared_ptr<OperatorLevel>
+parseOperatorLevel(const std::string &name, size_t numFloats,
+                   size_t numOutputs, const pybind11::dict &variants,
+                   const std::string &backward, pybind11::object validator);
+
+/// Makes an autograd node the way this PyTorch's autograd holds nodes
+/// (intrusive or shared pointers, depending on the release).
+template <typename NodeType, typename... Args> auto makeNode(Args &&...args) {
+  using NodePointer = decltype(torch::autograd::Edge().function);
+  if constexpr (std::is_same_v<NodePointer,
+                               std::shared_ptr<torch::autograd::Node>>)
+    return NodePointer(std::make_shared<NodeType>(std::forward<Args>(args)...));
+  else
+    return NodePointer(
+        c10::make_intrusive<NodeType>(std::forward<Args>(args)...));
+}
+
+/// segops::jit_call's CPU and autograd kernels and their bindings
+/// (jit_ops.cpp).
+void registerJitBindings(pybind11::module_ &m);
 
 /// An uninitialized CPU tensor for a kernel's output; large ones reuse
 /// buffers of earlier outputs (host_outputs.cpp).

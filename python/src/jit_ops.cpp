@@ -1,0 +1,218 @@
+//===- jit_ops.cpp - segops::jit_call's CPU and autograd kernels ----------===//
+//
+// segops.jit runs every compiled function through one operator,
+// `segops::jit_call(str program, Tensor[] args, SymInt num_segments)`. Its
+// CPU and autograd kernels live here, in C++ like the library ops', so a
+// warm call costs a dispatch and a kernel launch. Programs (one per
+// specialization and derivative level) are registered by _jit.py with their
+// kernels' addresses; a level not yet compiled (the first backward at that
+// level) is compiled through a Python hook, with the GIL.
+//
+//===----------------------------------------------------------------------===//
+
+#include "torch_ops.h"
+
+#include <torch/csrc/autograd/functions/utils.h>
+
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+
+namespace py = pybind11;
+using namespace segops_torch;
+using torch::autograd::Node;
+using torch::autograd::SavedVariable;
+using torch::autograd::variable_list;
+
+namespace {
+/// One registered program level: the level (its one variant, "jit"), and
+/// where idx is among its tensor arguments.
+struct JitProgram {
+  std::shared_ptr<const OperatorLevel> level;
+  size_t idxPosition = 0;
+};
+
+std::shared_mutex programsMutex;
+// Never destroyed: the dispatcher may run kernels during interpreter exit.
+auto *programs = new std::unordered_map<std::string, JitProgram>();
+/// compile(program) compiles a level and registers it (_jit.py); a strong
+/// reference kept until exit.
+PyObject *compileHook = nullptr;
+
+const JitProgram &findProgram(const std::string &name) {
+  {
+    std::shared_lock<std::shared_mutex> lock(programsMutex);
+    auto it = programs->find(name);
+    if (it != programs->end())
+      return it->second;
+  }
+  TORCH_CHECK(compileHook, "segops::jit_call: no program ", name);
+  {
+    py::gil_scoped_acquire gil;
+    py::handle hook(compileHook);
+    hook(name); // raises the compiler's error, if any
+  }
+  std::shared_lock<std::shared_mutex> lock(programsMutex);
+  auto it = programs->find(name);
+  TORCH_CHECK(it != programs->end(), "segops::jit_call: program ", name,
+              " was not registered by its compilation");
+  return it->second;
+}
+
+/// The call's floats (every tensor but idx), idx and S.
+OperatorCall makeCall(const JitProgram &program, at::TensorList args,
+                      int64_t numSegments) {
+  const OperatorLevel &level = *program.level;
+  OperatorCall call;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (i == program.idxPosition)
+      call.idx = args[i];
+    else
+      call.floats.push_back(args[i]);
+  }
+  call.numSegments = numSegments;
+  call.variant = &level.variants.begin()->second;
+  if (!call.idx.defined() || call.floats.size() != level.numFloats)
+    reportInvalid(level, call.floats, call.idx, numSegments,
+                  "wrong number of tensor arguments");
+  std::string problem = mismatch(*call.variant, call.floats, call.idx,
+                                 numSegments, c10::DeviceType::CPU);
+  if (!problem.empty())
+    reportInvalid(level, call.floats, call.idx, numSegments, problem);
+  return call;
+}
+
+class JitHostKernel final : public c10::OperatorKernel {
+public:
+  void operator()(const c10::OperatorHandle &, c10::DispatchKeySet,
+                  torch::jit::Stack *stack) {
+    auto args = torch::jit::last(stack, 3);
+    std::string name = args[0].toStringRef();
+    std::vector<at::Tensor> tensors = args[1].toTensorVector();
+    int64_t numSegments = args[2].toSymInt().guard_int(__FILE__, __LINE__);
+    torch::jit::drop(stack, 3);
+    const JitProgram &program = findProgram(name);
+    OperatorCall call = makeCall(program, tensors, numSegments);
+    c10::SmallVector<at::Tensor, 4> outputs = runHostCall(*program.level, call);
+    stack->emplace_back(
+        c10::List<at::Tensor>(std::vector<at::Tensor>(outputs.begin(),
+                                                      outputs.end())));
+  }
+};
+
+/// The backward of one program level: jit_call of the next level on the
+/// saved arguments and the output cotangents (through the dispatcher, so
+/// that it is differentiable in turn).
+struct JitCallBackward final : Node {
+  std::string next;
+  size_t idxPosition = 0;
+  std::vector<SavedVariable> args;
+  c10::SymInt numSegments;
+
+  variable_list apply(variable_list &&grads) override {
+    static c10::OperatorHandle op =
+        c10::Dispatcher::singleton().findSchemaOrThrow("segops::jit_call", "");
+    std::vector<at::Tensor> inputs;
+    for (const SavedVariable &saved : args)
+      inputs.push_back(saved.unpack());
+    for (size_t i = 0; i < grads.size(); ++i)
+      inputs.push_back(grads[i].defined() ? grads[i]
+                                          : input_metadata(i).zeros_like());
+    torch::jit::Stack stack{c10::IValue(next), c10::IValue(inputs),
+                            c10::IValue(numSegments)};
+    op.callBoxed(&stack);
+    std::vector<at::Tensor> result = stack.back().toTensorVector();
+    return variable_list(result.begin(), result.end());
+  }
+
+  void release_variables() override { args.clear(); }
+  std::string name() const override { return "JitCallBackward"; }
+};
+
+class JitAutogradKernel final : public c10::OperatorKernel {
+public:
+  void operator()(const c10::OperatorHandle &op, c10::DispatchKeySet keys,
+                  torch::jit::Stack *stack) {
+    auto args = torch::jit::last(stack, 3);
+    std::string name = args[0].toStringRef();
+    std::vector<at::Tensor> tensors = args[1].toTensorVector();
+    c10::SymInt numSegments = args[2].toSymInt();
+    const JitProgram &program = findProgram(name);
+    std::vector<at::Tensor> floats;
+    bool requiresGrad = false;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      if (i == program.idxPosition)
+        continue;
+      floats.push_back(tensors[i]);
+      requiresGrad |= tensors[i].requires_grad();
+    }
+    requiresGrad &= at::GradMode::is_enabled();
+    {
+      at::AutoDispatchBelowADInplaceOrView guard;
+      op.redispatchBoxed(keys & c10::after_ADInplaceOrView_keyset, stack);
+    }
+    if (!requiresGrad)
+      return;
+    auto node = makeNode<JitCallBackward>();
+    auto *backward = static_cast<JitCallBackward *>(node.get());
+    backward->next = name + "_grad";
+    backward->idxPosition = program.idxPosition;
+    for (const at::Tensor &tensor : tensors)
+      backward->args.emplace_back(tensor, /*is_output=*/false);
+    backward->numSegments = numSegments;
+    node->set_next_edges(
+        torch::autograd::collect_next_edges(at::TensorList(floats)));
+    for (const at::Tensor &output : stack->back().toTensorVector())
+      torch::autograd::set_history(const_cast<at::Tensor &>(output), node);
+  }
+};
+
+auto *registrations = new std::vector<std::unique_ptr<torch::Library>>();
+} // namespace
+
+void segops_torch::registerJitBindings(py::module_ &m) {
+  m.def(
+      "register_jit_op",
+      [](py::object hook) {
+        compileHook = hook.release().ptr();
+        for (auto [key, kernel] :
+             {std::pair<c10::DispatchKey, bool>{c10::DispatchKey::CPU, true},
+              {c10::DispatchKey::Autograd, false}}) {
+          auto library = std::make_unique<torch::Library>(
+              torch::Library::IMPL, "segops", key, __FILE__, __LINE__);
+          if (kernel)
+            library->impl("jit_call",
+                          torch::CppFunction::makeFromBoxedFunctor(
+                              std::make_unique<JitHostKernel>()));
+          else
+            library->impl("jit_call",
+                          torch::CppFunction::makeFromBoxedFunctor(
+                              std::make_unique<JitAutogradKernel>()));
+          registrations->push_back(std::move(library));
+        }
+      },
+      py::arg("compile"),
+      "Registers segops::jit_call's CPU and autograd kernels (the schema is "
+      "defined by _jit.py); compile(program) compiles and registers a "
+      "program level not registered yet.");
+  m.def(
+      "register_jit_program",
+      [](const std::string &name, size_t numFloats, size_t numOutputs,
+         const py::dict &variant, size_t idxPosition, py::object validator) {
+        py::dict variants;
+        variants["jit"] = variant;
+        JitProgram program;
+        program.level = parseOperatorLevel(name, numFloats, numOutputs,
+                                           variants, "", std::move(validator));
+        program.idxPosition = idxPosition;
+        std::unique_lock<std::shared_mutex> lock(programsMutex);
+        programs->emplace(name, std::move(program));
+      },
+      py::arg("name"), py::arg("num_floats"), py::arg("num_outputs"),
+      py::arg("variant"), py::arg("idx_position"), py::arg("validator"),
+      "Registers one compiled program level for jit_call (variant: as for "
+      "register_level, with 'address' keys for the kernels).");
+}
