@@ -1,6 +1,7 @@
 //===- SegToGPU.cpp - kernel functions to gpu.func kernels ----------------===//
 
 #include "segops/Conversion/Passes.h"
+#include "mlir/IR/TypeUtilities.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -1060,6 +1061,27 @@ static void useSqrtIntrinsic(gpu::GPUFuncOp kernel) {
   });
 }
 
+
+/// The GPU pipeline lowers f32 transcendental functions to arith
+/// (seg-approximate-math) and has no libdevice: an f64 one is reported
+/// here, rather than as an illegal LLVM intrinsic after lowering.
+static LogicalResult checkGPUMath(func::FuncOp func) {
+  WalkResult result = func.walk([&](Operation *op) {
+    if (!isa<math::MathDialect>(op->getDialect()) ||
+        isa<math::SqrtOp, math::RsqrtOp, math::AbsFOp, math::FmaOp>(op))
+      return WalkResult::advance();
+    Type element = getElementTypeOrSelf(op->getResultTypes().front());
+    if (!element.isF64())
+      return WalkResult::advance();
+    op->emitError() << "'" << op->getName()
+                    << "' on f64 has no GPU lowering (the GPU pipeline "
+                       "approximates f32 only and links no libdevice); "
+                       "compute it in f32 or on the host";
+    return WalkResult::interrupt();
+  });
+  return failure(result.wasInterrupted());
+}
+
 namespace {
 struct ConvertSegToGPUPass
     : public seg::impl::ConvertSegToGPUBase<ConvertSegToGPUPass> {
@@ -1082,6 +1104,9 @@ struct ConvertSegToGPUPass
         candidates.push_back(func);
     if (candidates.empty())
       return;
+    for (func::FuncOp func : candidates)
+      if (failed(checkGPUMath(func)))
+        return signalPassFailure();
 
     OpBuilder builder(ctx);
     builder.setInsertionPointToEnd(module.getBody());

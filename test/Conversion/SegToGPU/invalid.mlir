@@ -131,3 +131,4 @@ func.func @two_indices(%x: tensor<?xf32> {seg.space = "row"}, %a: tensor<?xi32>,
   %0 = arith.mulf %x, %x : tensor<?xf32>
   return %0 : tensor<?xf32>
 }
+
