@@ -112,6 +112,7 @@ void mlir::seg::buildSegToHostPipeline(OpPassManager &pm,
                                        const SegToHostOptions &options) {
   ConvertSegToHostOptions passOptions;
   passOptions.vectorBits = options.vectorBits;
+  passOptions.interleave = options.interleave;
   pm.addPass(createConvertSegToHost(passOptions));
   pm.addPass(createLoweredCanonicalizerPass());
   pm.addPass(createCSEPass());

@@ -21,7 +21,8 @@
 using namespace mlir;
 using namespace mlir::seg;
 
-static void optimize(llvm::Module &module, llvm::TargetMachine &machine) {
+static void optimize(llvm::Module &module, llvm::TargetMachine &machine,
+                     unsigned optLevel) {
   llvm::LoopAnalysisManager loops;
   llvm::FunctionAnalysisManager functions;
   llvm::CGSCCAnalysisManager sccs;
@@ -33,14 +34,17 @@ static void optimize(llvm::Module &module, llvm::TargetMachine &machine) {
   builder.registerLoopAnalyses(loops);
   builder.crossRegisterProxies(loops, functions, sccs, modules);
   llvm::ModulePassManager pipeline =
-      builder.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+      builder.buildPerModuleDefaultPipeline(optLevel >= 3   ? llvm::OptimizationLevel::O3
+                                            : optLevel == 2 ? llvm::OptimizationLevel::O2
+                                                            : llvm::OptimizationLevel::O1);
   pipeline.run(module, modules);
 }
 
-/// Translates `module` (LLVM dialect) to LLVM IR, optimizes it at O3 for
-/// `cpu` and emits a position independent object file.
+/// Translates `module` (LLVM dialect) to LLVM IR, optimizes it at
+/// O`optLevel` for `cpu` and emits a position independent object file.
 static FailureOr<std::string> emitObject(ModuleOp module, StringRef cpu,
-                                         StringRef name) {
+                                         StringRef name,
+                                         unsigned optLevel = 3) {
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> llvmModule =
       translateModuleToLLVMIR(module, llvmContext, name);
@@ -70,12 +74,14 @@ static FailureOr<std::string> emitObject(ModuleOp module, StringRef cpu,
            << "LLVM does not know the CPU '" << cpu << "' for " << triple;
   std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
       triple, cpu, /*Features=*/"", llvm::TargetOptions(), llvm::Reloc::PIC_,
-      std::nullopt, llvm::CodeGenOptLevel::Aggressive));
+      std::nullopt,
+      optLevel >= 3 ? llvm::CodeGenOptLevel::Aggressive
+                    : llvm::CodeGenOptLevel::Default));
   if (!machine)
     return module.emitError() << "cannot target CPU '" << cpu << "'";
   llvmModule->setTargetTriple(triple);
   llvmModule->setDataLayout(machine->createDataLayout());
-  optimize(*llvmModule, *machine);
+  optimize(*llvmModule, *machine, optLevel);
 
   llvm::SmallVector<char, 0> buffer;
   llvm::raw_svector_ostream stream(buffer);
@@ -93,10 +99,11 @@ mlir::seg::compileToHostObject(ModuleOp source, const HostTarget &target) {
   PassManager pm(source.getContext());
   SegToHostOptions options;
   options.vectorBits = target.vectorBits;
+  options.interleave = target.interleave;
   buildSegToHostPipeline(pm, options);
   if (failed(pm.run(*module)))
     return failure();
-  return emitObject(*module, target.cpu, "segops_host");
+  return emitObject(*module, target.cpu, "segops_host", target.optLevel);
 }
 
 FailureOr<SmallVector<std::string>>

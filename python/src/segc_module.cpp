@@ -78,7 +78,8 @@ public:
   /// this CPU; returns the manifest and the object.
   std::pair<std::string, std::string>
   compileHostObject(const std::string &source, unsigned order,
-                    const std::string &keep) {
+                    const std::string &keep, unsigned optLevel,
+                    int64_t vectorBits, int64_t interleave) {
     std::string manifestText;
     std::string object = withModule(
         source, order,
@@ -90,7 +91,12 @@ public:
           manifestText =
               llvm::formatv("{0}", llvm::json::Value(std::move(*manifest)))
                   .str();
-          return seg::compileToHostObject(module, hostTarget());
+          seg::HostTarget target = hostTarget();
+          target.optLevel = optLevel;
+          if (vectorBits > 0)
+            target.vectorBits = vectorBits;
+          target.interleave = interleave;
+          return seg::compileToHostObject(module, target);
         },
         keep);
     return {manifestText, object};
@@ -258,18 +264,25 @@ PYBIND11_MODULE(_segc, m) {
       "the PTX.");
   m.def(
       "compile_host_object",
-      [](const std::string &source, unsigned order, const std::string &keep) {
+      [](const std::string &source, unsigned order, const std::string &keep,
+         unsigned optLevel, int64_t vectorBits, int64_t interleave) {
         std::pair<std::string, std::string> result;
         {
           py::gil_scoped_release release;
-          result = compiler().compileHostObject(source, order, keep);
+          result = compiler().compileHostObject(source, order, keep, optLevel,
+                                                vectorBits, interleave);
         }
         return py::make_tuple(result.first, py::bytes(result.second));
       },
       py::arg("source"), py::arg("order") = 0, py::arg("keep") = "",
+      py::arg("opt_level") = 3, py::arg("vector_bits") = 0,
+      py::arg("interleave") = 1,
       "Host code for the kernel functions of `source` and their derivatives "
       "up to `order` (only function `keep`, if given), compiled for this "
-      "CPU: (manifest JSON, object file bytes).");
+      "CPU at LLVM's O<opt_level> with vectors of `vector_bits` (0: the CPU's "
+      "widest) and `interleave` partial sums per reduction (1 compiles a "
+      "third faster than the op library's 4): (manifest JSON, object file "
+      "bytes).");
   m.def(
       "load_host_object",
       [](const std::string &object, const std::vector<std::string> &symbols) {

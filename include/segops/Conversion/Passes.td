@@ -64,6 +64,10 @@ def ConvertSegToHost : Pass<"convert-seg-to-host", "ModuleOp"> {
     Option<"vectorBits", "vector-bits", "int64_t", /*default=*/"128",
            "Bits of the target CPU's vector registers (128: SSE, 256: AVX2, "
            "512: AVX-512): row bodies take a register's worth of rows">,
+    Option<"interleave", "interleave", "int64_t", /*default=*/"4",
+           "Independent vector partial sums per reduction in long row loops "
+           "(1, 2, 4 or 8): more overlap the adds' latency, fewer compile "
+           "faster (run-time compilation takes 1)">,
   ];
 }
 

@@ -32,6 +32,11 @@ struct SegToHostOptions : public PassPipelineOptions<SegToHostOptions> {
       llvm::cl::desc("Bits of the target CPU's vector registers (128: SSE, "
                      "256: AVX2, 512: AVX-512)"),
       llvm::cl::init(128)};
+  PassOptions::Option<int64_t> interleave{
+      *this, "interleave",
+      llvm::cl::desc("Independent vector partial sums per reduction in long "
+                     "row loops (1, 2, 4 or 8)"),
+      llvm::cl::init(4)};
 };
 
 /// Options of the `seg-derive` pipeline.

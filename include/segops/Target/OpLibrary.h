@@ -42,6 +42,11 @@ struct HostTarget {
   std::string cpu = "x86-64-v2";
   /// Its vector registers' bits (convert-seg-to-host's vector-bits).
   int64_t vectorBits = 128;
+  /// LLVM's optimization level (1-3): the op library takes 3.
+  unsigned optLevel = 3;
+  /// convert-seg-to-host's interleave: 4 for the op library, 1 for
+  /// run-time compilation (a third less code to compile).
+  int64_t interleave = 4;
 };
 
 /// Compiles the kernel functions of `source` to a relocatable, position

@@ -81,8 +81,8 @@ static Value combineNothing(OpBuilder &, Location, Value total,
   return total;
 }
 
-/// Number of interleaved partial sums per reduction in a segment's row loop.
-static constexpr int64_t kInterleave = 4;
+// The number of interleaved partial sums per reduction in a segment's row
+// loop is the pass's `interleave` option (4 for the op library).
 
 /// Rows of the whole-block path for short segments.
 static constexpr int64_t kShortSegmentRows = 16;
@@ -128,9 +128,9 @@ static SmallVector<Value> splatInit(KernelCodeBuilder &code, ValueRange init,
 }
 
 // A segment's rows run through the body as vectors of `lanes` rows, in
-// kInterleave independent vector partial sums (row r, counted from the
+// interleave independent vector partial sums (row r, counted from the
 // segment's first row, adds into lane r mod lanes of partial
-// (r / lanes) mod kInterleave); then whole vectors into partial 0, then the
+// (r / lanes) mod interleave); then whole vectors into partial 0, then the
 // last rows one at a time. The partials are added pairwise, their lanes
 // added in a fixed order, and the scalar rows added after. The order is a
 // function of the segment alone, so results do not depend on how segments
@@ -138,7 +138,8 @@ static SmallVector<Value> splatInit(KernelCodeBuilder &code, ValueRange init,
 static SmallVector<Value>
 emitVectorRowLoop(OpBuilder &b, Location loc, Value rowBegin, Value rowEnd,
                   ValueRange init, ArrayRef<arith::AtomicRMWKind> kinds,
-                  SegmentProgramEmitter::RowBody body, int64_t lanes) {
+                  SegmentProgramEmitter::RowBody body, int64_t lanes,
+                  int64_t interleave) {
   KernelCodeBuilder code(b, loc);
   Value count = b.create<arith::SubIOp>(loc, rowEnd, rowBegin);
   auto roundDown = [&](int64_t multiple) {
@@ -148,19 +149,19 @@ emitVectorRowLoop(OpBuilder &b, Location loc, Value rowBegin, Value rowEnd,
         b.create<arith::MulIOp>(loc, b.create<arith::DivUIOp>(loc, count, step),
                                 step));
   };
-  Value interleavedEnd = roundDown(kInterleave * lanes);
+  Value interleavedEnd = roundDown(interleave * lanes);
   Value vectorEnd = roundDown(lanes);
   unsigned width = init.size();
   SmallVector<Value> partialsInit;
-  for (int64_t i = 0; i < kInterleave; ++i)
+  for (int64_t i = 0; i < interleave; ++i)
     llvm::append_range(partialsInit, splatInit(code, init, lanes));
   auto interleaved = b.create<scf::ForOp>(
-      loc, rowBegin, interleavedEnd, code.i64(kInterleave * lanes),
+      loc, rowBegin, interleavedEnd, code.i64(interleave * lanes),
       partialsInit,
       [&](OpBuilder &lb, Location ll, Value row, ValueRange partials) {
         KernelCodeBuilder local(lb, ll);
         SmallVector<Value> next;
-        for (int64_t i = 0; i < kInterleave; ++i) {
+        for (int64_t i = 0; i < interleave; ++i) {
           Value r =
               i == 0 ? row
                      : lb.create<arith::AddIOp>(ll, row, local.i64(i * lanes));
@@ -253,12 +254,13 @@ emitSegmentRowLoop(OpBuilder &b, Location loc, Value rowBegin, Value rowEnd,
                    Value numRows, Value ownedRowsEnd, ValueRange init,
                    ArrayRef<arith::AtomicRMWKind> kinds,
                    SegmentProgramEmitter::RowBody body, bool storesRows,
-                   const SegmentProgram &program, int64_t lanes) {
+                   const SegmentProgram &program, int64_t lanes,
+                   int64_t interleave) {
   int64_t storeVectors =
       rowOutputComponents(program) * (kShortSegmentRows / lanes);
   if (storesRows && storeVectors > kMaxShortBlockStoreVectors)
     return emitVectorRowLoop(b, loc, rowBegin, rowEnd, init, kinds, body,
-                             lanes);
+                             lanes, interleave);
   KernelCodeBuilder code(b, loc);
   Value count = b.create<arith::SubIOp>(loc, rowEnd, rowBegin);
   Value isShort = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sle, count,
@@ -278,7 +280,7 @@ emitSegmentRowLoop(OpBuilder &b, Location loc, Value rowBegin, Value rowEnd,
       [&](OpBuilder &eb, Location el) {
         eb.create<scf::YieldOp>(
             el, emitVectorRowLoop(eb, el, rowBegin, rowEnd, init, kinds, body,
-                                  lanes));
+                                  lanes, interleave));
       });
   return SmallVector<Value>(ifShort.getResults());
 }
@@ -474,7 +476,7 @@ emitBatchedSegments(OpBuilder &b, Location loc, const SegmentProgram &program,
 // outside [0, S) get zero row outputs, from the calls that cover the first
 // and the last segment.
 static void emitHostKernel(const SegmentProgram &program, func::FuncOp kernel,
-                           int64_t vectorBits) {
+                           int64_t vectorBits, int64_t interleave) {
   OpBuilder b = OpBuilder::atBlockBegin(&kernel.getBody().front());
   Location loc = program.func.getLoc();
   KernelCodeBuilder code(b, loc);
@@ -551,7 +553,7 @@ static void emitHostKernel(const SegmentProgram &program, func::FuncOp kernel,
       return emitSegmentRowLoop(
           rb, rl, rowBegin, rowEnd, numRows, ownedRowsEnd, init,
           program.combiningKinds(emitter.currentPass()), body, storesRows,
-          program, vectorLanes(program.elementType, vectorBits));
+          program, vectorLanes(program.elementType, vectorBits), interleave);
     };
   };
   SmallVector<Value> initialState{firstRow,
@@ -768,7 +770,8 @@ static SmallVector<Value> loadPassTotals(OpBuilder &b, Location loc,
 }
 
 static void emitHostTileKernel(const SegmentProgram &program,
-                               func::FuncOp kernel, int64_t vectorBits) {
+                               func::FuncOp kernel, int64_t vectorBits,
+                               int64_t interleave) {
   OpBuilder b = OpBuilder::atBlockBegin(&kernel.getBody().front());
   Location loc = program.func.getLoc();
   KernelCodeBuilder code(b, loc);
@@ -812,7 +815,8 @@ static void emitHostTileKernel(const SegmentProgram &program,
           SmallVector<Value> totals =
               emitVectorRowLoop(tb, tl, rowBegin, rowEnd, init,
                                 program.combiningKinds(pass), body,
-                                vectorLanes(elementType, vectorBits));
+                                vectorLanes(elementType, vectorBits),
+                                interleave);
           KernelCodeBuilder store(tb, tl);
           for (auto [i, total] : llvm::enumerate(totals))
             store.store(total, args.partials, store.i64(offset + i));
@@ -894,6 +898,11 @@ struct ConvertSegToHostPass
                          << vectorBits.getValue();
       return signalPassFailure();
     }
+    if (interleave < 1 || interleave > 8 || !llvm::isPowerOf2_64(interleave)) {
+      module.emitError() << "interleave must be 1, 2, 4 or 8, got "
+                         << interleave.getValue();
+      return signalPassFailure();
+    }
     SmallVector<func::FuncOp> candidates;
     for (auto func : module.getOps<func::FuncOp>())
       if (SegmentProgram::isCandidate(func))
@@ -919,7 +928,7 @@ struct ConvertSegToHostPass
       if (program->mapsRowsOnly())
         emitHostRowMapKernel(*program, kernel, vectorBits);
       else
-        emitHostKernel(*program, kernel, vectorBits);
+        emitHostKernel(*program, kernel, vectorBits, interleave);
       if (!program->mapsRowsOnly()) {
         // The tile kernel returns an i32: 1 if its rows are not all of one
         // valid segment.
@@ -930,7 +939,7 @@ struct ConvertSegToHostPass
             func.getLoc(), (func.getSymName() + "__rows").str(),
             builder.getFunctionType(tileParams, {builder.getI32Type()}));
         tile.addEntryBlock();
-        emitHostTileKernel(*program, tile, vectorBits);
+        emitHostTileKernel(*program, tile, vectorBits, interleave);
         SmallVector<Type> finishParams(program->buffers.size(), ptrType);
         finishParams.append(4, builder.getI64Type());
         finishParams.push_back(ptrType);
