@@ -33,9 +33,11 @@ static std::unique_ptr<Pass> createLoweredCanonicalizerPass() {
 }
 
 /// Kernel functions -> simplified gpu.func kernels.
+/// The GPU kernels for the SIMT simulator, whose math calls the host's libm.
 static void addSegToGPUPasses(OpPassManager &pm, int64_t blockSize) {
   ConvertSegToGPUOptions toGPU;
   toGPU.blockSize = blockSize;
+  toGPU.allowF64Math = true;
   pm.addPass(createConvertSegToGPU(toGPU));
   pm.addPass(createLoweredCanonicalizerPass());
   pm.addPass(createCSEPass());

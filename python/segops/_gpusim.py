@@ -30,7 +30,9 @@ class SimulatorError(RuntimeError):
 
 class GpuSimulator:
     def __init__(self, path: Path = LIBRARY_PATH) -> None:
-        self.library = ctypes.CDLL(str(path))
+        # Globally: kernels compiled at run time (segops.jit) resolve the
+        # simulator's runtime functions from the process.
+        self.library = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
         launch = self.library.segsim_launch
         launch.restype = ctypes.c_int
         launch.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64), ctypes.c_int,
@@ -75,8 +77,15 @@ class GpuSimulator:
         for tensor in tensors:
             if tensor.device.type != "cpu" or not tensor.is_contiguous():
                 raise ValueError("the simulator runs on contiguous CPU tensors")
+        self.launch_address(ctypes.cast(getattr(self.library, symbol), ctypes.c_void_p),
+                            tensors, num_rows, num_segments, grid, block, reverse_blocks,
+                            trailing)
+
+    def launch_address(self, kernel: ctypes.c_void_p | int, tensors: Sequence[torch.Tensor],
+                       num_rows: int, num_segments: int, grid: int, block: int,
+                       reverse_blocks: bool = False, trailing: Sequence[int] = ()) -> None:
+        """launch() of a kernel given by address (one compiled at run time)."""
         pointers = (ctypes.c_uint64 * len(tensors))(*[t.data_ptr() for t in tensors])
-        kernel = ctypes.cast(getattr(self.library, symbol), ctypes.c_void_p)
         error = ctypes.create_string_buffer(4096)
         extra = (ctypes.c_int64 * max(1, len(trailing)))(*trailing)
         status = self._launch(kernel, pointers, len(tensors), num_rows, num_segments, extra,

@@ -27,7 +27,7 @@ from typing import Any, Callable, Sequence
 import torch
 from torch import Tensor
 
-from segops import _compiler, _library
+from segops import _compiler, _gpusim, _library, _validation
 from segops._jit_trace import (
     _ELEMENT_TYPES,
     _INDEX_DTYPES,
@@ -99,6 +99,19 @@ class _Program:
                     kernel = _compile_host(self, level)
                     self._host[level] = kernel
         return kernel
+
+    def simulated_kernel(self, level: int) -> tuple[dict[str, int], _library.Kernel]:
+        """The level's GPU kernels as host code for the SIMT simulator
+        (SEGOPS_SIMULATE_GPU=1): their addresses by symbol, and the kernel."""
+        key = (level, -1)
+        found = self._cuda.get(key)
+        if found is None:
+            with self._lock:
+                found = self._cuda.get(key)
+                if found is None:
+                    found = _compile_simulated(self, level)
+                    self._cuda[key] = found
+        return found
 
     def cuda_kernel(self, level: int, device: int) -> tuple[Any, _library.Kernel]:
         key = (level, device)
@@ -178,6 +191,45 @@ def _compile_host(program: _Program, level: int) -> _HostKernel:
         buffers=entry["buffers"])
 
 
+def _compile_simulated(program: _Program, level: int) -> tuple[dict[str, int],
+                                                              _library.Kernel]:
+    segc = _compiler._segc()
+    name = program.level_name(level)
+    path = _cache_path("sim.o", [_compiler.compiler_identity(), "gpusim", str(level), name,
+                                 program.source])
+    try:
+        obj = path.read_bytes()
+    except OSError:
+        obj = segc.compile_simulator_object(program.source, level, name)
+        _compiler.write_cache_file(path, obj)
+    info = _library.kernel_from_entry(program.entry(level))
+    symbols = [name] + [symbol for symbol, _ in (info.gpu_long.launches if info.gpu_long else ())]
+    _gpusim.simulator()  # loads the simulator's runtime for the object's calls
+    return segc.load_host_object(obj, sorted(set(symbols))), info
+
+
+def _run_simulated(prog: _Program, level: int, inputs: list[Tensor], outputs: list[Tensor],
+                   num_rows: int, num_segments: int) -> None:
+    """The level's GPU kernels on CPU tensors, through the simulator, as a
+    GPU launch would run them (idx sorted for segment kernels)."""
+    addresses, info = prog.simulated_kernel(level)
+
+    def run(ins: list[Tensor], outs: list[Tensor]) -> None:
+        tensors = [t.contiguous() for t in ins] + list(outs)
+        scratch = torch.full((info.gpu_scratch_bytes(num_rows, num_segments),), 255,
+                             dtype=torch.uint8)
+        for symbol, grid, trailing in _library.gpu_launches(info, num_rows, scratch.data_ptr()):
+            _gpusim.simulator().launch_address(addresses[symbol], tensors, num_rows,
+                                               num_segments, grid, info.block,
+                                               trailing=trailing)
+
+    idx = inputs[prog.idx_position]
+    if not info.host_rows and not _validation.is_sorted_host_index(idx, num_segments):
+        run_on_sorted_rows(prog.entry(level)["buffers"], inputs, outputs, prog.idx_position, run)
+    else:
+        run(inputs, outputs)
+
+
 # --------------------------------------------------------------------------
 # The generic op: segops::jit_call(program, args, num_segments).
 # --------------------------------------------------------------------------
@@ -227,6 +279,12 @@ def _jit_call(program: str, args: list[Tensor], num_segments: int) -> list[Tenso
               for i, t in enumerate(args)]
     if idx.device.type == "cuda":
         return _run_cuda(prog, level, inputs, idx, num_rows, num_segments)
+    if _gpusim.ENABLED:
+        check_index_content(prog.label, idx, num_segments)
+        outputs = _outputs(prog.entry(level)["buffers"], num_rows, num_segments, idx)
+        if num_rows or num_segments:
+            _run_simulated(prog, level, inputs, outputs, num_rows, num_segments)
+        return outputs
     kernel = prog.host_kernel(level)
     outputs = _outputs(kernel.buffers, num_rows, num_segments, idx)
     if num_rows == 0 and num_segments == 0:

@@ -102,6 +102,18 @@ public:
     return {manifestText, object};
   }
 
+  /// The GPU kernels of `source` (derived to `order`, only `keep` if not
+  /// empty) as host code for the SIMT simulator (tests without a GPU).
+  std::string compileSimulatorObject(const std::string &source, unsigned order,
+                                     const std::string &keep) {
+    return withModule(
+        source, order,
+        [&](ModuleOp module) {
+          return seg::compileToGPUSimulatorObject(module, /*blockSize=*/256);
+        },
+        keep);
+  }
+
   /// Loads a host object into the process with ORC's LLJIT (one JITDylib
   /// per object, resolving libm and the rest from the process) and returns
   /// the address of each of `symbols`. The code lives until exit.
@@ -283,6 +295,21 @@ PYBIND11_MODULE(_segc, m) {
       "widest) and `interleave` partial sums per reduction (1 compiles a "
       "third faster than the op library's 4): (manifest JSON, object file "
       "bytes).");
+  m.def(
+      "compile_simulator_object",
+      [](const std::string &source, unsigned order, const std::string &keep) {
+        std::string object;
+        {
+          py::gil_scoped_release release;
+          object = compiler().compileSimulatorObject(source, order, keep);
+        }
+        return py::bytes(object);
+      },
+      py::arg("source"), py::arg("order") = 0, py::arg("keep") = "",
+      "The GPU kernels of `source` (and derivatives up to `order`; only "
+      "function `keep`, if given) as a host object calling the SIMT "
+      "simulator's runtime (load it with load_host_object once the simulator "
+      "library is loaded globally).");
   m.def(
       "load_host_object",
       [](const std::string &object, const std::vector<std::string> &symbols) {

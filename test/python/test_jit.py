@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import os
 import random
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 import torch
@@ -410,3 +413,16 @@ def test_random_programs_match_eager(seed):
         q = data["q"].clone().requires_grad_()
         assert torch.autograd.gradcheck(
             lambda a, b: compiled(a, b, data["idx"], S), (x, q))
+
+
+@pytest.mark.skipif(os.environ.get("SEGOPS_SIMULATE_GPU", "") not in ("", "0"),
+                    reason="already on the simulator")
+def test_jit_suite_on_gpu_kernels() -> None:
+    """This file with CPU tensors running the JIT'd programs' GPU kernels
+    on the SIMT simulator (SEGOPS_SIMULATE_GPU=1)."""
+    env = dict(os.environ, SEGOPS_SIMULATE_GPU="1")
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                             Path(__file__).name], capture_output=True, text=True, timeout=900,
+                            cwd=Path(__file__).parent, env=env)
+    assert result.returncode == 0 and " passed" in result.stdout, (
+        f"exit {result.returncode}\n{result.stdout[-4000:]}\n{result.stderr[-2000:]}")

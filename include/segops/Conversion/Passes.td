@@ -41,6 +41,10 @@ def ConvertSegToGPU : Pass<"convert-seg-to-gpu", "ModuleOp"> {
   let options = [
     Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
            "Threads per block (a multiple of 32, at most 1024)">,
+    Option<"allowF64Math", "allow-f64-math", "bool", /*default=*/"false",
+           "Accept f64 transcendental math ops (exp, log, tanh...), which the "
+           "NVVM pipeline cannot lower (no libdevice): for the SIMT "
+           "simulator, whose kernels call the host's libm">,
   ];
 }
 
