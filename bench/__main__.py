@@ -1,7 +1,7 @@
 """The segops benchmark suite: one command, one run, every baseline.
 
     python -m bench [--device cpu|cuda] [--quick] [--out docs/benchmarks]
-                    [--sections ops,index64,overhead,compile] [--budget 0.5]
+                    [--sections ops,index64,overhead,compile,jit] [--budget 0.5]
 
 Sections:
   ops       each op forward and forward+backward, N in {1e3, 1e5, 1e6, 1e7}
@@ -14,7 +14,10 @@ Sections:
   overhead  host time per call at N=100 against index_add_ and no-op
             torch.library operators;
   compile   run-time compilation of one op's kernels (cold, warm caches) and
-            the op library build.
+            the op library build;
+  jit       segops.jit composites (bench/jit.py) against the same code
+            unfused, eager and torch.compile'd; cold compile; warm overhead
+            (CPU only).
 Prints tables, a summary against the performance targets, and writes CSV
 files and PNG plots into --out. Ratios are segops / baseline from this run.
 """
@@ -30,7 +33,7 @@ from pathlib import Path
 import torch
 
 import segops
-from bench import compile_time, ops, overhead, report
+from bench import compile_time, jit, ops, overhead, report
 
 
 def machine(device: str) -> str:
@@ -92,7 +95,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="N up to 1e6 only")
     parser.add_argument("--sizes", help="comma-separated N (overrides --quick)")
     parser.add_argument("--out", default="docs/benchmarks", help="CSV and PNG directory")
-    parser.add_argument("--sections", default="ops,index64,overhead,compile")
+    parser.add_argument("--sections", default="ops,index64,overhead,compile,jit")
     parser.add_argument("--budget", type=float, default=0.5,
                         help="seconds of sampling per measurement (at least 3 samples)")
     parser.add_argument("--max-single-segment", type=int,
@@ -150,6 +153,18 @@ def main() -> int:
             report.write_csv(out / "compile.csv", compile_rows)
         except (RuntimeError, FileNotFoundError) as error:  # runtime-only builds
             print(f"skipped: {error}")
+
+    if "jit" in sections:
+        print("\n## segops.jit composites")
+        if args.device != "cpu":
+            print("skipped: bench.jit measures CPU tensors")
+        else:
+            sizes = ([int(s) for s in args.sizes.split(",")] if args.sizes else
+                     jit.SIZES[:-1] if args.quick else jit.SIZES)
+            jit.time_cold_compile()
+            jit.time_overhead(args.budget)
+            jit.time_composites(sizes, jit.LENGTHS, args.budget,
+                                not args.no_compiled_baseline)
 
     print("\n## summary")
     for line in summarize(op_rows, overhead_rows, compile_rows, index_rows):

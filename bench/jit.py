@@ -25,6 +25,9 @@ import torch
 import segops
 from bench.timing import interleaved_median_seconds
 
+SIZES = [100_000, 1_000_000, 10_000_000]
+LENGTHS = [10, 1000]
+
 # ---- the composites, written once over an `ops` namespace -----------------
 
 
@@ -192,8 +195,8 @@ def time_overhead(budget: float) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="100000,1000000,10000000")
-    parser.add_argument("--lengths", default="10,1000")
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
+    parser.add_argument("--lengths", default=",".join(map(str, LENGTHS)))
     parser.add_argument("--budget", type=float, default=1.0, help="seconds per line")
     parser.add_argument("--no-compile", action="store_true",
                         help="skip the torch.compile baseline")

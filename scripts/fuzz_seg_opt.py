@@ -51,11 +51,13 @@ PIPELINES = [
 # Ops that take the same operands, so that renaming one to another often
 # still parses (and exercises the verifiers and lowerings where it does).
 SIBLINGS = [
-    ["seg.sum", "seg.mean", "seg.rms_norm"],
+    ["seg.sum", "seg.mean", "seg.rms_norm", "seg.max", "seg.min"],
+    ["seg.broadcast", "seg.component_sum"],
     ["seg.mul", "seg.matvec", "seg.dot", "seg.outer_sum"],
     ["arith.addf", "arith.subf", "arith.mulf", "arith.divf", "arith.maximumf",
      "arith.minimumf"],
-    ["math.sqrt", "math.rsqrt", "math.exp", "math.absf", "arith.negf"],
+    ["math.sqrt", "math.rsqrt", "math.exp", "math.log", "math.tanh", "math.absf",
+     "arith.negf"],
 ]
 TYPE_SWAPS = [
     ("f32", "f64"), ("f64", "f32"), ("i32", "i64"),

@@ -30,9 +30,8 @@ class SimulatorError(RuntimeError):
 
 class GpuSimulator:
     def __init__(self, path: Path = LIBRARY_PATH) -> None:
-        # Globally: kernels compiled at run time (segops.jit) resolve the
-        # simulator's runtime functions from the process.
-        self.library = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
+        self.path = Path(path)
+        self.library = ctypes.CDLL(str(path))
         launch = self.library.segsim_launch
         launch.restype = ctypes.c_int
         launch.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64), ctypes.c_int,

@@ -204,8 +204,9 @@ def _compile_simulated(program: _Program, level: int) -> tuple[dict[str, int],
         _compiler.write_cache_file(path, obj)
     info = _library.kernel_from_entry(program.entry(level))
     symbols = [name] + [symbol for symbol, _ in (info.gpu_long.launches if info.gpu_long else ())]
-    _gpusim.simulator()  # loads the simulator's runtime for the object's calls
-    return segc.load_host_object(obj, sorted(set(symbols))), info
+    # The object calls the simulator's runtime, resolved in its library.
+    library = str(_gpusim.simulator().path)
+    return segc.load_host_object(obj, sorted(set(symbols)), library), info
 
 
 def _run_simulated(prog: _Program, level: int, inputs: list[Tensor], outputs: list[Tensor],

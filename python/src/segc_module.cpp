@@ -29,6 +29,7 @@
 #include <mutex>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <dlfcn.h>
 #include <unistd.h>
 
 namespace py = pybind11;
@@ -119,16 +120,27 @@ public:
   /// the address of each of `symbols`. The code lives until exit.
   std::map<std::string, uintptr_t>
   loadHostObject(const std::string &object,
-                 const std::vector<std::string> &symbols) {
+                 const std::vector<std::string> &symbols,
+                 const std::string &library) {
     std::lock_guard<std::mutex> lock(mutex);
     llvm::orc::LLJIT &jit = hostJIT();
     std::string dylibName = "segops_jit_" + std::to_string(numDylibs++);
     llvm::Expected<llvm::orc::JITDylib &> dylib = jit.createJITDylib(dylibName);
     if (!dylib)
       throw CompileError(llvm::toString(dylib.takeError()));
+    char prefix = jit.getDataLayout().getGlobalPrefix();
+    if (!library.empty()) {
+      // Symbols of one library first, opened locally (it is already loaded:
+      // this takes a reference), without making its symbols global.
+      void *handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (!handle)
+        throw CompileError("cannot open " + library + ": " + dlerror());
+      dylib->addGenerator(
+          std::make_unique<llvm::orc::DynamicLibrarySearchGenerator>(
+              llvm::sys::DynamicLibrary(handle), prefix));
+    }
     dylib->addGenerator(llvm::cantFail(
-        llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
-            jit.getDataLayout().getGlobalPrefix())));
+        llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(prefix)));
     if (llvm::Error error = jit.addObjectFile(
             *dylib, llvm::MemoryBuffer::getMemBufferCopy(object, dylibName)))
       throw CompileError(llvm::toString(std::move(error)));
@@ -308,17 +320,20 @@ PYBIND11_MODULE(_segc, m) {
       py::arg("source"), py::arg("order") = 0, py::arg("keep") = "",
       "The GPU kernels of `source` (and derivatives up to `order`; only "
       "function `keep`, if given) as a host object calling the SIMT "
-      "simulator's runtime (load it with load_host_object once the simulator "
-      "library is loaded globally).");
+      "simulator's runtime (load it with load_host_object, naming the "
+      "simulator's library).");
   m.def(
       "load_host_object",
-      [](const std::string &object, const std::vector<std::string> &symbols) {
+      [](const std::string &object, const std::vector<std::string> &symbols,
+         const std::string &library) {
         py::gil_scoped_release release;
-        return compiler().loadHostObject(object, symbols);
+        return compiler().loadHostObject(object, symbols, library);
       },
-      py::arg("object"), py::arg("symbols"),
+      py::arg("object"), py::arg("symbols"), py::arg("library") = "",
       "Loads a host object file into the process (ORC LLJIT) and returns "
-      "{symbol: address} for `symbols`; the code lives until exit.");
+      "{symbol: address} for `symbols`; the code lives until exit. Its "
+      "undefined symbols resolve in shared library `library` (if given), "
+      "then in the process.");
   m.def(
       "derive",
       [](const std::string &source, unsigned order) {

@@ -426,3 +426,19 @@ def test_jit_suite_on_gpu_kernels() -> None:
                             cwd=Path(__file__).parent, env=env)
     assert result.returncode == 0 and " passed" in result.stdout, (
         f"exit {result.returncode}\n{result.stdout[-4000:]}\n{result.stderr[-2000:]}")
+
+
+def test_benchmark_composites_agree():
+    """bench.jit times the same computation four ways: check that they are."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from bench import jit as bench_jit
+
+    data = bench_jit._data(500, 7)
+    jitted = bench_jit._jit_versions()
+    for name, (composite, names) in bench_jit.COMPOSITES.items():
+        floats = [data[k] for k in names]
+        fused = jitted[name](*floats, data["idx32"], data["n"])
+        unfused = composite(bench_jit.SegopsOps, *floats, data["idx32"], data["n"])
+        eager = composite(bench_jit.EagerOps, *floats, data["idx64"], data["n"])
+        torch.testing.assert_close(fused, unfused, rtol=1e-4, atol=1e-5, equal_nan=True)
+        torch.testing.assert_close(eager, unfused, rtol=1e-4, atol=1e-5, equal_nan=True)
