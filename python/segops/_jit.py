@@ -405,6 +405,9 @@ else:
 # The decorator.
 # --------------------------------------------------------------------------
 
+_JIT_CALL = torch.ops.segops.jit_call.default
+_is_compiling = torch.compiler.is_compiling
+
 
 @dataclass(frozen=True)
 class _Specialization:
@@ -428,6 +431,8 @@ class JitFunction:
             return self._run(*args)
 
         self._in_graph = torch._dynamo.allow_in_graph(call_in_graph)
+        # Where the C++ kernels are: specializations keyed in C++ too.
+        self._table = _native.JitCallTable() if _native is not None else None
 
     @staticmethod
     def _key(args: Sequence[Any], shape: Callable[[Tensor], tuple] = lambda a: a.shape[1:]
@@ -455,18 +460,23 @@ class JitFunction:
             return key, self._specializations.get(key)
 
     def __call__(self, *args: Any) -> Any:
-        if torch.compiler.is_compiling():
+        if _is_compiling():
             # Dynamo puts the call in its graph as one node, which fake
             # tensor tracing then runs: specializing needs no data.
             return self._in_graph(*args)
+        if self._table is not None:
+            # The warm path in C++: key, lookup and dispatch in one call.
+            result = self._table(*args)
+            if result is not None:
+                return result
         return self._run(*args)
 
     def _run(self, *args: Any) -> Any:
         key, spec = self._lookup(args)
         if spec is None:
             spec = self._specialize(key, args)
-        outputs = torch.ops.segops.jit_call.default(
-            spec.program, [args[i] for i in spec.tensor_positions], args[spec.size_position])
+        outputs = _JIT_CALL(spec.program, [args[i] for i in spec.tensor_positions],
+                            args[spec.size_position])
         return outputs[0] if spec.single else tuple(outputs)
 
     def mlir(self, *args: Any, order: int = 0) -> str:
@@ -542,6 +552,9 @@ class JitFunction:
             spec = _Specialization(name, tuple(signature.tensor_positions),
                                    signature.size_position, single, source)
             self._specializations[key] = spec
+            if self._table is not None:
+                self._table.add(*args, program=name, tensor_positions=list(spec.tensor_positions),
+                                size_position=spec.size_position, single=single)
             return spec
 
 

@@ -13,9 +13,11 @@
 #include "torch_ops.h"
 
 #include <torch/csrc/autograd/functions/utils.h>
+#include <torch/csrc/autograd/python_variable.h>
 
 #include <pybind11/stl.h>
 
+#include <map>
 #include <memory>
 #include <shared_mutex>
 #include <string>
@@ -171,9 +173,105 @@ public:
 };
 
 auto *registrations = new std::vector<std::unique_ptr<torch::Library>>();
+
+/// A segops.jit function's warm path: its specializations by argument
+/// metadata (per tensor its dtype, rank, element shape and whether it is
+/// on CUDA; ints by type), each calling jit_call through the dispatcher.
+/// A call whose key is not there (the first with these types, or with
+/// arguments this table does not key: floats, symbolic sizes) returns None
+/// and _jit.py specializes it in Python.
+class JitCallTable {
+public:
+  py::object call(const py::args &args) {
+    std::vector<int64_t> key;
+    if (!makeKey(args, key))
+      return py::none();
+    const Entry *entry = nullptr;
+    {
+      std::shared_lock<std::shared_mutex> lock(mutex);
+      auto it = entries.find(key);
+      if (it == entries.end())
+        return py::none();
+      entry = &it->second;
+    }
+    std::vector<at::Tensor> tensors;
+    tensors.reserve(entry->tensorPositions.size());
+    for (int position : entry->tensorPositions)
+      tensors.push_back(THPVariable_Unpack(args[position].ptr()));
+    int64_t numSegments = args[entry->sizePosition].cast<int64_t>();
+    static c10::OperatorHandle op =
+        c10::Dispatcher::singleton().findSchemaOrThrow("segops::jit_call", "");
+    torch::jit::Stack stack{c10::IValue(entry->program),
+                            c10::IValue(std::move(tensors)),
+                            c10::IValue(numSegments)};
+    {
+      py::gil_scoped_release release;
+      op.callBoxed(&stack);
+    }
+    std::vector<at::Tensor> outputs = stack.back().toTensorVector();
+    if (entry->single)
+      return py::reinterpret_steal<py::object>(THPVariable_Wrap(outputs[0]));
+    py::tuple result(outputs.size());
+    for (size_t i = 0; i < outputs.size(); ++i)
+      result[i] = py::reinterpret_steal<py::object>(THPVariable_Wrap(outputs[i]));
+    return result;
+  }
+
+  /// Keys `args` (as a call would) to a specialization.
+  void add(const py::args &args, const std::string &program,
+           std::vector<int> tensorPositions, int sizePosition, bool single) {
+    std::vector<int64_t> key;
+    if (!makeKey(args, key))
+      return; // such calls take the Python path
+    std::unique_lock<std::shared_mutex> lock(mutex);
+    entries[key] = Entry{program, std::move(tensorPositions), sizePosition,
+                         single};
+  }
+
+private:
+  struct Entry {
+    std::string program;
+    std::vector<int> tensorPositions;
+    int sizePosition = 0;
+    bool single = true;
+  };
+
+  static bool makeKey(const py::args &args, std::vector<int64_t> &key) {
+    key.reserve(4 * args.size());
+    for (py::handle arg : args) {
+      PyObject *object = arg.ptr();
+      if (THPVariable_Check(object)) {
+        const at::Tensor &tensor = THPVariable_Unpack(object);
+        if (tensor.unsafeGetTensorImpl()->has_symbolic_sizes_strides())
+          return false;
+        key.push_back(static_cast<int64_t>(tensor.scalar_type()));
+        key.push_back(tensor.dim());
+        for (int64_t d = 1; d < tensor.dim(); ++d)
+          key.push_back(tensor.size(d));
+        key.push_back(tensor.is_cuda() ? -2 : -1);
+      } else if (PyLong_CheckExact(object)) {
+        key.push_back(-3);
+      } else {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  std::shared_mutex mutex;
+  std::map<std::vector<int64_t>, Entry> entries;
+};
 } // namespace
 
 void segops_torch::registerJitBindings(py::module_ &m) {
+  py::class_<JitCallTable>(m, "JitCallTable")
+      .def(py::init<>())
+      .def("__call__", &JitCallTable::call,
+           "jit_call of the specialization these arguments key, or None.")
+      .def("add", &JitCallTable::add, py::arg("program"),
+           py::arg("tensor_positions"), py::arg("size_position"),
+           py::arg("single"),
+           "Keys calls like args(...) to `program`.");
   m.def(
       "register_jit_op",
       [](py::object hook) {
