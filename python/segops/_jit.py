@@ -90,43 +90,32 @@ class _Program:
             self._entries[level] = entry
         return entry
 
-    def host_kernel(self, level: int) -> _HostKernel:
-        kernel = self._host.get(level)
-        if kernel is None:
+    def _once(self, cache: dict, key: Any, make: Callable[[], Any]) -> Any:
+        """cache[key], made once (threads wait for the first maker)."""
+        found = cache.get(key)
+        if found is None:
             with self._lock:
-                kernel = self._host.get(level)
-                if kernel is None:
-                    kernel = _compile_host(self, level)
-                    self._host[level] = kernel
-        return kernel
+                found = cache.get(key)
+                if found is None:
+                    found = cache[key] = make()
+        return found
+
+    def host_kernel(self, level: int) -> _HostKernel:
+        return self._once(self._host, level, lambda: _compile_host(self, level))
 
     def simulated_kernel(self, level: int) -> tuple[dict[str, int], _library.Kernel]:
         """The level's GPU kernels as host code for the SIMT simulator
         (SEGOPS_SIMULATE_GPU=1): their addresses by symbol, and the kernel."""
-        key = (level, -1)
-        found = self._cuda.get(key)
-        if found is None:
-            with self._lock:
-                found = self._cuda.get(key)
-                if found is None:
-                    found = _compile_simulated(self, level)
-                    self._cuda[key] = found
-        return found
+        return self._once(self._cuda, (level, -1), lambda: _compile_simulated(self, level))
 
     def cuda_kernel(self, level: int, device: int) -> tuple[Any, _library.Kernel]:
-        key = (level, device)
-        found = self._cuda.get(key)
-        if found is None:
-            with self._lock:
-                found = self._cuda.get(key)
-                if found is None:
-                    major, minor = torch.cuda.get_device_capability(device)
-                    ptx = _compiler.compile_ptx(self.source, order=level,
-                                                chip=f"sm_{major}{minor}")
-                    module = _library._native_module().CudaModule(device, ptx)
-                    found = (module, _library.kernel_from_entry(self.entry(level)))
-                    self._cuda[key] = found
-        return found
+        def make() -> tuple[Any, _library.Kernel]:
+            major, minor = torch.cuda.get_device_capability(device)
+            ptx = _compiler.compile_ptx(self.source, order=level, chip=f"sm_{major}{minor}")
+            module = _library._native_module().CudaModule(device, ptx)
+            return module, _library.kernel_from_entry(self.entry(level))
+
+        return self._once(self._cuda, (level, device), make)
 
 
 _PROGRAMS: dict[str, _Program] = {}

@@ -53,23 +53,8 @@ SEG_UNARY_REDUCTION_COMMON(MaxOp)
 SEG_UNARY_REDUCTION_COMMON(MinOp)
 #undef SEG_UNARY_REDUCTION_COMMON
 
-// sum, mean, max, min: the row itself.
-Components SumOp::buildRowComponents(OpBuilder &, Location,
-                                     ArrayRef<ValueRange> operands) {
-  return Components(operands[0]);
-}
-Components MeanOp::buildRowComponents(OpBuilder &, Location,
-                                      ArrayRef<ValueRange> operands) {
-  return Components(operands[0]);
-}
-Components MaxOp::buildRowComponents(OpBuilder &, Location,
-                                     ArrayRef<ValueRange> operands) {
-  return Components(operands[0]);
-}
-Components MinOp::buildRowComponents(OpBuilder &, Location,
-                                     ArrayRef<ValueRange> operands) {
-  return Components(operands[0]);
-}
+// sum, mean, max, min (and gather below) keep the interface's default row
+// code: the row itself.
 
 // mean: total / count.
 Components MeanOp::buildEpilogue(OpBuilder &b, Location loc, ValueRange totals,
@@ -171,22 +156,14 @@ Components MatvecOp::buildRowComponents(OpBuilder &b, Location loc,
 // gather: y[s].
 SmallVector<Value> GatherOp::getRowOperands() { return {}; }
 SmallVector<Value> GatherOp::getSegmentOperands() { return {getY()}; }
-Components GatherOp::buildRowComponents(OpBuilder &, Location,
-                                        ArrayRef<ValueRange> operands) {
-  return Components(operands[0]);
-}
 
 //===----------------------------------------------------------------------===//
 // count: the segment's row count, known before any pass (the emitter
-// reads it directly); it has no row code.
+// reads it directly); the emitter never asks for its row code.
 //===----------------------------------------------------------------------===//
 
 Value CountOp::getSegmentCount() { return getNumSegments(); }
 SmallVector<Value> CountOp::getRowOperands() { return {}; }
-Components CountOp::buildRowComponents(OpBuilder &, Location,
-                                       ArrayRef<ValueRange>) {
-  llvm_unreachable("seg.count has no row code");
-}
 
 //===----------------------------------------------------------------------===//
 // Per-element shape changes.

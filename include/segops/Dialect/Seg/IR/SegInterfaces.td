@@ -74,11 +74,14 @@ def Seg_SegmentOpInterface : OpInterface<"SegmentOpInterface"> {
         The scalar code of one row: for a reduction its row term (the
         components accumulated), for a row map its row value. `operands`
         holds the components of every float operand, in operand order
-        (segment operands already those of the row's segment).
+        (segment operands already those of the row's segment). By default
+        the first operand itself (sum, mean, max, min, gather).
       }],
       "::llvm::SmallVector<::mlir::Value>", "buildRowComponents",
       (ins "::mlir::OpBuilder &":$builder, "::mlir::Location":$loc,
-           "::llvm::ArrayRef<::mlir::ValueRange>":$operands)>,
+           "::llvm::ArrayRef<::mlir::ValueRange>":$operands),
+      /*methodBody=*/"",
+      [{ return ::llvm::SmallVector<::mlir::Value>(operands.front()); }]>,
     InterfaceMethod<[{
         A reduction's result from its combined totals, given the segment's
         row count as a float (`count`, replaced by 1 in an empty segment)

@@ -67,7 +67,8 @@ def Seg_MeanOp : Seg_UnaryReductionOp<"mean", ["buildEpilogue"]> {
   }];
 }
 
-def Seg_RmsNormOp : Seg_UnaryReductionOp<"rms_norm", ["buildEpilogue"]> {
+def Seg_RmsNormOp : Seg_UnaryReductionOp<"rms_norm",
+    ["buildRowComponents", "buildEpilogue"]> {
   let summary = "Per-segment root-mean-square vector norm";
   let description = [{
     `out[s] = sqrt(sum_{i : idx[i] == s} |x[i]|^2 / count(s))`, and 0 for an
@@ -127,7 +128,7 @@ def Seg_MinOp : Seg_ExtremumOp<"min"> {
 
 def Seg_DotOp : Seg_Op<"dot", [Pure,
     DeclareOpInterfaceMethods<Seg_ReverseDifferentiableOpInterface>,
-    Seg_ReductionInterface<>]> {
+    Seg_ReductionInterface<["buildRowComponents"]>]> {
   let summary = "Per-segment dot product of two row tensors";
   let description = [{
     `out[s] = sum_{i : idx[i] == s} dot(x[i], y[i])`. `x` and `y` have the
@@ -156,7 +157,8 @@ def Seg_DotOp : Seg_Op<"dot", [Pure,
 
 def Seg_MulOp : Seg_Op<"mul", [Pure,
     DeclareOpInterfaceMethods<Seg_ReverseDifferentiableOpInterface>,
-    DeclareOpInterfaceMethods<Seg_SegmentOpInterface, ["getSegmentOperands"]>]> {
+    DeclareOpInterfaceMethods<Seg_SegmentOpInterface,
+        ["getSegmentOperands", "buildRowComponents"]>]> {
   let summary = "Scale each row by its segment's scalar";
   let description = [{
     `out[i] = x[i] * y[idx[i]]`, and 0 where `idx[i]` is outside
@@ -187,7 +189,8 @@ def Seg_MulOp : Seg_Op<"mul", [Pure,
 
 def Seg_MatvecOp : Seg_Op<"matvec", [Pure,
     DeclareOpInterfaceMethods<Seg_ReverseDifferentiableOpInterface>,
-    DeclareOpInterfaceMethods<Seg_SegmentOpInterface, ["getSegmentOperands"]>]> {
+    DeclareOpInterfaceMethods<Seg_SegmentOpInterface,
+        ["getSegmentOperands", "buildRowComponents"]>]> {
   let summary = "Multiply each row vector by its segment's 3x3 matrix";
   let description = [{
     With `transpose` (the default, the public operation):
@@ -245,7 +248,7 @@ def Seg_GatherOp : Seg_Op<"gather", [Pure,
 
 def Seg_OuterSumOp : Seg_Op<"outer_sum", [Pure,
     DeclareOpInterfaceMethods<Seg_ReverseDifferentiableOpInterface>,
-    Seg_ReductionInterface<>]> {
+    Seg_ReductionInterface<["buildRowComponents"]>]> {
   let summary = "Per-segment sum of outer products of row vectors";
   let description = [{
     `out[s] = sum_{i : idx[i] == s} v[i] g[i]^T`: the gradient of
