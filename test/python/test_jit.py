@@ -442,3 +442,21 @@ def test_benchmark_composites_agree():
         eager = composite(bench_jit.EagerOps, *floats, data["idx64"], data["n"])
         torch.testing.assert_close(fused, unfused, rtol=1e-4, atol=1e-5, equal_nan=True)
         torch.testing.assert_close(eager, unfused, rtol=1e-4, atol=1e-5, equal_nan=True)
+
+
+def test_wrong_lengths_name_the_argument():
+    data = _inputs()
+    compiled = segops.jit(energy)
+    compiled(data["x"], data["q"], data["idx"], S)
+    with pytest.raises(ValueError, match="tensor argument 1 has 3 rows, but is used per row"):
+        compiled(data["x"], data["q"][:3], data["idx"], S)
+
+    def scale(x, w, idx, n):
+        return segops.segmented_mul(x, w, idx, n)
+
+    scaled = segops.jit(scale)
+    w = torch.rand(S, dtype=torch.float64)
+    torch.testing.assert_close(scaled(data["x"], w, data["idx"], S),
+                               segops.segmented_mul(data["x"], w, data["idx"], S))
+    with pytest.raises(ValueError, match="num_segments"):
+        scaled(data["x"], torch.rand(S + 2, dtype=torch.float64), data["idx"], S)
