@@ -10,7 +10,7 @@ JOBS       ?=
 
 NINJA := ninja -C $(BUILD_DIR) $(if $(JOBS),-j$(JOBS))
 
-.PHONY: all bootstrap configure build develop demo test test-lit test-python test-fuzz fuzz sanitize bench clean
+.PHONY: all bootstrap configure build develop demo test test-lit test-python test-fuzz test-wheel wheel fuzz sanitize bench clean
 
 all: build
 
@@ -54,7 +54,24 @@ test-fuzz: build
 fuzz: build
 	$(PYTHON) scripts/fuzz_seg_opt.py --seg-opt $(BUILD_DIR)/bin/seg-opt --seconds $(FUZZ_SECONDS) --seed $(FUZZ_SEED)
 
-test: test-lit test-python test-fuzz
+# The runtime wheel (dist/): the package, segrt, the extensions and the op
+# library prebuilt in $(BUILD_DIR)/oplib; no LLVM/MLIR at run time. Built by
+# pip through scikit-build-core against this interpreter's PyTorch.
+WHEEL_DIR ?= dist
+
+wheel: build
+	rm -f $(WHEEL_DIR)/segops-*.whl
+	$(PYTHON) -m pip wheel . --no-build-isolation --no-deps --quiet --disable-pip-version-check \
+	  -w $(WHEEL_DIR) -C build-dir=build-wheel \
+	  -C cmake.define.SEGOPS_BUILD_COMPILER=OFF \
+	  -C cmake.define.SEGOPS_PREBUILT_OPLIB=$(abspath $(BUILD_DIR))/oplib
+
+# The runtime wheel installed into a fresh venv, checked from outside the
+# source tree with no LLVM/MLIR loaded.
+test-wheel: wheel
+	$(PYTHON) scripts/check_wheel.py $(wildcard $(WHEEL_DIR)/segops-*.whl)
+
+test: test-lit test-python test-fuzz test-wheel
 
 # ASan + UBSan with assertions over the compiler, the runtime and the
 # extensions, in $(SANITIZE_DIR): lit, the fuzzer, and the pytest files of

@@ -14,6 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from segops import _library as _build
+
+_build.check_build()  # before any extension loads: a clear error on a PyTorch mismatch
+
 from segops._output_cache import empty_output_cache, output_cache_info, set_output_cache_limit
 from segops._validation import DTypeError, set_debug_checks
 from segops.ops import (
@@ -64,4 +68,5 @@ def library_info() -> dict[str, Any]:
         "host_builds": [build["cpu"] for build in data["host"]],
         "host_cpu": build["cpu"],
         "host_library": build["library"],
+        "compiler": _library.has_compiler(),
     }

@@ -92,6 +92,12 @@ def _segc():
     try:
         from segops._native import _segc  # type: ignore[attr-defined]
     except ImportError as error:
+        if not _library.has_compiler():
+            raise RuntimeError(
+                "run-time compilation needs segops' compiler module (_segc), which is not "
+                "part of this install (the runtime wheel: the library ops only); install "
+                "segops from source where LLVM/MLIR 19 is installed (pip install . "
+                "--no-build-isolation, or make build)") from None
         raise RuntimeError(
             "run-time compilation needs segops' compiler module (_segc), built by "
             "`make build` where LLVM/MLIR 19 is installed") from error

@@ -67,6 +67,38 @@ class LongSegmentKernels:
     bytes_per_tile: int
 
 
+def _release(version: str) -> str:
+    """'2.13' of '2.13.0+cpu'."""
+    return ".".join(version.split("+")[0].split(".")[:2])
+
+
+def check_build() -> None:
+    """Raises ImportError if this PyTorch is not the release the native
+    extensions were compiled against (their C++ ABI is that release's)."""
+    try:
+        info = json.loads((NATIVE_DIR / "build_info.json").read_text())
+    except (OSError, ValueError):
+        return  # a build tree from before build_info.json: nothing recorded
+    built = info.get("torch", "")
+    if not built:
+        return
+    if _release(built) != _release(torch.__version__):
+        raise ImportError(
+            f"segops was built against PyTorch {built}, but this environment has "
+            f"PyTorch {torch.__version__}: its C++ extensions need the same release "
+            f"({_release(built)}.x). Install torch=={_release(built)}.* or rebuild segops "
+            f"(pip install . --no-build-isolation) against this PyTorch.")
+
+
+def has_compiler() -> bool:
+    """Whether this install has the compiler (segops.jit): source builds do,
+    the runtime wheel does not."""
+    try:
+        return bool(json.loads((NATIVE_DIR / "build_info.json").read_text())["compiler"])
+    except (OSError, ValueError, KeyError):
+        return True  # a build tree: _segc's import says if it is missing
+
+
 def _native_module() -> Any:
     try:
         from segops._native import _segrt  # type: ignore[attr-defined]
