@@ -19,6 +19,11 @@ as_root() {
 if ! "$PYTHON" -c 'import os, sysconfig, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
   APT_PACKAGES+=(python3-dev)
 fi
+# venv with pip (make test-wheel installs the wheel into a fresh venv):
+# Debian's python3 needs python3-venv for ensurepip.
+if ! "$PYTHON" -c 'import ensurepip' 2>/dev/null; then
+  APT_PACKAGES+=(python3-venv)
+fi
 
 missing=()
 for package in "${APT_PACKAGES[@]}"; do
