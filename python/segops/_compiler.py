@@ -1,9 +1,7 @@
-"""Compiling seg modules at run time with the build's tools (seg-opt,
-seg-compile) and running their host kernels: what the tests use to execute
-derived gradient programs, and the seed of the JIT.
-
-Needs a build tree (the compiler is not part of the runtime) and a C
-compiler to link the host object.
+"""Compiling seg modules at run time: the in-process compiler (_segc) for
+PTX and host code, its disk cache, and CompiledModule, which runs a module's
+host kernels (what the tests use to execute derived gradient programs).
+`seg_opt` runs the build's seg-opt tool (tests only).
 """
 
 from __future__ import annotations
@@ -11,9 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import subprocess
-import tempfile
 import threading
 from pathlib import Path
 from typing import Sequence
@@ -139,26 +135,22 @@ def compile_ptx(source: str, order: int = 0, chip: str = "sm_90",
 
 
 class CompiledModule:
-    """The host kernels of one compiled module, with their manifest."""
+    """The host kernels of one compiled module, with their manifest: compiled
+    in this process (`_segc.compile_host_object`, for this CPU) and loaded
+    with ORC's LLJIT, as segops.jit does; no seg-compile or C compiler."""
 
     def __init__(self, source: str) -> None:
-        self._dir = Path(tempfile.mkdtemp(prefix="segops-"))
-        (self._dir / "module.mlir").write_text(source)
-        result = subprocess.run(
-            [str(tool("seg-compile")), str(self._dir / "module.mlir"), "-o", str(self._dir)],
-            capture_output=True, text=True)
-        if result.returncode != 0:
-            raise RuntimeError(f"seg-compile failed:\n{result.stderr}")
-        compiler = shutil.which("cc") or shutil.which("gcc")
-        if compiler is None:
-            raise RuntimeError("no C compiler (cc) to link the host kernels")
-        library = self._dir / "libmodule.so"
-        self.manifest = json.loads((self._dir / "manifest.json").read_text())
-        # seg-compile's default: one host build, x86-64-v2.
-        host_object = self._dir / self.manifest["host"][0]["object"]
-        subprocess.run([compiler, "-shared", "-o", str(library), str(host_object)], check=True)
+        compiler = _segc()
+        manifest, obj = compiler.compile_host_object(source, 0, "", interleave=4)
+        self.manifest = json.loads(manifest)
         self.kernels = {entry["name"]: entry for entry in self.manifest["kernels"]}
-        self._library = _library._native_module().HostLibrary(str(library))
+        symbols = []
+        for entry in self.kernels.values():
+            host = entry["host"]
+            symbols.append(host["symbol"])
+            if host.get("split"):
+                symbols += [host["split"]["rows_symbol"], host["split"]["finish_symbol"]]
+        self._addresses = compiler.load_host_object(obj, symbols)
 
     def run(self, name: str, inputs: Sequence[torch.Tensor], num_rows: int,
             num_segments: int) -> list[torch.Tensor]:
@@ -170,10 +162,13 @@ class CompiledModule:
                    for buffer in entry["buffers"] if buffer["role"] == "output"]
         inputs = [t.contiguous() for t in inputs]  # kept alive across the call
         pointers = [t.data_ptr() for t in inputs] + [t.data_ptr() for t in outputs]
-        # A call computes segments [begin, end), or rows for row maps.
-        end = num_rows if entry.get("host", {}).get("range") == "rows" else num_segments
-        self._library.call(name, pointers, num_rows, num_segments, 0, end)
+        info = _library.kernel_from_entry(entry)
+        rows, finish, totals = info.split or ("", "", ())
+        problem, row = _library._native_module().check_index_and_call(
+            self._addresses[name], pointers, pointers[info.idx_position], num_rows,
+            num_segments, torch.get_num_threads(), info.host_rows,
+            self._addresses.get(rows, 0), self._addresses.get(finish, 0), list(totals),
+            info.dtype == "f64")
+        if problem:
+            raise ValueError(f"{name}: idx broke the kernel's contract ({problem}) at row {row}")
         return outputs
-
-    def __del__(self) -> None:
-        shutil.rmtree(getattr(self, "_dir", ""), ignore_errors=True)
