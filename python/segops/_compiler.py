@@ -163,12 +163,10 @@ class CompiledModule:
         inputs = [t.contiguous() for t in inputs]  # kept alive across the call
         pointers = [t.data_ptr() for t in inputs] + [t.data_ptr() for t in outputs]
         info = _library.kernel_from_entry(entry)
-        rows, finish, totals = info.split or ("", "", ())
-        problem, row = _library._native_module().check_index_and_call(
-            self._addresses[name], pointers, pointers[info.idx_position], num_rows,
-            num_segments, torch.get_num_threads(), info.host_rows,
-            self._addresses.get(rows, 0), self._addresses.get(finish, 0), list(totals),
-            info.dtype == "f64")
+        split = ((self._addresses[info.split[0]], self._addresses[info.split[1]])
+                 if info.split else None)
+        problem, row = _library.call_host_kernel_at(
+            info, self._addresses[name], split, pointers, num_rows, num_segments)
         if problem:
             raise ValueError(f"{name}: idx broke the kernel's contract ({problem}) at row {row}")
         return outputs

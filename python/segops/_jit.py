@@ -58,7 +58,7 @@ _GRAD = "_grad"
 @dataclass(frozen=True)
 class _HostKernel:
     symbol: int
-    split: tuple[int, int, tuple[int, ...]] | None
+    split: tuple[int, int] | None  # tile and finish kernels' addresses
     info: _library.Kernel
     buffers: list[dict[str, Any]]
 
@@ -174,8 +174,8 @@ def _compile_host(program: _Program, level: int) -> _HostKernel:
     addresses = segc.load_host_object(obj, symbols)
     return _HostKernel(
         symbol=addresses[host["symbol"]],
-        split=(addresses[split["rows_symbol"]], addresses[split["finish_symbol"]],
-               tuple(int(t) for t in split["pass_totals"])) if split else None,
+        split=(addresses[split["rows_symbol"]], addresses[split["finish_symbol"]])
+        if split else None,
         info=_library.kernel_from_entry(entry),
         buffers=entry["buffers"])
 
@@ -251,13 +251,10 @@ def _outputs(buffers: Sequence[dict[str, Any]], num_rows: int, num_segments: int
 
 
 def _run_host(kernel: _HostKernel, inputs: list[Tensor], outputs: list[Tensor],
-              idx_position: int, num_rows: int, num_segments: int) -> tuple[str, int]:
+              num_rows: int, num_segments: int) -> tuple[str, int]:
     pointers = [t.data_ptr() for t in inputs] + [t.data_ptr() for t in outputs]
-    rows, finish, totals = kernel.split or (0, 0, ())
-    return _library._native_module().check_index_and_call(
-        kernel.symbol, pointers, inputs[idx_position].data_ptr(), num_rows, num_segments,
-        torch.get_num_threads(), kernel.info.host_rows, rows, finish, list(totals),
-        kernel.info.dtype == "f64")
+    return _library.call_host_kernel_at(kernel.info, kernel.symbol, kernel.split, pointers,
+                                        num_rows, num_segments)
 
 
 def _jit_call(program: str, args: list[Tensor], num_segments: int) -> list[Tensor]:
@@ -279,16 +276,14 @@ def _jit_call(program: str, args: list[Tensor], num_segments: int) -> list[Tenso
     outputs = _outputs(kernel.buffers, num_rows, num_segments, idx)
     if num_rows == 0 and num_segments == 0:
         return outputs
-    problem, row = _run_host(kernel, inputs, outputs, prog.idx_position, num_rows,
-                             num_segments)
+    problem, row = _run_host(kernel, inputs, outputs, num_rows, num_segments)
     if problem == "range" or (idx.dtype == torch.int64 and problem and
                               bool(((idx > INT32_MAX) | (idx < 0)).any())):
         raise index_range_error(prog.label, idx, row, num_segments)
     if problem == "order":
         # An unsorted index: the kernel runs on its rows in a stable sort.
         run_on_sorted_rows(kernel.buffers, inputs, outputs, prog.idx_position,
-                           lambda i, o: _run_host(kernel, i, o, prog.idx_position,
-                                                  num_rows, num_segments))
+                           lambda i, o: _run_host(kernel, i, o, num_rows, num_segments))
     return outputs
 
 

@@ -282,6 +282,21 @@ def launch_host(kernel_info: Kernel, pointers: Sequence[int], num_rows: int,
         finish_symbol, pass_totals, kernel_info.dtype == "f64")
 
 
+def call_host_kernel_at(kernel_info: Kernel, symbol: int, split: tuple[int, int] | None,
+                        pointers: Sequence[int], num_rows: int,
+                        num_segments: int) -> tuple[str, int]:
+    """Runs every segment (or row) of the host kernel at address `symbol`
+    (compiled at run time), checking idx as it reads it; `split`: the
+    addresses of its tile and finish kernels. Returns ('', -1), or
+    ('range' or 'order', row) where idx broke the contract."""
+    rows, finish = split or (0, 0)
+    totals = kernel_info.split[2] if kernel_info.split else ()
+    return _native_module().check_index_and_call(
+        symbol, list(pointers), pointers[kernel_info.idx_position], num_rows, num_segments,
+        torch.get_num_threads(), kernel_info.host_rows, rows, finish, list(totals),
+        kernel_info.dtype == "f64")
+
+
 def advise_huge_pages(tensor: torch.Tensor) -> None:
     """Hints that a fresh host tensor be backed by transparent huge pages."""
     _native_module().advise_huge_pages(tensor.data_ptr(), tensor.nbytes)

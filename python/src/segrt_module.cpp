@@ -18,6 +18,15 @@
 
 namespace py = pybind11;
 
+/// An index check as Python sees it: ('', -1), or ('range' or 'order', row).
+static py::tuple asTuple(const segrt::IndexCheck &check) {
+  const char *problem =
+      check.problem == segrt::IndexProblem::None         ? ""
+      : check.problem == segrt::IndexProblem::OutOfRange ? "range"
+                                                         : "order";
+  return py::make_tuple(problem, check.row);
+}
+
 PYBIND11_MODULE(_segrt, m) {
   m.doc() = "segops runtime: host and CUDA kernel loading and launching";
   py::register_exception<segrt::Error>(m, "SegrtError", PyExc_RuntimeError);
@@ -42,11 +51,7 @@ PYBIND11_MODULE(_segrt, m) {
                                      is64Bit, numRows, numSegments, numThreads,
                                      requireSorted);
         }
-        const char *problem =
-            result.problem == segrt::IndexProblem::None         ? ""
-            : result.problem == segrt::IndexProblem::OutOfRange ? "range"
-                                                                : "order";
-        return py::make_tuple(problem, result.row);
+        return asTuple(result);
       },
       py::arg("idx"), py::arg("is_64_bit"), py::arg("num_rows"),
       py::arg("num_segments"), py::arg("num_threads") = 1,
@@ -85,11 +90,7 @@ PYBIND11_MODULE(_segrt, m) {
               rowRange ? segrt::HostRange::Rows : segrt::HostRange::Segments,
               split.rows ? &split : nullptr);
         }
-        const char *problem =
-            result.problem == segrt::IndexProblem::None         ? ""
-            : result.problem == segrt::IndexProblem::OutOfRange ? "range"
-                                                                : "order";
-        return py::make_tuple(problem, result.row);
+        return asTuple(result);
       },
       py::arg("symbol"), py::arg("pointers"), py::arg("idx"),
       py::arg("num_rows"), py::arg("num_segments"), py::arg("num_threads"),
