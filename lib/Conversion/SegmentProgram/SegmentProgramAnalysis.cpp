@@ -3,11 +3,9 @@
 #include "segops/Conversion/SegmentProgram.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "segops/Dialect/Seg/IR/SegOps.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
-#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;

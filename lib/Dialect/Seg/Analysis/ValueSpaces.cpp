@@ -3,7 +3,6 @@
 #include "segops/Dialect/Seg/Analysis/ValueSpaces.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "segops/Dialect/Seg/IR/SegInterfaces.h"
 #include "segops/Dialect/Seg/IR/SegOps.h"
