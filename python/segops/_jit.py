@@ -122,16 +122,53 @@ _PROGRAMS: dict[str, _Program] = {}
 _PROGRAMS_LOCK = threading.Lock()
 
 
+def _program_record(name: str) -> Path:
+    return _compiler.cache_dir() / "programs" / f"{name}.json"
+
+
+def register_program(draft: str, stem: str, idx_position: int, label: str) -> str:
+    """Registers the kernel function `draft` (named @jit_kernel) as a
+    program and returns its name, jit_<stem>_<hash of the IR>: equal
+    programs share a name and kernels. The program is also recorded in the
+    disk cache, so that a graph compiled in another process (Inductor's
+    caches hold calls of jit_call by name) finds it."""
+    digest = hashlib.sha256(draft.encode()).hexdigest()[:20]
+    name = f"jit_{stem}_{digest}"
+    source = draft.replace("@jit_kernel(", f"@{name}(", 1)
+    with _PROGRAMS_LOCK:
+        if name in _PROGRAMS:
+            return name
+        _PROGRAMS[name] = _Program(name, source, idx_position, label)
+    record = _program_record(name)
+    if not record.exists():
+        text = json.dumps({"source": source, "idx_position": idx_position, "label": label})
+        _compiler.write_cache_file(record, text.encode())
+    return name
+
+
+def _recorded_program(name: str) -> _Program | None:
+    """A program registered by another process, from the disk cache."""
+    try:
+        record = json.loads(_program_record(name).read_text())
+    except (OSError, ValueError):
+        return None
+    with _PROGRAMS_LOCK:
+        return _PROGRAMS.setdefault(name, _Program(name, record["source"],
+                                                   record["idx_position"], record["label"]))
+
+
 def _split_program(program: str) -> tuple[_Program, int]:
     level = 0
     base = program
     while base.endswith(_GRAD):
         base = base[: -len(_GRAD)]
         level += 1
-    found = _PROGRAMS.get(base)
+    found = _PROGRAMS.get(base) or _recorded_program(base)
     if found is None:
         raise ValueError(f"segops::jit_call: unknown program {program!r} (programs are made "
-                         "by calling a segops.jit function in this process)")
+                         "by calling a segops.jit function or compiling a graph with "
+                         "segops.fusion, and recorded in the segops cache directory "
+                         f"{_compiler.cache_dir()})")
     return found, level
 
 
@@ -517,17 +554,12 @@ class JitFunction:
             if spec is not None:
                 return spec
             signature, element = self._signature(args)
-            # The name is a hash of the IR, so equal programs share kernels.
             draft, single = to_mlir(self.fn, "jit_kernel", args, signature, element)
-            digest = hashlib.sha256(draft.encode()).hexdigest()[:20]
-            name = f"jit_{self.fn.__name__}_{digest}"
-            source = draft.replace("@jit_kernel(", f"@{name}(", 1)
             idx_position = signature.tensor_positions.index(signature.idx_position)
-            with _PROGRAMS_LOCK:
-                if name not in _PROGRAMS:
-                    _PROGRAMS[name] = _Program(name, source, idx_position,
-                                               f"segops.jit({self.fn.__name__})")
+            name = register_program(draft, self.fn.__name__, idx_position,
+                                    f"segops.jit({self.fn.__name__})")
             program = _PROGRAMS[name]
+            source = program.source
             try:
                 program.entry(0)  # diagnostics of the compiler, at the first call
             except ValueError as error:

@@ -60,6 +60,13 @@ _BINARY = {
 }
 _COMPARISONS = {"gt": "ogt", "ge": "oge", "lt": "olt", "le": "ole", "eq": "oeq", "ne": "une"}
 _IDENTITIES = {"alias", "detach", "clone", "contiguous", "lift_fresh_copy"}
+# Ops that only change how a value is viewed (per-row scalar columns).
+VIEWS = frozenset({"unsqueeze", "view", "reshape", "_unsafe_view", "squeeze", "expand",
+                   "expand_as"}) | _IDENTITIES
+# Every aten op (overload packet name) Translator.call handles.
+SUPPORTED_ATEN = frozenset(_UNARY) | frozenset(_BINARY) | frozenset(_COMPARISONS) | VIEWS | {
+    "sigmoid", "rsub", "where", "clamp", "clamp_min", "clamp_max", "pow", "square", "sum",
+    "linalg_vector_norm"}
 
 
 @dataclass
@@ -391,10 +398,11 @@ class Translator:
         if packet == "sum" and len(args) >= 2:
             dims = [d % 2 for d in args[1]] if isinstance(args[1], (list, tuple)) else []
             keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
-            if dims != [1] or keepdim:
+            if dims != [1]:
                 raise self.fail(node, "only x.sum(-1) over (N, 3) rows is supported (a "
                                       "reduction over rows is segops.segmented_sum)")
-            return self.component_sum(node, self.tensor(node, args[0]))
+            total = self.component_sum(node, self.tensor(node, args[0]))
+            return Value(total.name, total.kind, (1,)) if keepdim else total
         if packet == "linalg_vector_norm":
             order = args[1] if len(args) > 1 else kwargs.get("ord", 2)
             dims = args[2] if len(args) > 2 else kwargs.get("dim")
@@ -414,6 +422,14 @@ class Translator:
                 return x
             raise self.fail(node, f"'{target}' to shape {tuple(shape)} is not supported "
                                   "(only w[:, None] for a per-row scalar w)")
+        if packet == "squeeze":
+            x = self.tensor(node, args[0])
+            shape = tuple(node.meta["val"].shape)
+            if x.tail == (1,) and len(shape) == 1:
+                return Value(x.name, x.kind, ())
+            if shape[1:] == x.tail:
+                return x
+            raise self.fail(node, f"'{target}' to shape {shape} is not supported")
         if packet in ("expand", "expand_as"):
             x = self.tensor(node, args[0])
             if x.tail == (1,) and tuple(node.meta["val"].shape[1:]) == (3,):

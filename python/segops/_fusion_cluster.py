@@ -1,0 +1,245 @@
+"""Finding fusion clusters in a functional aten graph.
+
+A cluster is a set of nodes that share one segment index, one segment
+count and one float dtype: segops ops at any derivative level and the
+elementwise and per-row aten ops around them that segops.jit's translator
+understands. Clusters grow greedily from each segops op over producers and
+consumers, never across the forward/backward boundary of a joint graph
+(a node is backward when it depends on a tangent) and never into a set
+that a node outside it would sit in the middle of (replacing the set by one
+node would make a cycle). Backward clusters then take copies of the cheap
+forward row producers they read, so that the forward saves their inputs
+rather than their row-sized results.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+import torch
+
+from segops._fusion_translate import is_unused_placeholder, segment_op_level, size_expr
+from segops._jit_trace import _SEGMENT_OPS, SUPPORTED_ATEN, VIEWS
+
+_FLOATS = (torch.float32, torch.float64)
+_TAILS = ((), (1,), (3,), (3, 3))
+
+
+@dataclass(frozen=True)
+class Key:
+    """What every node of one cluster shares."""
+
+    idx: torch.fx.Node
+    size: Any  # the num_segments argument: an fx.Node (SymInt) or an int
+    size_expr: sympy.Expr
+    rows_expr: sympy.Expr
+    dtype: torch.dtype
+
+    def same(self, other: "Key") -> bool:
+        return (self.idx is other.idx and self.size_expr == other.size_expr
+                and self.dtype == other.dtype)
+
+
+@dataclass
+class Cluster:
+    key: Key
+    nodes: set[torch.fx.Node]  # its own nodes, in the graph's order when listed
+    backward: bool
+    recomputed: set[torch.fx.Node] = field(default_factory=set)  # copies of forward nodes
+
+    def members(self) -> set[torch.fx.Node]:
+        return self.nodes | self.recomputed
+
+
+def packet(node: torch.fx.Node) -> str:
+    target = node.target
+    return target.__name__.split(".")[0] if hasattr(target, "__name__") else str(target)
+
+
+def is_view(node: torch.fx.Node) -> bool:
+    return getattr(node.target, "namespace", "") == "aten" and packet(node) in VIEWS
+
+
+def _value(node: Any) -> Any:
+    return node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+
+
+def segment_key(node: torch.fx.Node) -> Key | None:
+    """The key of a segops op node whose operands segops can fuse."""
+    found = segment_op_level(node.target)
+    if found is None or len(node.args) < 3:
+        return None
+    idx, size = node.args[-2], node.args[-1]
+    idx_value, first = _value(idx), _value(node.args[0])
+    if not isinstance(idx_value, torch.Tensor) or idx_value.dtype not in (torch.int32,
+                                                                         torch.int64):
+        return None
+    if not isinstance(first, torch.Tensor) or first.dtype not in _FLOATS:
+        return None
+    size_value = _value(size) if isinstance(size, torch.fx.Node) else size
+    if not isinstance(size_value, (int, torch.SymInt)) or isinstance(size_value, bool):
+        return None
+    return Key(idx, size, size_expr(size_value), size_expr(idx_value.shape[0]), first.dtype)
+
+
+def _fits(value: Any, key: Key, dtypes: tuple[torch.dtype, ...]) -> bool:
+    """A tensor the cluster's kernel can hold: rows or segments long, with
+    a scalar, 3-vector or 3x3 element."""
+    if not isinstance(value, torch.Tensor) or value.dtype not in dtypes or value.dim() == 0:
+        return False
+    if tuple(value.shape[1:]) not in _TAILS:
+        return False
+    return size_expr(value.shape[0]) in (key.rows_expr, key.size_expr)
+
+
+def is_candidate(node: torch.fx.Node, key: Key) -> bool:
+    """Whether `node` may join a cluster with `key`."""
+    if node.op != "call_function":
+        return False
+    if segment_op_level(node.target) is not None:
+        other = segment_key(node)
+        return other is not None and other.same(key)
+    if getattr(node.target, "namespace", "") != "aten" or packet(node) not in SUPPORTED_ATEN:
+        return False
+    schema = getattr(node.target, "_schema", None)
+    if schema is None or schema.is_mutable:
+        return False
+    if not _fits(_value(node), key, (key.dtype, torch.bool)):
+        return False
+    for arg in node.all_input_nodes:
+        if not _fits(_value(arg), key, (key.dtype, torch.bool)):
+            return False
+    return True
+
+
+class ClusterFinder:
+    """Clusters of one graph; nodes in `excluded` join none."""
+
+    def __init__(self, graph: torch.fx.Graph) -> None:
+        self.graph = graph
+        self.order = list(graph.nodes)
+        self.position = {n: i for i, n in enumerate(self.order)}
+        # Bitsets over positions: each node's ancestors.
+        self.ancestors: dict[torch.fx.Node, int] = {}
+        self.backward: dict[torch.fx.Node, bool] = {}
+        for node in self.order:
+            mask = 0
+            backward = node.op == "placeholder" and node.name.startswith("tangents")
+            for arg in node.all_input_nodes:
+                mask |= self.ancestors[arg] | (1 << self.position[arg])
+                backward = backward or self.backward[arg]
+            self.ancestors[node] = mask
+            self.backward[node] = backward
+
+    def mask(self, nodes: set[torch.fx.Node]) -> int:
+        result = 0
+        for node in nodes:
+            result |= 1 << self.position[node]
+        return result
+
+    def is_convex(self, nodes: set[torch.fx.Node]) -> bool:
+        """No node outside `nodes` lies on a path between two of its nodes."""
+        inside = self.mask(nodes)
+        above = 0
+        for node in nodes:
+            above |= self.ancestors[node]
+        between = above & ~inside
+        while between:
+            low = between & -between
+            node = self.order[low.bit_length() - 1]
+            if self.ancestors[node] & inside:
+                return False
+            between ^= low
+        return True
+
+    def find(self, excluded: set[torch.fx.Node]) -> list[Cluster]:
+        assigned: set[torch.fx.Node] = set()
+        clusters = []
+        for seed in self.order:
+            if seed in assigned or seed in excluded:
+                continue
+            key = segment_key(seed) if seed.op == "call_function" else None
+            if key is None:
+                continue
+            backward = self.backward[seed]
+            nodes = {seed}
+            frontier = [seed]
+            while frontier:
+                node = frontier.pop()
+                neighbours = list(node.all_input_nodes) + list(node.users)
+                for other in sorted(neighbours, key=self.position.get):
+                    if (other in nodes or other in assigned or other in excluded
+                            or self.backward[other] != backward
+                            or not is_candidate(other, key)):
+                        continue
+                    if self.is_convex(nodes | {other}):
+                        nodes.add(other)
+                        frontier.append(other)
+            assigned |= nodes
+            clusters.append(Cluster(key, nodes, backward))
+        for cluster in clusters:
+            if cluster.backward:
+                self.add_recomputation(cluster, excluded)
+        return clusters
+
+    def add_recomputation(self, cluster: Cluster, excluded: set[torch.fx.Node]) -> None:
+        """Copies into a backward cluster the forward nodes it reads that
+        compute row values from their inputs without reducing (elementwise
+        ops, gathers): recomputing one is cheaper than saving its rows."""
+        pending = [a for n in cluster.nodes for a in n.all_input_nodes]
+        while pending:
+            node = pending.pop()
+            if (node in cluster.members() or node in excluded or self.backward[node]
+                    or not is_candidate(node, cluster.key) or not self._is_row_map(node)):
+                continue
+            cluster.recomputed.add(node)
+            pending.extend(node.all_input_nodes)
+
+    @staticmethod
+    def _is_row_map(node: torch.fx.Node) -> bool:
+        found = segment_op_level(node.target)
+        if found is not None:
+            public, level = found
+            # Level-0 ops without a segment count map rows (gather, mul, matvec).
+            return level == 0 and not _SEGMENT_OPS[public][2]
+        return True
+
+    def inputs(self, cluster: Cluster) -> list[torch.fx.Node]:
+        members = cluster.members()
+        seen: dict[torch.fx.Node, None] = {}
+        for node in sorted(members, key=self.position.get):
+            for arg in node.all_input_nodes:
+                if arg not in members and not is_unused_placeholder(arg):
+                    seen.setdefault(arg)
+        return list(seen)
+
+    def placeholders(self, cluster: Cluster) -> list[torch.fx.Node]:
+        """The empty tensors its segops ops take for unread inputs (copied
+        into the cluster's graph: the kernel makes zeros for them)."""
+        seen: dict[torch.fx.Node, None] = {}
+        for node in sorted(cluster.members(), key=self.position.get):
+            for arg in node.all_input_nodes:
+                if is_unused_placeholder(arg):
+                    seen.setdefault(arg)
+        return list(seen)
+
+    def outputs(self, cluster: Cluster, clusters: list[Cluster]) -> list[torch.fx.Node]:
+        """Its own nodes used outside it: by other clusters (as inputs) or
+        by other nodes. A use by a cluster that recomputes the node is not
+        one."""
+        read_elsewhere = {n for c in clusters if c is not cluster for n in self.inputs(c)}
+        result = []
+        for node in sorted(cluster.nodes, key=self.position.get):
+            if node in read_elsewhere:
+                result.append(node)
+                continue
+            for user in node.users:
+                if user in cluster.nodes:
+                    continue
+                if any(user in c.members() and node in c.recomputed for c in clusters):
+                    continue
+                result.append(node)
+                break
+        return result

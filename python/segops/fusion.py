@@ -1,0 +1,316 @@
+"""segops.fusion: segment fusion inside torch.compile graphs.
+
+>>> import segops.fusion
+>>> segops.fusion.enable()             # every torch.compile from here on
+>>> compiled = torch.compile(model)    # or, for one model:
+>>> compiled = torch.compile(model, options=segops.fusion.options())
+
+An Inductor joint-graph pass (``torch._inductor.config.joint_custom_pre_pass``)
+finds clusters of segops ops and the elementwise aten ops around them that
+share one index, and replaces each by one ``segops::jit_call`` of a kernel
+the segops compiler makes from the cluster (see segops.jit). The joint graph
+holds forward and backward: clusters stay on one side, and backward clusters
+recompute the cheap forward row values they read instead of having them
+saved. Inference graphs go through the same pass. What each compilation
+fused is in :func:`reports`; docs/fusion.md has the details and the limits.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch._inductor.custom_graph_pass import CustomGraphPass, get_hash_for_files
+
+from segops import _compiler, _jit
+from segops._fusion_cluster import Cluster, ClusterFinder, is_view
+from segops._fusion_translate import ClusterError, ClusterTranslator
+from segops._jit_trace import _ELEMENT_TYPES, Signature
+
+__all__ = ["enable", "disable", "options", "reports", "clear_reports", "FusionReport",
+           "SegmentFusionPass"]
+
+log = logging.getLogger("segops.fusion")
+
+_JIT_CALL = torch.ops.segops.jit_call.default
+# Clusters with fewer ops than this stay as they are (one library op is
+# already one kernel).
+_MIN_OPS = 2
+
+
+@dataclass(frozen=True)
+class FusionReport:
+    """One fused cluster: its program, whether it is on the backward side,
+    the ops it replaced (aten/segops overload names, in graph order, with
+    recomputed forward ops), and its inputs and outputs."""
+
+    program: str
+    backward: bool
+    ops: tuple[str, ...]
+    recomputed: tuple[str, ...]
+    num_inputs: int
+    num_outputs: int
+
+
+_REPORTS: list[FusionReport] = []
+
+
+def reports() -> list[FusionReport]:
+    """The clusters fused by every compilation in this process so far."""
+    return list(_REPORTS)
+
+
+def clear_reports() -> None:
+    _REPORTS.clear()
+
+
+@dataclass
+class _Plan:
+    cluster: Cluster
+    inputs: list[torch.fx.Node]
+    outputs: list[torch.fx.Node]
+    program: str
+
+
+class _Rejected(Exception):
+    """Cluster nodes to leave out, and why."""
+
+    def __init__(self, nodes: torch.fx.Node | set[torch.fx.Node], why: str) -> None:
+        super().__init__(why)
+        self.nodes = nodes if isinstance(nodes, set) else {nodes}
+
+
+def _example(node: torch.fx.Node) -> Any:
+    return node.meta["val"]
+
+
+def _compute_ops(cluster: Cluster) -> int:
+    return sum(1 for n in cluster.nodes if not is_view(n))
+
+
+class SegmentFusionPass(CustomGraphPass):
+    """The joint-graph pass. `strict` raises on an internal error instead of
+    leaving the graph unchanged (for tests)."""
+
+    def __init__(self, strict: bool = False) -> None:
+        self.strict = strict
+
+    def uuid(self) -> Any:
+        # Everything its output depends on: this code, the translator, the
+        # compiler (its IR decides the programs) and the program records'
+        # directory (a cached graph names programs recorded there).
+        sources = tuple(sorted(str(p) for p in _source_files()))
+        extra = "|".join([_compiler.compiler_identity(), str(_compiler.cache_dir()),
+                          str(self.strict), str(_MIN_OPS)])
+        return get_hash_for_files(sources, extra).hex()
+
+    def __call__(self, graph: torch.fx.Graph) -> None:
+        try:
+            plans = self.plan(graph)
+        except Exception:  # noqa: BLE001 - the graph stays as Inductor gave it
+            if self.strict:
+                raise
+            log.warning("segops.fusion: the pass failed; the graph is left unchanged",
+                        exc_info=True)
+            return
+        if plans:
+            _rewrite(graph, plans)
+
+    def plan(self, graph: torch.fx.Graph) -> list[_Plan]:
+        """The clusters to fuse, each translated and registered. Nodes the
+        translation rejects are left out and the clusters found again."""
+        finder = ClusterFinder(graph)
+        excluded: set[torch.fx.Node] = set()
+        while True:
+            clusters = finder.find(excluded)
+            try:
+                return [_translate(finder, c, clusters) for c in clusters
+                        if _compute_ops(c) >= _MIN_OPS]
+            except _Rejected as rejected:
+                log.debug("segops.fusion: leaving out %s: %s",
+                          ", ".join(sorted(n.name for n in rejected.nodes)), rejected)
+                excluded |= rejected.nodes
+
+
+def _source_files() -> list[str]:
+    from segops import _fusion_cluster, _fusion_translate, _jit_trace
+    return [m.__file__ for m in (_fusion_cluster, _fusion_translate, _jit_trace)] + [__file__]
+
+
+def _check_boundary(finder: ClusterFinder, cluster: Cluster, inputs: list[torch.fx.Node],
+                    outputs: list[torch.fx.Node]) -> None:
+    """Inputs and outputs a jit_call can take and return."""
+    key = cluster.key
+    for node in inputs:
+        if node is key.idx or node is key.size:
+            continue
+        value = _example(node)
+        if not (isinstance(value, torch.Tensor) and value.dtype == key.dtype
+                and (value.dim() == 1 or tuple(value.shape[1:]) in ((3,), (3, 3)))):
+            consumer = min((u for u in node.users if u in cluster.members()),
+                           key=finder.position.get)
+            raise _Rejected(consumer, f"its input {node.name} is not a (L,), (L, 3) or "
+                                      f"(S, 3, 3) {key.dtype} tensor")
+    for node in outputs:
+        value = _example(node)
+        if is_view(node):
+            raise _Rejected(node, "a view used outside the cluster")
+        if not (isinstance(value, torch.Tensor) and value.dtype == key.dtype
+                and tuple(value.shape[1:]) in ((), (3,), (3, 3))):
+            raise _Rejected(node, "its value, used outside the cluster, is not a float "
+                                  "row or segment tensor")
+
+
+def _translate(finder: ClusterFinder, cluster: Cluster, clusters: list[Cluster]) -> _Plan:
+    """Translates and registers one cluster. If the compiler rejects the
+    program, the whole cluster is left to Inductor."""
+    inputs = finder.inputs(cluster)
+    outputs = finder.outputs(cluster, clusters)
+    key = cluster.key
+    if not outputs:
+        raise _Rejected(set(cluster.nodes), "nothing in it is used outside it")
+    _check_boundary(finder, cluster, inputs, outputs)
+    tensors = [n for n in inputs if n is not key.size]
+    if key.idx not in tensors:
+        tensors.append(key.idx)
+    sub = torch.fx.Graph()
+    env: dict[torch.fx.Node, torch.fx.Node] = {}
+    for node in tensors:
+        env[node] = sub.placeholder(node.name)
+        env[node].meta = dict(node.meta)
+    size_placeholder = sub.placeholder("num_segments")
+    if isinstance(key.size, torch.fx.Node):
+        env[key.size] = size_placeholder
+    origin: dict[torch.fx.Node, torch.fx.Node] = {}
+    for node in finder.placeholders(cluster) + sorted(cluster.members(), key=finder.position.get):
+        copy = sub.node_copy(node, lambda n: env[n])
+        env[node] = copy
+        origin[copy] = node
+    sub.output([env[n] for n in outputs])
+    size_example = _example(key.size) if isinstance(key.size, torch.fx.Node) else key.size
+    args = [_example(n) for n in tensors] + [size_example]
+    idx_position = tensors.index(key.idx)
+    signature = Signature(list(range(len(tensors))), idx_position, len(tensors))
+    translator = ClusterTranslator("jit_kernel", args, _example(key.idx).shape[0], size_example)
+    try:
+        draft = translator.translate(sub, signature, _ELEMENT_TYPES[key.dtype])
+    except ClusterError as error:
+        raise _Rejected(origin.get(error.node, error.node), str(error)) from None
+    parameters = {f"%a{i}" for i in range(len(tensors))} | {"%idx"}
+    for node in outputs:
+        result = translator.values[env[node]]
+        if getattr(result, "name", None) in parameters:
+            raise _Rejected(node, "it returns an input unchanged")
+    program = _jit.register_program(draft, "fused", idx_position, "segops.fusion cluster")
+    try:
+        _jit._PROGRAMS[program].entry(0)
+    except ValueError as error:
+        log.info("segops.fusion: the compiler rejected a cluster of %d nodes; left to "
+                 "Inductor:\n%s", len(cluster.nodes), error)
+        raise _Rejected(set(cluster.nodes), "the compiler rejected the cluster") from None
+    return _Plan(cluster, tensors, outputs, program)
+
+
+def _rewrite(graph: torch.fx.Graph, plans: list[_Plan]) -> None:
+    """Replaces each planned cluster by one jit_call and its getitems."""
+    from torch._guards import detect_fake_mode
+    from torch._inductor.pattern_matcher import stable_topological_sort
+
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    fake_mode = detect_fake_mode([n.meta.get("val") for n in graph.nodes
+                                  if n.op == "placeholder"])
+    recomputing: dict[torch.fx.Node, list[Cluster]] = {}
+    for plan in plans:
+        for node in plan.cluster.recomputed:
+            recomputing.setdefault(node, []).append(plan.cluster)
+    replaced: dict[torch.fx.Node, torch.fx.Node] = {}  # cluster outputs -> getitems
+    for plan in plans:
+        cluster = plan.cluster
+        last = max(cluster.nodes, key=order.get)
+        size = cluster.key.size
+        inputs = [replaced.get(n, n) for n in plan.inputs]
+        with graph.inserting_before(last):
+            call = graph.call_function(_JIT_CALL, (plan.program, inputs, size))
+        size_example = size.meta["val"] if isinstance(size, torch.fx.Node) else size
+        with fake_mode:
+            values = _jit._fake_jit_call(plan.program, [n.meta["val"] for n in plan.inputs],
+                                         size_example)
+        call.meta["val"] = values
+        for position, node in enumerate(plan.outputs):
+            with graph.inserting_after(call):
+                item = graph.call_function(operator.getitem, (call, position))
+            item.meta = dict(node.meta)
+            item.meta["val"] = values[position]
+            replaced[node] = item
+            keep = recomputing.get(node, [])
+            node.replace_all_uses_with(
+                item, delete_user_cb=lambda user: not any(user in c.members() for c in keep)
+                and user is not call)
+        _REPORTS.append(FusionReport(
+            plan.program, cluster.backward,
+            tuple(str(n.target) for n in sorted(cluster.nodes, key=order.get)),
+            tuple(str(n.target) for n in sorted(cluster.recomputed, key=order.get)),
+            len(plan.inputs), len(plan.outputs)))
+        log.info("segops.fusion: fused %d ops (%s side, %d recomputed) into %s",
+                 len(cluster.nodes), "backward" if cluster.backward else "forward",
+                 len(cluster.recomputed), plan.program)
+    members = set().union(*(p.cluster.members() for p in plans))
+    for node in reversed(list(graph.nodes)):
+        if node in members and not node.users:
+            graph.erase_node(node)
+    stable_topological_sort(graph)
+    graph.eliminate_dead_code()
+    graph.lint()
+
+
+# --------------------------------------------------------------------------
+# Turning it on.
+# --------------------------------------------------------------------------
+
+_PASS = SegmentFusionPass(strict=os.environ.get("SEGOPS_FUSION_STRICT", "") == "1")
+
+
+def _with_pass(existing: Any, fusion: SegmentFusionPass) -> Any:
+    """`existing` joint passes with `fusion` after them."""
+    if existing is None:
+        return fusion
+    passes = list(existing) if isinstance(existing, (list, tuple)) else [existing]
+    if not any(isinstance(p, SegmentFusionPass) for p in passes):
+        passes.append(fusion)
+    return passes
+
+
+def _without_pass(existing: Any) -> Any:
+    if isinstance(existing, SegmentFusionPass):
+        return None
+    if isinstance(existing, (list, tuple)):
+        passes = [p for p in existing if not isinstance(p, SegmentFusionPass)]
+        return passes[0] if len(passes) == 1 else (passes or None)
+    return existing
+
+
+def options(strict: bool = False) -> dict[str, Any]:
+    """Inductor options for one ``torch.compile(..., options=...)`` call,
+    keeping joint passes already installed."""
+    import torch._inductor.config as inductor_config
+
+    fusion = SegmentFusionPass(strict) if strict != _PASS.strict else _PASS
+    return {"joint_custom_pre_pass": _with_pass(inductor_config.joint_custom_pre_pass, fusion)}
+
+
+def enable(strict: bool = False) -> None:
+    """Turns segment fusion on for every later torch.compile in this
+    process (after any joint pass the user installed)."""
+    import torch._inductor.config as inductor_config
+
+    inductor_config.joint_custom_pre_pass = options(strict)["joint_custom_pre_pass"]
+
+
+def disable() -> None:
+    import torch._inductor.config as inductor_config
+
+    inductor_config.joint_custom_pre_pass = _without_pass(inductor_config.joint_custom_pre_pass)
