@@ -398,10 +398,12 @@ public:
       bool saved = !variant || variant->savedForBackward[i];
       // An input the backward never reads is saved as an empty tensor of
       // the same dtype and row shape (the kernel needs no data from it).
+      // Symbolic sizes: a fake tensor's row count must not be specialized.
       at::Tensor kept = saved ? floats[i] : [&] {
-        std::vector<int64_t> shape = floats[i].sizes().vec();
+        c10::SymDimVector shape(floats[i].sym_sizes().begin(),
+                                floats[i].sym_sizes().end());
         shape[0] = 0;
-        return floats[i].new_empty(shape);
+        return floats[i].new_empty_symint(shape);
       }();
       backward->floats.emplace_back(kept, /*is_output=*/false);
     }
