@@ -14,6 +14,7 @@ rather than their row-sized results.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,6 +95,10 @@ def _fits(value: Any, key: Key, dtypes: tuple[torch.dtype, ...]) -> bool:
     return size_expr(value.shape[0]) in (key.rows_expr, key.size_expr)
 
 
+def is_tensor(node: Any) -> bool:
+    return isinstance(_value(node), torch.Tensor)
+
+
 def is_candidate(node: torch.fx.Node, key: Key) -> bool:
     """Whether `node` may join a cluster with `key`."""
     if node.op != "call_function":
@@ -101,6 +106,11 @@ def is_candidate(node: torch.fx.Node, key: Key) -> bool:
     if segment_op_level(node.target) is not None:
         other = segment_key(node)
         return other is not None and other.same(key)
+    if node.target is operator.getitem:  # one result of a multi-result segops op
+        source = node.args[0]
+        return (isinstance(source, torch.fx.Node) and source.op == "call_function"
+                and segment_op_level(source.target) is not None
+                and is_candidate(source, key) and _fits(_value(node), key, (key.dtype,)))
     if getattr(node.target, "namespace", "") != "aten" or packet(node) not in SUPPORTED_ATEN:
         return False
     schema = getattr(node.target, "_schema", None)
@@ -108,10 +118,10 @@ def is_candidate(node: torch.fx.Node, key: Key) -> bool:
         return False
     if not _fits(_value(node), key, (key.dtype, torch.bool)):
         return False
-    for arg in node.all_input_nodes:
-        if not _fits(_value(arg), key, (key.dtype, torch.bool)):
-            return False
-    return True
+    # Non-tensor inputs are sizes (expand's shape); the translator takes
+    # them from the graph's values.
+    return all(_fits(_value(arg), key, (key.dtype, torch.bool))
+               for arg in node.all_input_nodes if is_tensor(arg))
 
 
 class ClusterFinder:
@@ -132,6 +142,9 @@ class ClusterFinder:
                 backward = backward or self.backward[arg]
             self.ancestors[node] = mask
             self.backward[node] = backward
+
+    def sorted(self, nodes: set[torch.fx.Node]) -> list[torch.fx.Node]:
+        return sorted(nodes, key=self.position.get)
 
     def mask(self, nodes: set[torch.fx.Node]) -> int:
         result = 0
@@ -211,7 +224,8 @@ class ClusterFinder:
         seen: dict[torch.fx.Node, None] = {}
         for node in sorted(members, key=self.position.get):
             for arg in node.all_input_nodes:
-                if arg not in members and not is_unused_placeholder(arg):
+                if arg not in members and not is_unused_placeholder(arg) and (
+                        is_tensor(arg) or arg is cluster.key.size):
                     seen.setdefault(arg)
         return list(seen)
 

@@ -44,6 +44,15 @@ def segment_op_level(target: Any) -> tuple[str, int] | None:
     return (base, level) if base in _SEGMENT_OPS else None
 
 
+@dataclass(frozen=True)
+class SymbolicSize:
+    """A size in the graph other than num_segments (expand's shape, a mean's
+    divisor): kernels take only N and S, so ops that read one as a value
+    stay outside clusters."""
+
+    name: str
+
+
 class ClusterError(JitError):
     """A cluster node the translation cannot express; the pass leaves it out."""
 

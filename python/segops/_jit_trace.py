@@ -62,11 +62,11 @@ _COMPARISONS = {"gt": "ogt", "ge": "oge", "lt": "olt", "le": "ole", "eq": "oeq",
 _IDENTITIES = {"alias", "detach", "clone", "contiguous", "lift_fresh_copy"}
 # Ops that only change how a value is viewed (per-row scalar columns).
 VIEWS = frozenset({"unsqueeze", "view", "reshape", "_unsafe_view", "squeeze", "expand",
-                   "expand_as"}) | _IDENTITIES
+                   "expand_as", "slice"}) | _IDENTITIES
 # Every aten op (overload packet name) Translator.call handles.
 SUPPORTED_ATEN = frozenset(_UNARY) | frozenset(_BINARY) | frozenset(_COMPARISONS) | VIEWS | {
     "sigmoid", "rsub", "where", "clamp", "clamp_min", "clamp_max", "pow", "square", "sum",
-    "linalg_vector_norm"}
+    "linalg_vector_norm", "slice_scatter"}
 
 
 @dataclass
@@ -197,7 +197,8 @@ class Translator:
         """A splat of `constant` shaped like `like` (a scalar column splats
         its (L,) storage)."""
         c, zero, length, splat = self.fresh(), self.fresh(), self.fresh(), self.fresh()
-        literal = repr(float(constant)) if constant == constant and abs(constant) != float("inf") \
+        literal = _float_literal(float(constant)) \
+            if constant == constant and abs(constant) != float("inf") \
             else {"nan": "0x7FC00000", "inf": "0x7F800000", "-inf": "0xFF800000"}[str(float(constant))]
         if literal.startswith("0x") and self.element == "f64":
             literal = {"0x7FC00000": "0x7FF8000000000000", "0x7F800000": "0x7FF0000000000000",
@@ -298,7 +299,12 @@ class Translator:
 
     def operand(self, node: torch.fx.Node, value: Any) -> Value | float:
         if isinstance(value, torch.fx.Node):
-            return self.values[value]
+            result = self.values[value]
+            if isinstance(result, Value) and result.kind in ("size", "idx"):
+                what = "num_segments" if result.kind == "size" else "the index"
+                raise self.fail(node, f"'{node.target}' uses {what} as a value, which "
+                                      "segops.jit cannot hold")
+            return result
         if isinstance(value, (bool, int, float)) and not isinstance(value, bool):
             return float(value)
         raise self.fail(node, f"'{node.target}' has an argument of type "
@@ -422,6 +428,10 @@ class Translator:
                 return x
             raise self.fail(node, f"'{target}' to shape {tuple(shape)} is not supported "
                                   "(only w[:, None] for a per-row scalar w)")
+        if packet == "slice" and _is_whole_slice(node, args):
+            return self.tensor(node, args[0])  # x[:, None] begins with x[:]
+        if packet == "slice_scatter" and _is_whole_slice(node, [args[0]] + args[2:]):
+            return self.tensor(node, args[1])  # its backward: the whole of src
         if packet == "squeeze":
             x = self.tensor(node, args[0])
             shape = tuple(node.meta["val"].shape)
@@ -498,6 +508,23 @@ class Translator:
         ret = (f"  return {', '.join(r.name for r in results)} : "
                f"{', '.join(self.ty(r) for r in results)}")
         return "\n".join([header, *self.lines, ret, "}", ""])
+
+
+def _float_literal(value: float) -> str:
+    """A float as MLIR parses it: the mantissa needs a point (1.0e-05, not
+    Python's 1e-05)."""
+    text = repr(value)
+    mantissa, e, exponent = text.partition("e")
+    if "." not in mantissa:
+        mantissa += ".0"
+    return mantissa + e + exponent
+
+
+def _is_whole_slice(node: torch.fx.Node, args: list) -> bool:
+    """Whether slice-like args (x, dim, start, end, step) take all rows."""
+    dim, start, end, step = (list(args[1:]) + [0, None, None, 1][len(args) - 1:])[:4]
+    return (dim == 0 and start in (None, 0) and step == 1
+            and (end is None or (isinstance(end, int) and end >= sys.maxsize)))
 
 
 def trace(fn: Callable, args: Sequence[Any]) -> torch.fx.GraphModule:

@@ -28,7 +28,7 @@ from torch._inductor.custom_graph_pass import CustomGraphPass, get_hash_for_file
 
 from segops import _compiler, _jit
 from segops._fusion_cluster import Cluster, ClusterFinder, is_view
-from segops._fusion_translate import ClusterError, ClusterTranslator
+from segops._fusion_translate import ClusterError, ClusterTranslator, SymbolicSize
 from segops._jit_trace import _ELEMENT_TYPES, Signature
 
 __all__ = ["enable", "disable", "options", "reports", "clear_reports", "FusionReport",
@@ -111,6 +111,7 @@ class SegmentFusionPass(CustomGraphPass):
     def __call__(self, graph: torch.fx.Graph) -> None:
         try:
             plans = self.plan(graph)
+            fake_mode = _fake_mode(graph) if plans else None
         except Exception:  # noqa: BLE001 - the graph stays as Inductor gave it
             if self.strict:
                 raise
@@ -118,7 +119,8 @@ class SegmentFusionPass(CustomGraphPass):
                         exc_info=True)
             return
         if plans:
-            _rewrite(graph, plans)
+            _rewrite(graph, plans, fake_mode)
+            log.debug("segops.fusion: the graph after the pass:\n%s", graph)
 
     def plan(self, graph: torch.fx.Graph) -> list[_Plan]:
         """The clusters to fuse, each translated and registered. Nodes the
@@ -127,6 +129,9 @@ class SegmentFusionPass(CustomGraphPass):
         excluded: set[torch.fx.Node] = set()
         while True:
             clusters = finder.find(excluded)
+            for cluster in clusters:
+                log.debug("segops.fusion: cluster (%s): %s", "backward" if cluster.backward
+                          else "forward", " ".join(n.name for n in finder.sorted(cluster.nodes)))
             try:
                 return [_translate(finder, c, clusters) for c in clusters
                         if _compute_ops(c) >= _MIN_OPS]
@@ -187,7 +192,7 @@ def _translate(finder: ClusterFinder, cluster: Cluster, clusters: list[Cluster])
         env[key.size] = size_placeholder
     origin: dict[torch.fx.Node, torch.fx.Node] = {}
     for node in finder.placeholders(cluster) + sorted(cluster.members(), key=finder.position.get):
-        copy = sub.node_copy(node, lambda n: env[n])
+        copy = sub.node_copy(node, lambda n: env[n] if n in env else SymbolicSize(n.name))
         env[node] = copy
         origin[copy] = node
     sub.output([env[n] for n in outputs])
@@ -215,14 +220,22 @@ def _translate(finder: ClusterFinder, cluster: Cluster, clusters: list[Cluster])
     return _Plan(cluster, tensors, outputs, program)
 
 
-def _rewrite(graph: torch.fx.Graph, plans: list[_Plan]) -> None:
-    """Replaces each planned cluster by one jit_call and its getitems."""
+def _fake_mode(graph: torch.fx.Graph) -> Any:
+    """The fake mode of the graph's values (the new nodes' values are made
+    in it)."""
     from torch._guards import detect_fake_mode
+
+    mode = detect_fake_mode([n.meta.get("val") for n in graph.nodes if n.op == "placeholder"])
+    if mode is None:
+        raise ValueError("the graph's placeholders carry no fake values")
+    return mode
+
+
+def _rewrite(graph: torch.fx.Graph, plans: list[_Plan], fake_mode: Any) -> None:
+    """Replaces each planned cluster by one jit_call and its getitems."""
     from torch._inductor.pattern_matcher import stable_topological_sort
 
     order = {n: i for i, n in enumerate(graph.nodes)}
-    fake_mode = detect_fake_mode([n.meta.get("val") for n in graph.nodes
-                                  if n.op == "placeholder"])
     recomputing: dict[torch.fx.Node, list[Cluster]] = {}
     for plan in plans:
         for node in plan.cluster.recomputed:
