@@ -84,7 +84,9 @@ class Potential(nn.Module):
             e = u * g
         energy = segops.segmented_sum(e + 0.5 * q * r2, idx, num_segments)
         forces = -torch.autograd.grad(energy.sum(), x, create_graph=create_graph)[0]
-        return energy, forces
+        # Without create_graph the energy's graph is spent: returning it
+        # attached would break the compiled graph in two.
+        return (energy if create_graph else energy.detach()), forces
 
 
 class Readout(nn.Module):

@@ -130,16 +130,19 @@ static SmallVector<Value> splatInit(KernelCodeBuilder &code, ValueRange init,
 // A segment's rows run through the body as vectors of `lanes` rows, in
 // interleave independent vector partial sums (row r, counted from the
 // segment's first row, adds into lane r mod lanes of partial
-// (r / lanes) mod interleave); then whole vectors into partial 0, then the
-// last rows one at a time. The partials are added pairwise, their lanes
-// added in a fixed order, and the scalar rows added after. The order is a
-// function of the segment alone, so results do not depend on how segments
-// are split across threads; independent chains let the adds overlap.
+// (r / lanes) mod interleave); then whole vectors into partial 0; then the
+// last rows, as one vector with the rows past the segment's end masked off
+// where a whole vector from there lies below `tailLimit` (the same rule as
+// the short-segment block's), else one at a time. The partials are added
+// pairwise, their lanes added in a fixed order, and scalar rows added
+// after. Independent chains let the adds overlap. A masked tail saves up to
+// lanes - 1 scalar trips of the body per segment: ~30-row segments of a
+// body with transcendentals spent most of their time there.
 static SmallVector<Value>
 emitVectorRowLoop(OpBuilder &b, Location loc, Value rowBegin, Value rowEnd,
                   ValueRange init, ArrayRef<arith::AtomicRMWKind> kinds,
                   SegmentProgramEmitter::RowBody body, int64_t lanes,
-                  int64_t interleave) {
+                  int64_t interleave, Value tailLimit) {
   KernelCodeBuilder code(b, loc);
   Value count = b.create<arith::SubIOp>(loc, rowEnd, rowBegin);
   auto roundDown = [&](int64_t multiple) {
@@ -178,10 +181,42 @@ emitVectorRowLoop(OpBuilder &b, Location loc, Value rowBegin, Value rowEnd,
             ll, body(lb, ll, row, lanes, /*laneMask=*/Value(), acc));
       });
   SmallVector<Value> partials(vectors.getResults());
+  Value scalarBegin = vectorEnd;
+  if (tailLimit) {
+    Value left = b.create<arith::SubIOp>(loc, rowEnd, vectorEnd);
+    Value tailFits = b.create<arith::AndIOp>(
+        loc,
+        b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sgt, left,
+                                code.i64(0)),
+        b.create<arith::CmpIOp>(
+            loc, arith::CmpIPredicate::sle,
+            b.create<arith::AddIOp>(loc, vectorEnd, code.i64(lanes)),
+            tailLimit));
+    auto tail = b.create<scf::IfOp>(
+        loc, tailFits,
+        [&](OpBuilder &tb, Location tl) {
+          KernelCodeBuilder local(tb, tl);
+          SmallVector<int32_t> positions;
+          for (int64_t l = 0; l < lanes; ++l)
+            positions.push_back(l);
+          Value inSegment = tb.create<arith::CmpIOp>(
+              tl, arith::CmpIPredicate::slt,
+              tb.create<arith::ConstantOp>(tl, tb.getI32VectorAttr(positions)),
+              local.splat(tb.create<arith::TruncIOp>(tl, tb.getI32Type(), left),
+                          lanes));
+          tb.create<scf::YieldOp>(
+              tl, body(tb, tl, vectorEnd, lanes, inSegment, partials));
+        },
+        [&](OpBuilder &eb, Location el) {
+          eb.create<scf::YieldOp>(el, partials);
+        });
+    partials.assign(tail.getResults().begin(), tail.getResults().end());
+    scalarBegin = b.create<arith::SelectOp>(loc, tailFits, rowEnd, vectorEnd);
+  }
   llvm::append_range(partials, interleaved.getResults().drop_front(width));
   SmallVector<Value> sums = sumVectorGroups(b, loc, partials, kinds);
   auto scalars = b.create<scf::ForOp>(
-      loc, vectorEnd, rowEnd, code.i64(1), sums,
+      loc, scalarBegin, rowEnd, code.i64(1), sums,
       [&](OpBuilder &lb, Location ll, Value row, ValueRange acc) {
         lb.create<scf::YieldOp>(
             ll, body(lb, ll, row, /*lanes=*/1, /*laneMask=*/Value(), acc));
@@ -258,9 +293,10 @@ emitSegmentRowLoop(OpBuilder &b, Location loc, Value rowBegin, Value rowEnd,
                    int64_t interleave) {
   int64_t storeVectors =
       rowOutputComponents(program) * (kShortSegmentRows / lanes);
+  Value tailLimit = storesRows ? ownedRowsEnd : numRows;
   if (storesRows && storeVectors > kMaxShortBlockStoreVectors)
     return emitVectorRowLoop(b, loc, rowBegin, rowEnd, init, kinds, body,
-                             lanes, interleave);
+                             lanes, interleave, tailLimit);
   KernelCodeBuilder code(b, loc);
   Value count = b.create<arith::SubIOp>(loc, rowEnd, rowBegin);
   Value isShort = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sle, count,
@@ -280,7 +316,7 @@ emitSegmentRowLoop(OpBuilder &b, Location loc, Value rowBegin, Value rowEnd,
       [&](OpBuilder &eb, Location el) {
         eb.create<scf::YieldOp>(
             el, emitVectorRowLoop(eb, el, rowBegin, rowEnd, init, kinds, body,
-                                  lanes, interleave));
+                                  lanes, interleave, tailLimit));
       });
   return SmallVector<Value>(ifShort.getResults());
 }
@@ -811,12 +847,13 @@ static void emitHostTileKernel(const SegmentProgram &program,
                                 init.size());
         },
         [&](OpBuilder &tb, Location tl) {
-          // Tiles are long: no short-segment block.
+          // Tiles are long: no short-segment block, and no masked tail
+          // (its rows past the tile may be another thread's).
           SmallVector<Value> totals =
               emitVectorRowLoop(tb, tl, rowBegin, rowEnd, init,
                                 program.combiningKinds(pass), body,
                                 vectorLanes(elementType, vectorBits),
-                                interleave);
+                                interleave, /*tailLimit=*/Value());
           KernelCodeBuilder store(tb, tl);
           for (auto [i, total] : llvm::enumerate(totals))
             store.store(total, args.partials, store.i64(offset + i));

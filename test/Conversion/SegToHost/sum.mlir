@@ -64,18 +64,31 @@
 // CHECK: llvm.shufflevector %{{.*}} [2, 3] : vector<4xf32>
 // CHECK: } else {
 // Else rows go 16 at a time into 4 interleaved vector partial sums per
-// component, then 4 at a time into the first, then one at a time after
-// the partials are added pairwise and their lanes summed.
+// component, then 4 at a time into the first, then the last rows as one
+// masked vector into it where 4 rows from there lie within N (else one at
+// a time, after the partials are added pairwise and their lanes summed).
 // CHECK: %[[MAIN:.*]]:12 = scf.for %{{.*}} = %[[ROW]] to %{{.*}} step %c16_i64 iter_args({{.*}}) -> (vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>)
 // CHECK-COUNT-4: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr -> vector<12xf32>
-// CHECK: %[[VEC:.*]]:3 = scf.for %{{.*}} step %c4_i64 iter_args(%{{.*}} = %[[MAIN]]#0, %{{.*}} = %[[MAIN]]#1, %{{.*}} = %[[MAIN]]#2) -> (vector<4xf32>, vector<4xf32>, vector<4xf32>)
-// CHECK: %[[A0:.*]] = arith.addf %[[VEC]]#0, %[[MAIN]]#6
+// CHECK: %[[VEC:.*]]:3 = scf.for %{{.*}} = %{{.*}} to %[[VECEND:.*]] step %c4_i64 iter_args(%{{.*}} = %[[MAIN]]#0, %{{.*}} = %[[MAIN]]#1, %{{.*}} = %[[MAIN]]#2) -> (vector<4xf32>, vector<4xf32>, vector<4xf32>)
+// CHECK: %[[LEFT:.*]] = arith.subi %[[SCAN]]#0, %[[VECEND]] : i64
+// CHECK: %[[PAST:.*]] = arith.addi %[[VECEND]], %c4_i64 : i64
+// CHECK: arith.cmpi sle, %[[PAST]], %[[N]] : i64
+// CHECK: %[[TAILFITS:.*]] = arith.andi
+// CHECK: %[[MASKED:.*]]:3 = scf.if %[[TAILFITS]] -> (vector<4xf32>, vector<4xf32>, vector<4xf32>)
+// CHECK: %[[MASK:.*]] = arith.cmpi sgt, %{{.*}}, %{{.*}} : vector<4xi32>
+// CHECK: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr -> vector<12xf32>
+// CHECK: %[[TERM:.*]] = arith.select %[[MASK]], %{{.*}}, %{{.*}} : vector<4xi1>, vector<4xf32>
+// CHECK: arith.addf %[[VEC]]#0, %[[TERM]] : vector<4xf32>
+// CHECK: } else {
+// CHECK: scf.yield %[[VEC]]#0, %[[VEC]]#1, %[[VEC]]#2
+// CHECK: %[[SCALARBEGIN:.*]] = arith.select %[[TAILFITS]], %[[SCAN]]#0, %[[VECEND]] : i64
+// CHECK: %[[A0:.*]] = arith.addf %[[MASKED]]#0, %[[MAIN]]#6
 // CHECK: %[[B0:.*]] = arith.addf %[[MAIN]]#3, %[[MAIN]]#9
 // CHECK: %[[S0:.*]] = arith.addf %[[A0]], %[[B0]]
 // CHECK: %[[HIGH:.*]] = llvm.shufflevector %[[S0]], %[[S0]] [2, 3]
 // CHECK: %[[LOW:.*]] = llvm.shufflevector %[[S0]], %[[S0]] [0, 1]
 // CHECK: arith.addf %[[LOW]], %[[HIGH]] : vector<2xf32>
-// CHECK: %[[TAIL:.*]]:3 = scf.for %{{.*}} to %[[SCAN]]#0 step %c1_i64 iter_args({{.*}}) -> (f32, f32, f32)
+// CHECK: %[[TAIL:.*]]:3 = scf.for %{{.*}} = %[[SCALARBEGIN]] to %[[SCAN]]#0 step %c1_i64 iter_args({{.*}}) -> (f32, f32, f32)
 // CHECK: scf.yield %[[TAIL]]#0, %[[TAIL]]#1, %[[TAIL]]#2
 // CHECK: llvm.store %[[TOTAL]]#0
 // CHECK: scf.yield %[[SCAN]]#0, %[[NOWSEEN]] : i64, i1
@@ -155,7 +168,11 @@ func.func @gather_scalar(%y: tensor<?xf32>, %idx: tensor<?xi32>) -> tensor<?xf32
 // CHECK: } else {
 // CHECK: %[[MAIN:.*]]:4 = scf.for {{.*}} step %c8_i64 {{.*}} -> (vector<2xf64>, vector<2xf64>, vector<2xf64>, vector<2xf64>)
 // CHECK: %[[VEC:.*]] = scf.for {{.*}} step %c2_i64 {{.*}} -> (vector<2xf64>)
-// CHECK: %[[A:.*]] = arith.addf %[[VEC]], %[[MAIN]]#2
+// CHECK: %[[MASKED:.*]] = scf.if %{{.*}} -> (vector<2xf64>)
+// CHECK: arith.select %{{.*}} : vector<2xi1>, vector<2xf64>
+// CHECK: } else {
+// CHECK: scf.yield %[[VEC]] : vector<2xf64>
+// CHECK: %[[A:.*]] = arith.addf %[[MASKED]], %[[MAIN]]#2
 // CHECK: %[[B:.*]] = arith.addf %[[MAIN]]#1, %[[MAIN]]#3
 // CHECK: %[[ACC:.*]] = arith.addf %[[A]], %[[B]]
 // CHECK: %[[TAIL:.*]] = scf.for {{.*}} step %c1_i64 {{.*}} -> (f64)
