@@ -26,6 +26,11 @@ from segops._jit_trace import _SEGMENT_OPS, SUPPORTED_ATEN, VIEWS
 
 _FLOATS = (torch.float32, torch.float64)
 _TAILS = ((), (1,), (3,), (3, 3))
+# Row producers a backward cluster reads saved rather than recomputing:
+# polynomial transcendentals, recomputed once per pass of the backward
+# kernel, cost more than a saved row's write and read (measured with
+# bench/fusion.py, docs/benchmarks.md).
+SAVED_PRODUCERS = frozenset({"exp", "log", "tanh", "sigmoid"})
 
 
 @dataclass(frozen=True)
@@ -93,6 +98,25 @@ def _fits(value: Any, key: Key, dtypes: tuple[torch.dtype, ...]) -> bool:
     if tuple(value.shape[1:]) not in _TAILS:
         return False
     return size_expr(value.shape[0]) in (key.rows_expr, key.size_expr)
+
+
+def forward_node(node: torch.fx.Node) -> torch.fx.Node | None:
+    """For a derivative-level segops node, the graph's level-0 node of the
+    same op on the same operands, index and count (if there is one)."""
+    found = segment_op_level(node.target)
+    if found is None or found[1] == 0:
+        return None
+    public = found[0]
+    num_tensors = _SEGMENT_OPS[public][1]
+    operands = list(node.args[:num_tensors]) + list(node.args[-2:])
+    first = operands[0]
+    if not isinstance(first, torch.fx.Node):
+        return None
+    for user in first.users:
+        if (user.op == "call_function" and segment_op_level(user.target) == (public, 0)
+                and list(user.args) == operands[:num_tensors] + operands[num_tensors:]):
+            return user
+    return None
 
 
 def is_tensor(node: Any) -> bool:
@@ -200,7 +224,8 @@ class ClusterFinder:
     def add_recomputation(self, cluster: Cluster, excluded: set[torch.fx.Node]) -> None:
         """Copies into a backward cluster the forward nodes it reads that
         compute row values from their inputs without reducing (elementwise
-        ops, gathers): recomputing one is cheaper than saving its rows."""
+        ops but SAVED_PRODUCERS, gathers): recomputing one is cheaper than
+        saving its rows."""
         pending = [a for n in cluster.nodes for a in n.all_input_nodes]
         while pending:
             node = pending.pop()
@@ -217,7 +242,8 @@ class ClusterFinder:
             public, level = found
             # Level-0 ops without a segment count map rows (gather, mul, matvec).
             return level == 0 and not _SEGMENT_OPS[public][2]
-        return True
+        return packet(node) not in SAVED_PRODUCERS
+
 
     def inputs(self, cluster: Cluster) -> list[torch.fx.Node]:
         members = cluster.members()
@@ -227,6 +253,13 @@ class ClusterFinder:
                 if arg not in members and not is_unused_placeholder(arg) and (
                         is_tensor(arg) or arg is cluster.key.size):
                     seen.setdefault(arg)
+            # A derivative reads its forward's result (saved: segment-sized)
+            # rather than reducing the rows again.
+            forward = forward_node(node)
+            if (forward is not None and forward not in members
+                    and self.position[forward] < self.position[node]
+                    and not (self.ancestors[forward] & self.mask(members))):
+                seen.setdefault(forward)
         return list(seen)
 
     def placeholders(self, cluster: Cluster) -> list[torch.fx.Node]:

@@ -137,6 +137,10 @@ class ClusterTranslator(Translator):
         self.rows = size_expr(rows)
         self.segments = size_expr(segments)
         self.inlined = 0
+        # Derivative-level segops nodes -> the graph's node of their forward
+        # op on the same operands: its value replaces the derivative's own
+        # recomputation of the forward (a max's backward finds the max).
+        self.forward_results: dict[torch.fx.Node, torch.fx.Node] = {}
 
     def fail(self, node: torch.fx.Node, why: str) -> JitError:
         return ClusterError(f"segops.fusion: {why} (node {node.name})", node)
@@ -215,11 +219,21 @@ class ClusterTranslator(Translator):
                                           f"takes {mlir_type}")
                 renames[param] = value.name
 
+        recomputation = None
+        forward = self.values.get(self.forward_results.get(node))
+        if level > 0 and isinstance(forward, Value):
+            level0 = [p for p, _, _ in function.params[:len(operands) - len(floats)
+                                                       + num_tensors]]
+            recomputation = f" = {op} {', '.join(level0)} : "
+
         def rename(match: re.Match) -> str:
             name = "%" + match.group(1)
             return renames.get(name, "%" + prefix + match.group(1))
 
         for line in function.body:
+            if recomputation and recomputation in line:
+                renames[line.split(" = ", 1)[0]] = forward.name
+                continue
             self.emit(_SSA.sub(rename, line))
         values = tuple(Value(_SSA.sub(rename, name), "float", _tail(t))
                        for name, t in zip(function.results, function.result_types))

@@ -27,7 +27,7 @@ import torch
 from torch._inductor.custom_graph_pass import CustomGraphPass, get_hash_for_files
 
 from segops import _compiler, _jit
-from segops._fusion_cluster import Cluster, ClusterFinder, is_view
+from segops._fusion_cluster import Cluster, ClusterFinder, forward_node, is_view
 from segops._fusion_translate import ClusterError, ClusterTranslator, SymbolicSize
 from segops._jit_trace import _ELEMENT_TYPES, Signature
 
@@ -201,6 +201,10 @@ def _translate(finder: ClusterFinder, cluster: Cluster, clusters: list[Cluster])
     idx_position = tensors.index(key.idx)
     signature = Signature(list(range(len(tensors))), idx_position, len(tensors))
     translator = ClusterTranslator("jit_kernel", args, _example(key.idx).shape[0], size_example)
+    for node in cluster.members():
+        forward = forward_node(node)
+        if forward is not None and forward in env:
+            translator.forward_results[env[node]] = env[forward]
     try:
         draft = translator.translate(sub, signature, _ELEMENT_TYPES[key.dtype])
     except ClusterError as error:
