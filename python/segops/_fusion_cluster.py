@@ -21,7 +21,12 @@ from typing import Any
 import sympy
 import torch
 
-from segops._fusion_translate import is_unused_placeholder, segment_op_level, size_expr
+from segops._fusion_translate import (
+    is_unused_placeholder,
+    jit_program_level,
+    segment_op_level,
+    size_expr,
+)
 from segops._jit_trace import _SEGMENT_OPS, SUPPORTED_ATEN, VIEWS
 
 _FLOATS = (torch.float32, torch.float64)
@@ -72,13 +77,26 @@ def _value(node: Any) -> Any:
     return node.meta.get("val") if isinstance(node, torch.fx.Node) else None
 
 
+def is_segment_node(node: torch.fx.Node) -> bool:
+    """A segops library op (any level) or a jit_call."""
+    return node.op == "call_function" and (segment_op_level(node.target) is not None
+                                           or jit_program_level(node) is not None)
+
+
 def segment_key(node: torch.fx.Node) -> Key | None:
     """The key of a segops op node whose operands segops can fuse."""
-    found = segment_op_level(node.target)
-    if found is None or len(node.args) < 3:
+    program = jit_program_level(node)
+    if program is not None:
+        tensors = list(node.args[1])
+        idx, size = tensors[program[0].idx_position], node.args[2]
+        floats = [t for i, t in enumerate(tensors) if i != program[0].idx_position]
+        first = _value(floats[0]) if floats else None
+    elif segment_op_level(node.target) is not None and len(node.args) >= 3:
+        idx, size = node.args[-2], node.args[-1]
+        first = _value(node.args[0])
+    else:
         return None
-    idx, size = node.args[-2], node.args[-1]
-    idx_value, first = _value(idx), _value(node.args[0])
+    idx_value = _value(idx)
     if not isinstance(idx_value, torch.Tensor) or idx_value.dtype not in (torch.int32,
                                                                          torch.int64):
         return None
@@ -127,13 +145,12 @@ def is_candidate(node: torch.fx.Node, key: Key) -> bool:
     """Whether `node` may join a cluster with `key`."""
     if node.op != "call_function":
         return False
-    if segment_op_level(node.target) is not None:
+    if is_segment_node(node):
         other = segment_key(node)
         return other is not None and other.same(key)
     if node.target is operator.getitem:  # one result of a multi-result segops op
         source = node.args[0]
-        return (isinstance(source, torch.fx.Node) and source.op == "call_function"
-                and segment_op_level(source.target) is not None
+        return (isinstance(source, torch.fx.Node) and is_segment_node(source)
                 and is_candidate(source, key) and _fits(_value(node), key, (key.dtype,)))
     if getattr(node.target, "namespace", "") != "aten" or packet(node) not in SUPPORTED_ATEN:
         return False
@@ -211,6 +228,9 @@ class ClusterFinder:
                             or self.backward[other] != backward
                             or not is_candidate(other, key)):
                         continue
+                    if other.target is operator.getitem and other.args[0] not in nodes:
+                        continue  # joins with the node it takes a result of
+
                     if self.is_convex(nodes | {other}):
                         nodes.add(other)
                         frontier.append(other)
@@ -237,6 +257,8 @@ class ClusterFinder:
 
     @staticmethod
     def _is_row_map(node: torch.fx.Node) -> bool:
+        if jit_program_level(node) is not None or node.target is operator.getitem:
+            return False
         found = segment_op_level(node.target)
         if found is not None:
             public, level = found

@@ -53,6 +53,22 @@ class SymbolicSize:
     name: str
 
 
+def jit_program_level(node: torch.fx.Node) -> tuple[Any, int] | None:
+    """(program, derivative level) of a segops::jit_call node (a segops.jit
+    function, or a cluster fused before) with a constant program name."""
+    if node.op != "call_function" or node.target is not torch.ops.segops.jit_call.default:
+        return None
+    from segops import _jit
+
+    name = node.args[0]
+    if not isinstance(name, str) or not isinstance(node.args[1], (list, tuple)):
+        return None
+    try:
+        return _jit._split_program(name)
+    except ValueError:
+        return None
+
+
 class ClusterError(JitError):
     """A cluster node the translation cannot express; the pass leaves it out."""
 
@@ -97,8 +113,15 @@ def _derived(op: str, tails: tuple[tuple[int, ...], ...], result_tail: tuple[int
     source = (f"func.func @f({', '.join(params)}) -> {result} {{\n"
               f"  %r = {op} {', '.join(operands)} : {', '.join(types)}, tensor<?xi32> -> "
               f"{result}\n  return %r : {result}\n}}\n")
+    return derived_function(source, "f", level)
+
+
+@lru_cache(maxsize=None)
+def derived_function(source: str, name: str, level: int) -> _DerivedFunction:
+    """Derivative level `level` of the function @name in `source` (seg-derive's
+    @name_grad..., or the function itself for level 0), parsed."""
     text = _compiler._segc().derive(source, max(level, 1))
-    wanted = "f" + _GRAD * level
+    wanted = name + _GRAD * level
     lines = text.splitlines()
     for start, line in enumerate(lines):
         header = _FUNC.match(line)
@@ -165,9 +188,16 @@ class ClusterTranslator(Translator):
         found = segment_op_level(node.target)
         if found is not None:
             return self.inline(node, *found)
+        program = jit_program_level(node)
+        if program is not None:
+            return self.inline_program(node, *program)
         if is_unused_placeholder(node):
             return None  # stands for zeros, made where an op reads it
         return super().call(node)
+
+    def is_index(self, node: Any) -> bool:
+        value = self.values.get(node) if isinstance(node, torch.fx.Node) else None
+        return isinstance(value, Value) and value.kind == "idx"
 
     def length_of(self, space: str) -> str:
         """An index value holding the length of `space` (rows or segments)."""
@@ -189,7 +219,7 @@ class ClusterTranslator(Translator):
     def inline(self, node: torch.fx.Node, public: str, level: int) -> Any:
         op, num_tensors, takes_count = _SEGMENT_OPS[public]
         floats, idx = list(node.args[:-2]), node.args[-2]
-        if self.values.get(idx) is None or self.values[idx].kind != "idx":
+        if not self.is_index(idx):
             raise self.fail(node, f"{public}: idx is not the cluster's index")
         first = floats[0].meta["val"]
         kernel = f"{public}_{self.element}_w{1 if first.dim() == 1 else 3}"
@@ -202,6 +232,38 @@ class ClusterTranslator(Translator):
         # count (if the op takes one), then the cotangents of each level.
         operands = floats[:num_tensors] + ["idx"] + (["count"] if takes_count else []) + \
             floats[num_tensors:]
+        recomputation = None
+        forward = self.values.get(self.forward_results.get(node))
+        if level > 0 and isinstance(forward, Value):
+            level0 = [p for p, _, _ in function.params[:len(operands) - len(floats)
+                                                       + num_tensors]]
+            recomputation = (f" = {op} {', '.join(level0)} : ", forward)
+        return self.paste(node, public, function, operands, recomputation)
+
+    def inline_program(self, node: torch.fx.Node, program: Any, level: int) -> Any:
+        """A jit_call: its program's derivative level, pasted in. The
+        function's index-typed argument is num_segments; its other arguments
+        are jit_call's tensors in order (idx among them), then cotangents."""
+        tensors = list(node.args[1])
+        if not self.is_index(tensors[program.idx_position]):
+            raise self.fail(node, "jit_call: its index is not the cluster's")
+        function = derived_function(program.source, program.name, level)
+        remaining = iter(tensors)
+        operands = []
+        for _, mlir_type, _ in function.params:
+            if mlir_type == "index":
+                operands.append("count")
+            else:
+                operand = next(remaining)
+                operands.append("idx" if self.is_index(operand) else operand)
+        return self.paste(node, "jit_call", function, operands, None)
+
+    def paste(self, node: torch.fx.Node, what: str, function: _DerivedFunction,
+              operands: list, recomputation: tuple[str, Value] | None) -> Any:
+        """Emits `function`'s body with its arguments bound to `operands`
+        ("idx", "count" or graph nodes) and its other values renamed apart;
+        a body line containing recomputation[0] is not emitted, its result
+        bound to recomputation[1]. Returns its results."""
         self.inlined += 1
         prefix = f"i{self.inlined}_"
         renames: dict[str, str] = {}
@@ -215,24 +277,17 @@ class ClusterTranslator(Translator):
             else:
                 value = self.tensor(node, operand)
                 if self.ty(value) != mlir_type:
-                    raise self.fail(node, f"{public}: operand {self.ty(value)} where the op "
+                    raise self.fail(node, f"{what}: operand {self.ty(value)} where it "
                                           f"takes {mlir_type}")
                 renames[param] = value.name
-
-        recomputation = None
-        forward = self.values.get(self.forward_results.get(node))
-        if level > 0 and isinstance(forward, Value):
-            level0 = [p for p, _, _ in function.params[:len(operands) - len(floats)
-                                                       + num_tensors]]
-            recomputation = f" = {op} {', '.join(level0)} : "
 
         def rename(match: re.Match) -> str:
             name = "%" + match.group(1)
             return renames.get(name, "%" + prefix + match.group(1))
 
         for line in function.body:
-            if recomputation and recomputation in line:
-                renames[line.split(" = ", 1)[0]] = forward.name
+            if recomputation and recomputation[0] in line:
+                renames[line.split(" = ", 1)[0]] = recomputation[1].name
                 continue
             self.emit(_SSA.sub(rename, line))
         values = tuple(Value(_SSA.sub(rename, name), "float", _tail(t))

@@ -329,3 +329,54 @@ def test_second_process_hits_the_cache_and_runs(tmp_path):
         outputs.append(result.stdout.split()[-4:])
     assert outputs[0] == ["hits", "0", "fused", "2"]
     assert outputs[1][0] == "hits" and int(outputs[1][1]) >= 1 and outputs[1][3] == "0"
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_random_programs_under_fusion(seed):
+    """test_jit's random compositions (reductions of every kind gathered back,
+    scalars against vec3 rows), compiled with the pass; odd seeds put an op
+    the pass does not fuse (sin) between the segment ops."""
+    import test_jit
+
+    program = test_jit._random_program(seed)
+
+    def model(x, q, idx, num_segments: int):
+        if seed % 2:
+            q = torch.sin(q) + q
+        total, rows = program(x, q, idx, num_segments)
+        return segops.segmented_mean(rows * total[idx.long()] if seed % 4 == 1 else rows,
+                                     idx, num_segments), total
+
+    x, q, idx, s = energy_inputs(seed=seed)
+    got = fused_compile(model)(x, q, idx, s)
+    want = model(x, q, idx, s)
+    grad_got = torch.autograd.grad(sum(g.square().sum() for g in got), [x, q],
+                                   materialize_grads=True)
+    grad_want = torch.autograd.grad(sum(w.square().sum() for w in want), [x, q],
+                                    materialize_grads=True)
+    assert_close([*got, *grad_got], [*want, *grad_want], tol=1e-9)
+    assert fusion.reports()
+
+
+@segops.jit
+def _jit_energy(x, q, idx, num_segments: int):
+    return centered_energy(x, q, idx, num_segments)
+
+
+def test_jit_functions_fuse_with_the_code_around_them():
+    """A segops.jit function inside a compiled model is a jit_call node; the
+    pass pastes its program (and its derivative) into the cluster around it."""
+    def model(x, q, idx, num_segments: int):
+        energy = _jit_energy(x, torch.tanh(q) * 2.0, idx, num_segments)
+        return segops.segmented_gather(energy, idx) * q
+
+    x, q, idx, s = energy_inputs()
+    out = fused_compile(model)(x, q, idx, s)
+    expected = model(x, q, idx, s)
+    assert_close([out, *torch.autograd.grad(out.sum(), [x, q])],
+                 [expected, *torch.autograd.grad(expected.sum(), [x, q])])
+    reports = fusion.reports()
+    forward = [r for r in reports if not r.backward]
+    assert len(forward) == 1 and "segops.jit_call.default" in forward[0].ops
+    assert "aten.tanh.default" in forward[0].ops
+    assert any("segops.jit_call.default" in r.ops for r in reports if r.backward)
