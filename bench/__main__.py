@@ -1,7 +1,7 @@
 """The segops benchmark suite: one command, one run, every baseline.
 
     python -m bench [--device cpu|cuda] [--quick] [--out docs/benchmarks]
-                    [--sections ops,index64,overhead,compile,jit] [--budget 0.5]
+                    [--sections ops,index64,overhead,compile,jit,fusion] [--budget 0.5]
 
 Sections:
   ops       each op forward and forward+backward, N in {1e3, 1e5, 1e6, 1e7}
@@ -17,7 +17,10 @@ Sections:
             the op library build;
   jit       segops.jit composites (bench/jit.py) against the same code
             unfused, eager and torch.compile'd; cold compile; warm overhead
-            (CPU only).
+            (CPU only);
+  fusion    segops.fusion (bench/fusion.py): three model-like workloads,
+            eager, torch.compile without and with the pass, N in {1e5, 1e6}
+            (--quick: 1e5), forward and training step, kernels and time.
 Prints tables, a summary against the performance targets, and writes CSV
 files and PNG plots into --out. Ratios are segops / baseline from this run.
 """
@@ -33,7 +36,7 @@ from pathlib import Path
 import torch
 
 import segops
-from bench import compile_time, jit, ops, overhead, report
+from bench import compile_time, fusion, jit, ops, overhead, report
 
 
 def machine(device: str) -> str:
@@ -95,7 +98,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="N up to 1e6 only")
     parser.add_argument("--sizes", help="comma-separated N (overrides --quick)")
     parser.add_argument("--out", default="docs/benchmarks", help="CSV and PNG directory")
-    parser.add_argument("--sections", default="ops,index64,overhead,compile,jit")
+    parser.add_argument("--sections", default="ops,index64,overhead,compile,jit,fusion")
     parser.add_argument("--budget", type=float, default=0.5,
                         help="seconds of sampling per measurement (at least 3 samples)")
     parser.add_argument("--max-single-segment", type=int,
@@ -166,8 +169,24 @@ def main() -> int:
             jit.time_composites(sizes, jit.LENGTHS, args.budget,
                                 not args.no_compiled_baseline)
 
+    fusion_rows: list[dict] = []
+    if "fusion" in sections:
+        print("\n## segops.fusion: model-like workloads under torch.compile")
+        try:
+            import segops._native._segc  # noqa: F401 - the pass needs the compiler
+        except ImportError:
+            print("skipped: segops.fusion needs the compiler module")
+        else:
+            sizes = ([int(s) for s in args.sizes.split(",")] if args.sizes else
+                     fusion.SIZES[:1] if args.quick else fusion.SIZES)
+            fusion_rows = fusion.run(sizes, fusion.WORKLOADS, 4 * args.budget, dynamic=True,
+                                     device=args.device)
+            report.write_csv(out / f"fusion_{args.device}.csv", fusion.flat_rows(fusion_rows))
+
     print("\n## summary")
     for line in summarize(op_rows, overhead_rows, compile_rows, index_rows):
+        print(line)
+    for line in fusion.summarize(fusion_rows):
         print(line)
     print(f"(suite took {time.perf_counter() - started:.0f} s; CSV and PNG in {out}/)")
     return 0

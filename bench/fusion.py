@@ -2,7 +2,7 @@
 the pass and torch.compile with it, forward and training step, f32, on
 molecules of 10-50 atoms.
 
-    python -m bench.fusion [--sizes 100000,1000000] [--budget 2.0]
+    python -m bench.fusion [--sizes 100000,1000000] [--budget 2.0] [--device cpu|cuda]
                            [--workloads potential,readout,attention] [--static]
 
 Workloads:
@@ -131,16 +131,22 @@ class Case:
 
 
 def make_case(workload: str, dense: bool, num_rows: int,
-              compile_with: Callable[[Callable], Callable] | None) -> Case:
+              compile_with: Callable[[Callable], Callable] | None,
+              device: str = "cpu") -> Case:
     torch.manual_seed(0)
     idx, num_segments = molecules(num_rows)
+    idx = idx.to(device)
     wrap = compile_with or (lambda f: f)
+
+    def randn(*shape: int, requires_grad: bool = False) -> torch.Tensor:
+        return torch.randn(*shape, device=device, requires_grad=requires_grad)
+
     if workload == "potential":
-        model = Potential(dense)
-        x = torch.randn(num_rows, 3, requires_grad=True)
-        q = torch.rand(num_rows)
-        u = torch.randn(num_rows, requires_grad=True)
-        e_ref, f_ref = torch.randn(num_segments), torch.randn(num_rows, 3)
+        model = Potential(dense).to(device)
+        x = randn(num_rows, 3, requires_grad=True)
+        q = torch.rand(num_rows, device=device)
+        u = randn(num_rows, requires_grad=True)
+        e_ref, f_ref = randn(num_segments), randn(num_rows, 3)
         inputs = [x, u]
 
         def loss_of(create_graph: bool):
@@ -150,16 +156,16 @@ def make_case(workload: str, dense: bool, num_rows: int,
         forward = wrap(lambda: model(x, q, u, idx, num_segments, False))
         loss = wrap(lambda: loss_of(True))
     else:
-        h = torch.randn(num_rows, 16)
-        v = torch.randn(num_rows, 3, requires_grad=True)
-        target = torch.randn(num_segments)
+        h = randn(num_rows, 16)
+        v = randn(num_rows, 3, requires_grad=True)
+        target = randn(num_segments)
         inputs = [v]
         if workload == "readout":
-            model = Readout(dense)
+            model = Readout(dense).to(device)
             run = lambda: model(h, v, idx, num_segments)  # noqa: E731
         else:
-            model = Attention(dense)
-            s = torch.randn(num_rows, requires_grad=True)
+            model = Attention(dense).to(device)
+            s = randn(num_rows, requires_grad=True)
             inputs.append(s)
             run = lambda: model(h, s, v, idx, num_segments)  # noqa: E731
         compiled_run = wrap(run)
@@ -233,7 +239,8 @@ def _kernels(counts: dict, key: tuple, count: int) -> int:
     return counts[key]
 
 
-def run(sizes: list[int], workloads: list[str], budget: float, dynamic: bool) -> list[dict]:
+def run(sizes: list[int], workloads: list[str], budget: float, dynamic: bool,
+        device: str = "cpu") -> list[dict]:
     torch._dynamo.config.trace_autograd_ops = True  # autograd.grad inside compiled code
     torch._dynamo.config.cache_size_limit = 64
     torch._inductor.config.fx_graph_cache = False
@@ -243,7 +250,7 @@ def run(sizes: list[int], workloads: list[str], budget: float, dynamic: bool) ->
     for workload in workloads:
         for num_rows in sizes:
             for dense in (False, True):
-                cases = {m: make_case(workload, dense, num_rows, compile_for(m, dynamic))
+                cases = {m: make_case(workload, dense, num_rows, compile_for(m, dynamic), device)
                          for m in MODES}
                 row = {"workload": workload, "N": num_rows,
                        "part": "end-to-end" if dense else "segment part"}
@@ -253,7 +260,7 @@ def run(sizes: list[int], workloads: list[str], budget: float, dynamic: bool) ->
                     for mode, fn in zip(MODES[1:], fns[1:]):
                         row[f"{phase} kernels"][mode] = _kernels(
                             counts, (workload, dense, phase, mode), compiled_kernels(fn))
-                    times = interleaved_median_seconds(fns, "cpu", repeats=30, budget_s=budget)
+                    times = interleaved_median_seconds(fns, device, repeats=30, budget_s=budget)
                     row[f"{phase} ms"] = {m: 1e3 * t for m, t in zip(MODES, times)}
                 rows.append(row)
                 print(format_row(row), flush=True)
@@ -269,6 +276,13 @@ def format_row(row: dict) -> str:
                      f"fused {ms['fused']:8.2f} ms ({kernels['fused']:3d} k), "
                      f"fused/compiled {ms['fused'] / ms['compiled']:.2f}")
     return " | ".join(parts)
+
+
+def flat_rows(rows: list[dict]) -> list[dict]:
+    """One CSV row per (workload, N, part, phase, mode)."""
+    return [{"workload": r["workload"], "N": r["N"], "part": r["part"], "phase": phase,
+             "mode": mode, "ms": r[f"{phase} ms"][mode], "kernels": r[f"{phase} kernels"][mode]}
+            for r in rows for phase in ("forward", "step") for mode in MODES]
 
 
 def summarize(rows: list[dict]) -> list[str]:
@@ -291,9 +305,10 @@ def main() -> None:
                         help="seconds of sampling per (workload, size, part, phase)")
     parser.add_argument("--static", action="store_true",
                         help="compile with static shapes (default: dynamic=True)")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     args = parser.parse_args()
     rows = run([int(s) for s in args.sizes.split(",")], args.workloads.split(","),
-               args.budget, dynamic=not args.static)
+               args.budget, dynamic=not args.static, device=args.device)
     print("\n".join(summarize(rows)))
 
 

@@ -380,3 +380,22 @@ def test_jit_functions_fuse_with_the_code_around_them():
     assert len(forward) == 1 and "segops.jit_call.default" in forward[0].ops
     assert "aten.tanh.default" in forward[0].ops
     assert any("segops.jit_call.default" in r.ops for r in reports if r.backward)
+
+
+def test_bad_and_unsorted_indices_in_fused_kernels():
+    x, q, idx, s = energy_inputs()
+    compiled = fused_compile(centered_energy)
+    compiled(x, q, idx, s)
+    bad = idx.clone()
+    bad[3] = s + 4
+    with pytest.raises(ValueError, match=r"idx value .* out of range"):
+        compiled(x, q, bad, s)
+    wide = fused_compile(centered_energy)(x, q, idx.long(), s)
+    assert_close([wide], [centered_energy(x, q, idx.long(), s)])
+    order = torch.randperm(len(idx), generator=torch.Generator().manual_seed(5))
+    shuffled = (x.detach()[order].requires_grad_(), q.detach()[order].requires_grad_(),
+                idx[order])
+    got = compiled(*shuffled, s)
+    want = centered_energy(*shuffled, s)
+    assert_close([got, *torch.autograd.grad(got.sum(), shuffled[:2])],
+                 [want, *torch.autograd.grad(want.sum(), shuffled[:2])])
