@@ -1,6 +1,7 @@
 """Installs a segops wheel into a fresh venv and checks it from outside the
 source tree, with no LLVM/MLIR loaded: the library ops against PyTorch, a
-gradient check, and segops.jit's message where the compiler is absent.
+gradient check, and segops.jit's and segops.fusion's message where the
+compiler is absent.
 
     python3 scripts/check_wheel.py dist/segops-*.whl [--keep DIR]
 
@@ -48,6 +49,13 @@ CHECK = textwrap.dedent('''
             print("segops.jit:", str(error).split(";")[0])
         else:
             raise AssertionError("segops.jit ran without a compiler")
+        import segops.fusion
+        try:
+            segops.fusion.enable()
+        except RuntimeError as error:
+            assert "not part of this install" in str(error), error
+        else:
+            raise AssertionError("segops.fusion enabled without a compiler")
     print("wheel check: library ops, gradients, no LLVM/MLIR loaded: ok")
 ''')
 

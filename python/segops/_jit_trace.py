@@ -550,4 +550,21 @@ def to_mlir(fn: Callable, name: str, args: Sequence[Any], signature: Signature,
     graph = trace(fn, args)
     translator = Translator(fn, name, args)
     source = translator.translate(graph.graph, signature, element)
+    # make_fx sees num_segments as a plain int: a function that computes with
+    # it would have its value baked into the kernel. Traced with another
+    # count, such a function gives other IR.
+    if signature.size_position is not None and isinstance(args[signature.size_position], int):
+        other = [_meta_like(a) for a in args]
+        segments = other[signature.size_position]
+        rows = other[signature.idx_position].shape[0]
+        other[signature.size_position] = segments + 1
+        for position, value in enumerate(other):
+            if (isinstance(value, torch.Tensor) and position != signature.idx_position
+                    and value.shape[0] == segments != rows):
+                other[position] = value.new_empty((segments + 1, *value.shape[1:]))
+        again = Translator(fn, name, other).translate(trace(fn, other).graph, signature, element)
+        if again != source:
+            raise JitError(f"segops.jit: {fn.__name__} uses num_segments as a value (in "
+                           "arithmetic or a shape), which segops.jit cannot hold: kernels "
+                           "take it only as the segment count of segment ops")
     return source, translator.single

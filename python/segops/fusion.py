@@ -315,6 +315,7 @@ def options(strict: bool = False) -> dict[str, Any]:
     keeping joint passes already installed."""
     import torch._inductor.config as inductor_config
 
+    _compiler._segc()  # the pass compiles kernels: a clear error on the runtime wheel
     fusion = SegmentFusionPass(strict) if strict != _PASS.strict else _PASS
     return {"joint_custom_pre_pass": _with_pass(inductor_config.joint_custom_pre_pass, fusion)}
 

@@ -460,3 +460,27 @@ def test_wrong_lengths_name_the_argument():
                                segops.segmented_mul(data["x"], w, data["idx"], S))
     with pytest.raises(ValueError, match="num_segments"):
         scaled(data["x"], torch.rand(S + 2, dtype=torch.float64), data["idx"], S)
+
+
+def test_keepdim_sums_squeeze_and_whole_slices():
+    """Constructs an autograd backward writes (and the fusion pass meets)."""
+    data = _inputs()
+
+    def fn(x, q, idx, n):
+        column = (x * x).sum(-1, keepdim=True)          # (N, 1)
+        rows = x[:] * column                             # whole slice, column against vec3
+        return segops.segmented_sum(rows, idx, n), column.squeeze(-1) * q
+
+    got = segops.jit(fn)(data["x"], data["q"], data["idx"], S)
+    for a, b in zip(got, fn(data["x"], data["q"], data["idx"], S)):
+        torch.testing.assert_close(a, b)
+
+
+def test_num_segments_as_a_value_is_an_error():
+    data = _inputs()
+
+    def divides(x, idx, n):
+        return segops.segmented_sum(x, idx, n) / n
+
+    message = _error_of(divides, data["q"], data["idx"], S)
+    assert "num_segments as a value" in message
