@@ -330,6 +330,9 @@ def _run_cuda(prog: _Program, level: int, inputs: list[Tensor], idx: Tensor,
     the library ops' segment kernels)."""
     device = idx.device.index if idx.device.index is not None else torch.cuda.current_device()
     module, info = prog.cuda_kernel(level, device)
+    # As for the library ops: checked (sorted for segment kernels) in debug
+    # mode only, which syncs; a CUDA graph capture must not.
+    check_index_content(prog.label, idx, num_segments, require_sorted=not info.host_rows)
     outputs = _outputs(prog.entry(level)["buffers"], num_rows, num_segments, idx)
     if num_rows == 0 and num_segments == 0:
         return outputs
