@@ -320,7 +320,9 @@ def test_second_process_hits_the_cache_and_runs(tmp_path):
     """))
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"),
                SEGOPS_CACHE_DIR=str(tmp_path / "segops"))
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "python"), env.get("PYTHONPATH", "")])
+    # The segops this process imported (a sanitizer build's, under make sanitize).
+    package_root = str(Path(segops.__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join([package_root, env.get("PYTHONPATH", "")])
     outputs = []
     for _ in range(2):
         result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
