@@ -174,7 +174,8 @@ def make_case(workload: str, dense: bool, num_rows: int,
             with torch.no_grad():
                 return compiled_run()
 
-        loss = lambda: ((compiled_run() - target) ** 2).mean()  # noqa: E731
+        # The loss inside the compiled function, as for the potential.
+        loss = wrap(lambda: ((run() - target) ** 2).mean())
 
     def step():
         # Input gradients are not accumulated from step to step (an input's
