@@ -118,6 +118,12 @@ def _fits(value: Any, key: Key, dtypes: tuple[torch.dtype, ...]) -> bool:
     return size_expr(value.shape[0]) in (key.rows_expr, key.size_expr)
 
 
+def is_kernel_value(value: Any, key: Key) -> bool:
+    """A tensor a cluster's jit_call can take or return: a float row or
+    segment tensor (a scalar column (L, 1) lives only inside kernels)."""
+    return _fits(value, key, (key.dtype,)) and tuple(value.shape[1:]) != (1,)
+
+
 def forward_node(node: torch.fx.Node) -> torch.fx.Node | None:
     """For a derivative-level segops node, the graph's level-0 node of the
     same op on the same operands, index and count (if there is one)."""
@@ -249,7 +255,8 @@ class ClusterFinder:
         pending = [a for n in cluster.nodes for a in n.all_input_nodes]
         while pending:
             node = pending.pop()
-            if (node in cluster.members() or node in excluded or self.backward[node]
+            if (node in cluster.nodes or node in cluster.recomputed or node in excluded
+                    or self.backward[node]
                     or not is_candidate(node, cluster.key) or not self._is_row_map(node)):
                 continue
             cluster.recomputed.add(node)
@@ -294,11 +301,13 @@ class ClusterFinder:
                     seen.setdefault(arg)
         return list(seen)
 
-    def outputs(self, cluster: Cluster, clusters: list[Cluster]) -> list[torch.fx.Node]:
-        """Its own nodes used outside it: by other clusters (as inputs) or
-        by other nodes. A use by a cluster that recomputes the node is not
-        one."""
-        read_elsewhere = {n for c in clusters if c is not cluster for n in self.inputs(c)}
+    def outputs(self, cluster: Cluster, clusters: list[Cluster],
+                inputs: dict[int, list[torch.fx.Node]]) -> list[torch.fx.Node]:
+        """Its own nodes used outside it: by other clusters (as inputs, from
+        `inputs`: each cluster's by id) or by other nodes. A use by a cluster
+        that recomputes the node is not one."""
+        read_elsewhere = {n for c in clusters if c is not cluster for n in inputs[id(c)]}
+        recomputing = [c for c in clusters if c.recomputed]
         result = []
         for node in sorted(cluster.nodes, key=self.position.get):
             if node in read_elsewhere:
@@ -307,7 +316,8 @@ class ClusterFinder:
             for user in node.users:
                 if user in cluster.nodes:
                     continue
-                if any(user in c.members() and node in c.recomputed for c in clusters):
+                if any(node in c.recomputed and (user in c.nodes or user in c.recomputed)
+                       for c in recomputing):
                     continue
                 result.append(node)
                 break

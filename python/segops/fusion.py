@@ -27,7 +27,13 @@ import torch
 from torch._inductor.custom_graph_pass import CustomGraphPass, get_hash_for_files
 
 from segops import _compiler, _jit
-from segops._fusion_cluster import Cluster, ClusterFinder, forward_node, is_view
+from segops._fusion_cluster import (
+    Cluster,
+    ClusterFinder,
+    forward_node,
+    is_kernel_value,
+    is_view,
+)
 from segops._fusion_translate import ClusterError, ClusterTranslator, SymbolicSize
 from segops._jit_trace import _ELEMENT_TYPES, Signature
 
@@ -132,8 +138,9 @@ class SegmentFusionPass(CustomGraphPass):
             for cluster in clusters:
                 log.debug("segops.fusion: cluster (%s): %s", "backward" if cluster.backward
                           else "forward", " ".join(n.name for n in finder.sorted(cluster.nodes)))
+            inputs = {id(c): finder.inputs(c) for c in clusters}
             try:
-                return [_translate(finder, c, clusters) for c in clusters
+                return [_translate(finder, c, clusters, inputs) for c in clusters
                         if _compute_ops(c) >= _MIN_OPS]
             except _Rejected as rejected:
                 log.debug("segops.fusion: leaving out %s: %s",
@@ -153,28 +160,26 @@ def _check_boundary(finder: ClusterFinder, cluster: Cluster, inputs: list[torch.
     for node in inputs:
         if node is key.idx or node is key.size:
             continue
-        value = _example(node)
-        if not (isinstance(value, torch.Tensor) and value.dtype == key.dtype
-                and (value.dim() == 1 or tuple(value.shape[1:]) in ((3,), (3, 3)))):
+        if not is_kernel_value(_example(node), key):
             consumer = min((u for u in node.users if u in cluster.members()),
                            key=finder.position.get)
             raise _Rejected(consumer, f"its input {node.name} is not a (L,), (L, 3) or "
                                       f"(S, 3, 3) {key.dtype} tensor")
     for node in outputs:
-        value = _example(node)
         if is_view(node):
             raise _Rejected(node, "a view used outside the cluster")
-        if not (isinstance(value, torch.Tensor) and value.dtype == key.dtype
-                and tuple(value.shape[1:]) in ((), (3,), (3, 3))):
+        if not is_kernel_value(_example(node), key):
             raise _Rejected(node, "its value, used outside the cluster, is not a float "
                                   "row or segment tensor")
 
 
-def _translate(finder: ClusterFinder, cluster: Cluster, clusters: list[Cluster]) -> _Plan:
-    """Translates and registers one cluster. If the compiler rejects the
-    program, the whole cluster is left to Inductor."""
-    inputs = finder.inputs(cluster)
-    outputs = finder.outputs(cluster, clusters)
+def _translate(finder: ClusterFinder, cluster: Cluster, clusters: list[Cluster],
+               inputs_of: dict[int, list[torch.fx.Node]]) -> _Plan:
+    """Translates and registers one cluster (`inputs_of`: every cluster's
+    inputs, by id). If the compiler rejects the program, the whole cluster
+    is left to Inductor."""
+    inputs = inputs_of[id(cluster)]
+    outputs = finder.outputs(cluster, clusters, inputs_of)
     key = cluster.key
     if not outputs:
         raise _Rejected(set(cluster.nodes), "nothing in it is used outside it")

@@ -293,10 +293,12 @@ emitSegmentRowLoop(OpBuilder &b, Location loc, Value rowBegin, Value rowEnd,
                    int64_t interleave) {
   int64_t storeVectors =
       rowOutputComponents(program) * (kShortSegmentRows / lanes);
-  Value tailLimit = storesRows ? ownedRowsEnd : numRows;
+  // Masked vectors (the short-segment block, the tail) read, and for a
+  // body storing rows rewrite, rows past the segment: all below this.
+  Value maskedRowsEnd = storesRows ? ownedRowsEnd : numRows;
   if (storesRows && storeVectors > kMaxShortBlockStoreVectors)
     return emitVectorRowLoop(b, loc, rowBegin, rowEnd, init, kinds, body,
-                             lanes, interleave, tailLimit);
+                             lanes, interleave, maskedRowsEnd);
   KernelCodeBuilder code(b, loc);
   Value count = b.create<arith::SubIOp>(loc, rowEnd, rowBegin);
   Value isShort = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sle, count,
@@ -304,7 +306,7 @@ emitSegmentRowLoop(OpBuilder &b, Location loc, Value rowBegin, Value rowEnd,
   Value blockFits = b.create<arith::CmpIOp>(
       loc, arith::CmpIPredicate::sle,
       b.create<arith::AddIOp>(loc, rowBegin, code.i64(kShortSegmentRows)),
-      storesRows ? ownedRowsEnd : numRows);
+      maskedRowsEnd);
   auto ifShort = b.create<scf::IfOp>(
       loc, b.create<arith::AndIOp>(loc, isShort, blockFits),
       [&](OpBuilder &tb, Location tl) {
@@ -316,7 +318,7 @@ emitSegmentRowLoop(OpBuilder &b, Location loc, Value rowBegin, Value rowEnd,
       [&](OpBuilder &eb, Location el) {
         eb.create<scf::YieldOp>(
             el, emitVectorRowLoop(eb, el, rowBegin, rowEnd, init, kinds, body,
-                                  lanes, interleave, tailLimit));
+                                  lanes, interleave, maskedRowsEnd));
       });
   return SmallVector<Value>(ifShort.getResults());
 }
