@@ -52,10 +52,10 @@ def measure(name: str, num_rows: int, threads: int, rounds: int = 7) -> tuple[fl
     library = _library.host_library()
 
     def call(tiles: bool) -> None:
-        rows, finish, pass_totals = info.split if tiles else ("", "", ())
+        split = {"split_rows": info.split.rows_symbol, "split_finish": info.split.finish_symbol,
+                 **info.split.call_arguments()} if tiles else {}
         library.call_parallel(name, pointers, pointers[info.idx_position], num_rows, 1,
-                              threads, info.host_rows, rows, finish, list(pass_totals),
-                              info.dtype == "f64")
+                              threads, info.host_rows, **split)
 
     times: dict[bool, list[float]] = {False: [], True: []}
     for tiles in (False, True):

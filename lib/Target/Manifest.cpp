@@ -17,6 +17,21 @@ static std::string typeName(Type type) {
   return name;
 }
 
+/// How the runtime combines two tiles' partial totals of an accumulator
+/// (the names segrt::parseTotalCombine reads).
+static StringRef combiningKindName(arith::AtomicRMWKind kind) {
+  switch (kind) {
+  case arith::AtomicRMWKind::addf:
+    return "add";
+  case arith::AtomicRMWKind::maximumf:
+    return "max";
+  case arith::AtomicRMWKind::minimumf:
+    return "min";
+  default:
+    llvm_unreachable("reductions combine by addf, maximumf or minimumf");
+  }
+}
+
 /// The host entry points: the kernel, its range, and for segment programs
 /// the tile and finish kernels for long segments with the number of totals
 /// of each pass.
@@ -26,14 +41,19 @@ static llvm::json::Object describeHost(const SegmentProgram &program) {
       {"symbol", name},
       {"range", program.mapsRowsOnly() ? "rows" : "segments"}};
   if (!program.mapsRowsOnly()) {
-    llvm::json::Array passTotals;
-    for (unsigned pass = 0; pass < program.numPasses; ++pass)
+    llvm::json::Array passTotals, combine;
+    for (unsigned pass = 0; pass < program.numPasses; ++pass) {
       passTotals.push_back(program.numReductionComponents(pass));
+      for (arith::AtomicRMWKind kind : program.combiningKinds(pass))
+        combine.push_back(combiningKindName(kind));
+    }
     host["split"] =
         llvm::json::Object{{"rows_symbol", name + "__rows"},
                            {"finish_symbol", name + "__finish"},
                            {"totals", program.numReductionComponents()},
-                           {"pass_totals", std::move(passTotals)}};
+                           {"pass_totals", std::move(passTotals)},
+                           {"totals_dtype", typeName(program.elementType)},
+                           {"combine", std::move(combine)}};
   }
   return host;
 }
@@ -116,6 +136,6 @@ mlir::seg::buildKernelManifest(ModuleOp source, int64_t blockSize) {
     kernels.push_back(describeKernel(*program, blockSize));
   }
   return llvm::json::Object{{"format", "segops-op-library"},
-                            {"version", 6},
+                            {"version", 7},
                             {"kernels", std::move(kernels)}};
 }

@@ -163,8 +163,8 @@ class CompiledModule:
         inputs = [t.contiguous() for t in inputs]  # kept alive across the call
         pointers = [t.data_ptr() for t in inputs] + [t.data_ptr() for t in outputs]
         info = _library.kernel_from_entry(entry)
-        split = ((self._addresses[info.split[0]], self._addresses[info.split[1]])
-                 if info.split else None)
+        split = ((self._addresses[info.split.rows_symbol],
+                  self._addresses[info.split.finish_symbol]) if info.split else None)
         problem, row = _library.call_host_kernel_at(
             info, self._addresses[name], split, pointers, num_rows, num_segments)
         if problem:

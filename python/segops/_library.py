@@ -20,7 +20,7 @@ NATIVE_DIR = Path(__file__).resolve().parent / "_native"
 # The manifest's element type names.
 TORCH_DTYPES = {"f32": torch.float32, "f64": torch.float64, "i32": torch.int32}
 # The manifest format this package reads (lib/Target/Manifest.cpp writes it).
-MANIFEST_VERSION = 6
+MANIFEST_VERSION = 7
 
 
 class LibraryNotBuiltError(ImportError):
@@ -40,9 +40,9 @@ class Kernel:
     grid_per_block: int  # GPU grid: ceil(N / grid_per_block) blocks ...
     grid_min: int  # ... and at least this many
     host_rows: bool  # a host call computes rows [begin, end), not segments
-    # Tile and finish kernels for long segments and the totals of each pass
-    # (manifest host.split), for segment programs.
-    split: tuple[str, str, tuple[int, ...]] | None
+    # Tile and finish kernels for long segments (manifest host.split), for
+    # segment programs.
+    split: HostSplit | None
     # GPU kernels for long segments (manifest gpu.long_segments), if any:
     # they and the kernel then take a scratch buffer, last.
     gpu_long: LongSegmentKernels | None = None
@@ -54,6 +54,26 @@ class Kernel:
         tiles = -(-num_rows // self.gpu_long.tile_rows)
         return max(1, self.gpu_long.bytes_per_segment * num_segments +
                    self.gpu_long.bytes_per_tile * tiles)
+
+
+@dataclass(frozen=True)
+class HostSplit:
+    """A segment program's host entry points for long segments (manifest
+    host.split): the tile and finish kernels, the totals of each pass, how
+    each total combines over tiles ('add', 'max', 'min') and their dtype."""
+
+    rows_symbol: str
+    finish_symbol: str
+    pass_totals: tuple[int, ...]
+    combine: tuple[str, ...]
+    totals_dtype: str
+
+    def call_arguments(self) -> dict[str, Any]:
+        """The split_* keyword arguments of segrt's host calls, but the
+        entry points themselves (symbols or addresses, per call)."""
+        return {"split_pass_totals": list(self.pass_totals),
+                "split_combine": list(self.combine),
+                "split_double": self.totals_dtype == "f64"}
 
 
 @dataclass(frozen=True)
@@ -136,12 +156,13 @@ def _gpu_long_of(entry: dict[str, Any]) -> LongSegmentKernels | None:
                               int(long["scratch_bytes_per_tile"]))
 
 
-def _split_of(entry: dict[str, Any]) -> tuple[str, str, tuple[int, ...]] | None:
+def _split_of(entry: dict[str, Any]) -> HostSplit | None:
     split = entry.get("host", {}).get("split")
     if split is None:
         return None
-    return (split["rows_symbol"], split["finish_symbol"],
-            tuple(int(count) for count in split["pass_totals"]))
+    return HostSplit(split["rows_symbol"], split["finish_symbol"],
+                     tuple(int(count) for count in split["pass_totals"]),
+                     tuple(split["combine"]), split["totals_dtype"])
 
 
 def kernel_from_entry(entry: dict[str, Any]) -> Kernel:
@@ -275,11 +296,12 @@ def launch_host(kernel_info: Kernel, pointers: Sequence[int], num_rows: int,
     host kernel library other than this process's build (host_library)."""
     if num_rows == 0 and num_segments == 0:
         return
-    rows_symbol, finish_symbol, pass_totals = kernel_info.split or ("", "", ())
+    split = kernel_info.split
     (library or host_library()).call_parallel(
         kernel_info.name, list(pointers), pointers[kernel_info.idx_position], num_rows,
-        num_segments, torch.get_num_threads(), kernel_info.host_rows, rows_symbol,
-        finish_symbol, pass_totals, kernel_info.dtype == "f64")
+        num_segments, torch.get_num_threads(), kernel_info.host_rows,
+        **({"split_rows": split.rows_symbol, "split_finish": split.finish_symbol,
+            **split.call_arguments()} if split else {}))
 
 
 def call_host_kernel_at(kernel_info: Kernel, symbol: int, split: tuple[int, int] | None,
@@ -289,12 +311,13 @@ def call_host_kernel_at(kernel_info: Kernel, symbol: int, split: tuple[int, int]
     (compiled at run time), checking idx as it reads it; `split`: the
     addresses of its tile and finish kernels. Returns ('', -1), or
     ('range' or 'order', row) where idx broke the contract."""
-    rows, finish = split or (0, 0)
-    totals = kernel_info.split[2] if kernel_info.split else ()
+    split_arguments = {}
+    if split and kernel_info.split:
+        split_arguments = {"split_rows": split[0], "split_finish": split[1],
+                           **kernel_info.split.call_arguments()}
     return _native_module().check_index_and_call(
         symbol, list(pointers), pointers[kernel_info.idx_position], num_rows, num_segments,
-        torch.get_num_threads(), kernel_info.host_rows, rows, finish, list(totals),
-        kernel_info.dtype == "f64")
+        torch.get_num_threads(), kernel_info.host_rows, **split_arguments)
 
 
 def advise_huge_pages(tensor: torch.Tensor) -> None:

@@ -74,11 +74,14 @@ PYBIND11_MODULE(_segrt, m) {
       [](uintptr_t symbol, const std::vector<uintptr_t> &pointers,
          uintptr_t idx, int64_t numRows, int64_t numSegments, int numThreads,
          bool rowRange, uintptr_t splitRows, uintptr_t splitFinish,
-         const std::vector<int64_t> &splitPassTotals, bool splitDouble) {
+         const std::vector<int64_t> &splitPassTotals,
+         const std::vector<std::string> &splitCombine, bool splitDouble) {
         segrt::HostSplitKernel split;
         split.rows = reinterpret_cast<void *>(splitRows);
         split.finish = reinterpret_cast<void *>(splitFinish);
         split.passTotals = splitPassTotals;
+        for (const std::string &kind : splitCombine)
+          split.combine.push_back(segrt::parseTotalCombine(kind));
         split.isDouble = splitDouble;
         segrt::IndexCheck result;
         {
@@ -97,6 +100,7 @@ PYBIND11_MODULE(_segrt, m) {
       py::arg("row_range") = false, py::arg("split_rows") = 0,
       py::arg("split_finish") = 0,
       py::arg("split_pass_totals") = std::vector<int64_t>(),
+      py::arg("split_combine") = std::vector<std::string>(),
       py::arg("split_double") = false,
       "Run every segment (or row) of the host kernel at address `symbol` "
       "(segrt::checkIndexAndCallHostKernel: idx, contiguous int32, checked "
@@ -117,12 +121,15 @@ PYBIND11_MODULE(_segrt, m) {
              int64_t numRows, int64_t numSegments, int numThreads,
              bool rowRange, const std::string &splitRows,
              const std::string &splitFinish,
-             const std::vector<int64_t> &splitPassTotals, bool splitDouble) {
+             const std::vector<int64_t> &splitPassTotals,
+             const std::vector<std::string> &splitCombine, bool splitDouble) {
             segrt::HostSplitKernel split;
             if (!splitRows.empty()) {
               split.rows = library.lookup(splitRows);
               split.finish = library.lookup(splitFinish);
               split.passTotals = splitPassTotals;
+              for (const std::string &kind : splitCombine)
+                split.combine.push_back(segrt::parseTotalCombine(kind));
               split.isDouble = splitDouble;
             }
             library.callParallel(
@@ -136,6 +143,7 @@ PYBIND11_MODULE(_segrt, m) {
           py::arg("row_range") = false, py::arg("split_rows") = "",
           py::arg("split_finish") = "",
           py::arg("split_pass_totals") = std::vector<int64_t>(),
+          py::arg("split_combine") = std::vector<std::string>(),
           py::arg("split_double") = false,
           py::call_guard<py::gil_scoped_release>(),
           "Run every segment (every row with row_range, for kernels whose "

@@ -500,7 +500,13 @@ parseLevel(const std::string &name, size_t numFloats,
       variant.split.finish = address("finish_symbol", "finish_address");
       variant.split.passTotals =
           split["pass_totals"].cast<std::vector<int64_t>>();
-      variant.split.isDouble = key.cast<std::string>().rfind("f64", 0) == 0;
+      for (const std::string &kind :
+           split["combine"].cast<std::vector<std::string>>())
+        variant.split.combine.push_back(segrt::parseTotalCombine(kind));
+      // From the manifest, not the variant's key: JIT programs register
+      // under "jit" whatever their dtype.
+      variant.split.isDouble =
+          split["totals_dtype"].cast<std::string>() == "f64";
     }
     py::dict gpu = entry["gpu"].cast<py::dict>();
     variant.gpu.block = gpu["block"].cast<std::vector<uint32_t>>().at(0);

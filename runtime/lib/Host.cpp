@@ -6,10 +6,23 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
+#include <limits>
 #include <dlfcn.h>
 #include <utility>
 
 using namespace segrt;
+
+TotalCombine segrt::parseTotalCombine(const std::string &name) {
+  if (name == "add")
+    return TotalCombine::Add;
+  if (name == "max")
+    return TotalCombine::Max;
+  if (name == "min")
+    return TotalCombine::Min;
+  throw Error("segrt: unknown combining kind '" + name +
+              "' (expected add, max or min)");
+}
 
 int64_t segrt::parallelMinRows() {
   return hasWorkerLauncher() ? int64_t(1) << 14 : int64_t(1) << 16;
@@ -169,8 +182,21 @@ int64_t callSegmentsExcept(void *symbol, const std::vector<uintptr_t> &pointers,
   return consistent ? reached : -1;
 }
 
+/// `a` and `b` combined as the kernels combine accumulators of `kind`:
+/// arith's addf, maximumf or minimumf (NaN wins; +0 is above -0).
+template <typename T> T combineTotals(TotalCombine kind, T a, T b) {
+  if (kind == TotalCombine::Add)
+    return a + b;
+  if (std::isnan(a) || std::isnan(b))
+    return std::numeric_limits<T>::quiet_NaN();
+  bool bWins = kind == TotalCombine::Max ? b > a : b < a;
+  if (a == b) // Only the signs of zeros differ.
+    bWins = kind == TotalCombine::Max ? std::signbit(a) : std::signbit(b);
+  return bWins ? b : a;
+}
+
 /// The heavy segments pass by pass: each pass's tiles over the threads,
-/// then its totals added in tile order into each segment's; then each
+/// then its totals combined in tile order into each segment's; then each
 /// segment's outputs. Returns false if a tile's rows were not all of its
 /// segment (the tile kernel checks its rows against its first row; that row
 /// is checked here).
@@ -191,6 +217,10 @@ bool runHeavySegments(const HostSplitKernel &split,
           {h, row,
            std::min(heavy[h].rowEnd, row + HostSplitKernel::kTileRows)});
   size_t numTotals = split.numTotals();
+  if (split.combine.size() != numTotals)
+    throw Error("segrt: a split kernel needs a combining kind per total (" +
+                std::to_string(numTotals) + "), got " +
+                std::to_string(split.combine.size()));
   // Per tile its partials; per segment its totals (all passes).
   std::vector<T> partials(tiles.size() * numTotals);
   std::vector<T> totals(heavy.size() * numTotals, T(0));
@@ -213,9 +243,16 @@ bool runHeavySegments(const HostSplitKernel &split,
       }
     });
     size_t passEnd = passOffset + split.passTotals[pass];
-    for (size_t t = 0; t < tiles.size(); ++t)
-      for (size_t c = passOffset; c < passEnd; ++c)
-        totals[tiles[t].heavy * numTotals + c] += partials[t * numTotals + c];
+    // Tiles of one segment are consecutive: its first tile's partials start
+    // its totals, the later ones combine in.
+    for (size_t t = 0; t < tiles.size(); ++t) {
+      bool first = t == 0 || tiles[t - 1].heavy != tiles[t].heavy;
+      for (size_t c = passOffset; c < passEnd; ++c) {
+        T &total = totals[tiles[t].heavy * numTotals + c];
+        T partial = partials[t * numTotals + c];
+        total = first ? partial : combineTotals(split.combine[c], total, partial);
+      }
+    }
     passOffset = passEnd;
   }
   for (size_t h = 0; h < heavy.size(); ++h)

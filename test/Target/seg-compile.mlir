@@ -63,12 +63,18 @@
 // MANIFEST: "host": {
 // MANIFEST-NEXT: "range": "segments",
 // MANIFEST-NEXT: "split": {
+// MANIFEST-NEXT: "combine": [
+// MANIFEST-NEXT: "add",
+// MANIFEST-NEXT: "add",
+// MANIFEST-NEXT: "add"
+// MANIFEST-NEXT: ],
 // MANIFEST-NEXT: "finish_symbol": "sum_vec3__finish",
 // MANIFEST-NEXT: "pass_totals": [
 // MANIFEST-NEXT: 3
 // MANIFEST-NEXT: ],
 // MANIFEST-NEXT: "rows_symbol": "sum_vec3__rows",
-// MANIFEST-NEXT: "totals": 3
+// MANIFEST-NEXT: "totals": 3,
+// MANIFEST-NEXT: "totals_dtype": "f32"
 // MANIFEST: "symbol": "sum_vec3"
 // MANIFEST: "name": "sum_vec3",
 // MANIFEST-NEXT: "ops": [
@@ -108,18 +114,22 @@
 // MANIFEST: "host": {
 // MANIFEST-NEXT: "range": "segments",
 // MANIFEST-NEXT: "split": {
+// MANIFEST-NEXT: "combine": [
+// MANIFEST-NEXT: "add"
+// MANIFEST-NEXT: ],
 // MANIFEST-NEXT: "finish_symbol": "normalize__finish",
 // MANIFEST-NEXT: "pass_totals": [
 // MANIFEST-NEXT: 1,
 // MANIFEST-NEXT: 0
 // MANIFEST-NEXT: ],
 // MANIFEST-NEXT: "rows_symbol": "normalize__rows",
-// MANIFEST-NEXT: "totals": 1
+// MANIFEST-NEXT: "totals": 1,
+// MANIFEST-NEXT: "totals_dtype": "f32"
 // MANIFEST: "name": "normalize",
 // MANIFEST: "ptx": {
 // MANIFEST-NEXT: "sm_80": "segops_sm_80.ptx",
 // MANIFEST-NEXT: "sm_90": "segops_sm_90.ptx"
-// MANIFEST: "version": 6
+// MANIFEST: "version": 7
 
 // PTX90: .target sm_90
 // PTX90: .visible .entry sum_vec3(

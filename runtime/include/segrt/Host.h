@@ -23,19 +23,30 @@ enum class HostRange { Segments, Rows };
 /// from ~65536).
 int64_t parallelMinRows();
 
+/// How two tiles' partial totals of one accumulator combine (manifest
+/// `host.split.combine`): a sum adds, a max or min keeps the larger or
+/// smaller, NaN winning (as the kernels' `maximumf`/`minimumf` do).
+enum class TotalCombine : uint8_t { Add, Max, Min };
+
+/// Reads a manifest name, "add", "max" or "min" (throws on others).
+TotalCombine parseTotalCombine(const std::string &name);
+
 /// The entry points of a segment kernel for long segments (manifest
 /// `host.split`): a tile kernel running one pass of one segment on a range
 /// of its rows (raw totals out, row outputs stored), a finish kernel
-/// computing a segment's outputs from the totals of all passes, and the
-/// number of totals of each pass. With them, segments of at least
-/// kSplitMinRows rows are cut into tiles of kTileRows rows spread over the
-/// threads, pass by pass, and each pass's totals added in tile order: the
-/// same work and order whatever the thread count, so results still do not
-/// depend on it.
+/// computing a segment's outputs from the totals of all passes, the number
+/// of totals of each pass, how each total combines, and their element type.
+/// With them, segments of at least kSplitMinRows rows are cut into tiles of
+/// kTileRows rows spread over the threads, pass by pass, and each pass's
+/// totals combined in tile order: the same work and order whatever the
+/// thread count, so results still do not depend on it.
 struct HostSplitKernel {
   void *rows = nullptr;
   void *finish = nullptr;
   std::vector<int64_t> passTotals;
+  /// One per total, in total order (all passes).
+  std::vector<TotalCombine> combine;
+  /// Totals are f64 (else f32): the manifest's `host.split.totals_dtype`.
   bool isDouble = false;
 
   int64_t numTotals() const {
