@@ -131,7 +131,7 @@ def forward_node(node: torch.fx.Node) -> torch.fx.Node | None:
     if found is None or found[1] == 0:
         return None
     public = found[0]
-    num_tensors = _SEGMENT_OPS[public][1]
+    num_tensors = _SEGMENT_OPS[public].num_tensors
     operands = list(node.args[:num_tensors]) + list(node.args[-2:])
     first = operands[0]
     if not isinstance(first, torch.fx.Node):
@@ -270,7 +270,7 @@ class ClusterFinder:
         if found is not None:
             public, level = found
             # Level-0 ops without a segment count map rows (gather, mul, matvec).
-            return level == 0 and not _SEGMENT_OPS[public][2]
+            return level == 0 and not _SEGMENT_OPS[public].takes_count
         return packet(node) not in SAVED_PRODUCERS
 
 

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import inspect
 import json
+import struct
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,8 +33,10 @@ from segops import _compiler, _gpusim, _library, _validation
 from segops._jit_trace import (
     _ELEMENT_TYPES,
     _INDEX_DTYPES,
+    UNIFORM_TAILS,
     JitError,
     Signature,
+    Traced,
     concrete,
     to_mlir,
 )
@@ -440,6 +444,34 @@ class _Specialization:
     size_position: int
     single: bool
     source: str
+    # Tensor arguments (indices into tensor_positions) that are uniform
+    # values, with their element shapes: passed expanded over segments.
+    uniform: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    # The function's tensor constants: trailing uniform arguments.
+    constants: tuple[Tensor, ...] = ()
+
+
+def _length_class(length: int, rows: int | None, segments: int | None) -> str:
+    """What a tensor's leading length says of its space."""
+    if length == rows:
+        return "ambiguous" if length == segments else "row"
+    return "segment" if length == segments else "other"
+
+
+def _rows_and_segments(args: Sequence[Any]) -> tuple[int | None, int | None]:
+    """The call's N (the 1-D integer tensor's length) and S (its int)."""
+    rows = segments = None
+    for a in args:
+        if rows is None and isinstance(a, Tensor) and a.dim() == 1 and a.dtype in _INDEX_DTYPES:
+            rows = concrete(a.shape[0])
+        elif segments is None and (type(a) is int or isinstance(a, torch.SymInt)):
+            segments = concrete(a)
+    return rows, segments
+
+
+def _as_counts(args: tuple) -> tuple:
+    """Counts given as 0-d integer tensors or numpy integers, as ints."""
+    return tuple(_validation.as_count(a) if not isinstance(a, (int, float)) else a for a in args)
 
 
 class JitFunction:
@@ -448,6 +480,11 @@ class JitFunction:
     def __init__(self, fn: Callable) -> None:
         functools.update_wrapper(self, fn)
         self.fn = fn
+        self._signature_of_fn = inspect.signature(fn)
+        parameters = list(self._signature_of_fn.parameters.values())
+        # Calls with exactly these many positional arguments need no binding.
+        self._arity = None if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.KEYWORD_ONLY)
+                                  for p in parameters) else len(parameters)
         self._specializations: dict[tuple, _Specialization] = {}
         self._lock = threading.Lock()
 
@@ -458,66 +495,122 @@ class JitFunction:
         # Where the C++ kernels are: specializations keyed in C++ too.
         self._table = _native.JitCallTable() if _native is not None else None
 
+    def _bind(self, args: tuple, kwargs: dict[str, Any]) -> tuple:
+        """Keyword arguments and defaults, as positional arguments."""
+        try:
+            bound = self._signature_of_fn.bind(*args, **kwargs)
+        except TypeError as error:
+            raise TypeError(f"segops.jit({self.fn.__name__}): {error}") from None
+        bound.apply_defaults()
+        if bound.kwargs:
+            raise JitError(f"segops.jit: {self.fn.__name__} takes keyword-only or **kwargs "
+                           "parameters, which segops.jit cannot specialize on")
+        return bound.args
+
     @staticmethod
     def _key(args: Sequence[Any], shape: Callable[[Tensor], tuple] = lambda a: a.shape[1:]
              ) -> tuple:
-        """The specialization of a call: per tensor its dtype, element shape
-        and device type (CUDA or not: other devices are rejected when
-        specializing); ints (num_segments) by type only; other scalars by
-        value (they are baked in). Built on every call: kept cheap."""
+        """The specialization of a call: per tensor its dtype, element shape,
+        device type (CUDA or not: other devices are rejected when
+        specializing) and what its length is (rows, segments, both, or
+        neither: a uniform value, keyed by its shape); ints (num_segments)
+        by type only; other scalars by value and, for floats, by their bits
+        (-0.0 and each NaN are their own constants). Built on every call:
+        kept cheap."""
+        rows, segments = _rows_and_segments(args)
         key = []
         for a in args:
             if isinstance(a, Tensor):
-                key.append((a.dtype, shape(a), a.is_cuda))
+                if a.dim() == 0:
+                    key.append((a.dtype, "uniform", a.is_cuda))
+                    continue
+                length = _length_class(concrete(a.shape[0]), rows, segments)
+                key.append((a.dtype, shape(a), a.is_cuda, length,
+                            tuple(a.shape) if length == "other" else None))
             elif type(a) is int or isinstance(a, torch.SymInt):
                 key.append(int)
+            elif type(a) is float:
+                key.append((float, struct.pack("<d", a)))
             else:
                 key.append((type(a), a))
         return tuple(key)
 
     def _lookup(self, args: Sequence[Any]) -> tuple[tuple, _Specialization | None]:
-        key = self._key(args)
         try:
+            key = self._key(args)
             return key, self._specializations.get(key)
         except TypeError:  # symbolic sizes (fake tensors inside torch.compile)
             key = self._key(args, lambda a: torch.Size([concrete(d) for d in a.shape[1:]]))
             return key, self._specializations.get(key)
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs or len(args) != self._arity:
+            args = self._bind(args, kwargs)
         if _is_compiling():
             # Dynamo puts the call in its graph as one node, which fake
             # tensor tracing then runs: specializing needs no data.
-            return self._in_graph(*args)
+            return self._in_graph(*_as_counts(args))
         if self._table is not None:
             # The warm path in C++: key, lookup and dispatch in one call.
             result = self._table(*args)
             if result is not None:
                 return result
-        return self._run(*args)
+        return self._run(*_as_counts(args))
 
     def _run(self, *args: Any) -> Any:
         key, spec = self._lookup(args)
         if spec is None:
             spec = self._specialize(key, args)
-        outputs = _JIT_CALL(spec.program, [args[i] for i in spec.tensor_positions],
-                            args[spec.size_position])
+        tensors = [args[i] for i in spec.tensor_positions]
+        num_segments = args[spec.size_position]
+        if spec.uniform or spec.constants:
+            tensors = self._with_uniform_values(spec, tensors, num_segments)
+        outputs = _JIT_CALL(spec.program, tensors, num_segments)
         return outputs[0] if spec.single else tuple(outputs)
 
-    def mlir(self, *args: Any, order: int = 0) -> str:
+    @staticmethod
+    def _with_uniform_values(spec: _Specialization, tensors: list[Tensor],
+                             num_segments: Any) -> list[Tensor]:
+        """Uniform arguments and constants as the kernel takes them: one
+        value per segment (so autograd sums their gradients over segments:
+        a full reduction, deterministic)."""
+        device = tensors[0].device
+        dtype = next((t.dtype for t in tensors if t.is_floating_point()), None)
+
+        def per_segment(value: Tensor, tail: tuple[int, ...]) -> Tensor:
+            return value.reshape(tail).expand(num_segments, *tail).contiguous()
+
+        for position, tail in spec.uniform:
+            tensors[position] = per_segment(tensors[position], tail)
+        for constant in spec.constants:
+            constant = constant.to(device=device, dtype=dtype or constant.dtype)
+            tensors.append(per_segment(constant, UNIFORM_TAILS[tuple(constant.shape)]))
+        return tensors
+
+    def mlir(self, *args: Any, order: int = 0, **kwargs: Any) -> str:
         """The seg IR of this function for arguments like `args`, with its
         derivatives to `order` (seg-derive's output), as text."""
+        if kwargs or len(args) != self._arity:
+            args = self._bind(args, kwargs)
+        args = _as_counts(args)
         spec = self._specialize(self._lookup(args)[0], args)
         if order == 0:
             return spec.source
         return _compiler._segc().derive(spec.source, order)
 
-    def _signature(self, args: Sequence[Any]) -> tuple[Signature, str]:
+    def _signature(self, args: Sequence[Any]) -> tuple[Signature, str, list[str | None]]:
+        """How the call's arguments map to the kernel, its element type, and
+        per argument its space ("row", "segment", "uniform", "ambiguous")."""
         name = self.fn.__name__
         tensors = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
         indices = [i for i in tensors if args[i].dtype in _INDEX_DTYPES]
         floats = [i for i in tensors if i not in indices]
-        sizes = [i for i, a in enumerate(args)
-                 if isinstance(a, (int, torch.SymInt)) and not isinstance(a, bool)]
+        for i, a in enumerate(args):
+            if isinstance(a, bool) or not isinstance(a, (Tensor, int, float, torch.SymInt)):
+                raise JitError(f"segops.jit: {name}: argument {i} is a {type(a).__name__}; "
+                               "arguments are tensors, num_segments (an int) and float "
+                               "constants")
+        sizes = [i for i, a in enumerate(args) if isinstance(a, (int, torch.SymInt))]
         if len(indices) != 1:
             raise JitError(f"segops.jit: {name} takes {len(indices)} integer tensors; it needs "
                            "exactly one segment index (int32 or int64)")
@@ -526,18 +619,17 @@ class JitFunction:
             raise JitError(f"segops.jit: {name}: idx must be 1-D, got shape {tuple(idx.shape)}")
         if len(sizes) != 1:
             raise JitError(f"segops.jit: {name} takes {len(sizes)} int arguments; it needs "
-                           "exactly one, num_segments")
+                           "exactly one, num_segments, which must be an int (or a 0-d integer "
+                           "tensor)")
         dtypes = {args[i].dtype for i in floats}
         if not dtypes or not dtypes <= set(_ELEMENT_TYPES) or len(dtypes) > 1:
             found = ", ".join(sorted(str(d) for d in dtypes)) or "none"
             raise JitError(f"segops.jit: {name}: float tensors must all be float32 or all "
                            f"float64 (found {found})")
+        rows, segments = _rows_and_segments(args)
+        spaces: list[str | None] = [None] * len(args)
         for i in floats:
-            shape = tuple(concrete(d) for d in args[i].shape[1:])
-            if shape not in ((), (3,), (3, 3)):
-                raise JitError(f"segops.jit: {name}: argument {i} has shape "
-                               f"{tuple(args[i].shape)}; tensors must be (L,), (L, 3) or "
-                               "(S, 3, 3)")
+            spaces[i] = self._space_of(i, args[i], rows, segments)
         devices = {args[i].device for i in tensors}
         if any(d.type not in ("cpu", "cuda") for d in devices):
             raise JitError(f"segops.jit: {name}: tensors must be on CPU or CUDA, got "
@@ -545,21 +637,76 @@ class JitFunction:
         if len(devices) > 1:
             raise JitError(f"segops.jit: {name}: all tensors must be on one device, got "
                            f"{sorted(str(d) for d in devices)}")
-        for i, a in enumerate(args):
-            if not isinstance(a, (Tensor, int, float, torch.SymInt)):
-                raise JitError(f"segops.jit: {name}: argument {i} is a {type(a).__name__}; "
-                               "arguments are tensors, num_segments and float constants")
-        return Signature(tensors, indices[0], sizes[0]), _ELEMENT_TYPES[dtypes.pop()]
+        return (Signature(tensors, indices[0], sizes[0]), _ELEMENT_TYPES[dtypes.pop()], spaces)
+
+    def _space_of(self, position: int, value: Tensor, rows: int | None,
+                  segments: int | None) -> str:
+        shape = tuple(concrete(d) for d in value.shape)
+        if value.dim() == 0:
+            return "uniform"
+        length = _length_class(shape[0], rows, segments)
+        if value.dim() == 3 and shape[1:] == (3, 3):
+            if length in ("segment", "ambiguous"):
+                return "segment"
+            raise ValueError(f"segops.jit({self.fn.__name__}): argument {position} has shape "
+                             f"{shape}; a (S, 3, 3) matrix needs num_segments ({segments}) rows")
+        if shape[1:] not in ((), (3,)):
+            raise JitError(f"segops.jit: {self.fn.__name__}: argument {position} has shape "
+                           f"{shape}; tensors must be (L,), (L, 3), (S, 3, 3), or uniform "
+                           "values: 0-d, (1,) or (3,)")
+        if length != "other":
+            return length
+        if shape in UNIFORM_TAILS:
+            return "uniform"
+        raise ValueError(f"segops.jit({self.fn.__name__}): argument {position} has {shape[0]} "
+                         f"rows: neither the rows of idx ({rows}) nor num_segments ({segments}), "
+                         "nor a uniform value (0-d, (1,) or (3,))")
+
+    def _trace(self, args: Sequence[Any], signature: Signature, element: str,
+               spaces: list[str | None]) -> Traced:
+        """The function traced with the spaces the lengths suggest. Where
+        that fails and a (1,) or (3,) argument's length is ambiguous, the
+        other reading is tried: as a uniform value (a per-feature weight
+        when S or N happens to be 3), or, for one taken as uniform because
+        its length is neither N nor S, per row (then the call's lengths are
+        wrong, and the error says so)."""
+        try:
+            return to_mlir(self.fn, "jit_kernel", args, signature, element, spaces)
+        except JitError as error:
+            small = [i for i, space in enumerate(spaces) if space is not None
+                     and args[i].dim() == 1 and tuple(args[i].shape) in UNIFORM_TAILS]
+            as_uniform = [i for i in small if spaces[i] != "uniform"]
+            if as_uniform:
+                other = ["uniform" if i in as_uniform else space for i, space in enumerate(spaces)]
+                try:
+                    return to_mlir(self.fn, "jit_kernel", args, signature, element, other)
+                except JitError:
+                    pass
+            guessed = [i for i in small if spaces[i] == "uniform"]
+            if guessed:
+                other = ["row" if i in guessed else space for i, space in enumerate(spaces)]
+                try:
+                    to_mlir(self.fn, "jit_kernel", args, signature, element, other)
+                except JitError:
+                    pass
+                else:
+                    position = signature.tensor_positions.index(guessed[0])
+                    rows = args[signature.idx_position].shape[0]
+                    raise ValueError(
+                        f"segops.jit({self.fn.__name__}): tensor argument {position} has "
+                        f"{args[guessed[0]].shape[0]} rows, but is used per row: it must have "
+                        f"{rows} (rows (the length of idx))") from None
+            raise error
 
     def _specialize(self, key: tuple, args: Sequence[Any]) -> _Specialization:
         with self._lock:
             spec = self._specializations.get(key)
             if spec is not None:
                 return spec
-            signature, element = self._signature(args)
-            draft, single = to_mlir(self.fn, "jit_kernel", args, signature, element)
+            signature, element, spaces = self._signature(args)
+            traced = self._trace(args, signature, element, spaces)
             idx_position = signature.tensor_positions.index(signature.idx_position)
-            name = register_program(draft, self.fn.__name__, idx_position,
+            name = register_program(traced.source, _kernel_stem(self.fn.__name__), idx_position,
                                     f"segops.jit({self.fn.__name__})")
             program = _PROGRAMS[name]
             source = program.source
@@ -568,13 +715,25 @@ class JitFunction:
             except ValueError as error:
                 raise JitError(f"segops.jit: {self.fn.__name__} is not a segment kernel:\n"
                                f"{error}") from None
+            uniform = tuple((k, UNIFORM_TAILS[tuple(concrete(d) for d in args[i].shape)])
+                            for k, i in enumerate(signature.tensor_positions)
+                            if traced.spaces[i] == "uniform")
             spec = _Specialization(name, tuple(signature.tensor_positions),
-                                   signature.size_position, single, source)
+                                   signature.size_position, traced.single, source, uniform,
+                                   tuple(traced.constants))
             self._specializations[key] = spec
-            if self._table is not None:
+            if self._table is not None and not uniform and not traced.constants:
                 self._table.add(*args, program=name, tensor_positions=list(spec.tensor_positions),
-                                size_position=spec.size_position, single=single)
+                                size_position=spec.size_position, single=traced.single)
             return spec
+
+
+def _kernel_stem(name: str) -> str:
+    """A Python function's name as part of a kernel symbol: characters
+    other than ASCII letters, digits and '_' (a lambda's '<lambda>', a
+    non-ASCII name) written as their code points."""
+    return "".join(c if (c.isascii() and (c.isalnum() or c == "_")) else f"_u{ord(c):x}_"
+                   for c in name)
 
 
 def jit(fn: Callable) -> JitFunction:

@@ -13,11 +13,11 @@ import inspect
 import sys
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 
 class JitError(ValueError):
@@ -27,18 +27,39 @@ class JitError(ValueError):
 _ELEMENT_TYPES = {torch.float32: "f32", torch.float64: "f64"}
 _INDEX_DTYPES = (torch.int32, torch.int64)
 
-# Segment ops: aten-level name -> (seg op, tensor operands, takes num_segments).
+class SegmentOp(NamedTuple):
+    """A segops library op as the JIT sees it: its seg op, the spaces of
+    its tensor operands and of its result, and whether it takes
+    num_segments."""
+
+    op: str
+    operand_spaces: tuple[str, ...]
+    result_space: str
+    takes_count: bool
+
+    @property
+    def num_tensors(self) -> int:
+        return len(self.operand_spaces)
+
+
+_ROW, _SEGMENT = "row", "segment"
+# Segment ops, by aten-level name.
 _SEGMENT_OPS = {
-    "segmented_sum": ("seg.sum", 1, True),
-    "segmented_mean": ("seg.mean", 1, True),
-    "segmented_rms_norm": ("seg.rms_norm", 1, True),
-    "segmented_max": ("seg.max", 1, True),
-    "segmented_min": ("seg.min", 1, True),
-    "segmented_dot": ("seg.dot", 2, True),
-    "segmented_mul": ("seg.mul", 2, False),
-    "segmented_matvec": ("seg.matvec", 2, False),
-    "segmented_gather": ("seg.gather", 1, False),
+    "segmented_sum": SegmentOp("seg.sum", (_ROW,), _SEGMENT, True),
+    "segmented_mean": SegmentOp("seg.mean", (_ROW,), _SEGMENT, True),
+    "segmented_rms_norm": SegmentOp("seg.rms_norm", (_ROW,), _SEGMENT, True),
+    "segmented_max": SegmentOp("seg.max", (_ROW,), _SEGMENT, True),
+    "segmented_min": SegmentOp("seg.min", (_ROW,), _SEGMENT, True),
+    "segmented_dot": SegmentOp("seg.dot", (_ROW, _ROW), _SEGMENT, True),
+    "segmented_mul": SegmentOp("seg.mul", (_ROW, _SEGMENT), _ROW, False),
+    "segmented_matvec": SegmentOp("seg.matvec", (_ROW, _SEGMENT), _ROW, False),
+    "segmented_gather": SegmentOp("seg.gather", (_SEGMENT,), _ROW, False),
 }
+
+# A uniform value (a 0-d tensor, or a small one every row shares, such as a
+# per-feature weight) by its shape -> its element shape. Kernels take it as
+# a per-segment value equal in every segment (see JitFunction).
+UNIFORM_TAILS = {(): (), (1,): (), (3,): (3,)}
 
 # Elementwise aten ops with one tensor operand -> MLIR op.
 _UNARY = {
@@ -65,7 +86,7 @@ VIEWS = frozenset({"unsqueeze", "view", "reshape", "_unsafe_view", "squeeze", "e
                    "expand_as", "slice"}) | _IDENTITIES
 # Every aten op (overload packet name) Translator.call handles.
 SUPPORTED_ATEN = frozenset(_UNARY) | frozenset(_BINARY) | frozenset(_COMPARISONS) | VIEWS | {
-    "sigmoid", "rsub", "where", "clamp", "clamp_min", "clamp_max", "pow", "square", "sum",
+    "sigmoid", "reciprocal", "rsub", "where", "clamp", "clamp_min", "clamp_max", "pow", "square", "sum",
     "linalg_vector_norm", "slice_scatter"}
 
 
@@ -79,6 +100,9 @@ class Value:
     name: str
     kind: str  # "float", "bool", "idx", "size"
     tail: tuple[int, ...] = ()
+    # The same in every row and segment (a uniform argument or constant, or
+    # arithmetic on them only): held per segment, gathered where rows use it.
+    uniform: bool = False
 
     def mlir_type(self, element: str) -> str:
         if self.kind == "idx":
@@ -144,10 +168,20 @@ def _meta_like(value: Any) -> Any:
 class Translator:
     """One traced graph -> the MLIR text of one kernel function."""
 
-    def __init__(self, fn: Callable, name: str, args: Sequence[Any]) -> None:
+    def __init__(self, fn: Callable, name: str, args: Sequence[Any],
+                 spaces: Sequence[str | None] | None = None,
+                 rows: int | None = None, segments: int | None = None) -> None:
+        """`spaces`: per argument "row", "segment" or "uniform" (None for
+        the index and scalars); without it, spaces follow from lengths.
+        `rows`, `segments`: the distinct lengths the trace used, which tell
+        where a uniform value meets rows."""
         self.fn = fn
         self.name = name
         self.args = list(args)
+        self.spaces = list(spaces) if spaces is not None else None
+        self.rows, self.segments = rows, segments
+        self.constants: list[torch.Tensor] = []  # lifted to trailing arguments
+        self.gathered: dict[str, Value] = {}
         self.lines: list[str] = []
         self.values: dict[torch.fx.Node, Value | float] = {}
         self.counter = 0
@@ -206,26 +240,72 @@ class Translator:
         self.emit(f"{c} = arith.constant {literal} : {self.element}")
         self.emit(f"{zero} = arith.constant 0 : index")
         self.emit(f"{length} = tensor.dim {like.name}, {zero} : {self.ty(like)}")
-        result = Value(splat, "float", like.tail)
+        result = Value(splat, "float", like.tail, like.uniform)
         self.emit(f"{splat} = tensor.splat {c}[{length}] : {self.ty(result)}")
         return result
 
     def broadcast(self, value: Value) -> Value:
         """A scalar (or scalar column) per element as a 3-vector."""
-        result = Value(self.fresh(), "float", (3,))
+        result = Value(self.fresh(), "float", (3,), value.uniform)
         self.emit(f"{result.name} = seg.broadcast {value.name} : "
                   f"{Value('', 'float', ()).mlir_type(self.element)} -> {self.ty(result)}")
         return result
 
+    def node_space(self, node: torch.fx.Node) -> str | None:
+        """Whether `node`'s value is per row or per segment, from the
+        trace's distinct lengths (None where they are not known)."""
+        value = node.meta.get("val")
+        if self.rows is None or not isinstance(value, torch.Tensor) or value.dim() == 0:
+            return None
+        length = concrete(value.shape[0])
+        return _ROW if length == self.rows else _SEGMENT if length == self.segments else None
+
+    def gather_uniform(self, value: Value) -> Value:
+        """A uniform value per row: its (equal) per-segment values gathered
+        (once per value)."""
+        found = self.gathered.get(value.name)
+        if found is None:
+            found = Value(self.fresh(), value.kind, value.tail)
+            self.emit(f"{found.name} = seg.gather {value.name}, %idx : {self.ty(value)}, "
+                      f"tensor<?xi32> -> {self.ty(found)}")
+            self.gathered[value.name] = found
+        return found
+
+    def place(self, node: torch.fx.Node, value: Value, space: str) -> Value:
+        """A uniform `value` in `space`: gathered to rows, or as it is (it
+        is held per segment)."""
+        if not value.uniform:
+            return value
+        if space == _ROW:
+            return self.gather_uniform(value)
+        if space == _SEGMENT:
+            return Value(value.name, value.kind, value.tail)
+        raise self.fail(node, f"'{node.target}' combines a uniform value with values that "
+                              "are neither per row nor per segment")
+
+    def place_uniform(self, node: torch.fx.Node, operands: list[Value | float]) -> list[Value | float]:
+        """Where uniform values meet row or segment values, the uniform
+        ones placed there."""
+        tensors = [o for o in operands if isinstance(o, Value)]
+        if all(t.uniform for t in tensors) or not any(t.uniform for t in tensors):
+            return operands
+        space = self.node_space(node)
+        return [self.place(node, o, space) if isinstance(o, Value) else o for o in operands]
+
     def unify(self, node: torch.fx.Node, operands: list[Value | float]) -> list[Value]:
         """Operands of one elementwise op brought to one shape: constants
-        splatted, scalars (columns) broadcast against 3-vectors."""
+        splatted, uniform values placed, scalars (columns) broadcast against
+        3-vectors."""
+        # Columns and uniform scalars broadcast against 3-vectors.
+        broadcastable = all(o.tail in ((1,), (3,)) or (o.uniform and o.tail == ())
+                            for o in operands if isinstance(o, Value))
+        operands = self.place_uniform(node, operands)
         tensors = [o for o in operands if isinstance(o, Value)]
         if not tensors:
             raise self.fail(node, f"'{node.target}' has no tensor operand")
         tails = {t.tail for t in tensors}
         if len(tails) > 1:
-            if tails <= {(1,), (3,)}:
+            if broadcastable and (3,) in tails:
                 target = (3,)
             else:
                 shapes = ", ".join(sorted(str(t) for t in tails))
@@ -246,13 +326,13 @@ class Translator:
 
     def elementwise(self, node: torch.fx.Node, op: str, operands: list[Value | float]) -> Value:
         values = self.unify(node, operands)
-        result = Value(self.fresh(), "float", values[0].tail)
+        result = Value(self.fresh(), "float", values[0].tail, values[0].uniform)
         self.emit(f"{result.name} = {op} {', '.join(v.name for v in values)} : {self.ty(result)}")
         return result
 
     def compare(self, node: torch.fx.Node, predicate: str, operands: list[Value | float]) -> Value:
         values = self.unify(node, operands)
-        result = Value(self.fresh(), "bool", values[0].tail)
+        result = Value(self.fresh(), "bool", values[0].tail, values[0].uniform)
         self.emit(f"{result.name} = arith.cmpf {predicate}, {values[0].name}, {values[1].name} "
                   f": {self.ty(values[0])}")
         return result
@@ -260,38 +340,73 @@ class Translator:
     def select(self, node: torch.fx.Node, condition: Value, a: Value | float,
                b: Value | float) -> Value:
         values = self.unify(node, [a, b])
-        if condition.tail != values[0].tail:
+        if condition.tail != values[0].tail or condition.uniform != values[0].uniform:
             raise self.fail(node, "where(): the condition must have the shape of its values")
-        result = Value(self.fresh(), "float", values[0].tail)
+        result = Value(self.fresh(), "float", values[0].tail, values[0].uniform)
         self.emit(f"{result.name} = arith.select {condition.name}, {values[0].name}, "
                   f"{values[1].name} : {self.ty(condition)}, {self.ty(result)}")
         return result
 
+    def sigmoid(self, node: torch.fx.Node, x: Value) -> Value:
+        """1 / (1 + e^-x) for x >= 0 and e^x / (1 + e^x) below, both from
+        e = exp(-|x|) <= 1: no infinity in the value or any derivative
+        (1 / (1 + exp(-x)) has NaN gradients where exp(-x) overflows).
+        -|x| is a select, not absf, whose derivative at 0 would be 0."""
+        nonnegative = self.compare(node, "oge", [x, 0.0])
+        e = self.elementwise(node, "math.exp", [
+            self.select(node, nonnegative, self.elementwise(node, "arith.negf", [x]), x)])
+        reciprocal = self.elementwise(node, "arith.divf",
+                                      [1.0, self.elementwise(node, "arith.addf", [e, 1.0])])
+        numerator = self.select(node, nonnegative, 1.0, e)
+        return self.elementwise(node, "arith.mulf", [numerator, reciprocal])
+
     def power(self, node: torch.fx.Node, x: Value, exponent: float) -> Value:
-        """x ** p with a constant p: products for small integers, sqrt and
-        rsqrt for halves, exp(p log x) otherwise (x > 0, as in torch)."""
+        """x ** p with a constant p, in forms whose values and derivatives
+        are finite where torch's are: products for integers (any sign of x),
+        sqrt and rsqrt for halves, otherwise exp(p log x) on x > 0 only
+        (x = 0 gives 0, or inf for p < 0; x < 0 NaN, as in torch), with log
+        taken of 1 elsewhere so that no branch's derivative is NaN."""
         if exponent == 1:
             return x
+        if exponent == 0:
+            return self.constant_like(1.0, x)
         if exponent == 0.5:
             return self.elementwise(node, "math.sqrt", [x])
         if exponent == -0.5:
             return self.elementwise(node, "math.rsqrt", [x])
-        if float(exponent).is_integer() and 0 < abs(exponent) <= 8:
-            result = x
-            for _ in range(int(abs(exponent)) - 1):
-                result = self.elementwise(node, "arith.mulf", [result, x])
-            return self.elementwise(node, "arith.divf", [1.0, result]) if exponent < 0 else result
-        if exponent == 0:
-            return self.constant_like(1.0, x)
-        logarithm = self.elementwise(node, "math.log", [x])
-        return self.elementwise(node, "math.exp",
-                                [self.elementwise(node, "arith.mulf", [logarithm, float(exponent)])])
+        if float(exponent).is_integer() and abs(exponent) <= 1 << 20:
+            # x^-n as (1/x)^n: at 0 its derivative is -inf, as torch's, not
+            # the NaN of -(x^n)'/(x^n)^2.
+            base = x if exponent > 0 else self.elementwise(node, "arith.divf", [1.0, x])
+            return self.integer_power(node, base, int(abs(exponent)))
+        positive = self.compare(node, "ogt", [x, 0.0])
+        safe = self.select(node, positive, x, 1.0)
+        logarithm = self.elementwise(node, "math.log", [safe])
+        general = self.elementwise(node, "math.exp",
+                                   [self.elementwise(node, "arith.mulf", [logarithm, float(exponent)])])
+        at_zero = self.constant_like(0.0 if exponent > 0 else float("inf"), x)
+        otherwise = self.select(node, self.compare(node, "oeq", [x, 0.0]), at_zero, float("nan"))
+        return self.select(node, positive, general, otherwise)
+
+    def integer_power(self, node: torch.fx.Node, x: Value, exponent: int) -> Value:
+        """x ** n for n >= 1 by repeated squaring: about 2 log2(n) products."""
+        result: Value | None = None
+        square = x
+        while exponent:
+            if exponent & 1:
+                result = square if result is None else \
+                    self.elementwise(node, "arith.mulf", [result, square])
+            exponent >>= 1
+            if exponent:
+                square = self.elementwise(node, "arith.mulf", [square, square])
+        assert result is not None
+        return result
 
     def component_sum(self, node: torch.fx.Node, x: Value) -> Value:
         if x.tail != (3,):
             raise self.fail(node, "only the last dimension of (N, 3) rows can be summed "
                                   f"(a sum over a {x.tail or 'scalar'} element)")
-        result = Value(self.fresh(), "float", ())
+        result = Value(self.fresh(), "float", (), x.uniform)
         self.emit(f"{result.name} = seg.component_sum {x.name} : {self.ty(x)} -> {self.ty(result)}")
         return result
 
@@ -317,9 +432,16 @@ class Translator:
         return result
 
     def segment_op(self, node: torch.fx.Node, name: str) -> Value:
-        op, num_tensors, takes_count = _SEGMENT_OPS[name]
+        segment_op = _SEGMENT_OPS[name]
+        op, num_tensors, takes_count = segment_op.op, segment_op.num_tensors, segment_op.takes_count
         args = list(node.args)
-        tensors = [self.tensor(node, a) for a in args[:num_tensors]]
+        tensors = []
+        for a, space in zip(args[:num_tensors], segment_op.operand_spaces):
+            tensor = self.tensor(node, a)
+            if tensor.uniform and space == _ROW:
+                raise self.fail(node, f"{name} takes rows here, not a uniform value (a 0-d "
+                                      "or per-feature tensor)")
+            tensors.append(self.place(node, tensor, space))
         idx = args[num_tensors]
         if not isinstance(idx, torch.fx.Node) or self.values.get(idx) is None \
                 or self.values[idx].kind != "idx":
@@ -359,10 +481,9 @@ class Translator:
         if packet in _UNARY:
             return self.elementwise(node, _UNARY[packet], [self.tensor(node, args[0])])
         if packet == "sigmoid":
-            x = self.tensor(node, args[0])
-            e = self.elementwise(node, "math.exp", [self.elementwise(node, "arith.negf", [x])])
-            return self.elementwise(node, "arith.divf",
-                                    [1.0, self.elementwise(node, "arith.addf", [e, 1.0])])
+            return self.sigmoid(node, self.tensor(node, args[0]))
+        if packet == "reciprocal":
+            return self.elementwise(node, "arith.divf", [1.0, self.tensor(node, args[0])])
         if packet in _BINARY:
             if kwargs.get("alpha", 1) != 1 or kwargs.get("rounding_mode") is not None:
                 raise self.fail(node, f"'{target}' with alpha or rounding_mode is not supported")
@@ -419,6 +540,9 @@ class Translator:
             x = self.tensor(node, args[0])
             squares = self.elementwise(node, "arith.mulf", [x, x])
             return self.elementwise(node, "math.sqrt", [self.component_sum(node, squares)])
+        if packet in VIEWS and packet not in _IDENTITIES and \
+                isinstance(self.values.get(args[0]), Value) and self.values[args[0]].uniform:
+            return self.uniform_view(node, self.tensor(node, args[0]))
         if packet in ("unsqueeze", "view", "reshape", "_unsafe_view"):
             x = self.tensor(node, args[0])
             shape = tuple(node.meta["val"].shape)
@@ -448,9 +572,41 @@ class Translator:
         raise self.fail(node, f"'{target}' is not supported in segops.jit functions "
                               "(see docs/jit.md for the supported operations)")
 
+    def uniform_view(self, node: torch.fx.Node, x: Value) -> Value:
+        """A view of a uniform value: another uniform shape, or the value
+        expanded over rows or segments."""
+        shape = tuple(concrete(d) for d in node.meta["val"].shape)
+        if shape in UNIFORM_TAILS and UNIFORM_TAILS[shape] == x.tail:
+            return x
+        space = self.node_space(node)
+        if space is not None and shape[1:] in ((), (3,)):
+            placed = self.place(node, x, space)
+            return self.broadcast(placed) if shape[1:] == (3,) and placed.tail == () else placed
+        raise self.fail(node, f"'{node.target}' of a uniform value to shape {shape} is not "
+                              "supported")
+
+    def constant(self, node: torch.fx.Node, tensor: Any) -> Value:
+        """A tensor constant of the function (built in its body, or
+        captured): a trailing uniform argument of the kernel."""
+        shape = tuple(tensor.shape) if isinstance(tensor, torch.Tensor) else None
+        if shape not in UNIFORM_TAILS or tensor.dtype == torch.bool or tensor.is_complex():
+            raise JitError(f"segops.jit: {self.fn.__name__} uses a tensor constant of shape "
+                           f"{shape}; constants must be 0-d, (1,) or (3,) real tensors "
+                           "(pass larger ones as arguments)")
+        self.constants.append(tensor)
+        value = Value(f"%c{len(self.constants)}", "float", UNIFORM_TAILS[shape], uniform=True)
+        self.constant_params.append(f"{value.name}: {value.mlir_type(self.element)}"
+                                    ' {seg.space = "segment"}')
+        return value
+
     def space(self, position: int) -> str:
-        """The argument's space where its length tells it (the compiler
-        infers the rest from the seg ops): rows of idx, or num_segments."""
+        """The argument's space: as given, or where its length tells it (the
+        compiler infers the rest from the seg ops): rows of idx, or
+        num_segments."""
+        if self.spaces is not None:
+            space = self.spaces[position]
+            return ' {seg.space = "segment"}' if space in (_SEGMENT, "uniform") \
+                else ' {seg.space = "row"}' if space == _ROW else ""
         rows = concrete(self.args[self.idx_position].shape[0])
         segments = concrete(self.args[self.size_position])
         length = concrete(self.args[position].shape[0])
@@ -462,8 +618,13 @@ class Translator:
             return ' {seg.space = "segment"}'
         return ""
 
-    def translate(self, graph: torch.fx.Graph, signature: Signature,
+    def translate(self, graph: torch.fx.Graph | torch.fx.GraphModule, signature: Signature,
                   element: str) -> str:
+        """The kernel function of `graph` (of a GraphModule: its tensor
+        constants become trailing uniform arguments, self.constants)."""
+        module = graph if isinstance(graph, torch.fx.GraphModule) else None
+        graph = module.graph if module is not None else graph
+        self.constant_params: list[str] = []
         self.element = element
         self.idx_position = signature.idx_position
         self.size_position = signature.size_position
@@ -475,6 +636,9 @@ class Translator:
             if isinstance(value, torch.Tensor):
                 if position == signature.idx_position:
                     v = Value(f"%idx", "idx")
+                elif self.spaces is not None and self.spaces[position] == "uniform":
+                    v = Value(f"%a{position}", "float", UNIFORM_TAILS[tuple(value.shape)],
+                              uniform=True)
                 else:
                     v = Value(f"%a{position}", "float",
                               tuple(concrete(d) for d in value.shape[1:]))
@@ -488,7 +652,9 @@ class Translator:
                 self.values[node] = float(value)
         results: list[Value] = []
         for node in graph.nodes:
-            if node.op == "call_function":
+            if node.op == "get_attr" and module is not None:
+                self.values[node] = self.constant(node, getattr(module, node.target))
+            elif node.op == "call_function":
                 self.values[node] = self.call(node)
             elif node.op == "output":
                 flat = node.args[0]
@@ -496,6 +662,10 @@ class Translator:
                 flat = [flat] if self.single else flat
                 for out in flat:
                     value = self.values.get(out) if isinstance(out, torch.fx.Node) else None
+                    if isinstance(value, Value) and value.uniform:
+                        raise JitError(f"segops.jit: {self.fn.__name__} returns a value computed "
+                                       "from uniform values only (0-d or per-feature tensors): "
+                                       "return it from outside the function")
                     if not isinstance(value, Value) or value.kind != "float" or value.tail == (1,):
                         raise JitError(f"segops.jit: {self.fn.__name__} must return float "
                                        f"tensors of shape (N,), (N, 3), (S,), (S, 3) or "
@@ -503,6 +673,7 @@ class Translator:
                     results.append(value)
         if not results:
             raise JitError(f"segops.jit: {self.fn.__name__} returns nothing")
+        params += self.constant_params
         header = (f"func.func @{self.name}({', '.join(params)}) -> "
                   f"({', '.join(self.ty(r) for r in results)}) {{")
         ret = (f"  return {', '.join(r.name for r in results)} : "
@@ -528,10 +699,10 @@ def _is_whole_slice(node: torch.fx.Node, args: list) -> bool:
 
 
 def trace(fn: Callable, args: Sequence[Any]) -> torch.fx.GraphModule:
-    """The aten graph of `fn` on meta copies of `args`."""
-    metas = [_meta_like(a) for a in args]
+    """The aten graph of `fn` on fake copies of `args` (tensor constants
+    of the function kept as the module's attributes)."""
     try:
-        return make_fx(fn)(*metas)
+        return make_fx(fn, tracing_mode="fake", _allow_non_fake_inputs=True)(*args)
     except JitError:
         raise
     except Exception as error:  # noqa: BLE001 - reported with the user's line
@@ -543,28 +714,138 @@ def trace(fn: Callable, args: Sequence[Any]) -> torch.fx.GraphModule:
         raise JitError(f"segops.jit: cannot trace {fn.__name__}: {message}\n  at {line}") from None
 
 
+# The lengths of rows and segments a function is traced with: distinct from
+# each other and from uniform values' lengths, so a traced value's length
+# tells its space; a second pair tells whether the function uses a length
+# as a value (its IR then differs). Arguments whose space their length
+# cannot tell (rows and segments alike long) are placed by a trace with
+# both lengths equal.
+_TRACE_LENGTHS = ((13, 7), (19, 11))
+_EQUAL_LENGTHS = 17
+
+
+def trace_arguments(args: Sequence[Any], spaces: Sequence[str | None], signature: Signature,
+                    rows: int, segments: int) -> list[Any]:
+    """Stand-ins for `args` with `rows` rows and `segments` segments (CPU
+    tensors of the arguments' dtypes; no data is read)."""
+    result: list[Any] = []
+    for position, (value, space) in enumerate(zip(args, spaces)):
+        if position == signature.size_position:
+            result.append(segments)
+        elif isinstance(value, torch.Tensor):
+            tail = tuple(concrete(d) for d in value.shape[1:])
+            if position == signature.idx_position or space == _ROW:
+                shape = (rows, *tail)
+            elif space == "uniform":
+                shape = tuple(concrete(d) for d in value.shape)
+            else:  # per segment, or placed by the equal-lengths trace
+                shape = (segments if space == _SEGMENT else rows, *tail)
+            result.append(torch.empty(shape, dtype=value.dtype))
+        else:
+            result.append(value)
+    return result
+
+
+def infer_spaces(fn: Callable, module: torch.fx.GraphModule, spaces: Sequence[str | None],
+                 length: int) -> list[str | None]:
+    """Spaces for the "ambiguous" arguments, from the data flow of a trace
+    in which rows and segments are both `length` long: segment ops fix
+    their operands' and results' spaces, elementwise ops and views share
+    theirs. An argument nothing places is taken per row."""
+    parent: dict[torch.fx.Node, torch.fx.Node] = {}
+    fixed: dict[torch.fx.Node, str] = {}
+
+    def find(node: torch.fx.Node) -> torch.fx.Node:
+        while parent.get(node, node) is not node:
+            node = parent[node]
+        return node
+
+    def conflict() -> JitError:
+        return JitError(f"segops.jit: {fn.__name__} uses a value both per row and per segment")
+
+    def fix(node: torch.fx.Node, space: str) -> None:
+        root = find(node)
+        if fixed.setdefault(root, space) != space:
+            raise conflict()
+
+    def union(a: torch.fx.Node, b: torch.fx.Node) -> None:
+        ra, rb = find(a), find(b)
+        if ra is rb:
+            return
+        if ra in fixed and rb in fixed and fixed[ra] != fixed[rb]:
+            raise conflict()
+        parent[ra] = rb
+        if ra in fixed:
+            fixed[rb] = fixed.pop(ra)
+
+    def spans(node: Any) -> bool:
+        value = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+        return (isinstance(value, torch.Tensor) and value.dim() >= 1
+                and value.dtype not in _INDEX_DTYPES and concrete(value.shape[0]) == length)
+
+    placeholders = [n for n in module.graph.nodes if n.op == "placeholder"]
+    for node, space in zip(placeholders, spaces):
+        if space in (_ROW, _SEGMENT):
+            fix(node, space)
+    for node in module.graph.nodes:
+        if node.op != "call_function":
+            continue
+        packet = node.target.__name__.split(".")[0] if hasattr(node.target, "__name__") else ""
+        if getattr(node.target, "namespace", "") == "segops" and packet in _SEGMENT_OPS:
+            op = _SEGMENT_OPS[packet]
+            for operand, space in zip(node.args, op.operand_spaces):
+                if spans(operand):
+                    fix(operand, space)
+            fix(node, op.result_space)
+        elif spans(node):
+            for operand in _flat_nodes((node.args, node.kwargs)):
+                if spans(operand):
+                    union(operand, node)
+    return [fixed.get(find(node), _ROW) if space == "ambiguous" else space
+            for node, space in zip(placeholders, spaces)]
+
+
+def _flat_nodes(tree: Any) -> list[torch.fx.Node]:
+    nodes: list[torch.fx.Node] = []
+    torch.fx.node.map_arg(tree, nodes.append)
+    return nodes
+
+
+@dataclass
+class Traced:
+    """A function's kernel function for one specialization."""
+
+    source: str
+    single: bool  # it returns one tensor, not a tuple
+    spaces: list[str | None]  # per argument, as traced
+    constants: list[torch.Tensor]  # its tensor constants: trailing arguments
+
+
 def to_mlir(fn: Callable, name: str, args: Sequence[Any], signature: Signature,
-            element: str) -> tuple[str, bool]:
-    """The seg IR of `fn` for arguments like `args`, and whether `fn` returns
-    one tensor (rather than a tuple)."""
-    graph = trace(fn, args)
-    translator = Translator(fn, name, args)
-    source = translator.translate(graph.graph, signature, element)
-    # make_fx sees num_segments as a plain int: a function that computes with
-    # it would have its value baked into the kernel. Traced with another
-    # count, such a function gives other IR.
-    if signature.size_position is not None and isinstance(args[signature.size_position], int):
-        other = [_meta_like(a) for a in args]
-        segments = other[signature.size_position]
-        rows = other[signature.idx_position].shape[0]
-        other[signature.size_position] = segments + 1
-        for position, value in enumerate(other):
-            if (isinstance(value, torch.Tensor) and position != signature.idx_position
-                    and value.shape[0] == segments != rows):
-                other[position] = value.new_empty((segments + 1, *value.shape[1:]))
-        again = Translator(fn, name, other).translate(trace(fn, other).graph, signature, element)
-        if again != source:
-            raise JitError(f"segops.jit: {fn.__name__} uses num_segments as a value (in "
-                           "arithmetic or a shape), which segops.jit cannot hold: kernels "
-                           "take it only as the segment count of segment ops")
-    return source, translator.single
+            element: str, spaces: Sequence[str | None]) -> Traced:
+    """The seg IR of `fn` for arguments like `args`, whose spaces are
+    "row", "segment", "uniform", or "ambiguous" (rows and segments alike
+    long: placed from the data flow). Traced with lengths of its own, so no
+    coincidence of the call's sizes shapes the kernel; a function that uses
+    a length as a value is a JitError."""
+    with _disable_current_modes():  # inside torch.compile: real stand-ins
+        spaces = list(spaces)
+        if "ambiguous" in spaces:
+            equal = trace(fn, trace_arguments(args, spaces, signature, _EQUAL_LENGTHS,
+                                              _EQUAL_LENGTHS))
+            spaces = infer_spaces(fn, equal, spaces, _EQUAL_LENGTHS)
+
+        def translate(rows: int, segments: int) -> tuple[str, Translator]:
+            stand_ins = trace_arguments(args, spaces, signature, rows, segments)
+            translator = Translator(fn, name, stand_ins, spaces, rows, segments)
+            return translator.translate(trace(fn, stand_ins), signature, element), translator
+
+        (rows, segments), (other_rows, other_segments) = _TRACE_LENGTHS
+        source, translator = translate(rows, segments)
+        if translate(other_rows, other_segments)[0] != source:
+            what = ("the number of rows (a tensor's length)"
+                    if translate(other_rows, segments)[0] != source else "num_segments")
+            raise JitError(f"segops.jit: {fn.__name__} uses {what} as a value (in arithmetic "
+                           "or a shape), which segops.jit cannot hold: kernels take it only as "
+                           "the segment count of segment ops")
+    return Traced(source, translator.single, spaces, translator.constants)

@@ -14,6 +14,7 @@ for): a dtype error is a DTypeError, which ``except TypeError`` and
 
 from __future__ import annotations
 
+import operator
 import os
 from typing import Callable
 
@@ -78,16 +79,39 @@ def check_float_rows(op: str, name: str, value: object, leading: str = "N") -> i
         f"{op}: {name} must have shape ({leading},) or ({leading}, 3), got {_shape(tensor)}")
 
 
+def as_count(num_segments: object) -> object:
+    """A segment count given as PyG users give it, as an int: a 0-d integer
+    tensor (`batch.max() + 1`: its value is read, a device sync on CUDA) or
+    a numpy integer. Anything else is returned as it is (checked by
+    check_num_segments)."""
+    if isinstance(num_segments, torch.Tensor):
+        if num_segments.dim() == 0 and not num_segments.is_floating_point() \
+                and not num_segments.is_complex() and num_segments.dtype != torch.bool:
+            return int(num_segments)
+        return num_segments
+    if not isinstance(num_segments, (int, torch.SymInt)) and hasattr(num_segments, "__index__") \
+            and type(num_segments).__module__ == "numpy":
+        return operator.index(num_segments)
+    return num_segments
+
+
 def check_num_segments(op: str, num_segments: object) -> int:
     if isinstance(num_segments, bool) or not isinstance(num_segments, (int, torch.SymInt)):
         raise TypeError(
-            f"{op}: num_segments must be an int, got {type(num_segments).__name__}")
+            f"{op}: num_segments must be an int (or a 0-d integer tensor), got "
+            f"{_describe(num_segments)}")
     if num_segments < 0:
         raise ValueError(f"{op}: num_segments must be non-negative, got {num_segments}")
     if num_segments > INT32_MAX:
         raise ValueError(
             f"{op}: num_segments must fit int32 (at most {INT32_MAX}), got {num_segments}")
     return num_segments
+
+
+def _describe(value: object) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {tuple(value.shape)} and dtype {value.dtype}"
+    return type(value).__name__
 
 
 def check_index(op: str, idx: object, num_rows: int, rows_from: str) -> torch.Tensor:

@@ -402,10 +402,12 @@ for _spec in SPECS:
 # --------------------------------------------------------------------------
 
 
-def _check_types(op: str, tensors: dict[str, object], num_segments: object) -> None:
+def _check_types(op: str, tensors: dict[str, object], num_segments: object) -> int:
+    """Checks the arguments' types; returns the segment count as an int
+    (given as an int, a 0-d integer tensor or a numpy integer)."""
     for name, value in tensors.items():
         check_tensor(op, name, value)
-    check_num_segments(op, num_segments)
+    return check_num_segments(op, _validation.as_count(num_segments))
 
 
 def segmented_sum(x: Tensor, idx: Tensor, num_segments: int) -> Tensor:
@@ -415,40 +417,40 @@ def segmented_sum(x: Tensor, idx: Tensor, num_segments: int) -> Tensor:
     [0, num_segments), int32 (or int64 with values that fit int32). Returns
     (num_segments,) or (num_segments, 3); empty segments give 0.
     """
-    _check_types("segmented_sum", {"x": x, "idx": idx}, num_segments)
+    num_segments = _check_types("segmented_sum", {"x": x, "idx": idx}, num_segments)
     return torch.ops.segops.segmented_sum(x, idx, num_segments)
 
 
 def segmented_mean(x: Tensor, idx: Tensor, num_segments: int) -> Tensor:
     """Per-segment mean of rows; 0 for an empty segment (never NaN)."""
-    _check_types("segmented_mean", {"x": x, "idx": idx}, num_segments)
+    num_segments = _check_types("segmented_mean", {"x": x, "idx": idx}, num_segments)
     return torch.ops.segops.segmented_mean(x, idx, num_segments)
 
 
 def segmented_rms_norm(x: Tensor, idx: Tensor, num_segments: int) -> Tensor:
     """Per-segment RMS norm ``sqrt(mean(|x[i]|^2))``: (num_segments,); 0 for an
     empty segment; the gradient at an all-zero segment is 0."""
-    _check_types("segmented_rms_norm", {"x": x, "idx": idx}, num_segments)
+    num_segments = _check_types("segmented_rms_norm", {"x": x, "idx": idx}, num_segments)
     return torch.ops.segops.segmented_rms_norm(x, idx, num_segments)
 
 
 def segmented_dot(x: Tensor, y: Tensor, idx: Tensor, num_segments: int) -> Tensor:
     """Per-segment dot product ``sum(dot(x[i], y[i]))``: (num_segments,)."""
-    _check_types("segmented_dot", {"x": x, "y": y, "idx": idx}, num_segments)
+    num_segments = _check_types("segmented_dot", {"x": x, "y": y, "idx": idx}, num_segments)
     return torch.ops.segops.segmented_dot(x, y, idx, num_segments)
 
 
 def segmented_mul(x: Tensor, y: Tensor, idx: Tensor, num_segments: int) -> Tensor:
     """Scale rows by their segment's scalar: ``out[i] = x[i] * y[idx[i]]``.
     num_segments must equal y.shape[0]."""
-    _check_types("segmented_mul", {"x": x, "y": y, "idx": idx}, num_segments)
+    num_segments = _check_types("segmented_mul", {"x": x, "y": y, "idx": idx}, num_segments)
     return torch.ops.segops.segmented_mul(x, y, idx, num_segments)
 
 
 def segmented_matvec(v: Tensor, m: Tensor, idx: Tensor, num_segments: int) -> Tensor:
     """Per-row matrix-vector product ``out[i] = m[idx[i]]^T @ v[i]``: (N, 3).
     num_segments must equal m.shape[0]."""
-    _check_types("segmented_matvec", {"v": v, "m": m, "idx": idx}, num_segments)
+    num_segments = _check_types("segmented_matvec", {"v": v, "m": m, "idx": idx}, num_segments)
     return torch.ops.segops.segmented_matvec(v, m, idx, num_segments)
 
 
@@ -463,12 +465,12 @@ def segmented_max(x: Tensor, idx: Tensor, num_segments: int) -> Tensor:
     """Per-segment maximum of rows (per component for (N, 3) rows); 0 for an
     empty segment, NaN where a row is NaN. The gradient is split evenly
     among the rows that attain the maximum."""
-    _check_types("segmented_max", {"x": x, "idx": idx}, num_segments)
+    num_segments = _check_types("segmented_max", {"x": x, "idx": idx}, num_segments)
     return torch.ops.segops.segmented_max(x, idx, num_segments)
 
 
 def segmented_min(x: Tensor, idx: Tensor, num_segments: int) -> Tensor:
     """Per-segment minimum of rows (per component); 0 for an empty segment;
     the gradient is split evenly among the rows that attain the minimum."""
-    _check_types("segmented_min", {"x": x, "idx": idx}, num_segments)
+    num_segments = _check_types("segmented_min", {"x": x, "idx": idx}, num_segments)
     return torch.ops.segops.segmented_min(x, idx, num_segments)

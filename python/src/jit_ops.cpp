@@ -236,8 +236,30 @@ private:
     bool single = true;
   };
 
+  /// Per tensor its dtype, rank, element shape, device type and whether
+  /// its length is N (the first 1-D integer tensor's), S (the first int),
+  /// both or neither (as _jit.py's key: the length tells a tensor's space);
+  /// ints by type.
   static bool makeKey(const py::args &args, std::vector<int64_t> &key) {
-    key.reserve(4 * args.size());
+    int64_t rows = -1, segments = -1;
+    for (py::handle arg : args) {
+      PyObject *object = arg.ptr();
+      if (rows < 0 && THPVariable_Check(object)) {
+        const at::Tensor &tensor = THPVariable_Unpack(object);
+        if (tensor.dim() == 1 && !tensor.unsafeGetTensorImpl()
+                                      ->has_symbolic_sizes_strides() &&
+            (tensor.scalar_type() == at::kInt ||
+             tensor.scalar_type() == at::kLong))
+          rows = tensor.size(0);
+      } else if (segments < 0 && PyLong_CheckExact(object)) {
+        segments = PyLong_AsLongLong(object);
+        if (segments < 0) {
+          PyErr_Clear(); // overflow or negative: the Python path reports it
+          return false;
+        }
+      }
+    }
+    key.reserve(5 * args.size());
     for (py::handle arg : args) {
       PyObject *object = arg.ptr();
       if (THPVariable_Check(object)) {
@@ -249,6 +271,9 @@ private:
         for (int64_t d = 1; d < tensor.dim(); ++d)
           key.push_back(tensor.size(d));
         key.push_back(tensor.is_cuda() ? -2 : -1);
+        if (tensor.dim() > 0)
+          key.push_back(int64_t(tensor.size(0) == rows) |
+                        int64_t(tensor.size(0) == segments) << 1);
       } else if (PyLong_CheckExact(object)) {
         key.push_back(-3);
       } else {
