@@ -582,8 +582,14 @@ class JitFunction:
 
         for position, tail in spec.uniform:
             tensors[position] = per_segment(tensors[position], tail)
+        traced = type(tensors[0]) not in (Tensor, torch.nn.Parameter)
         for constant in spec.constants:
-            constant = constant.to(device=device, dtype=dtype or constant.dtype)
+            if traced:
+                # Inside torch.compile's tracing (fake or functional tensors):
+                # the constant by value, which the graph holds.
+                constant = torch.tensor(constant.tolist(), dtype=dtype, device=device)
+            else:  # the tensor itself, so in-place updates are seen
+                constant = constant.to(device=device, dtype=dtype or constant.dtype)
             tensors.append(per_segment(constant, UNIFORM_TAILS[tuple(constant.shape)]))
         return tensors
 
@@ -608,9 +614,15 @@ class JitFunction:
         for i, a in enumerate(args):
             if isinstance(a, bool) or not isinstance(a, (Tensor, int, float, torch.SymInt)):
                 raise JitError(f"segops.jit: {name}: argument {i} is a {type(a).__name__}; "
-                               "arguments are tensors, num_segments (an int) and float "
-                               "constants")
+                               "arguments are tensors, float constants and num_segments, "
+                               "which must be an int (or a 0-d integer tensor)")
         sizes = [i for i, a in enumerate(args) if isinstance(a, (int, torch.SymInt))]
+        # No int, and besides idx a one-element integer tensor: a count
+        # given as a tensor other than 0-d.
+        counts = [i for i in indices if args[i].numel() <= 1]
+        if not sizes and len(indices) == 2 and len(counts) == 1:
+            raise JitError(f"segops.jit: {name}: num_segments must be an int (or a 0-d integer "
+                           f"tensor), got a tensor of shape {tuple(args[counts[0]].shape)}")
         if len(indices) != 1:
             raise JitError(f"segops.jit: {name} takes {len(indices)} integer tensors; it needs "
                            "exactly one segment index (int32 or int64)")

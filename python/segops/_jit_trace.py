@@ -593,6 +593,9 @@ class Translator:
             raise JitError(f"segops.jit: {self.fn.__name__} uses a tensor constant of shape "
                            f"{shape}; constants must be 0-d, (1,) or (3,) real tensors "
                            "(pass larger ones as arguments)")
+        if tensor.requires_grad:
+            raise JitError(f"segops.jit: {self.fn.__name__} uses a captured tensor that requires "
+                           "grad; pass it as an argument to get its gradient")
         self.constants.append(tensor)
         value = Value(f"%c{len(self.constants)}", "float", UNIFORM_TAILS[shape], uniform=True)
         self.constant_params.append(f"{value.name}: {value.mlir_type(self.element)}"
@@ -828,7 +831,10 @@ def to_mlir(fn: Callable, name: str, args: Sequence[Any], signature: Signature,
     long: placed from the data flow). Traced with lengths of its own, so no
     coincidence of the call's sizes shapes the kernel; a function that uses
     a length as a value is a JitError."""
-    with _disable_current_modes():  # inside torch.compile: real stand-ins
+    # Inside torch.compile: real stand-ins, and make_fx's own fake mode (not
+    # the compile's, whose shape environment would get guards it cannot
+    # source).
+    with torch._guards.tracing(None), _disable_current_modes():
         spaces = list(spaces)
         if "ambiguous" in spaces:
             equal = trace(fn, trace_arguments(args, spaces, signature, _EQUAL_LENGTHS,

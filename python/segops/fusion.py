@@ -17,10 +17,10 @@ fused is in :func:`reports`; docs/fusion.md has the details and the limits.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import operator
 import os
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -48,7 +48,7 @@ _JIT_CALL = torch.ops.segops.jit_call.default
 _MIN_OPS = 2
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class FusionReport:
     """One fused cluster: its program, whether it is on the backward side,
     the ops it replaced (aten/segops overload names, in graph order, with
@@ -74,7 +74,7 @@ def clear_reports() -> None:
     _REPORTS.clear()
 
 
-@dataclass
+@dataclasses.dataclass
 class _Plan:
     cluster: Cluster
     inputs: list[torch.fx.Node]
@@ -118,6 +118,14 @@ class SegmentFusionPass(CustomGraphPass):
         try:
             plans = self.plan(graph)
             fake_mode = _fake_mode(graph) if plans else None
+            if plans:
+                # A rewrite of a copy first: one that fails (an internal
+                # error, a cycle the planning missed) leaves the graph as it
+                # was.
+                trial = torch.fx.Graph()
+                copies: dict[torch.fx.Node, torch.fx.Node] = {}
+                trial.output(trial.graph_copy(graph, copies))
+                _rewrite(trial, _plans_in(plans, copies), fake_mode, report=False)
         except Exception:  # noqa: BLE001 - the graph stays as Inductor gave it
             if self.strict:
                 raise
@@ -240,8 +248,29 @@ def _fake_mode(graph: torch.fx.Graph) -> Any:
     return mode
 
 
-def _rewrite(graph: torch.fx.Graph, plans: list[_Plan], fake_mode: Any) -> None:
-    """Replaces each planned cluster by one jit_call and its getitems."""
+def _plans_in(plans: list[_Plan], copies: dict[torch.fx.Node, torch.fx.Node]) -> list[_Plan]:
+    """`plans` with their nodes replaced by their copies."""
+    def copied(node: Any) -> Any:
+        return copies.get(node, node) if isinstance(node, torch.fx.Node) else node
+
+    result = []
+    for plan in plans:
+        cluster = plan.cluster
+        key = dataclasses.replace(cluster.key, idx=copied(cluster.key.idx),
+                                  size=copied(cluster.key.size))
+        cluster = dataclasses.replace(cluster, key=key, nodes={copied(n) for n in cluster.nodes},
+                                      recomputed={copied(n) for n in cluster.recomputed})
+        result.append(dataclasses.replace(plan, cluster=cluster,
+                                          inputs=[copied(n) for n in plan.inputs],
+                                          outputs=[copied(n) for n in plan.outputs]))
+    return result
+
+
+def _rewrite(graph: torch.fx.Graph, plans: list[_Plan], fake_mode: Any,
+             report: bool = True) -> None:
+    """Replaces each planned cluster by one jit_call and its getitems
+    (reported, with `report`), and checks the graph is still acyclic and
+    well ordered."""
     from torch._inductor.pattern_matcher import stable_topological_sort
 
     order = {n: i for i, n in enumerate(graph.nodes)}
@@ -272,6 +301,8 @@ def _rewrite(graph: torch.fx.Graph, plans: list[_Plan], fake_mode: Any) -> None:
             node.replace_all_uses_with(
                 item, delete_user_cb=lambda user: not any(user in c.members() for c in keep)
                 and user is not call)
+        if not report:
+            continue
         _REPORTS.append(FusionReport(
             plan.program, cluster.backward,
             tuple(str(n.target) for n in sorted(cluster.nodes, key=order.get)),

@@ -85,7 +85,7 @@ public:
                     const HostSplitKernel *split = nullptr);
 
   /// Largest number of pointer parameters a host kernel may take.
-  static constexpr size_t kMaxPointers = 16;
+  static constexpr size_t kMaxPointers = 64;
 
   /// The address of kernel `name` (throws if absent).
   void *lookup(const std::string &name);

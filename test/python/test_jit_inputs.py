@@ -1,0 +1,333 @@
+"""segops.jit with the inputs real models pass: learnable 0-d and
+per-feature parameters, tensor constants, sizes that coincide, counts as
+tensors, keyword arguments and defaults; numerically safe sigmoid and
+powers; floats keyed by their bits."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+import segops
+from segops import JitError
+
+from conftest import layout
+
+
+def _index(rows: int, segments: int, seed: int = 0) -> torch.Tensor:
+    if rows == 0:
+        return torch.zeros(0, dtype=torch.int32)
+    generator = torch.Generator().manual_seed(seed)
+    return torch.sort(torch.randint(0, segments, (rows,), generator=generator,
+                                    dtype=torch.int32)).values
+
+
+def _assert_same(got, want) -> None:
+    got = got if isinstance(got, tuple) else (got,)
+    want = want if isinstance(want, tuple) else (want,)
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, equal_nan=True)
+
+
+# --------------------------------------------------------------------------
+# Uniform values: learnable 0-d and per-feature parameters, constants.
+# --------------------------------------------------------------------------
+
+
+def scaled_energy(x, eps, w, idx, n):
+    """A 0-d eps, a per-feature w (3,), a constant built in the body."""
+    c = torch.tensor([1.0, 2.0, 3.0], dtype=x.dtype)
+    return segops.segmented_sum(((x * w * c).sum(-1) + eps) ** 2, idx, n)
+
+
+def _parameters(dtype=torch.float64, rows=9, segments=3):
+    generator = torch.Generator().manual_seed(1)
+    x = torch.randn(rows, 3, dtype=dtype, generator=generator, requires_grad=True)
+    eps = torch.tensor(0.3, dtype=dtype, requires_grad=True)
+    w = torch.randn(3, dtype=dtype, generator=generator, requires_grad=True)
+    return x, eps, w, _index(rows, segments), segments
+
+
+@pytest.mark.parametrize("segments", [2, 3, 9])  # 3: as long as w; 9: as long as x
+def test_parameters_match_eager_with_gradients(segments: int) -> None:
+    x, eps, w, idx, n = _parameters(segments=segments)
+    jitted = segops.jit(scaled_energy)
+    _assert_same(jitted(x, eps, w, idx, n), scaled_energy(x, eps, w, idx, n))
+    got = torch.autograd.grad(jitted(x, eps, w, idx, n).sum(), (x, eps, w))
+    want = torch.autograd.grad(scaled_energy(x, eps, w, idx, n).sum(), (x, eps, w))
+    _assert_same(tuple(got), tuple(want))
+
+
+def test_parameters_gradcheck_and_gradgradcheck() -> None:
+    x, eps, w, idx, n = _parameters()
+    jitted = segops.jit(scaled_energy)
+
+    def call(*tensors):
+        return jitted(*tensors, idx, n)
+
+    assert torch.autograd.gradcheck(call, (x, eps, w))
+    assert torch.autograd.gradgradcheck(call, (x, eps, w))
+
+
+def test_parameters_third_order() -> None:
+    """A parameter's gradient is a reduction over segments: it
+    differentiates to any order like the rest."""
+    x, eps, w, idx, n = _parameters()
+    jitted = segops.jit(scaled_energy)
+
+    def third(fn):
+        energy = fn(x, eps, w, idx, n).sum()
+        g, = torch.autograd.grad(energy, eps, create_graph=True)
+        gg, = torch.autograd.grad(g, eps, create_graph=True)
+        ggg, = torch.autograd.grad(gg * gg, w)
+        return g, gg, ggg
+
+    _assert_same(third(jitted), third(scaled_energy))
+
+
+def test_parameter_gradients_are_deterministic() -> None:
+    x, eps, w, idx, n = _parameters(rows=5000, segments=40)
+    jitted = segops.jit(scaled_energy)
+    first = torch.autograd.grad(jitted(x, eps, w, idx, n).sum(), (eps, w))
+    for _ in range(3):
+        again = torch.autograd.grad(jitted(x, eps, w, idx, n).sum(), (eps, w))
+        assert all(torch.equal(a, b) for a, b in zip(first, again))
+
+
+SCALE = torch.tensor(2.5, dtype=torch.float64)
+
+
+def test_captured_tensors_are_constants() -> None:
+    def captured(x, idx, n):
+        return segops.segmented_sum(x * SCALE, idx, n)
+
+    x = torch.randn(6, 3, dtype=torch.float64)
+    idx = layout([2, 4])
+    jitted = segops.jit(captured)
+    _assert_same(jitted(x, idx, 2), captured(x, idx, 2))
+    SCALE.fill_(-1.0)  # the constant is the tensor: updates are seen
+    try:
+        _assert_same(jitted(x, idx, 2), captured(x, idx, 2))
+    finally:
+        SCALE.fill_(2.5)
+
+
+def test_captured_tensor_requiring_grad_is_an_error() -> None:
+    weight = torch.tensor(2.0, dtype=torch.float64, requires_grad=True)
+
+    def captured(x, idx, n):
+        return segops.segmented_sum(x * weight, idx, n)
+
+    with pytest.raises(JitError, match="pass it as an argument"):
+        segops.jit(captured)(torch.randn(4, dtype=torch.float64), layout([4]), 1)
+
+
+def test_large_constants_are_an_error() -> None:
+    def table(x, idx, n):
+        return segops.segmented_sum(x * torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=x.dtype)[0],
+                                    idx, n)
+
+    with pytest.raises(JitError, match="constants must be 0-d, \\(1,\\) or \\(3,\\)"):
+        segops.jit(table)(torch.randn(4, dtype=torch.float64), layout([4]), 1)
+
+
+def test_uniform_values_inside_torch_compile() -> None:
+    x, eps, w, idx, n = _parameters(dtype=torch.float32)
+    jitted = segops.jit(scaled_energy)
+
+    @torch.compile(fullgraph=True, backend="aot_eager")
+    def loss(x, eps, w):
+        return jitted(x, eps, w, idx, n).sum()
+
+    got = torch.autograd.grad(loss(x, eps, w), (x, eps, w))
+    want = torch.autograd.grad(scaled_energy(x, eps, w, idx, n).sum(), (x, eps, w))
+    _assert_same(tuple(got), tuple(want))
+
+
+def test_uniform_only_result_is_an_error() -> None:
+    def constant_output(x, eps, idx, n):
+        return segops.segmented_sum(x, idx, n), eps * 2
+
+    with pytest.raises(JitError, match="uniform values only"):
+        segops.jit(constant_output)(torch.randn(4), torch.tensor(1.0), layout([4]), 1)
+
+
+# --------------------------------------------------------------------------
+# No specialization on coincidences of sizes.
+# --------------------------------------------------------------------------
+
+
+def rows_and_segments(x, q, y, idx, n):
+    """Row, per-segment and mixed values: every argument's space matters."""
+    weighted = segops.segmented_sum(x * q[:, None], idx, n)
+    return weighted, segops.segmented_mul(x, y, idx, n), segops.segmented_mean(q, idx, n)
+
+
+@pytest.mark.parametrize("rows,segments", list(itertools.product(range(5), range(5))))
+def test_every_small_row_and_segment_count(rows: int, segments: int) -> None:
+    if rows and not segments:
+        pytest.skip("rows need a segment")
+    generator = torch.Generator().manual_seed(rows * 5 + segments)
+    x = torch.randn(rows, 3, generator=generator)
+    q = torch.randn(rows, generator=generator)
+    y = torch.randn(segments, generator=generator)
+    idx = _index(rows, segments)
+    jitted = segops.jit(rows_and_segments)
+    _assert_same(jitted(x, q, y, idx, segments), rows_and_segments(x, q, y, idx, segments))
+    # Then other sizes through the same function object.
+    idx = _index(7, 3)
+    x, q, y = torch.randn(7, 3), torch.randn(7), torch.randn(3)
+    _assert_same(jitted(x, q, y, idx, 3), rows_and_segments(x, q, y, idx, 3))
+
+
+@pytest.mark.parametrize("rows,segments", [(3, 3), (4, 3), (1, 1), (2, 1)])
+def test_first_call_with_coinciding_sizes(rows: int, segments: int) -> None:
+    """N == S and N == S + 1 at the first call: once a false 'num_segments
+    as a value' error."""
+    def pooled(x, idx, n):
+        mean = segops.segmented_mean(x, idx, n)
+        return segops.segmented_sum(x - segops.segmented_gather(mean, idx), idx, n) + mean
+
+    x = torch.randn(rows, 3, dtype=torch.float64)
+    idx = _index(rows, segments)
+    jitted = segops.jit(pooled)
+    _assert_same(jitted(x, idx, segments), pooled(x, idx, segments))
+    x = torch.randn(10, 3, dtype=torch.float64)
+    _assert_same(jitted(x, _index(10, 4), 4), pooled(x, _index(10, 4), 4))
+
+
+def test_row_count_as_a_value_is_an_error() -> None:
+    def per_row(x, idx, n):
+        return segops.segmented_sum(x, idx, n) / x.shape[0]
+
+    with pytest.raises(JitError, match="number of rows"):
+        segops.jit(per_row)(torch.randn(4), layout([2, 2]), 2)
+
+
+def test_wrong_lengths_still_name_the_argument() -> None:
+    def energy(x, q, idx, n):
+        return segops.segmented_sum(q * (x * x).sum(-1), idx, n)
+
+    x, idx = torch.randn(6, 3), layout([3, 3])
+    jitted = segops.jit(energy)
+    jitted(x, torch.randn(6), idx, 2)
+    with pytest.raises(ValueError, match="tensor argument 1 has 3 rows, but is used per row"):
+        jitted(x, torch.randn(3), idx, 2)
+    with pytest.raises(ValueError, match="neither the rows of idx"):
+        jitted(x, torch.randn(5), idx, 2)
+
+
+# --------------------------------------------------------------------------
+# Counts the way PyG passes them; keyword arguments and defaults.
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("count", [lambda idx: idx.max() + 1, lambda idx: np.int64(3),
+                                   lambda idx: np.int32(3), lambda idx: torch.tensor(3)])
+def test_counts_as_tensors_and_numpy_integers(count) -> None:
+    idx = layout([2, 0, 3])
+    x = torch.randn(5, 3, dtype=torch.float64)
+    expected = segops.segmented_sum(x, idx, 3)
+    torch.testing.assert_close(segops.segmented_sum(x, idx, count(idx)), expected)
+    torch.testing.assert_close(segops.segmented_mean(x, idx, count(idx)),
+                               segops.segmented_mean(x, idx, 3))
+
+    def total(x, idx, n):
+        return segops.segmented_sum(x, idx, n)
+
+    torch.testing.assert_close(segops.jit(total)(x, idx, count(idx)), expected)
+
+
+@pytest.mark.parametrize("bad", [2.0, torch.tensor(2.0), torch.tensor([2]), "2"])
+def test_non_integer_counts_say_they_must_be_ints(bad) -> None:
+    idx = layout([2, 2])
+    with pytest.raises(TypeError, match="num_segments must be an int"):
+        segops.segmented_sum(torch.randn(4), idx, bad)
+
+    def total(x, idx, n):
+        return segops.segmented_sum(x, idx, n)
+
+    with pytest.raises((JitError, TypeError), match="must be an int"):
+        segops.jit(total)(torch.randn(4), idx, bad)
+
+
+def test_keyword_arguments_and_defaults() -> None:
+    def scaled(x, idx, n, scale=2.0):
+        return segops.segmented_sum(x * scale, idx, n)
+
+    x, idx = torch.randn(4, 3), layout([1, 3])
+    jitted = segops.jit(scaled)
+    _assert_same(jitted(x, idx, 2), scaled(x, idx, 2))
+    _assert_same(jitted(x, idx=idx, n=2), scaled(x, idx, 2))
+    _assert_same(jitted(x, idx, 2, scale=-1.0), scaled(x, idx, 2, -1.0))
+    with pytest.raises(TypeError, match="segops.jit\\(scaled\\)"):
+        jitted(x, idx, 2, bogus=1)
+
+
+def test_lambdas_and_non_ascii_names_compile() -> None:
+    x, idx = torch.randn(4), layout([2, 2])
+    jitted = segops.jit(lambda x, idx, n: segops.segmented_sum(x * x, idx, n))
+    _assert_same(jitted(x, idx, 2), segops.segmented_sum(x * x, idx, 2))
+
+    def énergie(x, idx, n):
+        return segops.segmented_sum(x, idx, n)
+
+    _assert_same(segops.jit(énergie)(x, idx, 2), segops.segmented_sum(x, idx, 2))
+
+
+# --------------------------------------------------------------------------
+# Numerically safe forms; float constants keyed by their bits.
+# --------------------------------------------------------------------------
+
+EDGE_VALUES = [-200.0, -100.0, -89.5, -20.0, -1.0, -0.0, 0.0, 1e-30, 0.5, 1.0, 20.0, 100.0]
+
+
+def sigmoid_sum(x, idx, n):
+    return segops.segmented_sum(torch.sigmoid(x), idx, n)
+
+
+def odd_powers(x, idx, n):
+    return segops.segmented_sum(x ** 9 + x ** 3 - x ** -3 + x ** 12, idx, n)
+
+
+def clamped_power(x, idx, n):
+    return segops.segmented_sum(torch.clamp(x, 0, 5) ** 2.5 + torch.clamp(x, 0.1) ** -1.5, idx, n)
+
+
+def reciprocal(x, idx, n):
+    return segops.segmented_sum(1.0 / x + 2.0 / (x * x + 1.0), idx, n)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("fn", [sigmoid_sum, odd_powers, clamped_power, reciprocal])
+def test_safe_forms_match_eager_with_gradients(fn, dtype: torch.dtype) -> None:
+    idx = torch.arange(len(EDGE_VALUES), dtype=torch.int32)
+    n = len(EDGE_VALUES)
+    x = torch.tensor(EDGE_VALUES, dtype=dtype, requires_grad=True)
+    jitted = segops.jit(fn)
+    got, want = jitted(x, idx, n), fn(x, idx, n)
+    torch.testing.assert_close(got, want, equal_nan=True, rtol=1e-5, atol=0)
+    grad, = torch.autograd.grad(got.sum(), x)
+    expected, = torch.autograd.grad(want.sum(), x)
+    assert torch.equal(torch.isnan(grad), torch.isnan(expected))
+    # atol: eager's f32 sigmoid'(20) is 0 (s (1 - s) with s rounded to 1);
+    # the kernel's e / (1 + e)^2 keeps the 2e-9.
+    torch.testing.assert_close(grad, expected, equal_nan=True, rtol=1e-5, atol=1e-8)
+
+
+def test_signed_zero_and_nan_constants() -> None:
+    def divide(x, idx, n, c):
+        return segops.segmented_sum(x / c, idx, n)
+
+    x, idx = torch.ones(2), layout([2])
+    jitted = segops.jit(divide)
+    assert jitted(x, idx, 1, 0.0).item() == float("inf")
+    assert jitted(x, idx, 1, -0.0).item() == float("-inf")
+    jitted(x, idx, 1, float("nan"))
+    before = len(jitted._specializations)
+    assert torch.isnan(jitted(x, idx, 1, float("nan"))).all()
+    assert len(jitted._specializations) == before
