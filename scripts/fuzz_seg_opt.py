@@ -46,6 +46,14 @@ PIPELINES = [
     ["--seg-derive=order=1", "--seg-to-nvvm"],
     ["--seg-to-gpu-simulator"],
     ["--canonicalize", "--cse"],
+    # Every pass alone, on whatever IR it is given (seg-opt verifies the IR
+    # after each pass).
+    ["--seg-differentiate"],
+    ["--convert-seg-to-host"],
+    ["--convert-seg-to-gpu"],
+    ["--convert-gpu-to-simulator"],
+    ["--seg-approximate-math"],
+    ["--seg-approximate-math=expand-floor=true"],
 ]
 
 # Ops that take the same operands, so that renaming one to another often

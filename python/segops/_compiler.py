@@ -60,17 +60,56 @@ def cache_dir() -> Path:
     return base / "segops"
 
 
+# A cache entry: this tag, the SHA-256 of the payload, the payload. A file
+# that fails the check (flipped bits, a truncated write, something else's
+# file) is treated as missing, so the entry is compiled again.
+_CACHE_TAG = b"segops-cache-1\n"
+_DIGEST_BYTES = 32
+
+
 def write_cache_file(path: Path, data: bytes) -> None:
-    """Writes a cache entry under a temporary name, then renames it: a
-    concurrent reader (another process, a forked child) never sees half a
-    file. An unwritable cache only costs recompilation."""
+    """Writes a cache entry (checksummed) under a temporary name, then
+    renames it: a concurrent reader (another process, a forked child) never
+    sees half a file. An unwritable cache only costs recompilation."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        partial.write_bytes(data)
+        partial.write_bytes(_CACHE_TAG + hashlib.sha256(data).digest() + data)
         os.replace(partial, path)
     except OSError:
         pass
+
+
+def read_cache_file(path: Path) -> bytes | None:
+    """A cache entry's payload, or None if it is missing or fails its
+    checksum (a corrupt entry is removed)."""
+    try:
+        content = path.read_bytes()
+    except OSError:
+        return None
+    header = len(_CACHE_TAG) + _DIGEST_BYTES
+    data = content[header:]
+    if (content.startswith(_CACHE_TAG) and len(content) >= header
+            and hashlib.sha256(data).digest() == content[len(_CACHE_TAG):header]):
+        return data
+    try:
+        path.unlink()
+    except OSError:
+        pass
+    return None
+
+
+def cache_generation() -> str:
+    """A token that changes when the cache directory is deleted (made anew
+    in a fresh directory): part of segops.fusion's cache key, so that
+    Inductor's caches never replay graphs naming programs whose records
+    went with the directory."""
+    path = cache_dir() / "generation"
+    token = read_cache_file(path)
+    if token is None:
+        write_cache_file(path, os.urandom(16).hex().encode())
+        token = read_cache_file(path) or b"unwritable"
+    return token.decode()
 
 
 _ptx_cache: dict[str, str] = {}
@@ -121,9 +160,10 @@ def compile_ptx(source: str, order: int = 0, chip: str = "sm_90",
     if cached is not None:
         return cached
     path = cache_dir() / f"{key}.ptx"
-    try:
-        ptx = path.read_text()
-    except OSError:
+    cached_bytes = read_cache_file(path)
+    if cached_bytes is not None:
+        ptx = cached_bytes.decode()
+    else:
         ptx = compiler.compile_ptx(source, order, chip, opt_level=opt_level or 0,
                                    quick=opt_level is None)
         write_cache_file(path, ptx.encode())

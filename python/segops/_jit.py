@@ -152,9 +152,12 @@ def register_program(draft: str, stem: str, idx_position: int, label: str) -> st
 
 def _recorded_program(name: str) -> _Program | None:
     """A program registered by another process, from the disk cache."""
+    data = _compiler.read_cache_file(_program_record(name))
     try:
-        record = json.loads(_program_record(name).read_text())
-    except (OSError, ValueError):
+        record = json.loads(data) if data is not None else None
+    except ValueError:
+        record = None
+    if not isinstance(record, dict) or not {"source", "idx_position", "label"} <= set(record):
         return None
     with _PROGRAMS_LOCK:
         return _PROGRAMS.setdefault(name, _Program(name, record["source"],
@@ -172,7 +175,10 @@ def _split_program(program: str) -> tuple[_Program, int]:
         raise ValueError(f"segops::jit_call: unknown program {program!r} (programs are made "
                          "by calling a segops.jit function or compiling a graph with "
                          "segops.fusion, and recorded in the segops cache directory "
-                         f"{_compiler.cache_dir()})")
+                         f"{_compiler.cache_dir()}; a graph cached by Inductor before that "
+                         "directory was deleted names programs no longer there: clear "
+                         "Inductor's cache too, torch._inductor.utils.clear_inductor_caches() "
+                         "or its directory, TORCHINDUCTOR_CACHE_DIR)")
     return found, level
 
 
@@ -187,6 +193,15 @@ _HOST_INTERLEAVE = 1
 _HOST_OPTIONS = f"O3 interleave={_HOST_INTERLEAVE}"
 
 
+def _cached_json(path: Path) -> Any:
+    """A cached JSON value, or None if missing or corrupt."""
+    data = _compiler.read_cache_file(path)
+    try:
+        return json.loads(data) if data is not None else None
+    except ValueError:
+        return None
+
+
 def _compile_host(program: _Program, level: int) -> _HostKernel:
     """Compiles (or reads from the disk cache) one level's host object and
     loads it into the process."""
@@ -196,11 +211,10 @@ def _compile_host(program: _Program, level: int) -> _HostKernel:
     path = _cache_path("o", [identity, "host", segc.host_cpu(), _HOST_OPTIONS, str(level),
                              name, program.source])
     manifest_path = path.with_suffix(".json")
-    try:
-        # The manifest is written last: with it, the object is whole.
-        entry = json.loads(manifest_path.read_text())
-        obj = path.read_bytes()
-    except (OSError, ValueError):
+    # The manifest is written last; each file is checksummed.
+    entry, obj = _cached_json(manifest_path), _compiler.read_cache_file(path)
+    if not isinstance(entry, dict) or entry.get("name") != name or "host" not in entry \
+            or obj is None:
         manifest_text, obj = segc.compile_host_object(program.source, level, name,
                                                       interleave=_HOST_INTERLEAVE)
         entry = next(k for k in json.loads(manifest_text)["kernels"] if k["name"] == name)
@@ -227,9 +241,8 @@ def _compile_simulated(program: _Program, level: int) -> tuple[dict[str, int],
     name = program.level_name(level)
     path = _cache_path("sim.o", [_compiler.compiler_identity(), "gpusim", str(level), name,
                                  program.source])
-    try:
-        obj = path.read_bytes()
-    except OSError:
+    obj = _compiler.read_cache_file(path)
+    if obj is None:
         obj = segc.compile_simulator_object(program.source, level, name)
         _compiler.write_cache_file(path, obj)
     info = _library.kernel_from_entry(program.entry(level))

@@ -108,9 +108,11 @@ class SegmentFusionPass(CustomGraphPass):
     def uuid(self) -> Any:
         # Everything its output depends on: this code, the translator, the
         # compiler (its IR decides the programs) and the program records'
-        # directory (a cached graph names programs recorded there).
+        # directory and its generation (a cached graph names programs
+        # recorded there: a deleted directory must not be replayed).
         sources = tuple(sorted(str(p) for p in _source_files()))
         extra = "|".join([_compiler.compiler_identity(), str(_compiler.cache_dir()),
+                          _compiler.cache_generation(),
                           str(self.strict), str(_MIN_OPS)])
         return get_hash_for_files(sources, extra).hex()
 

@@ -4,6 +4,7 @@ code run eagerly; what the pass fused, read from segops.fusion.reports()."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -331,6 +332,61 @@ def test_second_process_hits_the_cache_and_runs(tmp_path):
         outputs.append(result.stdout.split()[-4:])
     assert outputs[0] == ["hits", "0", "fused", "2"]
     assert outputs[1][0] == "hits" and int(outputs[1][1]) >= 1 and outputs[1][3] == "0"
+
+
+def test_deleted_segops_cache_is_not_replayed(tmp_path):
+    """The segops cache deleted between two processes (as documented) while
+    Inductor's stays: the second process must not replay graphs naming
+    programs whose records went with it. The pass's cache key holds the
+    directory's generation, so Inductor compiles anew and the pass runs."""
+    script = tmp_path / "model.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys, torch
+        sys.path.insert(0, {str(ROOT / 'test' / 'python')!r})
+        import segops, segops.fusion
+        from test_fusion import centered_energy, energy_inputs
+        x, q, idx, s = energy_inputs()
+        energy = torch.compile(centered_energy, options=segops.fusion.options(strict=True))(
+            x, q, idx, s)
+        # With the backward run, AOTAutograd caches the graphs (and would
+        # replay them in the next process).
+        grads = torch.autograd.grad(energy.sum(), [x, q])
+        expected = centered_energy(x, q, idx, s)
+        for a, b in zip([energy, *grads], [expected, *torch.autograd.grad(expected.sum(), [x, q])]):
+            torch.testing.assert_close(a, b)
+        print("fused", len(segops.fusion.reports()))
+    """))
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"),
+               SEGOPS_CACHE_DIR=str(tmp_path / "segops"))
+    package_root = str(Path(segops.__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join([package_root, env.get("PYTHONPATH", "")])
+    for _ in range(2):
+        result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                                timeout=600, env=env)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert result.stdout.split()[-2:] == ["fused", "2"]
+        shutil.rmtree(tmp_path / "segops")
+
+
+def test_failed_rewrite_leaves_the_graph_unchanged(monkeypatch):
+    """Whatever fails in the rewrite (here: the trial on a copy) leaves the
+    graph as Inductor gave it, and the compiled function is right."""
+    calls = []
+
+    def broken(*args, **kwargs):
+        calls.append(args)
+        raise AssertionError("a cycle")
+
+    monkeypatch.setattr(fusion, "_rewrite", broken)
+    # No cached graph: the pass must run.
+    monkeypatch.setattr(torch._functorch.config, "enable_autograd_cache", False)
+    x, q, idx, s = energy_inputs()
+    fusion.clear_reports()
+    torch._dynamo.reset()
+    compiled = torch.compile(centered_energy,
+                             options={**fusion.options(), "fx_graph_cache": False})
+    torch.testing.assert_close(compiled(x, q, idx, s), centered_energy(x, q, idx, s))
+    assert calls and not fusion.reports()
 
 
 @pytest.mark.parametrize("seed", range(16))

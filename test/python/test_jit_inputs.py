@@ -331,3 +331,54 @@ def test_signed_zero_and_nan_constants() -> None:
     before = len(jitted._specializations)
     assert torch.isnan(jitted(x, idx, 1, float("nan"))).all()
     assert len(jitted._specializations) == before
+
+
+# --------------------------------------------------------------------------
+# The disk cache: entries that fail their checksum are compiled again.
+# --------------------------------------------------------------------------
+
+_CACHE_SCRIPT = """
+import sys, torch, segops
+def energy(x, q, idx, n):
+    return segops.segmented_sum(q * (x * x).sum(-1), idx, n)
+x, q = torch.randn(7, 3, dtype=torch.float64), torch.randn(7, dtype=torch.float64)
+idx = torch.tensor([0, 0, 1, 1, 1, 2, 2], dtype=torch.int32)
+torch.testing.assert_close(segops.jit(energy)(x, q, idx, 3), energy(x, q, idx, 3))
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "empty-json", "garbage"])
+def test_damaged_cache_entries_are_compiled_again(tmp_path, damage: str) -> None:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = dict(os.environ, SEGOPS_CACHE_DIR=str(tmp_path))
+    package_root = str(Path(segops.__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join([package_root, env.get("PYTHONPATH", "")])
+
+    def run() -> None:
+        result = subprocess.run([sys.executable, "-c", _CACHE_SCRIPT], capture_output=True,
+                                text=True, timeout=300, env=env)
+        assert result.returncode == 0 and result.stdout.split()[-1] == "ok", \
+            result.stderr[-3000:]
+
+    run()
+    objects, manifests = sorted(tmp_path.glob("*.o")), sorted(tmp_path.glob("*.json"))
+    assert objects and manifests
+    for path in objects + manifests + sorted((tmp_path / "programs").glob("*.json")):
+        data = bytearray(path.read_bytes())
+        if damage == "flip":
+            for i in range(len(data) // 2, len(data), 97):
+                data[i] ^= 0xFF
+        elif damage == "truncate":
+            data = data[: len(data) // 3]
+        elif damage == "empty-json":
+            data = bytearray(b"{}")
+        else:
+            data = bytearray(os.urandom(len(data)))
+        path.write_bytes(bytes(data))
+    run()  # recompiles what fails its check
+    run()  # and the new entries serve

@@ -2,6 +2,7 @@
 
 #include "segops/Conversion/Passes.h"
 
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Math/Transforms/Approximation.h"
 #include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/IR/PatternMatch.h"
@@ -78,6 +79,22 @@ struct SegApproximateMathPass
   using SegApproximateMathBase::SegApproximateMathBase;
 
   void runOnOperation() override {
+    // The approximations build scalar constants for their operands' element
+    // type, which is only valid IR for scalars and vectors: math on tensors
+    // (seg IR before lowering) is rejected, not rewritten into invalid IR.
+    WalkResult tensors = getOperation()->walk([](Operation *op) {
+      if (op->getDialect() && isa<math::MathDialect>(op->getDialect()) &&
+          llvm::any_of(op->getResultTypes(), llvm::IsaPred<TensorType>)) {
+        op->emitOpError()
+            << "on tensors: seg-approximate-math rewrites scalar and vector "
+               "math of lowered kernels (run it after convert-seg-to-host or "
+               "convert-seg-to-gpu)";
+        return WalkResult::interrupt();
+      }
+      return WalkResult::advance();
+    });
+    if (tensors.wasInterrupted())
+      return signalPassFailure();
     RewritePatternSet patterns(&getContext());
     // The approximations match f32 only; f64 ops stay (libm on the host),
     // but tanh, which has no LLVM intrinsic, becomes exp of any type.
