@@ -110,15 +110,24 @@ static void addHostToLLVMPasses(OpPassManager &pm) {
   pm.addPass(createLoweredCanonicalizerPass());
 }
 
-void mlir::seg::buildSegToHostPipeline(OpPassManager &pm,
-                                       const SegToHostOptions &options) {
+void mlir::seg::buildSegToHostKernelsPipeline(OpPassManager &pm,
+                                              const SegToHostOptions &options) {
   ConvertSegToHostOptions passOptions;
   passOptions.vectorBits = options.vectorBits;
   passOptions.interleave = options.interleave;
   pm.addPass(createConvertSegToHost(passOptions));
   pm.addPass(createLoweredCanonicalizerPass());
   pm.addPass(createCSEPass());
+}
+
+void mlir::seg::buildHostToLLVMPipeline(OpPassManager &pm) {
   addHostToLLVMPasses(pm);
+}
+
+void mlir::seg::buildSegToHostPipeline(OpPassManager &pm,
+                                       const SegToHostOptions &options) {
+  buildSegToHostKernelsPipeline(pm, options);
+  buildHostToLLVMPipeline(pm);
 }
 
 void mlir::seg::buildSegToGPUSimulatorPipeline(OpPassManager &pm,

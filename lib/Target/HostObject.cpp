@@ -2,6 +2,7 @@
 
 #include "segops/Target/OpLibrary.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Threading.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Export.h"
@@ -16,6 +17,7 @@
 #include "llvm/Target/TargetOptions.h"
 #include "llvm/TargetParser/Host.h"
 
+#include <algorithm>
 #include <mutex>
 
 using namespace mlir;
@@ -93,8 +95,9 @@ static FailureOr<std::string> emitObject(ModuleOp module, StringRef cpu,
   return std::string(buffer.begin(), buffer.end());
 }
 
-FailureOr<std::string>
-mlir::seg::compileToHostObject(ModuleOp source, const HostTarget &target) {
+/// `source` lowered to the LLVM dialect for `target`.
+static FailureOr<OwningOpRef<ModuleOp>> lowerForHost(ModuleOp source,
+                                                     const HostTarget &target) {
   OwningOpRef<ModuleOp> module = cast<ModuleOp>(source->clone());
   PassManager pm(source.getContext());
   SegToHostOptions options;
@@ -103,7 +106,87 @@ mlir::seg::compileToHostObject(ModuleOp source, const HostTarget &target) {
   buildSegToHostPipeline(pm, options);
   if (failed(pm.run(*module)))
     return failure();
-  return emitObject(*module, target.cpu, "segops_host", target.optLevel);
+  return module;
+}
+
+FailureOr<std::string>
+mlir::seg::compileToHostObject(ModuleOp source, const HostTarget &target) {
+  FailureOr<OwningOpRef<ModuleOp>> module = lowerForHost(source, target);
+  if (failed(module))
+    return failure();
+  return emitObject(**module, target.cpu, "segops_host", target.optLevel);
+}
+
+/// The defined functions of `module` in `numParts` groups of about equal
+/// size (operations), largest first into the smallest group.
+static SmallVector<SmallVector<StringRef>>
+partitionFunctions(ModuleOp module, unsigned numParts) {
+  SmallVector<std::pair<int64_t, StringRef>> sizes;
+  for (auto func : module.getOps<func::FuncOp>()) {
+    if (func.isExternal())
+      continue;
+    int64_t size = 0;
+    func.walk([&](Operation *) { ++size; });
+    sizes.push_back({size, func.getSymName()});
+  }
+  llvm::stable_sort(sizes, [](auto &a, auto &b) { return a.first > b.first; });
+  numParts = std::max<unsigned>(1, std::min<unsigned>(numParts, sizes.size()));
+  SmallVector<SmallVector<StringRef>> parts(numParts);
+  SmallVector<int64_t> load(numParts, 0);
+  for (auto &[size, name] : sizes) {
+    unsigned lightest =
+        std::min_element(load.begin(), load.end()) - load.begin();
+    parts[lightest].push_back(name);
+    load[lightest] += size;
+  }
+  return parts;
+}
+
+FailureOr<SmallVector<std::string>>
+mlir::seg::compileToHostObjectParts(ModuleOp source, const HostTarget &target,
+                                    unsigned numParts) {
+  MLIRContext *context = source.getContext();
+  OwningOpRef<ModuleOp> kernels = cast<ModuleOp>(source->clone());
+  PassManager pm(context);
+  SegToHostOptions options;
+  options.vectorBits = target.vectorBits;
+  options.interleave = target.interleave;
+  buildSegToHostKernelsPipeline(pm, options);
+  if (failed(pm.run(*kernels)))
+    return failure();
+  // One module per part: its functions defined, the others declared
+  // (kernels do not call each other; a declaration keeps any reference
+  // valid). Lowered here, one after another (passes load dialects, which a
+  // context must not do on several threads at once), then translated and
+  // compiled by LLVM in parallel.
+  SmallVector<OwningOpRef<ModuleOp>> modules;
+  for (ArrayRef<StringRef> part : partitionFunctions(*kernels, numParts)) {
+    OwningOpRef<ModuleOp> module = cast<ModuleOp>((*kernels)->clone());
+    for (auto func : module->getOps<func::FuncOp>()) {
+      if (func.isExternal() || llvm::is_contained(part, func.getSymName()))
+        continue;
+      func.eraseBody();
+      func.setPrivate();
+    }
+    PassManager lowering(context);
+    buildHostToLLVMPipeline(lowering);
+    if (failed(lowering.run(*module)))
+      return failure();
+    modules.push_back(std::move(module));
+  }
+  SmallVector<std::string> objects(modules.size());
+  LogicalResult emitted =
+      failableParallelForEachN(context, 0, modules.size(), [&](size_t i) {
+        FailureOr<std::string> object = emitObject(
+            *modules[i], target.cpu, "segops_host", target.optLevel);
+        if (failed(object))
+          return failure();
+        objects[i] = std::move(*object);
+        return success();
+      });
+  if (failed(emitted))
+    return failure();
+  return objects;
 }
 
 FailureOr<SmallVector<std::string>>

@@ -16,10 +16,12 @@ the tutorial, the supported constructs and the cache controls.
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import hashlib
 import inspect
 import json
+import os
 import struct
 import threading
 from dataclasses import dataclass
@@ -80,6 +82,7 @@ class _Program:
         self._host: dict[int, _HostKernel] = {}
         self._cuda: dict[tuple[int, int], Any] = {}
         self._lock = threading.Lock()
+        self._key_locks: dict[Any, threading.Lock] = {}
 
     def level_name(self, level: int) -> str:
         return self.name + _GRAD * level
@@ -95,14 +98,33 @@ class _Program:
         return entry
 
     def _once(self, cache: dict, key: Any, make: Callable[[], Any]) -> Any:
-        """cache[key], made once (threads wait for the first maker)."""
+        """cache[key], made once (threads wait for the first maker of that
+        key; other keys, say another level, are made meanwhile)."""
         found = cache.get(key)
         if found is None:
             with self._lock:
+                lock = self._key_locks.setdefault((id(cache), key), threading.Lock())
+            with lock:
                 found = cache.get(key)
                 if found is None:
                     found = cache[key] = make()
         return found
+
+    def compile_ahead(self, levels: Sequence[int]) -> None:
+        """Starts compiling these levels' host kernels on background threads
+        (each with a compiler of its own), so that a first call waits for its
+        level's compilation only, and a first backward finds its level done
+        or under way. Errors surface when the level is used."""
+        for level in levels:
+            if level not in self._host:
+                _background().submit(self._quietly, self.host_kernel, level)
+
+    @staticmethod
+    def _quietly(make: Callable[[int], Any], level: int) -> None:
+        try:
+            make(level)
+        except Exception:  # noqa: BLE001 - raised again where the level is used
+            pass
 
     def host_kernel(self, level: int) -> _HostKernel:
         return self._once(self._host, level, lambda: _compile_host(self, level))
@@ -124,6 +146,31 @@ class _Program:
 
 _PROGRAMS: dict[str, _Program] = {}
 _PROGRAMS_LOCK = threading.Lock()
+
+# Background compilation (_Program.compile_ahead): one worker, so that the
+# forward's compilation has the cores (its parts compile in parallel) and
+# the first derivative level follows it, overlapping the forward's run.
+_BACKGROUND: concurrent.futures.ThreadPoolExecutor | None = None
+_BACKGROUND_LOCK = threading.Lock()
+
+
+def _background() -> concurrent.futures.ThreadPoolExecutor:
+    global _BACKGROUND
+    with _BACKGROUND_LOCK:
+        if _BACKGROUND is None:
+            _BACKGROUND = concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="segops-jit-compile")
+        return _BACKGROUND
+
+
+def _forget_background() -> None:
+    """A forked child has none of its parent's threads: it starts its own."""
+    global _BACKGROUND
+    _BACKGROUND = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_background)
 
 
 def _program_record(name: str) -> Path:
@@ -190,7 +237,26 @@ def _cache_path(kind: str, key_parts: Sequence[str]) -> Path:
 # One partial sum per reduction in long row loops (the op library keeps 4):
 # a third less code to compile, measured in docs/benchmarks.md.
 _HOST_INTERLEAVE = 1
-_HOST_OPTIONS = f"O3 interleave={_HOST_INTERLEAVE}"
+# A level's kernel and its long-segment kernels are split into this many
+# objects, which LLVM compiles in parallel (on the compiler's threads).
+_HOST_PARTS = max(1, min(2, os.cpu_count() or 1))
+_HOST_OPTIONS = f"O3 interleave={_HOST_INTERLEAVE} parts={_HOST_PARTS}"
+
+
+def _pack(parts: Sequence[bytes]) -> bytes:
+    """Object files in one cache entry: each preceded by its length."""
+    return b"".join(len(p).to_bytes(8, "little") + p for p in parts)
+
+
+def _unpack(data: bytes | None) -> list[bytes] | None:
+    if data is None:
+        return None
+    parts, offset = [], 0
+    while offset + 8 <= len(data):
+        length = int.from_bytes(data[offset:offset + 8], "little")
+        parts.append(data[offset + 8:offset + 8 + length])
+        offset += 8 + length
+    return parts if offset == len(data) and parts else None
 
 
 def _cached_json(path: Path) -> Any:
@@ -212,13 +278,13 @@ def _compile_host(program: _Program, level: int) -> _HostKernel:
                              name, program.source])
     manifest_path = path.with_suffix(".json")
     # The manifest is written last; each file is checksummed.
-    entry, obj = _cached_json(manifest_path), _compiler.read_cache_file(path)
+    entry, objects = _cached_json(manifest_path), _unpack(_compiler.read_cache_file(path))
     if not isinstance(entry, dict) or entry.get("name") != name or "host" not in entry \
-            or obj is None:
-        manifest_text, obj = segc.compile_host_object(program.source, level, name,
-                                                      interleave=_HOST_INTERLEAVE)
+            or objects is None:
+        manifest_text, objects = segc.compile_host_objects(
+            program.source, level, name, interleave=_HOST_INTERLEAVE, parts=_HOST_PARTS)
         entry = next(k for k in json.loads(manifest_text)["kernels"] if k["name"] == name)
-        _compiler.write_cache_file(path, obj)
+        _compiler.write_cache_file(path, _pack(objects))
         _compiler.write_cache_file(manifest_path, json.dumps(entry).encode())
     program._entries.setdefault(level, entry)
     host = entry["host"]
@@ -226,7 +292,7 @@ def _compile_host(program: _Program, level: int) -> _HostKernel:
     split = host.get("split")
     if split:
         symbols += [split["rows_symbol"], split["finish_symbol"]]
-    addresses = segc.load_host_object(obj, symbols)
+    addresses = segc.load_host_object(objects, symbols)
     return _HostKernel(
         symbol=addresses[host["symbol"]],
         split=(addresses[split["rows_symbol"]], addresses[split["finish_symbol"]])
@@ -687,6 +753,25 @@ class JitFunction:
                          f"rows: neither the rows of idx ({rows}) nor num_segments ({segments}), "
                          "nor a uniform value (0-d, (1,) or (3,))")
 
+    def _compile_ahead(self, args: Sequence[Any], signature: Signature) -> Callable[[str], None]:
+        """An on_source hook for to_mlir: for real CPU tensors, the forward
+        (and, where an argument requires grad, the first derivative) starts
+        compiling in the background while the trace is checked."""
+        tensors = [args[i] for i in signature.tensor_positions]
+        real = all(type(t) in (Tensor, torch.nn.Parameter) for t in tensors)
+        if not real or _gpusim.ENABLED or any(t.is_cuda for t in tensors):
+            return lambda source: None
+        levels = [0, 1] if torch.is_grad_enabled() and any(t.requires_grad for t in tensors) \
+            else [0]
+        idx_position = signature.tensor_positions.index(signature.idx_position)
+
+        def start(source: str) -> None:
+            name = register_program(source, _kernel_stem(self.fn.__name__), idx_position,
+                                    f"segops.jit({self.fn.__name__})")
+            _PROGRAMS[name].compile_ahead(levels)
+
+        return start
+
     def _trace(self, args: Sequence[Any], signature: Signature, element: str,
                spaces: list[str | None]) -> Traced:
         """The function traced with the spaces the lengths suggest. Where
@@ -696,7 +781,8 @@ class JitFunction:
         its length is neither N nor S, per row (then the call's lengths are
         wrong, and the error says so)."""
         try:
-            return to_mlir(self.fn, "jit_kernel", args, signature, element, spaces)
+            return to_mlir(self.fn, "jit_kernel", args, signature, element, spaces,
+                           on_source=self._compile_ahead(args, signature))
         except JitError as error:
             small = [i for i, space in enumerate(spaces) if space is not None
                      and args[i].dim() == 1 and tuple(args[i].shape) in UNIFORM_TAILS]

@@ -825,12 +825,14 @@ class Traced:
 
 
 def to_mlir(fn: Callable, name: str, args: Sequence[Any], signature: Signature,
-            element: str, spaces: Sequence[str | None]) -> Traced:
+            element: str, spaces: Sequence[str | None],
+            on_source: Callable[[str], None] | None = None) -> Traced:
     """The seg IR of `fn` for arguments like `args`, whose spaces are
     "row", "segment", "uniform", or "ambiguous" (rows and segments alike
     long: placed from the data flow). Traced with lengths of its own, so no
     coincidence of the call's sizes shapes the kernel; a function that uses
-    a length as a value is a JitError."""
+    a length as a value is a JitError. `on_source(source)` runs between the
+    first trace and the check (compilation may start meanwhile)."""
     # Inside torch.compile: real stand-ins, and make_fx's own fake mode (not
     # the compile's, whose shape environment would get guards it cannot
     # source).
@@ -848,6 +850,8 @@ def to_mlir(fn: Callable, name: str, args: Sequence[Any], signature: Signature,
 
         (rows, segments), (other_rows, other_segments) = _TRACE_LENGTHS
         source, translator = translate(rows, segments)
+        if on_source is not None:
+            on_source(source)
         if translate(other_rows, other_segments)[0] != source:
             what = ("the number of rows (a tensor's length)"
                     if translate(other_rows, segments)[0] != source else "num_segments")

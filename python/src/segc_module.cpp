@@ -52,8 +52,11 @@ public:
     // segment kernels (measured with -time-passes) and ptxas strength-reduces
     // addresses itself; run-time compilation skips it. The op library, built
     // by seg-compile, keeps LLVM's default pipeline.
-    const char *args[] = {"segops-jit", "-disable-lsr"};
-    llvm::cl::ParseCommandLineOptions(2, args, "", &llvm::errs());
+    static std::once_flag options;
+    std::call_once(options, [] {
+      const char *args[] = {"segops-jit", "-disable-lsr"};
+      llvm::cl::ParseCommandLineOptions(2, args, "", &llvm::errs());
+    });
     DialectRegistry registry;
     seg::registerSegDialects(registry);
     context.appendDialectRegistry(registry);
@@ -75,8 +78,43 @@ public:
   }
 
   /// Compiles the kernel functions of `source` (and derivatives to `order`;
-  /// only function `keep` if it is not empty) to a host object file for
-  /// this CPU; returns the manifest and the object.
+  /// only function `keep` if it is not empty) to host object files for this
+  /// CPU, in up to `numParts` parts compiled in parallel; returns the
+  /// manifest and the objects.
+  std::pair<std::string, std::vector<std::string>>
+  compileHostObjects(const std::string &source, unsigned order,
+                     const std::string &keep, unsigned optLevel,
+                     int64_t vectorBits, int64_t interleave,
+                     unsigned numParts) {
+    std::string manifestText;
+    std::vector<std::string> objects;
+    withModule(
+        source, order,
+        [&](ModuleOp module) -> FailureOr<std::string> {
+          FailureOr<llvm::json::Object> manifest =
+              seg::buildKernelManifest(module, /*blockSize=*/256);
+          if (failed(manifest))
+            return failure();
+          manifestText =
+              llvm::formatv("{0}", llvm::json::Value(std::move(*manifest)))
+                  .str();
+          seg::HostTarget target = hostTarget();
+          target.optLevel = optLevel;
+          if (vectorBits > 0)
+            target.vectorBits = vectorBits;
+          target.interleave = interleave;
+          FailureOr<SmallVector<std::string>> parts =
+              seg::compileToHostObjectParts(module, target, numParts);
+          if (failed(parts))
+            return failure();
+          objects.assign(parts->begin(), parts->end());
+          return std::string();
+        },
+        keep);
+    return {manifestText, objects};
+  }
+
+  /// compileHostObjects in one part: one object.
   std::pair<std::string, std::string>
   compileHostObject(const std::string &source, unsigned order,
                     const std::string &keep, unsigned optLevel,
@@ -119,7 +157,7 @@ public:
   /// per object, resolving libm and the rest from the process) and returns
   /// the address of each of `symbols`. The code lives until exit.
   std::map<std::string, uintptr_t>
-  loadHostObject(const std::string &object,
+  loadHostObject(const std::vector<std::string> &objects,
                  const std::vector<std::string> &symbols,
                  const std::string &library) {
     std::lock_guard<std::mutex> lock(mutex);
@@ -141,9 +179,10 @@ public:
     }
     dylib->addGenerator(llvm::cantFail(
         llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(prefix)));
-    if (llvm::Error error = jit.addObjectFile(
-            *dylib, llvm::MemoryBuffer::getMemBufferCopy(object, dylibName)))
-      throw CompileError(llvm::toString(std::move(error)));
+    for (const std::string &object : objects)
+      if (llvm::Error error = jit.addObjectFile(
+              *dylib, llvm::MemoryBuffer::getMemBufferCopy(object, dylibName)))
+        throw CompileError(llvm::toString(std::move(error)));
     std::map<std::string, uintptr_t> addresses;
     for (const std::string &name : symbols) {
       llvm::Expected<llvm::orc::ExecutorAddr> address =
@@ -262,6 +301,9 @@ private:
   std::mutex mutex;
 };
 
+/// The process's compiler. Calls from several threads (the caller's and
+/// _jit.py's background compilation worker) take turns: MLIR contexts made
+/// and used on several threads at once abort in dialect registration.
 Compiler &compiler() {
   static Compiler *instance = new Compiler(); // never destroyed: no exit order
   return *instance;
@@ -308,6 +350,28 @@ PYBIND11_MODULE(_segc, m) {
       "third faster than the op library's 4): (manifest JSON, object file "
       "bytes).");
   m.def(
+      "compile_host_objects",
+      [](const std::string &source, unsigned order, const std::string &keep,
+         unsigned optLevel, int64_t vectorBits, int64_t interleave,
+         unsigned parts) {
+        std::pair<std::string, std::vector<std::string>> result;
+        {
+          py::gil_scoped_release release;
+          result = compiler().compileHostObjects(
+              source, order, keep, optLevel, vectorBits, interleave, parts);
+        }
+        py::list objects;
+        for (const std::string &object : result.second)
+          objects.append(py::bytes(object));
+        return py::make_tuple(result.first, objects);
+      },
+      py::arg("source"), py::arg("order") = 0, py::arg("keep") = "",
+      py::arg("opt_level") = 3, py::arg("vector_bits") = 0,
+      py::arg("interleave") = 1, py::arg("parts") = 2,
+      "compile_host_object in up to `parts` object files, LLVM running on "
+      "them in parallel (the functions split by size): (manifest JSON, "
+      "[object file bytes]); load them together with load_host_object.");
+  m.def(
       "compile_simulator_object",
       [](const std::string &source, unsigned order, const std::string &keep) {
         std::string object;
@@ -324,14 +388,21 @@ PYBIND11_MODULE(_segc, m) {
       "simulator's library).");
   m.def(
       "load_host_object",
-      [](const std::string &object, const std::vector<std::string> &symbols,
+      [](py::object object, const std::vector<std::string> &symbols,
          const std::string &library) {
+        // One object (bytes), or the parts of compile_host_objects.
+        std::vector<std::string> objects;
+        if (py::isinstance<py::bytes>(object))
+          objects.push_back(object.cast<std::string>());
+        else
+          objects = object.cast<std::vector<std::string>>();
         py::gil_scoped_release release;
-        return compiler().loadHostObject(object, symbols, library);
+        return compiler().loadHostObject(objects, symbols, library);
       },
       py::arg("object"), py::arg("symbols"), py::arg("library") = "",
-      "Loads a host object file into the process (ORC LLJIT) and returns "
-      "{symbol: address} for `symbols`; the code lives until exit. Its "
+      "Loads a host object file (bytes), or several that belong together (a "
+      "list), into the process (ORC LLJIT, one JITDylib) and returns "
+      "{symbol: address} for `symbols`; the code lives until exit. Their "
       "undefined symbols resolve in shared library `library` (if given), "
       "then in the process.");
   m.def(

@@ -68,9 +68,19 @@ void buildKernelModulesToNVVMPipeline(OpPassManager &pm,
                                       const SegToPTXOptions &options);
 
 /// seg kernel functions -> LLVM dialect host functions, ready for translation
-/// to LLVM IR.
+/// to LLVM IR: buildSegToHostKernelsPipeline, then buildHostToLLVMPipeline.
 void buildSegToHostPipeline(OpPassManager &pm,
                             const SegToHostOptions &options = {});
+
+/// The first half of buildSegToHostPipeline: seg kernel functions -> host
+/// func.func kernels of scf/arith/vector/math (convert-seg-to-host,
+/// simplified). Each function is then independent of the others.
+void buildSegToHostKernelsPipeline(OpPassManager &pm,
+                                   const SegToHostOptions &options = {});
+
+/// The second half: host functions of scf/arith/vector/math/func -> the
+/// LLVM dialect.
+void buildHostToLLVMPipeline(OpPassManager &pm);
 
 /// seg kernel functions -> the GPU kernels of buildSegToPTXPipeline, turned
 /// into host functions calling the SIMT simulator (convert-gpu-to-simulator),

@@ -54,6 +54,16 @@ struct HostTarget {
 FailureOr<std::string> compileToHostObject(ModuleOp source,
                                            const HostTarget &target);
 
+/// Compiles the kernel functions of `source` for `target` into up to
+/// `numParts` object files that together hold every kernel: the lowered
+/// functions are split into parts of about equal size (each function whole,
+/// the others declared), and LLVM optimizes and emits the parts in
+/// parallel on the context's threads. For run-time compilation, where
+/// LLVM's time on one large module is what a first call waits for.
+FailureOr<SmallVector<std::string>>
+compileToHostObjectParts(ModuleOp source, const HostTarget &target,
+                         unsigned numParts);
+
 /// compileToHostObject for each of `targets`, in parallel on the context's
 /// threads (each build runs LLVM on one thread); the objects in their order.
 FailureOr<SmallVector<std::string>>
