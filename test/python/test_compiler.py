@@ -119,11 +119,16 @@ sys.exit(os.waitstatus_to_exitcode(status))
 def test_memory_and_disk_cache(fresh_cache: Path) -> None:
     first = _compiler.compile_ptx(RMS_NORM, order=1)
     files = list(fresh_cache.glob("*.ptx"))
-    assert len(files) == 1 and files[0].read_text() == first
+    assert len(files) == 1 and _compiler.read_cache_file(files[0]).decode() == first
     assert _compiler.compile_ptx(RMS_NORM, order=1) is first  # in-process hit
     _compiler.clear_memory_cache()
-    files[0].write_text(first + "// from disk\n")  # proves the disk is read
+    # A valid entry is read from disk ...
+    _compiler.write_cache_file(files[0], (first + "// from disk\n").encode())
     assert _compiler.compile_ptx(RMS_NORM, order=1).endswith("// from disk\n")
+    # ... one that fails its checksum is compiled again.
+    _compiler.clear_memory_cache()
+    files[0].write_text(first + "// not checksummed\n")
+    assert _compiler.compile_ptx(RMS_NORM, order=1) == first
 
 
 def test_options_and_source_are_part_of_the_key(fresh_cache: Path) -> None:
