@@ -7,6 +7,7 @@ against a library op call.
 
     python -m bench.jit [--sizes 100000,1000000,10000000] [--lengths 10,1000]
                         [--budget 1.0] [--no-compile]
+    python -m bench.jit --cold    # cold compile of 4-7-op composites, by phase
 
 Composites: (a) layer norm over vec3 rows, y = c / rms_s(c), c = x - mean_s x;
 (b) energy E_s = sum_i q_i |x_i - mean_s x|^2 with forces -dE/dx;
@@ -179,6 +180,96 @@ def time_cold_compile() -> None:
         del os.environ["SEGOPS_CACHE_DIR"]
 
 
+# Composites of 4-7 segment ops for the cold-compile row (--cold), unlike
+# the three above: a dipole energy, tanh-normalised pooling, attention
+# pooling with a residual mean.
+def dipole_energy(x, q, idx, n):
+    S = segops
+    qc = q - S.segmented_gather(S.segmented_mean(q, idx, n), idx)
+    c = x - S.segmented_gather(S.segmented_mean(x, idx, n), idx)
+    mu = S.segmented_sum(qc[:, None] * c, idx, n)
+    return S.segmented_dot(S.segmented_gather(mu, idx), c, idx, n) + S.segmented_sum(qc * qc, idx, n)
+
+
+def tanh_pool(a, v, idx, n):
+    S = segops
+    t = torch.tanh(a)
+    top, low = S.segmented_max(t, idx, n), S.segmented_min(t, idx, n)
+    w = (t - S.segmented_gather(low, idx)) / (S.segmented_gather(top - low, idx) + 1e-3)
+    r = S.segmented_rms_norm(v, idx, n)
+    return S.segmented_sum(w[:, None] * v, idx, n) / (r[:, None] + 1.0)
+
+
+def attention_pool(a, v, idx, n):
+    S = segops
+    e = torch.exp(a - S.segmented_gather(S.segmented_max(a, idx, n), idx))
+    w = e / S.segmented_gather(S.segmented_sum(e, idx, n), idx)
+    return S.segmented_sum(w[:, None] * v, idx, n) - S.segmented_mean(v, idx, n)
+
+
+COLD = {"dipole_energy": (dipole_energy, ((3,), ())), "tanh_pool": (tanh_pool, ((), (3,))),
+        "attention_pool": (attention_pool, ((), (3,)))}
+
+
+def time_cold_phases(num_rows: int = 100_000) -> None:
+    """Cold compile of the COLD composites at N = num_rows (~10-row
+    segments, empty disk cache, fresh functions, f32): the first forward
+    and first backward, and the time spent in each phase: trace (to seg
+    IR, both traces), the compiler's calls (derive, lower, LLVM: one
+    number, as they run in one C++ call, partly on a background thread)
+    and loading (ORC)."""
+    import os
+
+    from segops import _compiler, _jit
+
+    phases: dict[str, float] = {}
+
+    def timed(key: str, call: Callable) -> Callable:
+        def run(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return call(*args, **kwargs)
+            finally:
+                phases[key] = phases.get(key, 0.0) + time.perf_counter() - start
+        return run
+
+    segc = _compiler._segc()
+
+    class TimedCompiler:
+        __file__ = segc.__file__
+
+        def __getattr__(self, name: str) -> Callable:
+            key = "load" if name == "load_host_object" else "compile"
+            return timed(key, getattr(segc, name))
+
+    original_trace, original_segc = _jit.to_mlir, _compiler._segc
+    _jit.to_mlir = timed("trace", original_trace)
+    _compiler._segc = lambda: TimedCompiler()
+    try:
+        with tempfile.TemporaryDirectory() as cache:
+            os.environ["SEGOPS_CACHE_DIR"] = cache
+            generator = torch.Generator().manual_seed(0)
+            idx = torch.sort(torch.randint(0, num_rows // 10, (num_rows,), generator=generator,
+                                           dtype=torch.int32)).values
+            for name, (fn, tails) in COLD.items():
+                phases.clear()
+                leaves = [torch.randn(num_rows, *tail, generator=generator).requires_grad_()
+                          for tail in tails]
+                jitted = segops.jit(fn)
+                start = time.perf_counter()
+                out = jitted(*leaves, idx, num_rows // 10)
+                forward = time.perf_counter() - start
+                start = time.perf_counter()
+                torch.autograd.grad(out.sum(), leaves)
+                backward = time.perf_counter() - start
+                detail = ", ".join(f"{k} {v * 1e3:.0f}" for k, v in sorted(phases.items()))
+                print(f"cold {name:>15} N={num_rows}: forward {forward * 1e3:6.1f} ms, forward + "
+                      f"backward {(forward + backward) * 1e3:6.1f} ms ({detail} ms)", flush=True)
+            del os.environ["SEGOPS_CACHE_DIR"]
+    finally:
+        _jit.to_mlir, _compiler._segc = original_trace, original_segc
+
+
 def time_overhead(budget: float) -> None:
     """Host time per warm call at N=100: the JIT'd energy (one kernel)
     against one library op call (segmented_sum)."""
@@ -200,8 +291,13 @@ def main() -> int:
     parser.add_argument("--budget", type=float, default=1.0, help="seconds per line")
     parser.add_argument("--no-compile", action="store_true",
                         help="skip the torch.compile baseline")
+    parser.add_argument("--cold", action="store_true",
+                        help="only the cold-compile composites, with a per-phase breakdown")
     options = parser.parse_args()
     torch.manual_seed(0)
+    if options.cold:
+        time_cold_phases()
+        return 0
     time_cold_compile()
     time_overhead(options.budget)
     time_composites([int(s) for s in options.sizes.split(",")],

@@ -119,26 +119,10 @@ public:
   compileHostObject(const std::string &source, unsigned order,
                     const std::string &keep, unsigned optLevel,
                     int64_t vectorBits, int64_t interleave) {
-    std::string manifestText;
-    std::string object = withModule(
-        source, order,
-        [&](ModuleOp module) -> FailureOr<std::string> {
-          FailureOr<llvm::json::Object> manifest =
-              seg::buildKernelManifest(module, /*blockSize=*/256);
-          if (failed(manifest))
-            return failure();
-          manifestText =
-              llvm::formatv("{0}", llvm::json::Value(std::move(*manifest)))
-                  .str();
-          seg::HostTarget target = hostTarget();
-          target.optLevel = optLevel;
-          if (vectorBits > 0)
-            target.vectorBits = vectorBits;
-          target.interleave = interleave;
-          return seg::compileToHostObject(module, target);
-        },
-        keep);
-    return {manifestText, object};
+    std::pair<std::string, std::vector<std::string>> result =
+        compileHostObjects(source, order, keep, optLevel, vectorBits,
+                           interleave, /*numParts=*/1);
+    return {result.first, result.second.front()};
   }
 
   /// The GPU kernels of `source` (derived to `order`, only `keep` if not

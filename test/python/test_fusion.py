@@ -7,7 +7,6 @@ import os
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -299,37 +298,52 @@ def test_uuid_is_stable_and_names_the_options():
     assert a.uuid() != fusion.SegmentFusionPass(strict=True).uuid()
 
 
-def test_second_process_hits_the_cache_and_runs(tmp_path):
-    """Inductor's caches hold jit_call nodes naming fused programs: a second
-    process, whose pass does not run, finds them in the segops cache."""
-    script = tmp_path / "model.py"
-    script.write_text(textwrap.dedent(f"""
-        import sys, torch
-        sys.path.insert(0, {str(ROOT / 'test' / 'python')!r})
-        import segops, segops.fusion
-        from test_fusion import centered_energy, energy_inputs
-        from torch._dynamo.utils import counters
-        x, q, idx, s = energy_inputs()
-        energy = torch.compile(centered_energy, options=segops.fusion.options(strict=True))(
-            x, q, idx, s)
-        grads = torch.autograd.grad(energy.sum(), [x, q])
-        expected = centered_energy(x, q, idx, s)
-        for a, b in zip([energy, *grads], [expected, *torch.autograd.grad(expected.sum(), [x, q])]):
-            torch.testing.assert_close(a, b)
-        hits = counters["aot_autograd"]["autograd_cache_hit"] + counters["inductor"]["fxgraph_cache_hit"]
-        print("hits", hits, "fused", len(segops.fusion.reports()))
-    """))
+def _run_with_caches_in(tmp_path: Path, script: Path) -> str:
+    """Runs `script` in a fresh process whose Inductor and segops caches are
+    under tmp_path; returns its output."""
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"),
                SEGOPS_CACHE_DIR=str(tmp_path / "segops"))
     # The segops this process imported (a sanitizer build's, under make sanitize).
     package_root = str(Path(segops.__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join([package_root, env.get("PYTHONPATH", "")])
-    outputs = []
-    for _ in range(2):
-        result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                                timeout=600, env=env)
-        assert result.returncode == 0, result.stderr[-3000:]
-        outputs.append(result.stdout.split()[-4:])
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                            timeout=600, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+# A compiled energy and its gradients against eager, in a fresh process;
+# prints the Inductor cache hits and the clusters the pass fused.
+_CACHED_MODEL = """
+import sys, torch
+sys.path.insert(0, {tests!r})
+import segops, segops.fusion
+from test_fusion import centered_energy, energy_inputs
+from torch._dynamo.utils import counters
+x, q, idx, s = energy_inputs()
+energy = torch.compile(centered_energy, options=segops.fusion.options(strict=True))(x, q, idx, s)
+# With the backward run, AOTAutograd caches the graphs (and replays them in
+# the next process).
+grads = torch.autograd.grad(energy.sum(), [x, q])
+expected = centered_energy(x, q, idx, s)
+for a, b in zip([energy, *grads], [expected, *torch.autograd.grad(expected.sum(), [x, q])]):
+    torch.testing.assert_close(a, b)
+hits = counters["aot_autograd"]["autograd_cache_hit"] + counters["inductor"]["fxgraph_cache_hit"]
+print("hits", hits, "fused", len(segops.fusion.reports()))
+"""
+
+
+def _cached_model(tmp_path: Path) -> Path:
+    script = tmp_path / "model.py"
+    script.write_text(_CACHED_MODEL.format(tests=str(ROOT / "test" / "python")))
+    return script
+
+
+def test_second_process_hits_the_cache_and_runs(tmp_path):
+    """Inductor's caches hold jit_call nodes naming fused programs: a second
+    process, whose pass does not run, finds them in the segops cache."""
+    script = _cached_model(tmp_path)
+    outputs = [_run_with_caches_in(tmp_path, script).split()[-4:] for _ in range(2)]
     assert outputs[0] == ["hits", "0", "fused", "2"]
     assert outputs[1][0] == "hits" and int(outputs[1][1]) >= 1 and outputs[1][3] == "0"
 
@@ -339,32 +353,9 @@ def test_deleted_segops_cache_is_not_replayed(tmp_path):
     Inductor's stays: the second process must not replay graphs naming
     programs whose records went with it. The pass's cache key holds the
     directory's generation, so Inductor compiles anew and the pass runs."""
-    script = tmp_path / "model.py"
-    script.write_text(textwrap.dedent(f"""
-        import sys, torch
-        sys.path.insert(0, {str(ROOT / 'test' / 'python')!r})
-        import segops, segops.fusion
-        from test_fusion import centered_energy, energy_inputs
-        x, q, idx, s = energy_inputs()
-        energy = torch.compile(centered_energy, options=segops.fusion.options(strict=True))(
-            x, q, idx, s)
-        # With the backward run, AOTAutograd caches the graphs (and would
-        # replay them in the next process).
-        grads = torch.autograd.grad(energy.sum(), [x, q])
-        expected = centered_energy(x, q, idx, s)
-        for a, b in zip([energy, *grads], [expected, *torch.autograd.grad(expected.sum(), [x, q])]):
-            torch.testing.assert_close(a, b)
-        print("fused", len(segops.fusion.reports()))
-    """))
-    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"),
-               SEGOPS_CACHE_DIR=str(tmp_path / "segops"))
-    package_root = str(Path(segops.__file__).resolve().parents[1])
-    env["PYTHONPATH"] = os.pathsep.join([package_root, env.get("PYTHONPATH", "")])
+    script = _cached_model(tmp_path)
     for _ in range(2):
-        result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                                timeout=600, env=env)
-        assert result.returncode == 0, result.stderr[-3000:]
-        assert result.stdout.split()[-2:] == ["fused", "2"]
+        assert _run_with_caches_in(tmp_path, script).split()[-2:] == ["fused", "2"]
         shutil.rmtree(tmp_path / "segops")
 
 
