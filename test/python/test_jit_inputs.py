@@ -382,3 +382,47 @@ def test_damaged_cache_entries_are_compiled_again(tmp_path, damage: str) -> None
         path.write_bytes(bytes(data))
     run()  # recompiles what fails its check
     run()  # and the new entries serve
+
+
+# --------------------------------------------------------------------------
+# Kernels with many pointers (they were capped at 16).
+# --------------------------------------------------------------------------
+
+
+def test_fourth_order_and_nine_outputs() -> None:
+    """The fourth derivative of a 2-input energy and a forward with nine
+    outputs: levels whose kernels take more than 16 tensors."""
+    idx = layout([2, 3])
+
+    def energy(x, q, idx, n):
+        d = x - segops.segmented_gather(segops.segmented_mean(x, idx, n), idx)
+        return segops.segmented_sum(q * (d * d).sum(-1), idx, n)
+
+    def reference(x, q, idx, n):
+        count = torch.zeros(n, dtype=x.dtype).index_add(0, idx.long(), torch.ones_like(q))
+        mean = torch.zeros(n, 3, dtype=x.dtype).index_add(0, idx.long(), x) / count[:, None]
+        d = x - mean[idx.long()]
+        return torch.zeros(n, dtype=x.dtype).index_add(0, idx.long(), q * (d * d).sum(-1))
+
+    generator = torch.Generator().manual_seed(4)
+    x = torch.randn(5, 3, dtype=torch.float64, generator=generator, requires_grad=True)
+    q = torch.randn(5, dtype=torch.float64, generator=generator, requires_grad=True)
+
+    def fourth(fn):
+        out = fn(x, q, idx, 2).sum()
+        for _ in range(4):
+            grads = torch.autograd.grad(out, (x, q), create_graph=True)
+            out = sum((g * g).sum() for g in grads)
+        return out
+
+    torch.testing.assert_close(fourth(segops.jit(energy)), fourth(reference))
+
+    def nine(x, idx, n):
+        return tuple(segops.segmented_sum(x * (i + 1), idx, n) for i in range(9))
+
+    for i, out in enumerate(segops.jit(nine)(x, idx, 2)):
+        torch.testing.assert_close(out, (i + 1) * reference_sum_rows(x, idx, 2))
+
+
+def reference_sum_rows(x: torch.Tensor, idx: torch.Tensor, n: int) -> torch.Tensor:
+    return torch.zeros((n,) + x.shape[1:], dtype=x.dtype).index_add(0, idx.long(), x)
