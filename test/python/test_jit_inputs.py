@@ -169,15 +169,17 @@ def rows_and_segments(x, q, y, idx, n):
 
 @pytest.mark.parametrize("rows,segments", list(itertools.product(range(5), range(5))))
 def test_every_small_row_and_segment_count(rows: int, segments: int) -> None:
-    if rows and not segments:
-        pytest.skip("rows need a segment")
     generator = torch.Generator().manual_seed(rows * 5 + segments)
     x = torch.randn(rows, 3, generator=generator)
     q = torch.randn(rows, generator=generator)
     y = torch.randn(segments, generator=generator)
-    idx = _index(rows, segments)
     jitted = segops.jit(rows_and_segments)
-    _assert_same(jitted(x, q, y, idx, segments), rows_and_segments(x, q, y, idx, segments))
+    if rows and not segments:  # every row's segment is out of range
+        with pytest.raises(ValueError, match="out of range"):
+            jitted(x, q, y, torch.zeros(rows, dtype=torch.int32), segments)
+    else:
+        idx = _index(rows, segments)
+        _assert_same(jitted(x, q, y, idx, segments), rows_and_segments(x, q, y, idx, segments))
     # Then other sizes through the same function object.
     idx = _index(7, 3)
     x, q, y = torch.randn(7, 3), torch.randn(7), torch.randn(3)
