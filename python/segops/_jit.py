@@ -243,6 +243,11 @@ _HOST_PARTS = max(1, min(2, os.cpu_count() or 1))
 _HOST_OPTIONS = f"O3 interleave={_HOST_INTERLEAVE} parts={_HOST_PARTS}"
 
 
+# Host kernels take at most this many tensors, inputs and outputs together
+# (segrt::HostLibrary::kMaxPointers).
+MAX_KERNEL_TENSORS = 64
+
+
 def _pack(parts: Sequence[bytes]) -> bytes:
     """Object files in one cache entry: each preceded by its length."""
     return b"".join(len(p).to_bytes(8, "little") + p for p in parts)
@@ -822,10 +827,14 @@ class JitFunction:
             program = _PROGRAMS[name]
             source = program.source
             try:
-                program.entry(0)  # diagnostics of the compiler, at the first call
+                entry = program.entry(0)  # diagnostics of the compiler, at the first call
             except ValueError as error:
                 raise JitError(f"segops.jit: {self.fn.__name__} is not a segment kernel:\n"
                                f"{error}") from None
+            if len(entry["buffers"]) > MAX_KERNEL_TENSORS:
+                raise JitError(f"segops.jit: {self.fn.__name__}'s kernel takes "
+                               f"{len(entry['buffers'])} tensors (inputs and outputs); host "
+                               f"kernels take at most {MAX_KERNEL_TENSORS}")
             uniform = tuple((k, UNIFORM_TAILS[tuple(concrete(d) for d in args[i].shape)])
                             for k, i in enumerate(signature.tensor_positions)
                             if traced.spaces[i] == "uniform")

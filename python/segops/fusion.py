@@ -231,11 +231,14 @@ def _translate(finder: ClusterFinder, cluster: Cluster, clusters: list[Cluster],
             raise _Rejected(node, "it returns an input unchanged")
     program = _jit.register_program(draft, "fused", idx_position, "segops.fusion cluster")
     try:
-        _jit._PROGRAMS[program].entry(0)
+        entry = _jit._PROGRAMS[program].entry(0)
     except ValueError as error:
         log.info("segops.fusion: the compiler rejected a cluster of %d nodes; left to "
                  "Inductor:\n%s", len(cluster.nodes), error)
         raise _Rejected(set(cluster.nodes), "the compiler rejected the cluster") from None
+    if len(entry["buffers"]) > _jit.MAX_KERNEL_TENSORS:
+        raise _Rejected(set(cluster.nodes), f"its kernel would take {len(entry['buffers'])} "
+                        f"tensors (at most {_jit.MAX_KERNEL_TENSORS})")
     return _Plan(cluster, tensors, outputs, program)
 
 

@@ -428,3 +428,11 @@ def test_fourth_order_and_nine_outputs() -> None:
 
 def reference_sum_rows(x: torch.Tensor, idx: torch.Tensor, n: int) -> torch.Tensor:
     return torch.zeros((n,) + x.shape[1:], dtype=x.dtype).index_add(0, idx.long(), x)
+
+
+def test_too_many_tensors_is_an_error_at_the_first_call() -> None:
+    def many(x, idx, n):
+        return tuple(segops.segmented_sum(x * (i + 1), idx, n) for i in range(70))
+
+    with pytest.raises(JitError, match="at most 64"):
+        segops.jit(many)(torch.randn(4), layout([4]), 1)
