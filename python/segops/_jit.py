@@ -610,7 +610,7 @@ class JitFunction:
                     continue
                 length = _length_class(concrete(a.shape[0]), rows, segments)
                 key.append((a.dtype, shape(a), a.is_cuda, length,
-                            tuple(a.shape) if length == "other" else None))
+                            tuple(concrete(d) for d in a.shape) if length == "other" else None))
             elif type(a) is int or isinstance(a, torch.SymInt):
                 key.append(int)
             elif type(a) is float:
