@@ -189,8 +189,23 @@ mlir::seg::compileToHostObjectParts(ModuleOp source, const HostTarget &target,
   return objects;
 }
 
+/// Loads every dialect the host pipeline's passes depend on. A pass manager
+/// loads them when it starts running, and a context must not load dialects
+/// on several threads at once (under ASan: a crash in getOrLoadDialect), so
+/// callers that run host pipelines in parallel load them first.
+static void loadHostPipelineDialects(MLIRContext *context) {
+  PassManager pm(context);
+  buildSegToHostPipeline(pm);
+  DialectRegistry registry;
+  pm.getDependentDialects(registry);
+  context->appendDialectRegistry(registry);
+  for (StringRef name : registry.getDialectNames())
+    context->getOrLoadDialect(name);
+}
+
 FailureOr<SmallVector<std::string>>
 mlir::seg::compileToHostObjects(ModuleOp source, ArrayRef<HostTarget> targets) {
+  loadHostPipelineDialects(source.getContext());
   SmallVector<std::string> objects(targets.size());
   LogicalResult compiled = failableParallelForEachN(
       source.getContext(), 0, targets.size(), [&](size_t i) {
