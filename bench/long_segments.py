@@ -52,8 +52,8 @@ def measure(name: str, num_rows: int, threads: int, rounds: int = 7) -> tuple[fl
     library = _library.host_library()
 
     def call(tiles: bool) -> None:
-        split = {"split_rows": info.split.rows_symbol, "split_finish": info.split.finish_symbol,
-                 **info.split.call_arguments()} if tiles else {}
+        split = info.split.call_arguments(info.split.rows_symbol, info.split.finish_symbol) \
+            if tiles else {}
         library.call_parallel(name, pointers, pointers[info.idx_position], num_rows, 1,
                               threads, info.host_rows, **split)
 

@@ -95,26 +95,13 @@ static FailureOr<std::string> emitObject(ModuleOp module, StringRef cpu,
   return std::string(buffer.begin(), buffer.end());
 }
 
-/// `source` lowered to the LLVM dialect for `target`.
-static FailureOr<OwningOpRef<ModuleOp>> lowerForHost(ModuleOp source,
-                                                     const HostTarget &target) {
-  OwningOpRef<ModuleOp> module = cast<ModuleOp>(source->clone());
-  PassManager pm(source.getContext());
-  SegToHostOptions options;
-  options.vectorBits = target.vectorBits;
-  options.interleave = target.interleave;
-  buildSegToHostPipeline(pm, options);
-  if (failed(pm.run(*module)))
-    return failure();
-  return module;
-}
-
 FailureOr<std::string>
 mlir::seg::compileToHostObject(ModuleOp source, const HostTarget &target) {
-  FailureOr<OwningOpRef<ModuleOp>> module = lowerForHost(source, target);
-  if (failed(module))
+  FailureOr<SmallVector<std::string>> objects =
+      compileToHostObjectParts(source, target, /*numParts=*/1);
+  if (failed(objects))
     return failure();
-  return emitObject(**module, target.cpu, "segops_host", target.optLevel);
+  return std::move(objects->front());
 }
 
 /// The defined functions of `module` in `numParts` groups of about equal

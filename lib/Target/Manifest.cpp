@@ -18,7 +18,7 @@ static std::string typeName(Type type) {
 }
 
 /// How the runtime combines two tiles' partial totals of an accumulator
-/// (the names segrt::parseTotalCombine reads).
+/// (the names segrt::parseTotalCombines reads).
 static StringRef combiningKindName(arith::AtomicRMWKind kind) {
   switch (kind) {
   case arith::AtomicRMWKind::addf:

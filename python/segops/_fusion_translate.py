@@ -217,8 +217,8 @@ class ClusterTranslator(Translator):
         return splat
 
     def inline(self, node: torch.fx.Node, public: str, level: int) -> Any:
-        op, num_tensors, takes_count = (_SEGMENT_OPS[public].op, _SEGMENT_OPS[public].num_tensors,
-                                     _SEGMENT_OPS[public].takes_count)
+        segment_op = _SEGMENT_OPS[public]
+        op, num_tensors, takes_count = segment_op.op, segment_op.num_tensors, segment_op.takes_count
         floats, idx = list(node.args[:-2]), node.args[-2]
         if not self.is_index(idx):
             raise self.fail(node, f"{public}: idx is not the cluster's index")

@@ -243,9 +243,8 @@ _HOST_PARTS = max(1, min(2, os.cpu_count() or 1))
 _HOST_OPTIONS = f"O3 interleave={_HOST_INTERLEAVE} parts={_HOST_PARTS}"
 
 
-# Host kernels take at most this many tensors, inputs and outputs together
-# (segrt::HostLibrary::kMaxPointers).
-MAX_KERNEL_TENSORS = 64
+# Host kernels take at most this many tensors, inputs and outputs together.
+MAX_KERNEL_TENSORS: int = _library._native_module().max_kernel_pointers
 
 
 def _pack(parts: Sequence[bytes]) -> bytes:

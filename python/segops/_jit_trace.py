@@ -181,6 +181,7 @@ class Translator:
         self.spaces = list(spaces) if spaces is not None else None
         self.rows, self.segments = rows, segments
         self.constants: list[torch.Tensor] = []  # lifted to trailing arguments
+        self.constant_params: list[str] = []  # their parameters in the header
         self.gathered: dict[str, Value] = {}
         self.lines: list[str] = []
         self.values: dict[torch.fx.Node, Value | float] = {}
@@ -627,7 +628,6 @@ class Translator:
         constants become trailing uniform arguments, self.constants)."""
         module = graph if isinstance(graph, torch.fx.GraphModule) else None
         graph = module.graph if module is not None else graph
-        self.constant_params: list[str] = []
         self.element = element
         self.idx_position = signature.idx_position
         self.size_position = signature.size_position

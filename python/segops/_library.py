@@ -68,10 +68,12 @@ class HostSplit:
     combine: tuple[str, ...]
     totals_dtype: str
 
-    def call_arguments(self) -> dict[str, Any]:
-        """The split_* keyword arguments of segrt's host calls, but the
-        entry points themselves (symbols or addresses, per call)."""
-        return {"split_pass_totals": list(self.pass_totals),
+    def call_arguments(self, rows: str | int, finish: str | int) -> dict[str, Any]:
+        """The split_* keyword arguments of segrt's host calls, with the
+        tile and finish kernels given as `rows` and `finish` (symbols for a
+        HostLibrary, addresses for kernels compiled at run time)."""
+        return {"split_rows": rows, "split_finish": finish,
+                "split_pass_totals": list(self.pass_totals),
                 "split_combine": list(self.combine),
                 "split_double": self.totals_dtype == "f64"}
 
@@ -300,8 +302,7 @@ def launch_host(kernel_info: Kernel, pointers: Sequence[int], num_rows: int,
     (library or host_library()).call_parallel(
         kernel_info.name, list(pointers), pointers[kernel_info.idx_position], num_rows,
         num_segments, torch.get_num_threads(), kernel_info.host_rows,
-        **({"split_rows": split.rows_symbol, "split_finish": split.finish_symbol,
-            **split.call_arguments()} if split else {}))
+        **(split.call_arguments(split.rows_symbol, split.finish_symbol) if split else {}))
 
 
 def call_host_kernel_at(kernel_info: Kernel, symbol: int, split: tuple[int, int] | None,
@@ -311,10 +312,8 @@ def call_host_kernel_at(kernel_info: Kernel, symbol: int, split: tuple[int, int]
     (compiled at run time), checking idx as it reads it; `split`: the
     addresses of its tile and finish kernels. Returns ('', -1), or
     ('range' or 'order', row) where idx broke the contract."""
-    split_arguments = {}
-    if split and kernel_info.split:
-        split_arguments = {"split_rows": split[0], "split_finish": split[1],
-                           **kernel_info.split.call_arguments()}
+    split_arguments = kernel_info.split.call_arguments(*split) \
+        if split and kernel_info.split else {}
     return _native_module().check_index_and_call(
         symbol, list(pointers), pointers[kernel_info.idx_position], num_rows, num_segments,
         torch.get_num_threads(), kernel_info.host_rows, **split_arguments)

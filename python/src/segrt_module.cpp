@@ -69,6 +69,7 @@ PYBIND11_MODULE(_segrt, m) {
       "Hint that a fresh host buffer be backed by transparent huge pages "
       "(fewer page faults on first touch).");
 
+  m.attr("max_kernel_pointers") = segrt::HostLibrary::kMaxPointers;
   m.def(
       "check_index_and_call",
       [](uintptr_t symbol, const std::vector<uintptr_t> &pointers,
@@ -80,8 +81,7 @@ PYBIND11_MODULE(_segrt, m) {
         split.rows = reinterpret_cast<void *>(splitRows);
         split.finish = reinterpret_cast<void *>(splitFinish);
         split.passTotals = splitPassTotals;
-        for (const std::string &kind : splitCombine)
-          split.combine.push_back(segrt::parseTotalCombine(kind));
+        split.combine = segrt::parseTotalCombines(splitCombine);
         split.isDouble = splitDouble;
         segrt::IndexCheck result;
         {
@@ -128,8 +128,7 @@ PYBIND11_MODULE(_segrt, m) {
               split.rows = library.lookup(splitRows);
               split.finish = library.lookup(splitFinish);
               split.passTotals = splitPassTotals;
-              for (const std::string &kind : splitCombine)
-                split.combine.push_back(segrt::parseTotalCombine(kind));
+              split.combine = segrt::parseTotalCombines(splitCombine);
               split.isDouble = splitDouble;
             }
             library.callParallel(

@@ -500,9 +500,8 @@ parseLevel(const std::string &name, size_t numFloats,
       variant.split.finish = address("finish_symbol", "finish_address");
       variant.split.passTotals =
           split["pass_totals"].cast<std::vector<int64_t>>();
-      for (const std::string &kind :
-           split["combine"].cast<std::vector<std::string>>())
-        variant.split.combine.push_back(segrt::parseTotalCombine(kind));
+      variant.split.combine = segrt::parseTotalCombines(
+          split["combine"].cast<std::vector<std::string>>());
       // From the manifest, not the variant's key: JIT programs register
       // under "jit" whatever their dtype.
       variant.split.isDouble =

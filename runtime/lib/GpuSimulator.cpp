@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "segrt/GpuSimulator.h"
+#include "segrt/Host.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -23,9 +24,9 @@
 namespace {
 constexpr int kWarpSize = 32;
 constexpr size_t kStackBytes = 64 * 1024;
-// As many pointers as host kernels take (segrt::HostLibrary::kMaxPointers),
-// N and S, and the long-segment kernels' trailing scalars.
-constexpr int kMaxArguments = 64 + 2 + 8;
+// As many pointers as host kernels take, N and S, and the long-segment
+// kernels' trailing scalars.
+constexpr int kMaxArguments = segrt::HostLibrary::kMaxPointers + 2 + 8;
 
 enum class State { Runnable, Waiting, Exited };
 enum class Collective { Shuffle, Ballot, Barrier };

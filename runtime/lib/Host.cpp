@@ -13,15 +13,21 @@
 
 using namespace segrt;
 
-TotalCombine segrt::parseTotalCombine(const std::string &name) {
-  if (name == "add")
-    return TotalCombine::Add;
-  if (name == "max")
-    return TotalCombine::Max;
-  if (name == "min")
-    return TotalCombine::Min;
-  throw Error("segrt: unknown combining kind '" + name +
-              "' (expected add, max or min)");
+std::vector<TotalCombine>
+segrt::parseTotalCombines(const std::vector<std::string> &names) {
+  std::vector<TotalCombine> kinds;
+  for (const std::string &name : names) {
+    if (name == "add")
+      kinds.push_back(TotalCombine::Add);
+    else if (name == "max")
+      kinds.push_back(TotalCombine::Max);
+    else if (name == "min")
+      kinds.push_back(TotalCombine::Min);
+    else
+      throw Error("segrt: unknown combining kind '" + name +
+                  "' (expected add, max or min)");
+  }
+  return kinds;
 }
 
 int64_t segrt::parallelMinRows() {

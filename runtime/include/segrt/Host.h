@@ -28,8 +28,9 @@ int64_t parallelMinRows();
 /// smaller, NaN winning (as the kernels' `maximumf`/`minimumf` do).
 enum class TotalCombine : uint8_t { Add, Max, Min };
 
-/// Reads a manifest name, "add", "max" or "min" (throws on others).
-TotalCombine parseTotalCombine(const std::string &name);
+/// Reads the manifest's names, "add", "max" or "min" (throws on others).
+std::vector<TotalCombine>
+parseTotalCombines(const std::vector<std::string> &names);
 
 /// The entry points of a segment kernel for long segments (manifest
 /// `host.split`): a tile kernel running one pass of one segment on a range
