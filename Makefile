@@ -10,7 +10,7 @@ JOBS       ?=
 
 NINJA := ninja -C $(BUILD_DIR) $(if $(JOBS),-j$(JOBS))
 
-.PHONY: all bootstrap configure build develop demo test test-lit test-python test-fuzz test-wheel wheel fuzz sanitize bench clean
+.PHONY: all bootstrap configure build develop demo test test-quick test-lint test-lit test-python test-fuzz test-wheel wheel fuzz sanitize bench clean
 
 all: build
 
@@ -43,6 +43,17 @@ test-lit: build
 test-python: develop
 	$(PYTHON) -m pytest -q
 
+# Python lint (configured in pyproject.toml).
+test-lint: bootstrap
+	$(PYTHON) -m ruff check python bench scripts test
+
+# A tier for iterating, under 2 minutes after a build: lint, lit, and the
+# tests not marked slow in the op, index and JIT suites.
+QUICK_TESTS ?= test/python/test_segmented_sum.py test/python/test_native_ops.py \
+  test/python/test_index_check.py test/python/test_jit.py test/python/test_oplib.py
+test-quick: test-lint test-lit develop
+	$(PYTHON) -m pytest -q -x -m "not slow" $(QUICK_TESTS)
+
 # The seg-opt mutation fuzzer: a short fixed run in `make test`, a longer
 # one here (FUZZ_SECONDS, FUZZ_SEED). Failures land in build/fuzz/.
 FUZZ_SECONDS ?= 600
@@ -71,7 +82,7 @@ wheel: build
 test-wheel: wheel
 	$(PYTHON) scripts/check_wheel.py $(wildcard $(WHEEL_DIR)/segops-*.whl)
 
-test: test-lit test-python test-fuzz test-wheel
+test: test-lint test-lit test-python test-fuzz test-wheel
 
 # ASan + UBSan with assertions over the compiler, the runtime and the
 # extensions, in $(SANITIZE_DIR): lit, the fuzzer, and the pytest files of

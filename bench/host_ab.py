@@ -58,7 +58,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
 
-    native = _library._native_module()
+    native = _library.native_module()
     libraries = [native.HostLibrary(args.a), native.HostLibrary(args.b)]
     threads = torch.get_num_threads()
     print(f"{threads} threads; ms per call, best (median) of {args.rounds} rounds")

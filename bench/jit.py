@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -188,7 +188,9 @@ def dipole_energy(x, q, idx, n):
     qc = q - S.segmented_gather(S.segmented_mean(q, idx, n), idx)
     c = x - S.segmented_gather(S.segmented_mean(x, idx, n), idx)
     mu = S.segmented_sum(qc[:, None] * c, idx, n)
-    return S.segmented_dot(S.segmented_gather(mu, idx), c, idx, n) + S.segmented_sum(qc * qc, idx, n)
+    return S.segmented_dot(S.segmented_gather(mu, idx), c, idx, n) + S.segmented_sum(
+        qc * qc, idx, n
+    )
 
 
 def tanh_pool(a, v, idx, n):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import torch
 from torch import Tensor
@@ -154,7 +154,10 @@ def _add_ratios(row: dict) -> None:
     for mode in ("fwd", "fwd+bwd"):
         ours = row[f"{mode} segops us"]
         row[f"{mode} vs eager"] = ours / row[f"{mode} eager us"]
-        if f"{mode} compiled us" in row and row[f"{mode} compiled us"] == row[f"{mode} compiled us"]:
+        if (
+            f"{mode} compiled us" in row
+            and row[f"{mode} compiled us"] == row[f"{mode} compiled us"]
+        ):
             row[f"{mode} vs compiled"] = ours / row[f"{mode} compiled us"]
     row["fwd segops GB/s"] = row["fwd bytes"] / row["fwd segops us"] / 1e3
     row["fwd copy GB/s"] = row["fwd bytes"] / row["fwd copy us"] / 1e3

@@ -13,7 +13,7 @@ import statistics
 import subprocess
 import sys
 import timeit
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor

@@ -8,7 +8,7 @@ of the API; the references convert it with .long() as their users must.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor

@@ -160,8 +160,10 @@ def markdown(directory: Path, device: str = "cpu") -> str:
                 f"{_number(row.get('fwd vs eager'))} | {_number(row.get('fwd vs compiled'))} | "
                 f"{100 * float(row['fwd bandwidth vs copy']):.0f} | "
                 f"{_percent(row.get('fwd bandwidth vs clone'))} | "
-                f"{_number(row['fwd+bwd segops us'], 1)} | {_number(row.get('fwd+bwd vs eager'))} | "
-                f"{_number(row.get('fwd+bwd vs compiled'))} |")
+                f"{_number(row['fwd+bwd segops us'], 1)} | "
+                f"{_number(row.get('fwd+bwd vs eager'))} | "
+                f"{_number(row.get('fwd+bwd vs compiled'))} |"
+            )
     overhead_path = directory / f"overhead_{device}.csv"
     if overhead_path.exists():
         lines += ["", "| call (N=100) | µs | / index_add_ |", "|---|---:|---:|"]

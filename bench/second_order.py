@@ -14,7 +14,7 @@ sampled in turn) and their ratio.
 from __future__ import annotations
 
 import argparse
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor

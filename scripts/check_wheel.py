@@ -19,7 +19,7 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-CHECK = textwrap.dedent('''
+CHECK = textwrap.dedent("""
     import sys, torch
     import segops
     assert "/python/segops" not in segops.__file__, segops.__file__  # not the source tree
@@ -30,8 +30,8 @@ CHECK = textwrap.dedent('''
     seg = idx.long()
     reference = torch.zeros(4, 3, dtype=torch.float64).index_add(0, seg, x)
     torch.testing.assert_close(segops.segmented_sum(x, idx, 4), reference)
-    torch.testing.assert_close(segops.segmented_dot(x, y, idx, 4),
-                               torch.zeros(4, dtype=torch.float64).index_add(0, seg, (x * y).sum(-1)))
+    dot_reference = torch.zeros(4, dtype=torch.float64).index_add(0, seg, (x * y).sum(-1))
+    torch.testing.assert_close(segops.segmented_dot(x, y, idx, 4), dot_reference)
     torch.testing.assert_close(segops.segmented_max(x, idx, 4)[3], x[3:].max(0).values)
     for op in (segops.segmented_sum, segops.segmented_mean, segops.segmented_rms_norm,
                segops.segmented_max):
@@ -57,7 +57,7 @@ CHECK = textwrap.dedent('''
         else:
             raise AssertionError("segops.fusion enabled without a compiler")
     print("wheel check: library ops, gradients, no LLVM/MLIR loaded: ok")
-''')
+""")
 
 
 def main() -> int:

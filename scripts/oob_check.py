@@ -11,7 +11,6 @@ import torch
 from segops import _launch, _library
 
 
-
 def main() -> None:
     n, segments = 4099, 37
     generator = torch.Generator(device="cuda").manual_seed(1)
@@ -32,7 +31,9 @@ def main() -> None:
                     inputs.append(index[:rows])
                     continue
                 shape = [sizes[d] if d in sizes else int(d) for d in buffer["shape"]]
-                tensor = torch.randn(shape, device="cuda", dtype=_library.TORCH_DTYPES[buffer["dtype"]])
+                tensor = torch.randn(
+                    shape, device="cuda", dtype=_library.TORCH_DTYPES[buffer["dtype"]]
+                )
                 (outputs if buffer["role"] == "output" else inputs).append(tensor)
             _launch.run(entry["name"], inputs, outputs, rows, count)
     torch.cuda.synchronize()

@@ -6,6 +6,7 @@
 #include "segops/Conversion/LongSegmentKernels.h"
 #include "segops/Conversion/SegmentProgram.h"
 #include "segops/Dialect/Seg/IR/SegDialect.h"
+#include "segrt/KernelABI.h"
 
 using namespace mlir;
 using namespace mlir::seg;
@@ -48,8 +49,10 @@ static llvm::json::Object describeHost(const SegmentProgram &program) {
         combine.push_back(combiningKindName(kind));
     }
     host["split"] =
-        llvm::json::Object{{"rows_symbol", name + "__rows"},
-                           {"finish_symbol", name + "__finish"},
+        llvm::json::Object{{"rows_symbol",
+                            name + std::string(segrt::abi::kHostTileSuffix)},
+                           {"finish_symbol",
+                            name + std::string(segrt::abi::kHostFinishSuffix)},
                            {"totals", program.numReductionComponents()},
                            {"pass_totals", std::move(passTotals)},
                            {"totals_dtype", typeName(program.elementType)},
@@ -66,7 +69,11 @@ static llvm::json::Object describeGPU(const SegmentProgram &program,
   // A warp per 32-row chunk (a thread per row for row maps), one block at
   // least (to evaluate the segments when there are no rows); kernels
   // grid-stride, so any grid is correct.
-  llvm::json::Object gpu{{"block", llvm::json::Array{blockSize, 1, 1}},
+  llvm::json::Object gpu{{"entry", std::string(segrt::abi::entryName(
+                                       program.hasLongSegmentKernels()
+                                           ? segrt::abi::Entry::GpuSegmentKernel
+                                           : segrt::abi::Entry::GpuKernel))},
+                         {"block", llvm::json::Array{blockSize, 1, 1}},
                          {"dynamic_shared_bytes", 0},
                          {"grid", llvm::json::Object{{"elements", "rows"},
                                                      {"per_block", blockSize},
@@ -124,6 +131,22 @@ static llvm::json::Object describeKernel(const SegmentProgram &program,
   };
 }
 
+/// The call contract (segrt/KernelABI.h): each entry point's trailing
+/// parameters in order, after the buffers.
+static llvm::json::Object describeABI() {
+  llvm::json::Object abi;
+  for (segrt::abi::Entry entry : segrt::abi::kEntries) {
+    llvm::json::Array parameters;
+    for (const segrt::abi::Parameter &parameter : segrt::abi::signature(entry))
+      parameters.push_back(llvm::json::Object{
+          {"name", std::string(parameter.name)},
+          {"kind", parameter.kind == segrt::abi::ParamKind::Pointer ? "ptr"
+                                                                    : "i64"}});
+    abi[std::string(segrt::abi::entryName(entry))] = std::move(parameters);
+  }
+  return abi;
+}
+
 FailureOr<llvm::json::Object>
 mlir::seg::buildKernelManifest(ModuleOp source, int64_t blockSize) {
   llvm::json::Array kernels;
@@ -136,6 +159,7 @@ mlir::seg::buildKernelManifest(ModuleOp source, int64_t blockSize) {
     kernels.push_back(describeKernel(*program, blockSize));
   }
   return llvm::json::Object{{"format", "segops-op-library"},
-                            {"version", 7},
+                            {"version", 8},
+                            {"abi", describeABI()},
                             {"kernels", std::move(kernels)}};
 }

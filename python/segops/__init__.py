@@ -18,6 +18,7 @@ from segops import _library as _build
 
 _build.check_build()  # before any extension loads: a clear error on a PyTorch mismatch
 
+from segops._jit import JitError, jit
 from segops._output_cache import empty_output_cache, output_cache_info, set_output_cache_limit
 from segops._validation import DTypeError, set_debug_checks
 from segops.ops import (
@@ -31,7 +32,6 @@ from segops.ops import (
     segmented_rms_norm,
     segmented_sum,
 )
-from segops._jit import JitError, jit
 
 __all__ = [
     "DTypeError",

@@ -11,8 +11,8 @@ import json
 import os
 import subprocess
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import torch
 

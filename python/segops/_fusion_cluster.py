@@ -48,7 +48,7 @@ class Key:
     rows_expr: sympy.Expr
     dtype: torch.dtype
 
-    def same(self, other: "Key") -> bool:
+    def same(self, other: Key) -> bool:
         return (self.idx is other.idx and self.size_expr == other.size_expr
                 and self.dtype == other.dtype)
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import operator
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Any, Sequence
+from functools import cache
+from typing import Any
 
 import sympy
 import torch
@@ -99,7 +100,7 @@ def _tail(mlir_type: str) -> tuple[int, ...]:
     return tuple(int(d) for d in dims)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _derived(op: str, tails: tuple[tuple[int, ...], ...], result_tail: tuple[int, ...],
              element: str, takes_count: bool, level: int) -> _DerivedFunction:
     """The seg op's derivative level `level` as seg IR, parsed."""
@@ -116,14 +117,14 @@ def _derived(op: str, tails: tuple[tuple[int, ...], ...], result_tail: tuple[int
     return derived_function(source, "f", level)
 
 
-@lru_cache(maxsize=None)
+@cache
 def derived_function(source: str, name: str, level: int) -> _DerivedFunction:
     """Derivative level `level` of the function @name in `source` (seg-derive's
     @name_grad..., or the function itself for level 0), parsed."""
     text = _compiler._segc().derive(source, max(level, 1))
     wanted = name + _GRAD * level
     lines = text.splitlines()
-    for start, line in enumerate(lines):
+    for start, line in enumerate(lines):  # noqa: B007 (start is read after the loop)
         header = _FUNC.match(line)
         if header and header.group(1) == wanted:
             break

@@ -4,17 +4,19 @@ compiled to host code by `seg-compile --gpu-simulator`. A testing aid for
 machines without a GPU: it checks what the kernels compute, that their
 collectives are convergent, and (with guard pages) that they stay inside
 their buffers; it says nothing about speed. With SEGOPS_SIMULATE_GPU=1 (read
-at import), the ops run CPU tensors through it instead of the host kernels
-(python/segops/_launch.py), so that every op test exercises the GPU
-kernels. The library exists only in builds with the compiler."""
+at import), the ops run CPU tensors through segrt's GPU launcher over the
+simulated driver instead of the host kernels, so that every op test
+exercises the GPU kernels and the launcher that ships. The library exists
+only in builds with the compiler."""
 
 from __future__ import annotations
 
 import ctypes
 import os
-from functools import lru_cache
+from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
-from typing import Sequence
+from typing import Any
 
 import torch
 
@@ -29,72 +31,88 @@ class SimulatorError(RuntimeError):
 
 
 class GpuSimulator:
+    """The simulator over one library of simulated kernels."""
+
     def __init__(self, path: Path = LIBRARY_PATH) -> None:
         self.path = Path(path)
         self.library = ctypes.CDLL(str(path))
         launch = self.library.segsim_launch
         launch.restype = ctypes.c_int
         launch.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64), ctypes.c_int,
-                           ctypes.c_int64, ctypes.c_int64, ctypes.POINTER(ctypes.c_int64),
-                           ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_int,
-                           ctypes.c_char_p, ctypes.c_size_t]
+                           ctypes.POINTER(ctypes.c_int64), ctypes.c_int, ctypes.c_int64,
+                           ctypes.c_int64, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
         self._launch = launch
+        self._module: Any = None
+
+    def module(self, addresses: dict[str, int] | None = None) -> Any:
+        """A CUDA module of the simulated driver over this library's kernels
+        (and kernels loaded at `addresses`, which call into this library):
+        what segrt's GPU launcher runs on in place of the driver's."""
+        native = _library.native_module()
+        return native.CudaModule(0, native.simulator_image(str(self.path), addresses or {}),
+                                 simulated=True)
 
     def grid_for(self, name: str, num_rows: int) -> int:
-        """The grid the CUDA launcher would use (python/segops/_library.py)."""
-        info = _library.kernel(name)
-        blocks = -(-num_rows // info.grid_per_block)
-        return min(max(blocks, info.grid_min), _library.MAX_GRID)
+        """The grid the GPU launcher gives kernel `name` for N rows."""
+        launches = _library.native_module().plan_gpu_launches(
+            _library.kernel_entry(name), num_rows, 0, 0)
+        return launches[-1][1]
 
     def run(self, name: str, inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor],
             num_rows: int, num_segments: int, grid: int | None = None,
             reverse_blocks: bool = False) -> None:
-        """Runs kernel `name` like `_launch.run` would on a GPU: contiguous
-        CPU `inputs` then `outputs` (in the kernel's argument order), N rows,
-        S segments, on `grid` blocks (default: the CUDA launcher's grid)."""
+        """Runs kernel `name` of the op library as a GPU would: contiguous
+        CPU `inputs` then `outputs` (in the kernel's argument order), N
+        rows, S segments, through segrt's GPU launcher over the simulated
+        driver. `grid` or `reverse_blocks` run the launcher's plan on
+        another grid or block order instead (results must not change)."""
         info = _library.kernel(name)
         if len(inputs) != info.num_inputs or len(outputs) != info.num_outputs:
             raise ValueError(f"kernel {name} takes {info.num_inputs} inputs and "
                              f"{info.num_outputs} outputs")
         tensors = list(inputs) + list(outputs)
+        _check_host_tensors(tensors)
+        entry = _library.kernel_entry(name)
+        native = _library.native_module()
         # Uninitialized on a GPU: 0xff bytes here (NaN floats, -1 integers),
         # so that a kernel reading what was never written shows.
-        scratch = torch.full((info.gpu_scratch_bytes(num_rows, num_segments),), 255,
+        scratch = torch.full((native.gpu_scratch_bytes(entry, num_rows, num_segments),), 255,
                              dtype=torch.uint8)
-        launches = _library.gpu_launches(info, num_rows, scratch.data_ptr())
-        for symbol, default_grid, trailing in launches:
-            self.launch(symbol, tensors, num_rows, num_segments,
-                        grid if grid is not None else default_grid, info.block, reverse_blocks,
-                        trailing)
+        pointers = [t.data_ptr() for t in tensors]
+        if grid is None and not reverse_blocks:
+            if self._module is None:
+                self._module = self.module()
+            self._module.run(entry, 0, pointers, num_rows, num_segments,
+                                          scratch.data_ptr())
+            return
+        for symbol, default_grid, trailing in native.plan_gpu_launches(
+                entry, num_rows, num_segments, scratch.data_ptr()):
+            self.launch(symbol, tensors, trailing, grid if grid is not None else default_grid,
+                        info.block, reverse_blocks)
 
-    def launch(self, symbol: str, tensors: Sequence[torch.Tensor], num_rows: int,
-               num_segments: int, grid: int, block: int, reverse_blocks: bool = False,
-               trailing: Sequence[int] = ()) -> None:
-        """Runs kernel `symbol` of the library on `tensors` (their pointers,
-        in order), then N, S and the `trailing` 64-bit values, on `grid`
-        blocks of `block` threads."""
-        for tensor in tensors:
-            if tensor.device.type != "cpu" or not tensor.is_contiguous():
-                raise ValueError("the simulator runs on contiguous CPU tensors")
-        self.launch_address(ctypes.cast(getattr(self.library, symbol), ctypes.c_void_p),
-                            tensors, num_rows, num_segments, grid, block, reverse_blocks,
-                            trailing)
-
-    def launch_address(self, kernel: ctypes.c_void_p | int, tensors: Sequence[torch.Tensor],
-                       num_rows: int, num_segments: int, grid: int, block: int,
-                       reverse_blocks: bool = False, trailing: Sequence[int] = ()) -> None:
-        """launch() of a kernel given by address (one compiled at run time)."""
+    def launch(self, symbol: str, tensors: Sequence[torch.Tensor], trailing: Sequence[int],
+               grid: int, block: int, reverse_blocks: bool = False) -> None:
+        """Runs kernel `symbol` of the library once on `tensors` (their
+        pointers, in order) and the kernel's `trailing` 64-bit arguments, on
+        `grid` blocks of `block` threads."""
+        _check_host_tensors(tensors)
         pointers = (ctypes.c_uint64 * len(tensors))(*[t.data_ptr() for t in tensors])
         error = ctypes.create_string_buffer(4096)
         extra = (ctypes.c_int64 * max(1, len(trailing)))(*trailing)
-        status = self._launch(kernel, pointers, len(tensors), num_rows, num_segments, extra,
-                              len(trailing), grid, block, int(reverse_blocks), error,
-                              len(error))
+        kernel = ctypes.cast(getattr(self.library, symbol), ctypes.c_void_p)
+        status = self._launch(kernel, pointers, len(tensors), extra, len(trailing), grid,
+                              block, int(reverse_blocks), error, len(error))
         if status != 0:
             raise SimulatorError(error.value.decode())
 
 
-@lru_cache(maxsize=None)
+def _check_host_tensors(tensors: Sequence[torch.Tensor]) -> None:
+    for tensor in tensors:
+        if tensor.device.type != "cpu" or not tensor.is_contiguous():
+            raise ValueError("the simulator runs on contiguous CPU tensors")
+
+
+@cache
 def simulator() -> GpuSimulator:
     """The simulator over the op library's GPU kernels (loaded once)."""
     return GpuSimulator()

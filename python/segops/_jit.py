@@ -24,14 +24,16 @@ import json
 import os
 import struct
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from segops import _compiler, _gpusim, _library, _validation
+from segops import ops as _ops
 from segops._jit_trace import (
     _ELEMENT_TYPES,
     _INDEX_DTYPES,
@@ -42,7 +44,6 @@ from segops._jit_trace import (
     concrete,
     to_mlir,
 )
-from segops import ops as _ops
 from segops._validation import (
     INT32_MAX,
     as_kernel_index,
@@ -80,7 +81,7 @@ class _Program:
         self.label = label  # the user's function, for messages
         self._entries: dict[int, dict[str, Any]] = {}
         self._host: dict[int, _HostKernel] = {}
-        self._cuda: dict[tuple[int, int], Any] = {}
+        self._cuda: dict[tuple, Any] = {}
         self._lock = threading.Lock()
         self._key_locks: dict[Any, threading.Lock] = {}
 
@@ -129,19 +130,25 @@ class _Program:
     def host_kernel(self, level: int) -> _HostKernel:
         return self._once(self._host, level, lambda: _compile_host(self, level))
 
-    def simulated_kernel(self, level: int) -> tuple[dict[str, int], _library.Kernel]:
+    def simulator_image(self, level: int) -> str:
         """The level's GPU kernels as host code for the SIMT simulator
-        (SEGOPS_SIMULATE_GPU=1): their addresses by symbol, and the kernel."""
+        (SEGOPS_SIMULATE_GPU=1), loaded: a module image for the simulated
+        CUDA driver."""
         return self._once(self._cuda, (level, -1), lambda: _compile_simulated(self, level))
 
-    def cuda_kernel(self, level: int, device: int) -> tuple[Any, _library.Kernel]:
-        def make() -> tuple[Any, _library.Kernel]:
+    def ptx(self, level: int, device: int) -> str:
+        """The level's PTX for CUDA device `device` (its compute capability)."""
+        def make() -> str:
             major, minor = torch.cuda.get_device_capability(device)
-            ptx = _compiler.compile_ptx(self.source, order=level, chip=f"sm_{major}{minor}")
-            module = _library._native_module().CudaModule(device, ptx)
-            return module, _library.kernel_from_entry(self.entry(level))
+            return _compiler.compile_ptx(self.source, order=level, chip=f"sm_{major}{minor}")
 
         return self._once(self._cuda, (level, device), make)
+
+    def cuda_module(self, level: int, device: int) -> Any:
+        """The level's PTX loaded on CUDA device `device` (for the Python
+        CUDA kernel, where the extension has none)."""
+        return self._once(self._cuda, ("module", level, device), lambda: _library.native_module(
+            ).CudaModule(device, self.ptx(level, device)))
 
 
 _PROGRAMS: dict[str, _Program] = {}
@@ -244,7 +251,7 @@ _HOST_OPTIONS = f"O3 interleave={_HOST_INTERLEAVE} parts={_HOST_PARTS}"
 
 
 # Host kernels take at most this many tensors, inputs and outputs together.
-MAX_KERNEL_TENSORS: int = _library._native_module().max_kernel_pointers
+MAX_KERNEL_TENSORS: int = _library.native_module().max_kernel_pointers
 
 
 def _pack(parts: Sequence[bytes]) -> bytes:
@@ -305,8 +312,7 @@ def _compile_host(program: _Program, level: int) -> _HostKernel:
         buffers=entry["buffers"])
 
 
-def _compile_simulated(program: _Program, level: int) -> tuple[dict[str, int],
-                                                              _library.Kernel]:
+def _compile_simulated(program: _Program, level: int) -> str:
     segc = _compiler._segc()
     name = program.level_name(level)
     path = _cache_path("sim.o", [_compiler.compiler_identity(), "gpusim", str(level), name,
@@ -316,32 +322,10 @@ def _compile_simulated(program: _Program, level: int) -> tuple[dict[str, int],
         obj = segc.compile_simulator_object(program.source, level, name)
         _compiler.write_cache_file(path, obj)
     info = _library.kernel_from_entry(program.entry(level))
-    symbols = [name] + [symbol for symbol, _ in (info.gpu_long.launches if info.gpu_long else ())]
     # The object calls the simulator's runtime, resolved in its library.
-    library = str(_gpusim.simulator().path)
-    return segc.load_host_object(obj, sorted(set(symbols)), library), info
-
-
-def _run_simulated(prog: _Program, level: int, inputs: list[Tensor], outputs: list[Tensor],
-                   num_rows: int, num_segments: int) -> None:
-    """The level's GPU kernels on CPU tensors, through the simulator, as a
-    GPU launch would run them (idx sorted for segment kernels)."""
-    addresses, info = prog.simulated_kernel(level)
-
-    def run(ins: list[Tensor], outs: list[Tensor]) -> None:
-        tensors = [t.contiguous() for t in ins] + list(outs)
-        scratch = torch.full((info.gpu_scratch_bytes(num_rows, num_segments),), 255,
-                             dtype=torch.uint8)
-        for symbol, grid, trailing in _library.gpu_launches(info, num_rows, scratch.data_ptr()):
-            _gpusim.simulator().launch_address(addresses[symbol], tensors, num_rows,
-                                               num_segments, grid, info.block,
-                                               trailing=trailing)
-
-    idx = inputs[prog.idx_position]
-    if not info.host_rows and not _validation.is_sorted_host_index(idx, num_segments):
-        run_on_sorted_rows(prog.entry(level)["buffers"], inputs, outputs, prog.idx_position, run)
-    else:
-        run(inputs, outputs)
+    library = str(_gpusim.LIBRARY_PATH)
+    addresses = segc.load_host_object(obj, sorted(info.gpu_symbols), library)
+    return _library.native_module().simulator_image(library, addresses)
 
 
 # --------------------------------------------------------------------------
@@ -390,12 +374,6 @@ def _jit_call(program: str, args: list[Tensor], num_segments: int) -> list[Tenso
               for i, t in enumerate(args)]
     if idx.device.type == "cuda":
         return _run_cuda(prog, level, inputs, idx, num_rows, num_segments)
-    if _gpusim.ENABLED:
-        check_index_content(prog.label, idx, num_segments)
-        outputs = _outputs(prog.entry(level)["buffers"], num_rows, num_segments, idx)
-        if num_rows or num_segments:
-            _run_simulated(prog, level, inputs, outputs, num_rows, num_segments)
-        return outputs
     kernel = prog.host_kernel(level)
     outputs = _outputs(kernel.buffers, num_rows, num_segments, idx)
     if num_rows == 0 and num_segments == 0:
@@ -416,22 +394,17 @@ def _run_cuda(prog: _Program, level: int, inputs: list[Tensor], idx: Tensor,
     """The level's PTX on the current stream (sorted idx required, as for
     the library ops' segment kernels)."""
     device = idx.device.index if idx.device.index is not None else torch.cuda.current_device()
-    module, info = prog.cuda_kernel(level, device)
+    module = prog.cuda_module(level, device)
+    info = _library.kernel_from_entry(prog.entry(level))
     # As for the library ops: checked (sorted for segment kernels) in debug
     # mode only, which syncs; a CUDA graph capture must not.
     check_index_content(prog.label, idx, num_segments, require_sorted=not info.host_rows)
     outputs = _outputs(prog.entry(level)["buffers"], num_rows, num_segments, idx)
     if num_rows == 0 and num_segments == 0:
         return outputs
-    scratch_bytes = info.gpu_scratch_bytes(num_rows, num_segments)
-    scratch = torch.empty(scratch_bytes, dtype=torch.uint8, device=idx.device) \
-        if scratch_bytes else None
     pointers = [t.data_ptr() for t in inputs] + [t.data_ptr() for t in outputs]
-    stream = torch.cuda.current_stream(idx.device).cuda_stream
-    for symbol, grid, extra in _library.gpu_launches(
-            info, num_rows, scratch.data_ptr() if scratch is not None else 0):
-        module.launch(symbol, grid, info.block, stream, pointers,
-                      [num_rows, num_segments, *extra])
+    _library.run_gpu(module, prog.entry(level), torch.cuda.current_stream(idx.device).cuda_stream,
+                     pointers, num_rows, num_segments, idx.device)
     return outputs
 
 
@@ -476,21 +449,29 @@ def _validator(program: _Program, level: int) -> Callable[..., None]:
 
 
 def _register_native(program_name: str) -> None:
-    """Compiles one program level's host kernel and registers it with the
-    C++ jit_call kernels (their hook for a level not registered yet)."""
+    """Compiles one program level and registers it with the C++ jit_call
+    kernels (their hook for a level not registered yet): its host kernel
+    (with SEGOPS_SIMULATE_GPU=1 its GPU kernels for the simulator instead),
+    and where its PTX comes from for CUDA devices (compiled on first use)."""
     prog, level = _split_program(program_name)
-    kernel = prog.host_kernel(level)
     entry = prog.entry(level)
     host = entry["host"]
     split = dict(host["split"]) if host.get("split") else None
+    if _gpusim.ENABLED:
+        address, split_addresses = 0, (0, 0)
+    else:
+        kernel = prog.host_kernel(level)
+        address, split_addresses = kernel.symbol, kernel.split
     if split is not None:
-        split["rows_address"], split["finish_address"] = kernel.split[0], kernel.split[1]
+        split["rows_address"], split["finish_address"] = split_addresses
     inputs = [b for b in entry["buffers"] if b["role"] == "input"]
     num_floats = len(inputs) - 1
     variant = {
-        "kernel": entry["name"], "address": kernel.symbol, "buffers": entry["buffers"],
-        "row_range": kernel.info.host_rows, "split": split, "gpu": entry["gpu"],
+        "kernel": entry["name"], "address": address, "buffers": entry["buffers"],
+        "row_range": host.get("range") == "rows", "split": split, "gpu": entry["gpu"],
         "saved_for_backward": [True] * num_floats,
+        "ptx_source": functools.partial(prog.ptx, level),
+        "simulator_image": prog.simulator_image(level) if _gpusim.ENABLED else None,
     }
     _native.register_jit_program(program_name, num_floats,
                                  len(entry["buffers"]) - len(inputs), variant,
@@ -500,10 +481,11 @@ def _register_native(program_name: str) -> None:
 _lib = torch.library.Library("segops", "FRAGMENT")
 _lib.define("jit_call(str program, Tensor[] args, SymInt num_segments) -> Tensor[]")
 torch.library.register_fake("segops::jit_call", _fake_jit_call, lib=_lib)
-_lib.impl("jit_call", _jit_call, "CUDA")
-# The CPU and autograd kernels: C++ where the library ops' are (a warm call
-# is a dispatch and a launch), else Python.
+# The CPU, CUDA and autograd kernels: C++ where the library ops' are (a warm
+# call is a dispatch and a launch), else Python.
 _native = _ops._native
+if _native is None or not _native.has_cuda_kernels():
+    _lib.impl("jit_call", _jit_call, "CUDA")
 if _native is not None:
     _native.register_jit_op(_register_native)
 else:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import inspect
 import sys
 import traceback
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
@@ -85,9 +86,26 @@ _IDENTITIES = {"alias", "detach", "clone", "contiguous", "lift_fresh_copy"}
 VIEWS = frozenset({"unsqueeze", "view", "reshape", "_unsafe_view", "squeeze", "expand",
                    "expand_as", "slice"}) | _IDENTITIES
 # Every aten op (overload packet name) Translator.call handles.
-SUPPORTED_ATEN = frozenset(_UNARY) | frozenset(_BINARY) | frozenset(_COMPARISONS) | VIEWS | {
-    "sigmoid", "reciprocal", "rsub", "where", "clamp", "clamp_min", "clamp_max", "pow", "square", "sum",
-    "linalg_vector_norm", "slice_scatter"}
+SUPPORTED_ATEN = (
+    frozenset(_UNARY)
+    | frozenset(_BINARY)
+    | frozenset(_COMPARISONS)
+    | VIEWS
+    | {
+        "sigmoid",
+        "reciprocal",
+        "rsub",
+        "where",
+        "clamp",
+        "clamp_min",
+        "clamp_max",
+        "pow",
+        "square",
+        "sum",
+        "linalg_vector_norm",
+        "slice_scatter",
+    }
+)
 
 
 @dataclass
@@ -232,9 +250,13 @@ class Translator:
         """A splat of `constant` shaped like `like` (a scalar column splats
         its (L,) storage)."""
         c, zero, length, splat = self.fresh(), self.fresh(), self.fresh(), self.fresh()
-        literal = _float_literal(float(constant)) \
-            if constant == constant and abs(constant) != float("inf") \
-            else {"nan": "0x7FC00000", "inf": "0x7F800000", "-inf": "0xFF800000"}[str(float(constant))]
+        literal = (
+            _float_literal(float(constant))
+            if constant == constant and abs(constant) != float("inf")
+            else {"nan": "0x7FC00000", "inf": "0x7F800000", "-inf": "0xFF800000"}[
+                str(float(constant))
+            ]
+        )
         if literal.startswith("0x") and self.element == "f64":
             literal = {"0x7FC00000": "0x7FF8000000000000", "0x7F800000": "0x7FF0000000000000",
                        "0xFF800000": "0xFFF0000000000000"}[literal]
@@ -284,7 +306,9 @@ class Translator:
         raise self.fail(node, f"'{node.target}' combines a uniform value with values that "
                               "are neither per row nor per segment")
 
-    def place_uniform(self, node: torch.fx.Node, operands: list[Value | float]) -> list[Value | float]:
+    def place_uniform(
+        self, node: torch.fx.Node, operands: list[Value | float]
+    ) -> list[Value | float]:
         """Where uniform values meet row or segment values, the uniform
         ones placed there."""
         tensors = [o for o in operands if isinstance(o, Value)]
@@ -383,8 +407,9 @@ class Translator:
         positive = self.compare(node, "ogt", [x, 0.0])
         safe = self.select(node, positive, x, 1.0)
         logarithm = self.elementwise(node, "math.log", [safe])
-        general = self.elementwise(node, "math.exp",
-                                   [self.elementwise(node, "arith.mulf", [logarithm, float(exponent)])])
+        general = self.elementwise(
+            node, "math.exp", [self.elementwise(node, "arith.mulf", [logarithm, float(exponent)])]
+        )
         at_zero = self.constant_like(0.0 if exponent > 0 else float("inf"), x)
         otherwise = self.select(node, self.compare(node, "oeq", [x, 0.0]), at_zero, float("nan"))
         return self.select(node, positive, general, otherwise)
@@ -494,7 +519,9 @@ class Translator:
             return self.elementwise(node, "arith.subf",
                                     [self.operand(node, args[1]), self.operand(node, args[0])])
         if packet in _COMPARISONS:
-            return self.compare(node, _COMPARISONS[packet], [self.operand(node, a) for a in args[:2]])
+            return self.compare(
+                node, _COMPARISONS[packet], [self.operand(node, a) for a in args[:2]]
+            )
         if packet == "where":
             condition = self.operand(node, args[0])
             if not isinstance(condition, Value) or condition.kind != "bool":
@@ -638,7 +665,7 @@ class Translator:
             value = self.args[position]
             if isinstance(value, torch.Tensor):
                 if position == signature.idx_position:
-                    v = Value(f"%idx", "idx")
+                    v = Value("%idx", "idx")
                 elif self.spaces is not None and self.spaces[position] == "uniform":
                     v = Value(f"%a{position}", "float", UNIFORM_TAILS[tuple(value.shape)],
                               uniform=True)

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
-from typing import Sequence
+from collections.abc import Sequence
+from functools import cache
 
 import torch
 
 from segops import _gpusim, _library
 
 
-@lru_cache(maxsize=None)
+@cache
 def _capability(device: int) -> tuple[int, int]:
     return torch.cuda.get_device_capability(device)
 
@@ -37,13 +37,9 @@ def run(name: str, inputs: Sequence[torch.Tensor], outputs: torch.Tensor | Seque
         _library.launch_host(info, pointers, num_rows, num_segments)
     elif device.type == "cuda":
         index = device.index if device.index is not None else torch.cuda.current_device()
-        stream = torch.cuda.current_stream(index).cuda_stream
-        # The long-segment kernels' scratch, from PyTorch's caching
-        # allocator: freed when this returns, reused only by work queued on
-        # the stream after these launches.
-        scratch = None if info.gpu_long is None else torch.empty(
-            info.gpu_scratch_bytes(num_rows, num_segments), device=device, dtype=torch.uint8)
-        _library.launch_cuda(info, index, _capability(index), stream, pointers, num_rows,
-                             num_segments, 0 if scratch is None else scratch.data_ptr())
+        _library.run_gpu(_library.cuda_module(index, _capability(index)),
+                         _library.kernel_entry(name),
+                         torch.cuda.current_stream(index).cuda_stream, pointers, num_rows,
+                         num_segments, device)
     else:
         raise ValueError(f"segops runs on CPU and CUDA tensors, not on {device.type}")

@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
@@ -20,7 +21,7 @@ NATIVE_DIR = Path(__file__).resolve().parent / "_native"
 # The manifest's element type names.
 TORCH_DTYPES = {"f32": torch.float32, "f64": torch.float64, "i32": torch.int32}
 # The manifest format this package reads (lib/Target/Manifest.cpp writes it).
-MANIFEST_VERSION = 7
+MANIFEST_VERSION = 8
 
 
 class LibraryNotBuiltError(ImportError):
@@ -36,24 +37,14 @@ class Kernel:
     num_inputs: int
     num_outputs: int
     idx_position: int  # which pointer is the segment index
-    block: int
-    grid_per_block: int  # GPU grid: ceil(N / grid_per_block) blocks ...
-    grid_min: int  # ... and at least this many
+    block: int  # GPU threads per block
     host_rows: bool  # a host call computes rows [begin, end), not segments
     # Tile and finish kernels for long segments (manifest host.split), for
     # segment programs.
     split: HostSplit | None
-    # GPU kernels for long segments (manifest gpu.long_segments), if any:
-    # they and the kernel then take a scratch buffer, last.
-    gpu_long: LongSegmentKernels | None = None
-
-    def gpu_scratch_bytes(self, num_rows: int, num_segments: int) -> int:
-        """Bytes of the scratch buffer a GPU launch needs (0: none)."""
-        if self.gpu_long is None:
-            return 0
-        tiles = -(-num_rows // self.gpu_long.tile_rows)
-        return max(1, self.gpu_long.bytes_per_segment * num_segments +
-                   self.gpu_long.bytes_per_tile * tiles)
+    # The GPU kernels' symbols: the kernel's and those of its long-segment
+    # kernels (manifest gpu.long_segments).
+    gpu_symbols: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -76,17 +67,6 @@ class HostSplit:
                 "split_pass_totals": list(self.pass_totals),
                 "split_combine": list(self.combine),
                 "split_double": self.totals_dtype == "f64"}
-
-
-@dataclass(frozen=True)
-class LongSegmentKernels:
-    """The launches a segment program's long segments take on a GPU before
-    its kernel (a warp per tile each): (kernel, pass it runs)."""
-
-    launches: tuple[tuple[str, int], ...]
-    tile_rows: int
-    bytes_per_segment: int
-    bytes_per_tile: int
 
 
 def _release(version: str) -> str:
@@ -121,7 +101,7 @@ def has_compiler() -> bool:
         return True  # a build tree: _segc's import says if it is missing
 
 
-def _native_module() -> Any:
+def native_module() -> Any:
     try:
         from segops._native import _segrt  # type: ignore[attr-defined]
     except ImportError as error:
@@ -132,7 +112,7 @@ def _native_module() -> Any:
     return _segrt
 
 
-@lru_cache(maxsize=None)
+@cache
 def manifest() -> dict[str, Any]:
     path = NATIVE_DIR / "manifest.json"
     if not path.exists():
@@ -148,14 +128,9 @@ def manifest() -> dict[str, Any]:
     return data
 
 
-def _gpu_long_of(entry: dict[str, Any]) -> LongSegmentKernels | None:
-    long = entry["gpu"].get("long_segments")
-    if long is None:
-        return None
-    launches = tuple((launch["kernel"], int(launch["pass"])) for launch in long["launches"])
-    return LongSegmentKernels(launches, int(long["tile_rows"]),
-                              int(long["scratch_bytes_per_segment"]),
-                              int(long["scratch_bytes_per_tile"]))
+def _gpu_symbols_of(entry: dict[str, Any]) -> tuple[str, ...]:
+    launches = entry["gpu"].get("long_segments", {}).get("launches", [])
+    return tuple(dict.fromkeys([entry["name"], *(launch["kernel"] for launch in launches)]))
 
 
 def _split_of(entry: dict[str, Any]) -> HostSplit | None:
@@ -177,20 +152,18 @@ def kernel_from_entry(entry: dict[str, Any]) -> Kernel:
         num_outputs=outputs,
         idx_position=[b["name"] for b in entry["buffers"]].index("idx"),
         block=int(entry["gpu"]["block"][0]),
-        grid_per_block=int(entry["gpu"]["grid"]["per_block"]),
-        grid_min=int(entry["gpu"]["grid"]["min"]),
         host_rows=entry.get("host", {}).get("range") == "rows",
         split=_split_of(entry),
-        gpu_long=_gpu_long_of(entry),
+        gpu_symbols=_gpu_symbols_of(entry),
     )
 
 
-@lru_cache(maxsize=None)
+@cache
 def kernels() -> dict[str, Kernel]:
     return {entry["name"]: kernel_from_entry(entry) for entry in manifest()["kernels"]}
 
 
-@lru_cache(maxsize=None)
+@cache
 def _entries() -> dict[str, dict[str, Any]]:
     return {entry["name"]: entry for entry in manifest()["kernels"]}
 
@@ -217,14 +190,14 @@ def kernel(name: str) -> Kernel:
         raise NotImplementedError(f"the op library has no kernel named {name!r}") from None
 
 
-@lru_cache(maxsize=None)
+@cache
 def host_build() -> dict[str, Any]:
     """The manifest's host kernel build this process runs: the one
     SEGOPS_HOST_CPU names (an LLVM CPU such as x86-64-v2, e.g. to compare
     builds), else the first (best) one this CPU supports. Builds differ in
     vector width, so float sums may differ in their last bits between them."""
     builds = manifest()["host"]
-    native = _native_module()
+    native = native_module()
     wanted = os.environ.get("SEGOPS_HOST_CPU", "").strip()
     if wanted:
         chosen = [build for build in builds if build["cpu"] == wanted]
@@ -246,9 +219,9 @@ def host_library_path() -> Path:
     return NATIVE_DIR / host_build()["library"]
 
 
-@lru_cache(maxsize=None)
+@cache
 def host_library() -> Any:
-    return _native_module().HostLibrary(str(host_library_path()))
+    return native_module().HostLibrary(str(host_library_path()))
 
 
 _cuda_modules: dict[int, Any] = {}
@@ -278,16 +251,12 @@ def cuda_module(device: int, capability: tuple[int, int]) -> Any:
     with _cuda_lock:
         module = _cuda_modules.get(device)
         if module is None:
-            segrt = _native_module()
+            segrt = native_module()
             if not segrt.cuda_available():
                 raise RuntimeError(segrt.cuda_unavailable_reason())
             module = segrt.CudaModule(device, _ptx_for(capability).read_text())
             _cuda_modules[device] = module
     return module
-
-
-# Large enough to fill any GPU; kernels grid-stride over the rest.
-MAX_GRID = 1 << 18
 
 
 def launch_host(kernel_info: Kernel, pointers: Sequence[int], num_rows: int,
@@ -314,47 +283,32 @@ def call_host_kernel_at(kernel_info: Kernel, symbol: int, split: tuple[int, int]
     ('range' or 'order', row) where idx broke the contract."""
     split_arguments = kernel_info.split.call_arguments(*split) \
         if split and kernel_info.split else {}
-    return _native_module().check_index_and_call(
+    return native_module().check_index_and_call(
         symbol, list(pointers), pointers[kernel_info.idx_position], num_rows, num_segments,
         torch.get_num_threads(), kernel_info.host_rows, **split_arguments)
 
 
 def advise_huge_pages(tensor: torch.Tensor) -> None:
     """Hints that a fresh host tensor be backed by transparent huge pages."""
-    _native_module().advise_huge_pages(tensor.data_ptr(), tensor.nbytes)
+    native_module().advise_huge_pages(tensor.data_ptr(), tensor.nbytes)
 
 
-def gpu_launches(kernel_info: Kernel, num_rows: int,
-                 scratch: int = 0) -> list[tuple[str, int, list[int]]]:
-    """The launches a GPU run of a kernel makes, in order: (symbol, grid,
-    64-bit parameters after the buffers' and N, S). Segment programs with a
-    whole tile of rows first run their long-segment kernels (a warp per
-    tile; the pass each runs as their last parameter); all take the address
-    of a scratch buffer of `gpu_scratch_bytes(N, S)` bytes."""
-    blocks = -(-num_rows // kernel_info.grid_per_block)
-    grid = min(max(blocks, kernel_info.grid_min), MAX_GRID)
-    long = kernel_info.gpu_long
-    if long is None:
-        return [(kernel_info.name, grid, [])]
-    launches = []
-    if num_rows >= long.tile_rows:
-        warps_per_block = kernel_info.block // 32
-        tiles = -(-num_rows // long.tile_rows)
-        tile_grid = min(-(-tiles // warps_per_block), MAX_GRID)
-        launches.extend((symbol, tile_grid, [scratch, pass_])
-                        for symbol, pass_ in long.launches)
-    launches.append((kernel_info.name, grid, [scratch]))
-    return launches
-
-
-def launch_cuda(kernel_info: Kernel, device: int, capability: tuple[int, int], stream: int,
-                pointers: Sequence[int], num_rows: int, num_segments: int,
-                scratch: int = 0) -> None:
-    """Launches a kernel (after its long-segment kernels) on `stream`;
-    `scratch` is the device address of their scratch buffer."""
+def run_gpu(module: Any, entry: dict[str, Any], stream: int, pointers: Sequence[int],
+            num_rows: int, num_segments: int, device: torch.device) -> None:
+    """One run of the kernel whose manifest entry is `entry` on `module` (a
+    CudaModule, of the driver or the simulated driver) through segrt's GPU
+    launcher, with its scratch buffer allocated on `device` (PyTorch's
+    stream-ordered allocator on CUDA: freed on return, reused only by work
+    queued after these launches)."""
     if num_rows == 0 and num_segments == 0:
         return
-    module = cuda_module(device, capability)
-    for symbol, grid, extra in gpu_launches(kernel_info, num_rows, scratch):
-        module.launch(symbol, grid, kernel_info.block, stream, list(pointers),
-                      [num_rows, num_segments, *extra])
+    scratch_bytes = native_module().gpu_scratch_bytes(entry, num_rows, num_segments)
+    scratch = None
+    if scratch_bytes and device.type == "cpu":
+        # The simulated driver: 0xff bytes (NaN floats, -1 integers), so
+        # that a kernel reading what was never written shows.
+        scratch = torch.full((scratch_bytes,), 255, dtype=torch.uint8)
+    elif scratch_bytes:
+        scratch = torch.empty(scratch_bytes, dtype=torch.uint8, device=device)
+    module.run(entry, stream, list(pointers), num_rows, num_segments,
+               scratch.data_ptr() if scratch is not None else 0)

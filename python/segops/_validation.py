@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import operator
 import os
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -117,7 +117,9 @@ def _describe(value: object) -> str:
 def check_index(op: str, idx: object, num_rows: int, rows_from: str) -> torch.Tensor:
     tensor = check_tensor(op, "idx", idx)
     if tensor.dtype not in INDEX_DTYPES:
-        raise DTypeError(f"{op}: idx must be int32 or int64 (values fitting int32), got {tensor.dtype}")
+        raise DTypeError(
+            f"{op}: idx must be int32 or int64 (values fitting int32), got {tensor.dtype}"
+        )
     if tensor.dim() != 1:
         raise ValueError(f"{op}: idx must be 1-D with shape (N,), got {_shape(tensor)}")
     if tensor.shape[0] != num_rows:
@@ -145,7 +147,7 @@ def check_index_content(op: str, idx: torch.Tensor, num_segments: int,
             return
         idx = idx.cpu()  # debug mode: a host sync is accepted
     idx = idx.contiguous()
-    problem, row = _library._native_module().check_index(
+    problem, row = _library.native_module().check_index(
         idx.data_ptr(), idx.dtype == torch.int64, idx.numel(), num_segments,
         torch.get_num_threads(), require_sorted)
     if problem == "range":
@@ -178,7 +180,7 @@ def index_range_error(op: str, idx: torch.Tensor, row: int, num_segments: int) -
 def is_sorted_host_index(idx: torch.Tensor, num_segments: int) -> bool:
     """Whether a contiguous CPU index whose values lie in [0, num_segments)
     is non-decreasing."""
-    problem, _ = _library._native_module().check_index(
+    problem, _ = _library.native_module().check_index(
         idx.data_ptr(), idx.dtype == torch.int64, idx.numel(), num_segments,
         torch.get_num_threads(), True)
     return problem == ""

@@ -20,9 +20,9 @@ RuntimeError or accept ``True`` as a count) and call ``torch.ops.segops.*``.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Callable, Sequence
+from functools import cache
 
 import torch
 from torch import Tensor
@@ -60,7 +60,7 @@ def _kernel_name(spec: OpSpec, level: int, first: Tensor) -> str:
     return f"{spec.name}_{_DTYPE_NAMES[first.dtype]}_w{width}" + "_grad" * level
 
 
-@lru_cache(maxsize=None)
+@cache
 def _output_plan(kernel: str) -> tuple[tuple[tuple[str, ...], torch.dtype], ...]:
     """The kernel's outputs: symbolic shape ("N", "S" or extents) and dtype."""
     entry = _library.kernel_entry(kernel)
@@ -73,7 +73,7 @@ def _output_shapes(kernel: str, num_rows: int, num_segments: int) -> list[tuple[
             for shape, dtype in _output_plan(kernel)]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _unused_inputs(kernel: str) -> frozenset[int]:
     """Positions (among the float inputs) of inputs the kernel never reads."""
     floats = [b for b in _library.kernel_entry(kernel)["buffers"]
@@ -180,15 +180,17 @@ _library_def = torch.library.Library("segops", "DEF")
 def _native_ops():
     """The C++ CPU and autograd kernels (segops._native._torchops), loaded
     with the host kernels; None where they are not built, the op library is
-    missing, or SEGOPS_PYTHON_OPS=1 asks for the Python kernels (as does
-    SEGOPS_SIMULATE_GPU=1: the Python kernels then run the GPU kernels on
-    the simulator)."""
-    if os.environ.get("SEGOPS_PYTHON_OPS", "") not in ("", "0") or _gpusim.ENABLED:
+    missing, or SEGOPS_PYTHON_OPS=1 asks for the Python kernels. With
+    SEGOPS_SIMULATE_GPU=1 their CPU kernels run the GPU kernels instead,
+    through segrt's GPU launcher over the simulated driver."""
+    if os.environ.get("SEGOPS_PYTHON_OPS", "") not in ("", "0"):
         return None
     try:
         from segops._native import _torchops  # type: ignore[attr-defined]
 
         _torchops.load_host_library(str(_library.host_library_path()))
+        if _gpusim.ENABLED:
+            _torchops.set_gpu_simulator(str(_gpusim.LIBRARY_PATH))
     except (ImportError, OSError, RuntimeError):
         return None
     _output_cache.apply_environment(_torchops)

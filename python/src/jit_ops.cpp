@@ -2,8 +2,9 @@
 //
 // segops.jit runs every compiled function through one operator,
 // `segops::jit_call(str program, Tensor[] args, SymInt num_segments)`. Its
-// CPU and autograd kernels live here, in C++ like the library ops', so a
-// warm call costs a dispatch and a kernel launch. Programs (one per
+// CPU, CUDA and autograd kernels live here, in C++ like the library ops'
+// (and running the same host and GPU launchers), so a warm call costs a
+// dispatch and a kernel launch. Programs (one per
 // specialization and derivative level) are registered by _jit.py with their
 // kernels' addresses; a level not yet compiled (the first backward at that
 // level) is compiled through a Python hook, with the GIL.
@@ -66,7 +67,7 @@ const JitProgram &findProgram(const std::string &name) {
 
 /// The call's floats (every tensor but idx), idx and S.
 OperatorCall makeCall(const JitProgram &program, at::TensorList args,
-                      int64_t numSegments) {
+                      int64_t numSegments, c10::DeviceType deviceType) {
   const OperatorLevel &level = *program.level;
   OperatorCall call;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -81,14 +82,18 @@ OperatorCall makeCall(const JitProgram &program, at::TensorList args,
     reportInvalid(level, call.floats, call.idx, numSegments,
                   "wrong number of tensor arguments");
   std::string problem = mismatch(*call.variant, call.floats, call.idx,
-                                 numSegments, c10::DeviceType::CPU);
+                                 numSegments, deviceType);
   if (!problem.empty())
     reportInvalid(level, call.floats, call.idx, numSegments, problem);
   return call;
 }
 
-class JitHostKernel final : public c10::OperatorKernel {
+/// jit_call's CPU kernel (the host kernels, or simulated GPU kernels) or
+/// CUDA kernel.
+class JitKernel final : public c10::OperatorKernel {
 public:
+  explicit JitKernel(c10::DeviceType deviceType) : deviceType(deviceType) {}
+
   void operator()(const c10::OperatorHandle &, c10::DispatchKeySet,
                   torch::jit::Stack *stack) {
     auto args = torch::jit::last(stack, 3);
@@ -97,12 +102,22 @@ public:
     int64_t numSegments = args[2].toSymInt().guard_int(__FILE__, __LINE__);
     torch::jit::drop(stack, 3);
     const JitProgram &program = findProgram(name);
-    OperatorCall call = makeCall(program, tensors, numSegments);
-    c10::SmallVector<at::Tensor, 4> outputs = runHostCall(*program.level, call);
+    OperatorCall call = makeCall(program, tensors, numSegments, deviceType);
+    // On CUDA idx's content costs a host sync to check: only in debug mode,
+    // as for the library ops.
+    if (deviceType == c10::DeviceType::CUDA && debugChecks())
+      callValidator(*program.level, call.floats, call.idx, call.numSegments);
+    c10::SmallVector<at::Tensor, 4> outputs =
+        deviceType == c10::DeviceType::CUDA
+            ? runCudaCall(*program.level, call)
+            : runCpuCall(*program.level, call);
     stack->emplace_back(
         c10::List<at::Tensor>(std::vector<at::Tensor>(outputs.begin(),
                                                       outputs.end())));
   }
+
+private:
+  c10::DeviceType deviceType;
 };
 
 /// The backward of one program level: jit_call of the next level on the
@@ -301,25 +316,24 @@ void segops_torch::registerJitBindings(py::module_ &m) {
       "register_jit_op",
       [](py::object hook) {
         compileHook = hook.release().ptr();
-        for (auto [key, kernel] :
-             {std::pair<c10::DispatchKey, bool>{c10::DispatchKey::CPU, true},
-              {c10::DispatchKey::Autograd, false}}) {
+        auto add = [](c10::DispatchKey key, auto kernel) {
           auto library = std::make_unique<torch::Library>(
               torch::Library::IMPL, "segops", key, __FILE__, __LINE__);
-          if (kernel)
-            library->impl("jit_call",
-                          torch::CppFunction::makeFromBoxedFunctor(
-                              std::make_unique<JitHostKernel>()));
-          else
-            library->impl("jit_call",
-                          torch::CppFunction::makeFromBoxedFunctor(
-                              std::make_unique<JitAutogradKernel>()));
+          library->impl("jit_call", torch::CppFunction::makeFromBoxedFunctor(
+                                        std::move(kernel)));
           registrations->push_back(std::move(library));
-        }
+        };
+        add(c10::DispatchKey::CPU,
+            std::make_unique<JitKernel>(c10::DeviceType::CPU));
+        if (cudaKernelsBuilt())
+          add(c10::DispatchKey::CUDA,
+              std::make_unique<JitKernel>(c10::DeviceType::CUDA));
+        add(c10::DispatchKey::Autograd,
+            std::make_unique<JitAutogradKernel>());
       },
       py::arg("compile"),
-      "Registers segops::jit_call's CPU and autograd kernels (the schema is "
-      "defined by _jit.py); compile(program) compiles and registers a "
+      "Registers segops::jit_call's CPU, CUDA (where built) and autograd "
+      "kernels (the schema is defined by _jit.py); compile(program) compiles and registers a "
       "program level not registered yet.");
   m.def(
       "register_jit_program",

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "gpu_program.h"
 #include "segrt/CpuLevel.h"
 #include "segrt/Cuda.h"
 #include "segrt/Error.h"
@@ -15,6 +16,8 @@
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+
+#include <map>
 
 namespace py = pybind11;
 
@@ -151,12 +154,66 @@ PYBIND11_MODULE(_segrt, m) {
           "(tile and finish kernels, totals per pass), long segments are cut "
           "into tiles.");
 
+  // The GPU launcher (segrt/GpuLauncher.h). `kernel` is a manifest kernel
+  // entry (its name and `gpu`).
+  auto programOf = [](const py::dict &kernel) {
+    return segops_python::gpuProgram(kernel["name"].cast<std::string>(),
+                                     kernel["gpu"].cast<py::dict>());
+  };
+  m.def(
+      "gpu_scratch_bytes",
+      [programOf](const py::dict &kernel, int64_t numRows,
+                  int64_t numSegments) {
+        return programOf(kernel).scratchBytes(numRows, numSegments);
+      },
+      py::arg("kernel"), py::arg("num_rows"), py::arg("num_segments"),
+      "Bytes of the scratch buffer a GPU run of the kernel takes (0: none).");
+  m.def(
+      "plan_gpu_launches",
+      [programOf](const py::dict &kernel, int64_t numRows, int64_t numSegments,
+                  uintptr_t scratch) {
+        segrt::GpuProgram program = programOf(kernel);
+        py::list launches;
+        for (const segrt::GpuLaunch &launch :
+             segrt::planGpuLaunches(program, numRows, numSegments, scratch))
+          launches.append(py::make_tuple(
+              *launch.kernel, launch.grid,
+              std::vector<int64_t>(launch.trailing.data(),
+                                   launch.trailing.data() +
+                                       launch.trailing.size())));
+        return launches;
+      },
+      py::arg("kernel"), py::arg("num_rows"), py::arg("num_segments"),
+      py::arg("scratch"),
+      "The launches of one GPU run, in order: (kernel, grid, trailing "
+      "arguments in the call contract's order).");
+  m.def("simulator_image", &segrt::simulatorImage, py::arg("library"),
+        py::arg("addresses") = std::map<std::string, uintptr_t>(),
+        "A module image for the simulated CUDA driver.");
+
   py::class_<segrt::CudaModule>(m, "CudaModule")
-      .def(py::init<int, const std::string &>(), py::arg("device"),
-           py::arg("ptx"))
-      .def("launch", &segrt::CudaModule::launch, py::arg("name"),
-           py::arg("grid"), py::arg("block"), py::arg("stream"),
-           py::arg("pointers"), py::arg("sizes"),
-           "Launch a kernel on a stream without synchronizing.")
+      .def(py::init([](int device, const std::string &image, bool simulated) {
+             return std::make_unique<segrt::CudaModule>(
+                 device, image,
+                 simulated ? segrt::CudaBackend::Simulator
+                           : segrt::CudaBackend::Driver);
+           }),
+           py::arg("device"), py::arg("image"), py::arg("simulated") = false,
+           "PTX loaded on a device (or, simulated, a simulator_image).")
+      .def(
+          "run",
+          [programOf](segrt::CudaModule &module, const py::dict &kernel,
+                      uintptr_t stream, const std::vector<uintptr_t> &pointers,
+                      int64_t numRows, int64_t numSegments, uintptr_t scratch) {
+            segrt::GpuProgram program = programOf(kernel);
+            py::gil_scoped_release release;
+            segrt::launchGpuProgram(module, program, stream, pointers,
+                                    numRows, numSegments, scratch);
+          },
+          py::arg("kernel"), py::arg("stream"), py::arg("pointers"),
+          py::arg("num_rows"), py::arg("num_segments"), py::arg("scratch"),
+          "Queue one run of a kernel (its long-segment kernels first) on a "
+          "stream without synchronizing; `scratch`: the address of "
+          "gpu_scratch_bytes(kernel, N, S) bytes.")
       .def_property_readonly("device", &segrt::CudaModule::device);
 }

@@ -16,6 +16,7 @@
 
 #include "torch_ops.h"
 
+#include "gpu_program.h"
 #include "segrt/BufferCache.h"
 #include "segrt/Host.h"
 #include "segrt/IndexCheck.h"
@@ -33,6 +34,7 @@
 #include <atomic>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -211,8 +213,8 @@ BoundBuffers bindBuffers(const OperatorCall &call, at::Tensor kernelIdx) {
 }
 
 segrt::IndexCheck runOnSortedRows(const OperatorCall &call,
-                                  at::Tensor kernelIdx,
-                                  BoundBuffers &bound, int numThreads) {
+                                  at::Tensor kernelIdx, BoundBuffers &bound,
+                                  const KernelRun &run) {
   // A stable sort: each segment's rows keep their order, so the results
   // are deterministic (those of the sorted rows, bitwise).
   auto [sortedIdx, order] =
@@ -228,10 +230,7 @@ segrt::IndexCheck runOnSortedRows(const OperatorCall &call,
   }
   bound = bindBuffers(sorted, sortedIdx.contiguous());
   const Variant &variant = *call.variant;
-  segrt::IndexCheck check = segrt::checkIndexAndCallHostKernel(
-      variant.symbol, bound.pointers, bound.kernelIdx.data_ptr<int32_t>(),
-      kernelIdx.size(0), call.numSegments, numThreads, variant.range,
-      variant.split.rows ? &variant.split : nullptr);
+  segrt::IndexCheck check = run(bound);
   size_t output = 0;
   for (const Buffer &buffer : variant.buffers) {
     if (!buffer.isOutput)
@@ -261,19 +260,122 @@ c10::SmallVector<at::Tensor, 4> runHostCall(const OperatorLevel &level,
   }
   BoundBuffers bound = bindBuffers(call, kernelIdx);
   if (numRows > 0 || numSegments > 0) {
-    segrt::IndexCheck check = segrt::checkIndexAndCallHostKernel(
-        variant.symbol, bound.pointers, bound.kernelIdx.data_ptr<int32_t>(),
-        numRows, numSegments, threads, variant.range,
-        variant.split.rows ? &variant.split : nullptr);
+    auto run = [&](BoundBuffers &buffers) {
+      return segrt::checkIndexAndCallHostKernel(
+          variant.symbol, buffers.pointers,
+          buffers.kernelIdx.data_ptr<int32_t>(), numRows, numSegments, threads,
+          variant.range, variant.split.rows ? &variant.split : nullptr);
+    };
+    segrt::IndexCheck check = run(bound);
     // Segment kernels walk sorted rows: an unsorted index runs again on
     // its rows in sorted order (sorted ones cost nothing more).
     if (check.problem == segrt::IndexProblem::Unsorted)
-      check = runOnSortedRows(call, bound.kernelIdx, bound, threads);
+      check = runOnSortedRows(call, bound.kernelIdx, bound, run);
     if (check.problem != segrt::IndexProblem::None)
       reportInvalid(level, call.floats, idx, numSegments,
                     "idx is out of range");
   }
   return std::move(bound.outputs);
+}
+
+void runGpuCall(const OperatorCall &call, const BoundBuffers &bound,
+                segrt::CudaModule &module, uintptr_t stream) {
+  const segrt::GpuProgram &program = call.variant->gpu;
+  int64_t numRows = call.idx.size(0), numSegments = call.numSegments;
+  if (numRows == 0 && numSegments == 0)
+    return;
+  // The long-segment kernels' scratch: on CUDA from the caching allocator,
+  // freed on return and reused only by work queued after these launches on
+  // this stream (it is stream-ordered); simulated, 0xff bytes (NaN floats,
+  // -1 integers), so that a kernel reading what was never written shows.
+  at::Tensor scratch;
+  if (int64_t bytes = program.scratchBytes(numRows, numSegments)) {
+    auto options = at::TensorOptions().dtype(at::kByte).device(call.idx.device());
+    scratch = call.idx.is_cpu() ? at::full({bytes}, 255, options)
+                                : at::empty({bytes}, options);
+  }
+  segrt::launchGpuProgram(
+      module, program, stream, bound.pointers, numRows, numSegments,
+      scratch.defined() ? reinterpret_cast<uintptr_t>(scratch.data_ptr()) : 0);
+}
+
+void GpuModules::setPtxSource(PyObject *source) {
+  std::lock_guard<std::mutex> lock(mutex);
+  ptxSource = source;
+}
+
+void GpuModules::setSimulatorImage(const std::string &image) {
+  std::lock_guard<std::mutex> lock(mutex);
+  if (image.empty())
+    simulator.release(); // kernels of it may still be queued: never unloaded
+  else
+    simulator = std::make_unique<segrt::CudaModule>(
+        0, image, segrt::CudaBackend::Simulator);
+}
+
+segrt::CudaModule &GpuModules::onDevice(int device) {
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = modules.find(device);
+  if (it != modules.end())
+    return *it->second;
+  TORCH_CHECK(ptxSource, "segops: no PTX source was set for these kernels");
+  std::string ptx;
+  {
+    py::gil_scoped_acquire gil;
+    ptx = py::handle(ptxSource)(device).cast<std::string>();
+  }
+  auto module = std::make_unique<segrt::CudaModule>(device, ptx);
+  return *modules.emplace(device, std::move(module)).first->second;
+}
+
+segrt::CudaModule *GpuModules::simulated() {
+  std::lock_guard<std::mutex> lock(mutex);
+  return simulator.get();
+}
+
+std::shared_ptr<GpuModules> libraryGpuModules() {
+  // Never destroyed: kernels may run until exit.
+  static auto *modules =
+      new std::shared_ptr<GpuModules>(std::make_shared<GpuModules>());
+  return *modules;
+}
+
+/// The GPU kernels of `call` on the simulated driver's `module`.
+static c10::SmallVector<at::Tensor, 4>
+runSimulatedCall(const OperatorLevel &level, const OperatorCall &call,
+                 segrt::CudaModule &module) {
+  const at::Tensor &idx = call.idx;
+  int64_t numRows = idx.size(0), numSegments = call.numSegments;
+  at::Tensor kernelIdx = kernelIndex(idx);
+  // Range first, over every row (a descent must not hide a value out of
+  // range), then order where the kernel needs it.
+  auto check = [&](bool requireSorted) {
+    return segrt::checkIndex(kernelIdx.data_ptr<int32_t>(), /*is64Bit=*/false,
+                             numRows, numSegments, at::get_num_threads(),
+                             requireSorted);
+  };
+  if (check(false).problem != segrt::IndexProblem::None)
+    reportInvalid(level, call.floats, idx, numSegments, "idx is out of range");
+  bool unsorted = call.variant->range == segrt::HostRange::Segments &&
+                  check(true).problem != segrt::IndexProblem::None;
+  BoundBuffers bound = bindBuffers(call, kernelIdx);
+  auto run = [&](BoundBuffers &buffers) {
+    runGpuCall(call, buffers, module, /*stream=*/0);
+    return segrt::IndexCheck();
+  };
+  // GPU segment kernels walk sorted rows, as the host's do.
+  if (unsorted)
+    runOnSortedRows(call, bound.kernelIdx, bound, run);
+  else
+    run(bound);
+  return std::move(bound.outputs);
+}
+
+c10::SmallVector<at::Tensor, 4> runCpuCall(const OperatorLevel &level,
+                                           const OperatorCall &call) {
+  if (segrt::CudaModule *simulated = call.variant->gpuModules->simulated())
+    return runSimulatedCall(level, call, *simulated);
+  return runHostCall(level, call);
 }
 
 namespace {
@@ -306,7 +408,7 @@ public:
   void operator()(const c10::OperatorHandle &, c10::DispatchKeySet,
                   torch::jit::Stack *stack) {
     OperatorCall call = takeArguments(*level, stack, c10::DeviceType::CPU);
-    for (at::Tensor &output : runHostCall(*level, call))
+    for (at::Tensor &output : runCpuCall(*level, call))
       stack->emplace_back(std::move(output));
   }
 
@@ -507,24 +609,21 @@ parseLevel(const std::string &name, size_t numFloats,
       variant.split.isDouble =
           split["totals_dtype"].cast<std::string>() == "f64";
     }
-    py::dict gpu = entry["gpu"].cast<py::dict>();
-    variant.gpu.block = gpu["block"].cast<std::vector<uint32_t>>().at(0);
-    py::dict grid = gpu["grid"].cast<py::dict>();
-    variant.gpu.gridPerBlock = grid["per_block"].cast<int64_t>();
-    variant.gpu.gridMin = grid["min"].cast<int64_t>();
-    if (gpu.contains("long_segments")) {
-      py::dict long_ = gpu["long_segments"].cast<py::dict>();
-      for (py::handle item : long_["launches"].cast<py::list>()) {
-        py::dict launch = item.cast<py::dict>();
-        variant.gpu.longSegmentLaunches.emplace_back(
-            launch["kernel"].cast<std::string>(),
-            launch["pass"].cast<int64_t>());
-      }
-      variant.gpu.tileRows = long_["tile_rows"].cast<int64_t>();
-      variant.gpu.scratchPerSegment =
-          long_["scratch_bytes_per_segment"].cast<int64_t>();
-      variant.gpu.scratchPerTile =
-          long_["scratch_bytes_per_tile"].cast<int64_t>();
+    variant.gpu = segops_python::gpuProgram(variant.kernel,
+                                            entry["gpu"].cast<py::dict>());
+    // Run-time compiled kernels bring their own GPU code: PTX per device,
+    // and, simulated, an image of their simulated kernels.
+    if (entry.contains("ptx_source") || entry.contains("simulator_image")) {
+      variant.gpuModules = std::make_shared<GpuModules>();
+      if (entry.contains("ptx_source") && !entry["ptx_source"].is_none())
+        variant.gpuModules->setPtxSource(
+            entry["ptx_source"].cast<py::object>().release().ptr());
+      if (entry.contains("simulator_image") &&
+          !entry["simulator_image"].is_none())
+        variant.gpuModules->setSimulatorImage(
+            entry["simulator_image"].cast<std::string>());
+    } else {
+      variant.gpuModules = libraryGpuModules();
     }
     variant.savedForBackward =
         entry["saved_for_backward"].cast<std::vector<bool>>();
@@ -557,7 +656,9 @@ PYBIND11_MODULE(_torchops, m) {
         "register_level then registers them too.");
   m.def(
       "set_ptx_source",
-      [](py::object source) { setPtxSource(source.release().ptr()); },
+      [](py::object source) {
+        libraryGpuModules()->setPtxSource(source.release().ptr());
+      },
       py::arg("source"),
       "source(device) returns the PTX text for a CUDA device (called once per "
       "device).");
@@ -584,6 +685,16 @@ PYBIND11_MODULE(_torchops, m) {
       [](size_t bytes) { segrt::hostOutputCache().setLimit(bytes); },
       py::arg("bytes"),
       "Caps the bytes the host output cache holds (0: none).");
+  m.def(
+      "set_gpu_simulator",
+      [](const std::string &path) {
+        libraryGpuModules()->setSimulatorImage(
+            path.empty() ? std::string() : segrt::simulatorImage(path));
+      },
+      py::arg("path"),
+        "Run CPU calls through the GPU kernels of the simulated library at "
+        "`path` (segrt's GPU launcher over the simulated driver); '' runs "
+        "the host kernels.");
   m.def("set_debug_checks", &setDebugChecks, py::arg("enabled"),
         "Check idx's content on CUDA too (a host sync per call).");
   m.def(

@@ -10,6 +10,8 @@
 #ifndef SEGOPS_PYTHON_TORCH_OPS_H
 #define SEGOPS_PYTHON_TORCH_OPS_H
 
+#include "segrt/Cuda.h"
+#include "segrt/GpuLauncher.h"
 #include "segrt/Host.h"
 
 #include <ATen/ATen.h>
@@ -19,7 +21,9 @@
 #include <torch/csrc/autograd/function.h>
 #include <torch/library.h>
 
+#include <functional>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,21 +42,35 @@ struct Buffer {
   std::vector<int64_t> shape;
 };
 
-/// How a kernel launches on a GPU (the manifest's `gpu` entry).
-struct GpuLaunch {
-  uint32_t block = 256;
-  int64_t gridPerBlock = 256;
-  int64_t gridMin = 1;
-  /// Segment programs: the launches for long segments, first (a
-  /// warp per tile of `tileRows` rows) when there is a whole tile of rows;
-  /// they and the kernel then take a scratch buffer of `scratchPerSegment *
-  /// S + scratchPerTile * tiles` bytes.
-  /// (kernel, the pass it runs: its last parameter).
-  std::vector<std::pair<std::string, int64_t>> longSegmentLaunches;
-  int64_t tileRows = 0;
-  int64_t scratchPerSegment = 0;
-  int64_t scratchPerTile = 0;
+/// Where a kernel's GPU code loads from, and the modules loaded from it:
+/// one per device, never unloaded (kernels may run until exit). The op
+/// library's variants share one (libraryGpuModules); each segops.jit
+/// program level has its own.
+class GpuModules {
+public:
+  /// `source(device)` returns a device's PTX text (a Python callable,
+  /// called once per device, with the GIL); a strong reference kept until
+  /// exit.
+  void setPtxSource(PyObject *source);
+  /// Run the kernels on the simulated CUDA driver from this image
+  /// (segrt::simulatorImage); "" stops.
+  void setSimulatorImage(const std::string &image);
+
+  /// The module on CUDA device `device`.
+  segrt::CudaModule &onDevice(int device);
+  /// The simulated driver's module, or null unless an image was set.
+  segrt::CudaModule *simulated();
+
+private:
+  std::mutex mutex;
+  PyObject *ptxSource = nullptr;
+  std::map<int, std::unique_ptr<segrt::CudaModule>> modules;
+  std::unique_ptr<segrt::CudaModule> simulator;
 };
+
+/// The op library's GPU modules (PTX from ops.py; with SEGOPS_SIMULATE_GPU
+/// the simulated library).
+std::shared_ptr<GpuModules> libraryGpuModules();
 
 /// One kernel of an operator level: a dtype and row width.
 struct Variant {
@@ -64,7 +82,9 @@ struct Variant {
   /// Tile and finish kernels for long segments, if the kernel has them
   /// (split.rows non-null: segment programs).
   segrt::HostSplitKernel split;
-  GpuLaunch gpu;
+  /// How it launches on a GPU (the manifest's `gpu` entry), and from where.
+  segrt::GpuProgram gpu;
+  std::shared_ptr<GpuModules> gpuModules;
   /// Per float argument: whether the next level's kernel reads it (what the
   /// backward must save).
   std::vector<bool> savedForBackward;
@@ -148,14 +168,34 @@ BoundBuffers bindBuffers(const OperatorCall &call, at::Tensor kernelIdx);
 at::Tensor narrowHostIndex(const at::Tensor &idx, int64_t numSegments,
                            int numThreads);
 
-/// Runs `call`'s host kernel on its rows taken in a stable sort of
-/// `kernelIdx` (an int32 host index whose values lie in [0, S), checked,
-/// in any order), into `bound`; row
-/// outputs are put back in the caller's row order. Returns the index check
-/// of the sorted run (a value out of range, if any).
+/// Runs `call`'s kernel (`run`, on the buffers it is given) on its rows
+/// taken in a stable sort of `kernelIdx` (an int32 index whose values lie
+/// in [0, S), in any order), into `bound`; row outputs are put back in the
+/// caller's row order. Returns what `run` returns (the index check of the
+/// sorted run).
+using KernelRun = std::function<segrt::IndexCheck(BoundBuffers &)>;
 segrt::IndexCheck runOnSortedRows(const OperatorCall &call,
-                                  at::Tensor kernelIdx,
-                                  BoundBuffers &bound, int numThreads);
+                                  at::Tensor kernelIdx, BoundBuffers &bound,
+                                  const KernelRun &run);
+
+/// Runs `call`'s GPU kernels on `module` through segrt's GPU launcher (the
+/// long-segment kernels' scratch allocated on idx's device), on `stream`,
+/// never synchronizing.
+void runGpuCall(const OperatorCall &call, const BoundBuffers &bound,
+                segrt::CudaModule &module, uintptr_t stream);
+
+/// The outputs of a CPU call: its host kernel, or, where its variant's GPU
+/// modules are simulated (SEGOPS_SIMULATE_GPU=1), its GPU kernels launched
+/// by runGpuCall over the simulated CUDA driver, idx checked for range on
+/// the host and an unsorted one run on its rows in sorted order, as on the
+/// host.
+c10::SmallVector<at::Tensor, 4> runCpuCall(const OperatorLevel &level,
+                                           const OperatorCall &call);
+
+/// The outputs of a CUDA call (torch_ops_cuda.cpp): its GPU kernels on the
+/// current stream of idx's device.
+c10::SmallVector<at::Tensor, 4> runCudaCall(const OperatorLevel &level,
+                                            const OperatorCall &call);
 
 /// Runs `call`'s host kernel (idx narrowed and checked as it runs; an
 /// unsorted index on its rows in sorted order) and returns the outputs;
@@ -206,9 +246,6 @@ void runWorkersOnIntraOpPool();
 bool cudaKernelsBuilt();
 void registerCudaKernel(std::shared_ptr<const OperatorLevel> level,
                         std::vector<std::unique_ptr<torch::Library>> &keep);
-/// Where the CUDA kernels get a device's PTX: `source(device)` returns its
-/// text (called once per device, with the GIL).
-void setPtxSource(PyObject *source);
 /// Whether idx's content is checked on CUDA too (SEGOPS_DEBUG).
 void setDebugChecks(bool enabled);
 bool debugChecks();

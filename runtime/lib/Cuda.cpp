@@ -1,19 +1,33 @@
-//===- Cuda.cpp - loading and launching PTX through the driver API --------===//
+//===- Cuda.cpp - loading and launching kernels through the driver API ----===//
 
 #include "segrt/Cuda.h"
 #include "segrt/Error.h"
 
 #include <mutex>
+#include <sstream>
 #include <unordered_map>
-
-#ifdef SEGRT_ENABLE_CUDA
-#include <cuda.h>
-#include <dlfcn.h>
 
 using namespace segrt;
 
+std::string
+segrt::simulatorImage(const std::string &library,
+                      const std::map<std::string, uintptr_t> &addresses) {
+  std::ostringstream image;
+  image << "segsim\n" << library << "\n";
+  for (const auto &[name, address] : addresses)
+    image << name << " " << address << "\n";
+  return image.str();
+}
+
+#ifdef SEGRT_ENABLE_CUDA
+#include "SimulatedCudaDriver.h"
+
+#include <cuda.h>
+#include <dlfcn.h>
+
 namespace {
-/// The driver entry points segrt uses, resolved from libcuda.so.1.
+/// The driver entry points segrt uses: resolved from libcuda.so.1, or the
+/// simulated driver's.
 struct Driver {
   decltype(&::cuInit) init = nullptr;
   decltype(&::cuGetErrorString) getErrorString = nullptr;
@@ -27,6 +41,22 @@ struct Driver {
   decltype(&::cuModuleGetFunction) moduleGetFunction = nullptr;
   decltype(&::cuLaunchKernel) launchKernel = nullptr;
   std::string unavailable; // empty when loaded
+
+  struct Simulated {};
+  explicit Driver(Simulated) {
+    namespace sim = segrt::simulated;
+    init = sim::init;
+    getErrorString = sim::getErrorString;
+    deviceGet = sim::deviceGet;
+    primaryCtxRetain = sim::primaryCtxRetain;
+    primaryCtxRelease = sim::primaryCtxRelease;
+    ctxGetCurrent = sim::ctxGetCurrent;
+    ctxSetCurrent = sim::ctxSetCurrent;
+    moduleLoadDataEx = sim::moduleLoadDataEx;
+    moduleUnload = sim::moduleUnload;
+    moduleGetFunction = sim::moduleGetFunction;
+    launchKernel = sim::launchKernel;
+  }
 
   Driver() {
     void *handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -81,7 +111,14 @@ const Driver &driver() {
   return instance;
 }
 
-const Driver &requireDriver() {
+const Driver &simulatedDriver() {
+  static const Driver instance{Driver::Simulated{}};
+  return instance;
+}
+
+const Driver &requireDriver(CudaBackend backend) {
+  if (backend == CudaBackend::Simulator)
+    return simulatedDriver();
   const Driver &d = driver();
   if (!d.unavailable.empty())
     throw Error("segrt: CUDA is unavailable: " + d.unavailable);
@@ -94,6 +131,7 @@ bool segrt::cudaAvailable() { return driver().unavailable.empty(); }
 std::string segrt::cudaUnavailableReason() { return driver().unavailable; }
 
 struct CudaModule::Impl {
+  const Driver *driver = nullptr;
   CUdevice device = 0;
   CUcontext context = nullptr;
   CUmodule module = nullptr;
@@ -106,9 +144,8 @@ struct CudaModule::Impl {
     if (it != functions.end())
       return it->second;
     CUfunction fn = nullptr;
-    requireDriver().check(
-        requireDriver().moduleGetFunction(&fn, module, name.c_str()),
-        ("looking up kernel '" + name + "'").c_str());
+    driver->check(driver->moduleGetFunction(&fn, module, name.c_str()),
+                  ("looking up kernel '" + name + "'").c_str());
     functions.emplace(name, fn);
     return fn;
   }
@@ -123,9 +160,12 @@ static void makeCurrent(const Driver &d, CUcontext context) {
     d.check(d.ctxSetCurrent(context), "setting the current context");
 }
 
-CudaModule::CudaModule(int device, const std::string &ptx)
-    : impl(std::make_unique<Impl>()), deviceOrdinal(device) {
-  const Driver &d = requireDriver();
+CudaModule::CudaModule(int device, const std::string &image,
+                       CudaBackend backend)
+    : impl(std::make_unique<Impl>()), deviceOrdinal(device),
+      backendKind(backend) {
+  const Driver &d = requireDriver(backend);
+  impl->driver = &d;
   d.check(d.deviceGet(&impl->device, device), "selecting the device");
   d.check(d.primaryCtxRetain(&impl->context, impl->device),
           "retaining the primary context");
@@ -136,16 +176,16 @@ CudaModule::CudaModule(int device, const std::string &ptx)
                             CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
   void *values[] = {log, reinterpret_cast<void *>(sizeof(log))};
   CUresult status =
-      d.moduleLoadDataEx(&impl->module, ptx.c_str(), 2, options, values);
+      d.moduleLoadDataEx(&impl->module, image.c_str(), 2, options, values);
   if (status != CUDA_SUCCESS) {
     d.primaryCtxRelease(impl->device);
-    throw Error("segrt: loading PTX failed: " + d.describe(status) +
+    throw Error("segrt: loading the kernels failed: " + d.describe(status) +
                 (log[0] ? std::string(": ") + log : std::string()));
   }
 }
 
 CudaModule::~CudaModule() {
-  const Driver &d = driver();
+  const Driver &d = *impl->driver;
   if (impl->module)
     d.moduleUnload(impl->module);
   if (impl->context)
@@ -155,26 +195,27 @@ CudaModule::~CudaModule() {
 void CudaModule::launch(const std::string &name, uint32_t gridX,
                         uint32_t blockX, uintptr_t stream,
                         const std::vector<uintptr_t> &pointers,
-                        const std::vector<int64_t> &sizes) {
-  const Driver &d = requireDriver();
+                        const abi::TrailingArguments &trailing) {
+  const Driver &d = *impl->driver;
   CUfunction fn = impl->function(name);
-  std::vector<void *> params;
-  params.reserve(pointers.size() + sizes.size());
-  // cuLaunchKernel takes the address of each parameter's value.
-  for (const uintptr_t &pointer : pointers)
-    params.push_back(const_cast<uintptr_t *>(&pointer));
-  for (const int64_t &size : sizes)
-    params.push_back(const_cast<int64_t *>(&size));
+  // Every parameter is 64 bits wide (segrt/KernelABI.h): one packed buffer,
+  // the pointers then the trailing arguments in the contract's order.
+  std::vector<int64_t> arguments;
+  arguments.reserve(pointers.size() + trailing.size());
+  for (uintptr_t pointer : pointers)
+    arguments.push_back(static_cast<int64_t>(pointer));
+  arguments.insert(arguments.end(), trailing.data(),
+                   trailing.data() + trailing.size());
+  size_t bytes = arguments.size() * sizeof(int64_t);
+  void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, arguments.data(),
+                   CU_LAUNCH_PARAM_BUFFER_SIZE, &bytes, CU_LAUNCH_PARAM_END};
   makeCurrent(d, impl->context);
   d.check(d.launchKernel(fn, gridX, 1, 1, blockX, 1, 1, /*sharedMemBytes=*/0,
-                         reinterpret_cast<CUstream>(stream), params.data(),
-                         nullptr),
+                         reinterpret_cast<CUstream>(stream), nullptr, extra),
           ("launching kernel '" + name + "'").c_str());
 }
 
 #else // !SEGRT_ENABLE_CUDA
-
-using namespace segrt;
 
 static const char *kNoCuda = "segrt was built without CUDA support "
                              "(SEGOPS_ENABLE_CUDA=OFF or no cuda.h)";
@@ -183,14 +224,14 @@ bool segrt::cudaAvailable() { return false; }
 std::string segrt::cudaUnavailableReason() { return kNoCuda; }
 
 struct CudaModule::Impl {};
-CudaModule::CudaModule(int device, const std::string &)
-    : deviceOrdinal(device) {
+CudaModule::CudaModule(int device, const std::string &, CudaBackend backend)
+    : deviceOrdinal(device), backendKind(backend) {
   throw Error(std::string("segrt: ") + kNoCuda);
 }
 CudaModule::~CudaModule() = default;
 void CudaModule::launch(const std::string &, uint32_t, uint32_t, uintptr_t,
                         const std::vector<uintptr_t> &,
-                        const std::vector<int64_t> &) {
+                        const abi::TrailingArguments &) {
   throw Error(std::string("segrt: ") + kNoCuda);
 }
 

@@ -10,6 +10,7 @@
 
 #include "segrt/GpuSimulator.h"
 #include "segrt/Host.h"
+#include "segrt/KernelABI.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -24,9 +25,10 @@
 namespace {
 constexpr int kWarpSize = 32;
 constexpr size_t kStackBytes = 64 * 1024;
-// As many pointers as host kernels take, N and S, and the long-segment
-// kernels' trailing scalars.
-constexpr int kMaxArguments = segrt::HostLibrary::kMaxPointers + 2 + 8;
+// As many pointers as host kernels take, and the most trailing arguments an
+// entry point takes.
+constexpr int kMaxArguments =
+    segrt::HostLibrary::kMaxPointers + segrt::abi::maxTrailing();
 
 enum class State { Runnable, Waiting, Exited };
 enum class Collective { Shuffle, Ballot, Barrier };
@@ -281,8 +283,8 @@ bool runBlock(Simulation &sim, char *stacks) {
 extern "C" {
 
 int segsim_launch(void *kernel, const uint64_t *pointers, int numPointers,
-                  int64_t numRows, int64_t numSegments, const int64_t *trailing,
-                  int numTrailing, int64_t gridSize, int64_t blockSize,
+                  const int64_t *trailing, int numTrailing, int64_t gridSize,
+                  int64_t blockSize,
                   int reverseBlocks, char *error, size_t errorSize) {
   auto fail = [&](const std::string &message) {
     if (errorSize) {
@@ -298,15 +300,13 @@ int segsim_launch(void *kernel, const uint64_t *pointers, int numPointers,
   if (gridSize < 1)
     return fail("grid size must be positive, not " + std::to_string(gridSize));
   if (numPointers < 0 || numTrailing < 0 ||
-      numPointers + 2 + numTrailing > kMaxArguments)
+      numPointers + numTrailing > kMaxArguments)
     return fail("too many kernel arguments");
 
   Simulation sim;
   sim.kernel = kernel;
   for (int i = 0; i < numPointers; ++i)
     sim.arguments.push_back(static_cast<int64_t>(pointers[i]));
-  sim.arguments.push_back(numRows);
-  sim.arguments.push_back(numSegments);
   for (int i = 0; i < numTrailing; ++i)
     sim.arguments.push_back(trailing[i]);
   sim.gridDim = gridSize;

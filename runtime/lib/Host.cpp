@@ -2,6 +2,7 @@
 
 #include "segrt/Host.h"
 #include "segrt/Error.h"
+#include "segrt/KernelABI.h"
 #include "segrt/Parallel.h"
 
 #include <algorithm>
@@ -61,6 +62,12 @@ void *HostLibrary::lookup(const std::string &name) {
 namespace {
 using I64 = int64_t;
 using P = void *;
+namespace abi = segrt::abi;
+
+/// A host buffer's address as a trailing pointer argument.
+template <typename T> int64_t address(T *pointer) {
+  return static_cast<int64_t>(reinterpret_cast<uintptr_t>(pointer));
+}
 
 // Kernels are plain C functions of their pointer parameters followed by
 // scalars; the pointer count picks the function type to call through.
@@ -90,8 +97,8 @@ R dispatchOnCount(void *symbol, const std::vector<uintptr_t> &pointers,
 /// Calls the kernel at `symbol` as `R(void *..., Extra...)`, a pointer
 /// parameter per entry of `pointers`.
 template <typename R, typename... Extra>
-R callKernel(void *symbol, const std::vector<uintptr_t> &pointers,
-             Extra... extra) {
+R callKernelWith(void *symbol, const std::vector<uintptr_t> &pointers,
+                 Extra... extra) {
   if (pointers.empty() || pointers.size() > HostLibrary::kMaxPointers)
     throw Error("segrt: host kernels take 1 to " +
                 std::to_string(HostLibrary::kMaxPointers) + " pointers, got " +
@@ -100,15 +107,37 @@ R callKernel(void *symbol, const std::vector<uintptr_t> &pointers,
       symbol, pointers, std::make_index_sequence<HostLibrary::kMaxPointers>(),
       extra...);
 }
+
+template <typename R, size_t... Is>
+R callKernelWithTrailing(void *symbol, const std::vector<uintptr_t> &pointers,
+                         const abi::TrailingArguments &trailing,
+                         std::index_sequence<Is...>) {
+  return callKernelWith<R>(symbol, pointers, I64(trailing[Is])...);
+}
+
+/// Calls the kernel at `symbol`, an entry point of kind `E`, with `pointers`
+/// and then `trailing` in the contract's order (every trailing parameter is
+/// 64 bits: an i64 and a pointer pass alike).
+template <abi::Entry E, typename R = void>
+R callKernel(void *symbol, const std::vector<uintptr_t> &pointers,
+             const abi::TrailingArguments &trailing) {
+  return callKernelWithTrailing<R>(
+      symbol, pointers, trailing,
+      std::make_index_sequence<abi::signature(E).size>());
+}
 } // namespace
 
 int64_t segrt::callHostKernel(void *symbol,
                               const std::vector<uintptr_t> &pointers,
                               int64_t numRows, int64_t numSegments,
                               int64_t begin, int64_t end, int64_t firstRow) {
-  // (..., N, S, begin, end, first row) -> i64.
-  return callKernel<I64>(symbol, pointers, I64(numRows), I64(numSegments),
-                         I64(begin), I64(end), I64(firstRow));
+  abi::TrailingArguments trailing(abi::Entry::HostKernel);
+  trailing.set(abi::Param::NumRows, numRows)
+      .set(abi::Param::NumSegments, numSegments)
+      .set(abi::Param::Begin, begin)
+      .set(abi::Param::End, end)
+      .set(abi::Param::FirstRow, firstRow);
+  return callKernel<abi::Entry::HostKernel, I64>(symbol, pointers, trailing);
 }
 
 void HostLibrary::call(const std::string &name,
@@ -237,14 +266,19 @@ bool runHeavySegments(const HostSplitKernel &split,
       for (size_t t = k; t < tiles.size(); t += numThreads) {
         const HeavySegment &segment = heavy[tiles[t].heavy];
         bool ownSegment = idx[tiles[t].begin] == segment.segment;
-        // (..., N, S, row begin, row end, pass, count, totals, partials)
-        // -> i32: 1 if the tile's rows are not all of one valid segment.
-        int32_t problem = callKernel<int32_t>(
-            split.rows, pointers, I64(numRows), I64(numSegments),
-            I64(tiles[t].begin), I64(tiles[t].end), I64(pass),
-            I64(segment.rowEnd - segment.rowBegin),
-            P(totals.data() + tiles[t].heavy * numTotals),
-            P(partials.data() + t * numTotals));
+        // 1 if the tile's rows are not all of one valid segment.
+        abi::TrailingArguments trailing(abi::Entry::HostTile);
+        trailing.set(abi::Param::NumRows, numRows)
+            .set(abi::Param::NumSegments, numSegments)
+            .set(abi::Param::RowBegin, tiles[t].begin)
+            .set(abi::Param::RowEnd, tiles[t].end)
+            .set(abi::Param::Pass, static_cast<int64_t>(pass))
+            .set(abi::Param::Count, segment.rowEnd - segment.rowBegin)
+            .set(abi::Param::Totals,
+                 address(totals.data() + tiles[t].heavy * numTotals))
+            .set(abi::Param::Partials, address(partials.data() + t * numTotals));
+        int32_t problem = callKernel<abi::Entry::HostTile, int32_t>(
+            split.rows, pointers, trailing);
         problems[k] |= !ownSegment || problem != 0;
       }
     });
@@ -261,12 +295,15 @@ bool runHeavySegments(const HostSplitKernel &split,
     }
     passOffset = passEnd;
   }
-  for (size_t h = 0; h < heavy.size(); ++h)
-    // (..., N, S, segment, count, totals).
-    callKernel<void>(split.finish, pointers, I64(numRows), I64(numSegments),
-                     I64(heavy[h].segment),
-                     I64(heavy[h].rowEnd - heavy[h].rowBegin),
-                     P(totals.data() + h * numTotals));
+  for (size_t h = 0; h < heavy.size(); ++h) {
+    abi::TrailingArguments trailing(abi::Entry::HostFinish);
+    trailing.set(abi::Param::NumRows, numRows)
+        .set(abi::Param::NumSegments, numSegments)
+        .set(abi::Param::Segment, heavy[h].segment)
+        .set(abi::Param::Count, heavy[h].rowEnd - heavy[h].rowBegin)
+        .set(abi::Param::Totals, address(totals.data() + h * numTotals));
+    callKernel<abi::Entry::HostFinish>(split.finish, pointers, trailing);
+  }
   return std::find(problems.begin(), problems.end(), 1) == problems.end();
 }
 

@@ -75,7 +75,7 @@ checkRangeBody(const T *idx, int64_t begin, int64_t end, int64_t numSegments) {
 
 // The check reads idx from memory once per call and is as costly as a
 // kernel: built for AVX2 as well where the compiler can dispatch on the
-// running CPU (1.3-1.6x faster than SSE2 on 10^7 rows).
+// running CPU (docs/benchmarks.md, "Host code-generation choices").
 #if defined(__x86_64__) && defined(__has_attribute)
 #if __has_attribute(target_clones)
 #define SEGRT_CPU_CLONES __attribute__((target_clones("avx2", "default")))

@@ -17,7 +17,18 @@
 // RUN: FileCheck %s --check-prefix=SIM-MANIFEST < %t.sim/manifest.json
 // RUN: not seg-compile %S/Inputs/not-a-kernel.mlir -o %t/bad 2>&1 | FileCheck %s --check-prefix=BAD
 
-// The manifest describes each kernel's ABI and launch rule.
+// The manifest describes each kernel's ABI and launch rule, and records the
+// call contract (segrt/KernelABI.h): each entry point's trailing parameters
+// (their order is the header's, not checked here).
+// MANIFEST-LABEL: "abi": {
+// MANIFEST-DAG: "host_kernel": [
+// MANIFEST-DAG: "host_tile": [
+// MANIFEST-DAG: "host_finish": [
+// MANIFEST-DAG: "gpu_kernel": [
+// MANIFEST-DAG: "gpu_segment_kernel": [
+// MANIFEST-DAG: "gpu_long_segment": [
+// MANIFEST-DAG: "name": "num_rows"
+// MANIFEST-DAG: "name": "scratch"
 // MANIFEST: "format": "segops-op-library"
 // One host build by default: x86-64-v2 (SSE4.2), 128-bit vectors.
 // MANIFEST-LABEL: "host": [
@@ -45,6 +56,7 @@
 // MANIFEST-NEXT: "3"
 // MANIFEST: "block": [
 // MANIFEST-NEXT: 256,
+// MANIFEST: "entry": "gpu_segment_kernel",
 // MANIFEST: "grid": {
 // MANIFEST-NEXT: "elements": "rows",
 // MANIFEST-NEXT: "min": 1,
@@ -100,7 +112,7 @@
 // MANIFEST-NEXT: "pass": 0
 // MANIFEST: "kernel": "normalize__tiles",
 // MANIFEST-NEXT: "pass": 0
-// MANIFEST: "kernel": "normalize__finish",
+// MANIFEST: "kernel": "normalize__pass_totals",
 // MANIFEST-NEXT: "pass": 0
 // MANIFEST: "kernel": "normalize__tiles",
 // MANIFEST-NEXT: "pass": 1
@@ -129,7 +141,7 @@
 // MANIFEST: "ptx": {
 // MANIFEST-NEXT: "sm_80": "segops_sm_80.ptx",
 // MANIFEST-NEXT: "sm_90": "segops_sm_90.ptx"
-// MANIFEST: "version": 7
+// MANIFEST: "version": 8
 
 // PTX90: .target sm_90
 // PTX90: .visible .entry sum_vec3(
@@ -187,7 +199,7 @@ func.func @gather_scalar(%y: tensor<?xf64>, %idx: tensor<?xi32>) -> tensor<?xf64
 }
 
 // PTX90-DAG: .visible .entry normalize__bounds(
-// PTX90-DAG: .visible .entry normalize__finish(
+// PTX90-DAG: .visible .entry normalize__pass_totals(
 func.func @normalize(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?x3xf32> {
   %r = seg.rms_norm %x, %idx, %n : tensor<?x3xf32>, tensor<?xi32> -> tensor<?xf32>
   %w = seg.mul %x, %r, %idx : tensor<?x3xf32>, tensor<?xf32>, tensor<?xi32> -> tensor<?x3xf32>

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import mmap
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

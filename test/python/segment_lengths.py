@@ -13,10 +13,9 @@ The thresholds are the runtime's and the lowerings' own:
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
-
 from conftest import layout
 
 HOST_THRESHOLDS = (4, 16, 1 << 14, 1 << 15, 1 << 16, 1 << 17)

@@ -47,7 +47,7 @@ def test_derivatives_to_the_requested_order() -> None:
     # Long segments: the forward (one pass, no row outputs) has a tile
     # kernel; the backward (two passes) runs them in stages.
     long_kernels = set(entries(ptx)) - set(program_entries(ptx))
-    assert {"rms__tiles", "rms_grad__bounds", "rms_grad__tiles", "rms_grad__finish"} <= \
+    assert {"rms__tiles", "rms_grad__bounds", "rms_grad__tiles", "rms_grad__pass_totals"} <= \
         long_kernels
 
 

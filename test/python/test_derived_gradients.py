@@ -7,7 +7,7 @@ seg-compile (fused: one kernel per gradient function)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 import pytest
 import torch
@@ -19,7 +19,13 @@ COUNTS = [2, 0, 3, 2, 0]
 IDX = torch.repeat_interleave(torch.arange(len(COUNTS)), torch.tensor(COUNTS)).to(torch.int32)
 N, S = int(IDX.shape[0]), len(COUNTS)
 
-ROW1, ROW3, SEG1, SEG3, MAT = "tensor<?xf64>", "tensor<?x3xf64>", "tensor<?xf64>", "tensor<?x3xf64>", "tensor<?x3x3xf64>"
+ROW1, ROW3, SEG1, SEG3, MAT = (
+    "tensor<?xf64>",
+    "tensor<?x3xf64>",
+    "tensor<?xf64>",
+    "tensor<?x3xf64>",
+    "tensor<?x3x3xf64>",
+)
 
 
 @dataclass(frozen=True)
@@ -32,16 +38,70 @@ class Case:
 
 
 CASES = [
-    Case("sum3", ("row3",), "seg.sum %a0, %idx, %n : tensor<?x3xf64>, tensor<?xi32> -> tensor<?x3xf64>", SEG3),
-    Case("sum1", ("row1",), "seg.sum %a0, %idx, %n : tensor<?xf64>, tensor<?xi32> -> tensor<?xf64>", SEG1),
-    Case("mean3", ("row3",), "seg.mean %a0, %idx, %n : tensor<?x3xf64>, tensor<?xi32> -> tensor<?x3xf64>", SEG3),
-    Case("rms3", ("row3",), "seg.rms_norm %a0, %idx, %n : tensor<?x3xf64>, tensor<?xi32> -> tensor<?xf64>", SEG1),
-    Case("dot3", ("row3", "row3"), "seg.dot %a0, %a1, %idx, %n : tensor<?x3xf64>, tensor<?x3xf64>, tensor<?xi32> -> tensor<?xf64>", SEG1),
-    Case("mul3", ("row3", "seg1"), "seg.mul %a0, %a1, %idx : tensor<?x3xf64>, tensor<?xf64>, tensor<?xi32> -> tensor<?x3xf64>", ROW3, False),
-    Case("matvec", ("row3", "mat"), "seg.matvec %a0, %a1, %idx : tensor<?x3xf64>, tensor<?x3x3xf64>, tensor<?xi32> -> tensor<?x3xf64>", ROW3, False),
-    Case("matvec_plain", ("row3", "mat"), "seg.matvec %a0, %a1, %idx {transpose = false} : tensor<?x3xf64>, tensor<?x3x3xf64>, tensor<?xi32> -> tensor<?x3xf64>", ROW3, False),
-    Case("gather3", ("seg3",), "seg.gather %a0, %idx : tensor<?x3xf64>, tensor<?xi32> -> tensor<?x3xf64>", ROW3, False),
-    Case("outer", ("row3", "row3"), "seg.outer_sum %a0, %a1, %idx, %n : tensor<?x3xf64>, tensor<?x3xf64>, tensor<?xi32> -> tensor<?x3x3xf64>", MAT),
+    Case(
+        "sum3",
+        ("row3",),
+        "seg.sum %a0, %idx, %n : tensor<?x3xf64>, tensor<?xi32> -> tensor<?x3xf64>",
+        SEG3,
+    ),
+    Case(
+        "sum1",
+        ("row1",),
+        "seg.sum %a0, %idx, %n : tensor<?xf64>, tensor<?xi32> -> tensor<?xf64>",
+        SEG1,
+    ),
+    Case(
+        "mean3",
+        ("row3",),
+        "seg.mean %a0, %idx, %n : tensor<?x3xf64>, tensor<?xi32> -> tensor<?x3xf64>",
+        SEG3,
+    ),
+    Case(
+        "rms3",
+        ("row3",),
+        "seg.rms_norm %a0, %idx, %n : tensor<?x3xf64>, tensor<?xi32> -> tensor<?xf64>",
+        SEG1,
+    ),
+    Case(
+        "dot3",
+        ("row3", "row3"),
+        "seg.dot %a0, %a1, %idx, %n : tensor<?x3xf64>, tensor<?x3xf64>, tensor<?xi32> -> tensor<?xf64>",
+        SEG1,
+    ),
+    Case(
+        "mul3",
+        ("row3", "seg1"),
+        "seg.mul %a0, %a1, %idx : tensor<?x3xf64>, tensor<?xf64>, tensor<?xi32> -> tensor<?x3xf64>",
+        ROW3,
+        False,
+    ),
+    Case(
+        "matvec",
+        ("row3", "mat"),
+        "seg.matvec %a0, %a1, %idx : tensor<?x3xf64>, tensor<?x3x3xf64>, tensor<?xi32> -> tensor<?x3xf64>",
+        ROW3,
+        False,
+    ),
+    Case(
+        "matvec_plain",
+        ("row3", "mat"),
+        "seg.matvec %a0, %a1, %idx {transpose = false} : tensor<?x3xf64>, tensor<?x3x3xf64>, tensor<?xi32> -> tensor<?x3xf64>",
+        ROW3,
+        False,
+    ),
+    Case(
+        "gather3",
+        ("seg3",),
+        "seg.gather %a0, %idx : tensor<?x3xf64>, tensor<?xi32> -> tensor<?x3xf64>",
+        ROW3,
+        False,
+    ),
+    Case(
+        "outer",
+        ("row3", "row3"),
+        "seg.outer_sum %a0, %a1, %idx, %n : tensor<?x3xf64>, tensor<?x3xf64>, tensor<?xi32> -> tensor<?x3x3xf64>",
+        MAT,
+    ),
 ]
 
 TYPES = {"row1": ROW1, "row3": ROW3, "seg1": SEG1, "seg3": SEG3, "mat": MAT}
@@ -57,7 +117,7 @@ def source(case: Case) -> str:
             f"  %r = {case.body}\n  return %r : {case.result}\n}}\n")
 
 
-@lru_cache(maxsize=None)
+@cache
 def compiled(case: Case) -> _compiler.CompiledModule:
     first = _compiler.seg_opt(source(case), "--seg-differentiate", "--canonicalize", "--cse")
     second = _compiler.seg_opt(first, f"--seg-differentiate=function={case.name}_grad",
@@ -85,7 +145,7 @@ def finite_difference(fn, tensors: list[torch.Tensor], weight: torch.Tensor,
                       eps: float = 1e-6) -> list[torch.Tensor]:
     """Gradient of <fn(tensors), weight> by central differences."""
     grads = []
-    for k, tensor in enumerate(tensors):
+    for _k, tensor in enumerate(tensors):
         grad = torch.zeros_like(tensor)
         flat = tensor.view(-1)
         for j in range(flat.numel()):
@@ -119,8 +179,10 @@ def test_second_order_matches_finite_differences(case: Case) -> None:
     cotangent = torch.randn(forward.shape, dtype=torch.float64,
                             generator=torch.Generator().manual_seed(4))
     first = call(case, "_grad", [*inputs, cotangent])
-    weights = [torch.randn(g.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(5 + k))
-               for k, g in enumerate(first)]
+    weights = [
+        torch.randn(g.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(5 + k))
+        for k, g in enumerate(first)
+    ]
     derived = call(case, "_grad_grad", [*inputs, cotangent, *weights])
 
     def pairing(ts: list[torch.Tensor]) -> torch.Tensor:
@@ -189,7 +251,8 @@ def test_fused_composite_and_its_gradients_match_pytorch() -> None:
     def reference(x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
         seg = IDX.long()
         rot = torch.einsum("nij,ni->nj", m[seg], x)
-        sums = lambda t: torch.zeros((S,) + t.shape[1:], dtype=t.dtype).index_add(0, seg, t)
+        def sums(t):
+            return torch.zeros((S,) + t.shape[1:], dtype=t.dtype).index_add(0, seg, t)
         rms = torch.sqrt(sums((rot * rot).sum(-1)) / counts.clamp(min=1))
         w = rms + sums((x * rot).sum(-1))
         total = sums(rot * w[seg][:, None])

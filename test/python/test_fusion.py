@@ -258,8 +258,10 @@ def test_direct_pass_on_a_traced_graph():
     graph_module.recompile()
     targets = [n.target for n in graph_module.graph.nodes if n.op == "call_function"]
     assert targets.count(torch.ops.segops.jit_call.default) == 1
-    assert not any(getattr(t, "namespace", "") == "segops" and t != torch.ops.segops.jit_call.default
-                   for t in targets)
+    assert not any(
+        getattr(t, "namespace", "") == "segops" and t != torch.ops.segops.jit_call.default
+        for t in targets
+    )
     assert_close([graph_module(x, q, idx)], [centered_energy(x, q, idx, s)])
 
 

@@ -19,7 +19,7 @@ import torch
 from segops import _library, ops
 
 _BUILDS = _library.manifest()["host"]
-_NATIVE = _library._native_module()
+_NATIVE = _library.native_module()
 
 
 def test_the_best_supported_build_is_chosen() -> None:

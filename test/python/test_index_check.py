@@ -15,7 +15,7 @@ NUM_ROWS = (1 << 18) + 12345  # large enough for the threaded path
 
 
 def _check(idx: torch.Tensor, num_segments: int, threads: int) -> tuple[str, int]:
-    return _library._native_module().check_index(
+    return _library.native_module().check_index(
         idx.data_ptr(), idx.dtype == torch.int64, idx.numel(), num_segments, threads)
 
 

@@ -10,11 +10,10 @@ import itertools
 import numpy as np
 import pytest
 import torch
+from conftest import layout
 
 import segops
 from segops import JitError
-
-from conftest import layout
 
 
 def _index(rows: int, segments: int, seed: int = 0) -> torch.Tensor:

@@ -9,11 +9,11 @@ import sys
 
 import pytest
 import torch
+from conftest import layout
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import segops
 from segops import ops
-from conftest import layout
 
 pytestmark = pytest.mark.skipif(ops._native is None, reason="C++ kernels not in use")
 

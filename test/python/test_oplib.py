@@ -5,13 +5,13 @@ float64 and float32, on CPU and (where present) CUDA."""
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 import torch
+from conftest import layout
 
 from segops import _launch, _library
-from conftest import layout
 
 COUNTS = [3, 0, 1, 4, 0, 2, 0]
 S = len(COUNTS)
@@ -23,7 +23,9 @@ def _count(idx: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
 
 
 def _sum(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    return torch.zeros((S,) + x.shape[1:], dtype=x.dtype, device=x.device).index_add(0, idx.long(), x)
+    return torch.zeros((S,) + x.shape[1:], dtype=x.dtype, device=x.device).index_add(
+        0, idx.long(), x
+    )
 
 
 def _rows(x: torch.Tensor) -> torch.Tensor:
@@ -102,7 +104,9 @@ def _run(name: str, floats: list[torch.Tensor], idx: torch.Tensor,
 
 
 def _tolerance(dtype: torch.dtype) -> dict[str, float]:
-    return {"rtol": 2e-4, "atol": 2e-4} if dtype == torch.float32 else {"rtol": 1e-10, "atol": 1e-10}
+    return (
+        {"rtol": 2e-4, "atol": 2e-4} if dtype == torch.float32 else {"rtol": 1e-10, "atol": 1e-10}
+    )
 
 
 @pytest.mark.parametrize("name", _forward_kernels())

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import layout
 
 import segops
-from conftest import layout
 
 COUNTS = [2, 0, 3, 1, 0, 4]
 S = len(COUNTS)
@@ -18,7 +18,9 @@ def _sum(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
 
 
 def _count(idx: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    return torch.zeros(S, dtype=dtype).index_add_(0, idx.long(), torch.ones(idx.shape[0], dtype=dtype))
+    return torch.zeros(S, dtype=dtype).index_add_(
+        0, idx.long(), torch.ones(idx.shape[0], dtype=dtype)
+    )
 
 
 def ref_rms_norm(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
@@ -46,15 +48,36 @@ def make(seed: int = 0) -> dict[str, torch.Tensor]:
 
 
 CALLS = {
-    "sum": (lambda d: (d["x"],), lambda x, idx: segops.segmented_sum(x, idx, S), lambda x, idx: _sum(x, idx)),
-    "mean": (lambda d: (d["x1"],), lambda x, idx: segops.segmented_mean(x, idx, S),
-             lambda x, idx: _sum(x, idx) / _count(idx, x.dtype).clamp(min=1)),
-    "rms_norm": (lambda d: (d["x"],), lambda x, idx: segops.segmented_rms_norm(x, idx, S), ref_rms_norm),
-    "dot": (lambda d: (d["x"], d["y"]), lambda x, y, idx: segops.segmented_dot(x, y, idx, S),
-            lambda x, y, idx: _sum((x * y).sum(-1), idx)),
-    "mul": (lambda d: (d["x"], d["w"]), lambda x, w, idx: segops.segmented_mul(x, w, idx, S),
-            lambda x, w, idx: x * w[idx.long()][:, None]),
-    "matvec": (lambda d: (d["x"], d["m"]), lambda v, m, idx: segops.segmented_matvec(v, m, idx, S), ref_matvec),
+    "sum": (
+        lambda d: (d["x"],),
+        lambda x, idx: segops.segmented_sum(x, idx, S),
+        lambda x, idx: _sum(x, idx),
+    ),
+    "mean": (
+        lambda d: (d["x1"],),
+        lambda x, idx: segops.segmented_mean(x, idx, S),
+        lambda x, idx: _sum(x, idx) / _count(idx, x.dtype).clamp(min=1),
+    ),
+    "rms_norm": (
+        lambda d: (d["x"],),
+        lambda x, idx: segops.segmented_rms_norm(x, idx, S),
+        ref_rms_norm,
+    ),
+    "dot": (
+        lambda d: (d["x"], d["y"]),
+        lambda x, y, idx: segops.segmented_dot(x, y, idx, S),
+        lambda x, y, idx: _sum((x * y).sum(-1), idx),
+    ),
+    "mul": (
+        lambda d: (d["x"], d["w"]),
+        lambda x, w, idx: segops.segmented_mul(x, w, idx, S),
+        lambda x, w, idx: x * w[idx.long()][:, None],
+    ),
+    "matvec": (
+        lambda d: (d["x"], d["m"]),
+        lambda v, m, idx: segops.segmented_matvec(v, m, idx, S),
+        ref_matvec,
+    ),
 }
 
 
@@ -130,9 +153,13 @@ def test_compile_fullgraph_all_ops() -> None:
     def energy(x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
         idx = data["idx"]
         rotated = segops.segmented_matvec(x, m, idx, S)
-        per_segment = segops.segmented_rms_norm(rotated, idx, S) + segops.segmented_dot(x, rotated, idx, S)
+        per_segment = segops.segmented_rms_norm(rotated, idx, S) + segops.segmented_dot(
+            x, rotated, idx, S
+        )
         scaled = segops.segmented_mul(rotated, per_segment, idx, S)
-        return (segops.segmented_sum(scaled, idx, S) ** 2).sum() + segops.segmented_mean(x, idx, S).sum()
+        return (segops.segmented_sum(scaled, idx, S) ** 2).sum() + segops.segmented_mean(
+            x, idx, S
+        ).sum()
 
     x = data["x"].clone().requires_grad_()
     m = data["m"].clone().requires_grad_()
@@ -184,9 +211,11 @@ def _reference(op: str, floats: list[torch.Tensor], idx: torch.Tensor, s: int) -
     seg = idx.long()
     counts = torch.zeros(s, dtype=floats[0].dtype).index_add_(
         0, seg, torch.ones(idx.shape[0], dtype=floats[0].dtype)).clamp(min=1)
-    sums = lambda t: torch.zeros((s,) + t.shape[1:], dtype=t.dtype).index_add(0, seg, t)
+    def sums(t):
+        return torch.zeros((s,) + t.shape[1:], dtype=t.dtype).index_add(0, seg, t)
     x = floats[0]
-    per_row = lambda t: t if t.dim() == 1 else t.sum(-1)
+    def per_row(t):
+        return t if t.dim() == 1 else t.sum(-1)
     if op == "sum":
         return sums(x)
     if op == "mean":
@@ -275,7 +304,9 @@ def test_compile_with_inductor_matches_eager() -> None:
     def energy(x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
         rotated = segops.segmented_matvec(x, m, idx, 4)
         scale = segops.segmented_rms_norm(rotated, idx, 4)
-        return (segops.segmented_sum(segops.segmented_mul(rotated, scale, idx, 4), idx, 4) ** 2).sum()
+        return (
+            segops.segmented_sum(segops.segmented_mul(rotated, scale, idx, 4), idx, 4) ** 2
+        ).sum()
 
     generator = torch.Generator().manual_seed(8)
     x = torch.randn(6, 3, generator=generator, requires_grad=True)
@@ -310,7 +341,9 @@ def test_long_segments_in_tiles_to_second_order(op: str) -> None:
     def derivatives(call) -> list[torch.Tensor]:
         inputs = [t.clone().requires_grad_() for t in floats]
         out = call(inputs)
-        weights = torch.randn(out.shape, dtype=out.dtype, generator=torch.Generator().manual_seed(1))
+        weights = torch.randn(
+            out.shape, dtype=out.dtype, generator=torch.Generator().manual_seed(1)
+        )
         grads = torch.autograd.grad((out * weights).sum(), inputs, create_graph=True)
         objective = sum(g.square().sum() for g in grads)
         second = (torch.autograd.grad(objective, inputs, allow_unused=True,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -39,7 +39,9 @@ def data() -> dict[str, torch.Tensor]:
 
 
 def _segment_sum(values: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    return torch.zeros((S,) + values.shape[1:], dtype=values.dtype).index_add_(0, idx.long(), values)
+    return torch.zeros((S,) + values.shape[1:], dtype=values.dtype).index_add_(
+        0, idx.long(), values
+    )
 
 
 def _mean(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
@@ -115,7 +117,9 @@ def test_limit_and_empty(data: dict[str, torch.Tensor]) -> None:
         assert live >= out.nbytes
         del out
         info = segops.output_cache_info()
-        assert info["cached_bytes"] >= 16 << 20 and info["live_bytes"] == live - info["cached_bytes"]
+        assert (
+            info["cached_bytes"] >= 16 << 20 and info["live_bytes"] == live - info["cached_bytes"]
+        )
         segops.empty_output_cache()
         assert segops.output_cache_info()["cached_bytes"] == 0
         segops.set_output_cache_limit(0)

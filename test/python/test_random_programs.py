@@ -16,7 +16,12 @@ COUNTS = [3, 0, 2, 4, 1, 0]
 IDX = torch.repeat_interleave(torch.arange(len(COUNTS)), torch.tensor(COUNTS)).to(torch.int32)
 N, S = int(IDX.shape[0]), len(COUNTS)
 SEG = IDX.long()
-T = {"row": "tensor<?x3xf64>", "seg": "tensor<?xf64>", "vec": "tensor<?x3xf64>", "mat": "tensor<?x3x3xf64>"}
+T = {
+    "row": "tensor<?x3xf64>",
+    "seg": "tensor<?xf64>",
+    "vec": "tensor<?x3xf64>",
+    "mat": "tensor<?x3x3xf64>",
+}
 
 
 def _sums(t: torch.Tensor) -> torch.Tensor:
@@ -65,23 +70,40 @@ class Program:
             self.add("vec", f"seg.mean {r1[0]}, %idx, %n : {T['row']}, tensor<?xi32> -> {T['vec']}",
                      lambda e, a=r1[1]: _sums(a(e)) / e["c"][:, None])
         elif choice == 2:
-            self.add("seg", f"seg.rms_norm {r1[0]}, %idx, %n : {T['row']}, tensor<?xi32> -> {T['seg']}",
-                     lambda e, a=r1[1]: torch.sqrt(_sums((a(e) * a(e)).sum(-1)) / e["c"] + 1e-30)
-                     * (_sums((a(e) * a(e)).sum(-1)) > 0))
+            self.add(
+                "seg",
+                f"seg.rms_norm {r1[0]}, %idx, %n : {T['row']}, tensor<?xi32> -> {T['seg']}",
+                lambda e, a=r1[1]: (
+                    torch.sqrt(_sums((a(e) * a(e)).sum(-1)) / e["c"] + 1e-30)
+                    * (_sums((a(e) * a(e)).sum(-1)) > 0)
+                ),
+            )
         elif choice == 3:
-            self.add("seg", f"seg.dot {r1[0]}, {r2[0]}, %idx, %n : {T['row']}, {T['row']}, tensor<?xi32> -> {T['seg']}",
-                     lambda e, a=r1[1], b=r2[1]: _sums((a(e) * b(e)).sum(-1)))
+            self.add(
+                "seg",
+                f"seg.dot {r1[0]}, {r2[0]}, %idx, %n : {T['row']}, {T['row']}, tensor<?xi32> -> {T['seg']}",
+                lambda e, a=r1[1], b=r2[1]: _sums((a(e) * b(e)).sum(-1)),
+            )
         elif choice == 4:
             s = self.pick("seg")
-            self.add("row", f"seg.mul {r1[0]}, {s[0]}, %idx : {T['row']}, {T['seg']}, tensor<?xi32> -> {T['row']}",
-                     lambda e, a=r1[1], b=s[1]: a(e) * b(e)[SEG][:, None])
+            self.add(
+                "row",
+                f"seg.mul {r1[0]}, {s[0]}, %idx : {T['row']}, {T['seg']}, tensor<?xi32> -> {T['row']}",
+                lambda e, a=r1[1], b=s[1]: a(e) * b(e)[SEG][:, None],
+            )
         elif choice == 5:
             m = self.pick("mat")
-            self.add("row", f"seg.matvec {r1[0]}, {m[0]}, %idx : {T['row']}, {T['mat']}, tensor<?xi32> -> {T['row']}",
-                     lambda e, a=r1[1], b=m[1]: torch.einsum("nij,ni->nj", b(e)[SEG], a(e)))
+            self.add(
+                "row",
+                f"seg.matvec {r1[0]}, {m[0]}, %idx : {T['row']}, {T['mat']}, tensor<?xi32> -> {T['row']}",
+                lambda e, a=r1[1], b=m[1]: torch.einsum("nij,ni->nj", b(e)[SEG], a(e)),
+            )
         elif choice == 6:
-            self.add("mat", f"seg.outer_sum {r1[0]}, {r2[0]}, %idx, %n : {T['row']}, {T['row']}, tensor<?xi32> -> {T['mat']}",
-                     lambda e, a=r1[1], b=r2[1]: _sums(a(e)[:, :, None] * b(e)[:, None, :]))
+            self.add(
+                "mat",
+                f"seg.outer_sum {r1[0]}, {r2[0]}, %idx, %n : {T['row']}, {T['row']}, tensor<?xi32> -> {T['mat']}",
+                lambda e, a=r1[1], b=r2[1]: _sums(a(e)[:, :, None] * b(e)[:, None, :]),
+            )
         elif choice == 7 and self.values["vec"]:
             v = self.pick("vec")
             self.add("row", f"seg.gather {v[0]}, %idx : {T['vec']}, tensor<?xi32> -> {T['row']}",
@@ -89,8 +111,13 @@ class Program:
         else:
             kind = self.rng.choice(["row", "seg"])
             a, b = self.pick(kind), self.pick(kind)
-            op, fn = self.rng.choice([("arith.addf", lambda p, q: p + q), ("arith.mulf", lambda p, q: p * q),
-                                      ("arith.subf", lambda p, q: p - q)])
+            op, fn = self.rng.choice(
+                [
+                    ("arith.addf", lambda p, q: p + q),
+                    ("arith.mulf", lambda p, q: p * q),
+                    ("arith.subf", lambda p, q: p - q),
+                ]
+            )
             self.add(kind, f"{op} {a[0]}, {b[0]} : {T[kind]}",
                      lambda e, a=a[1], b=b[1], fn=fn: fn(a(e), b(e)))
 

@@ -6,12 +6,10 @@ programs wrote f32-sized tile totals."""
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 import torch
-
-import segops
 from segment_lengths import (
     GPU_THRESHOLDS,
     HOST_THRESHOLDS,
@@ -20,6 +18,8 @@ from segment_lengths import (
     lengths_around,
     long_segment_index,
 )
+
+import segops
 
 LENGTHS = lengths_around(HOST_THRESHOLDS)
 # Third order at the sides of the tile split and the largest length.

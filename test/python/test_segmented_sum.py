@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import layout, reference_sum
 
 import segops
-from conftest import layout, reference_sum
 
 LAYOUTS = {
     "empty_head_middle_tail": [0, 0, 3, 0, 5, 1, 0, 0],
@@ -30,7 +30,9 @@ def _random_counts(seed: int) -> list[int]:
 def _tolerance(dtype: torch.dtype) -> dict[str, float]:
     # Summation order differs from index_add_'s (lane-strided partial sums on
     # GPUs), so float32 results agree to a few ulps of the segment total.
-    return {"rtol": 1e-4, "atol": 1e-4} if dtype == torch.float32 else {"rtol": 1e-12, "atol": 1e-12}
+    return (
+        {"rtol": 1e-4, "atol": 1e-4} if dtype == torch.float32 else {"rtol": 1e-12, "atol": 1e-12}
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -165,25 +167,69 @@ def test_compile_fullgraph_matches_eager() -> None:
 @pytest.mark.parametrize(
     "make_args, error, message",
     [
-        (lambda: (torch.randn(4).half(), layout([4]), 1), TypeError, "x must be float32 or float64"),
+        (
+            lambda: (torch.randn(4).half(), layout([4]), 1),
+            TypeError,
+            "x must be float32 or float64",
+        ),
         (lambda: (torch.arange(4), layout([4]), 1), TypeError, "x must be float32 or float64"),
         (lambda: ([1.0, 2.0], layout([2]), 1), TypeError, "x must be a torch.Tensor"),
-        (lambda: (torch.randn(4, 3, 3), layout([4]), 1), ValueError, r"x must have shape \(N,\) or \(N, 3\)"),
+        (
+            lambda: (torch.randn(4, 3, 3), layout([4]), 1),
+            ValueError,
+            r"x must have shape \(N,\) or \(N, 3\)",
+        ),
         (lambda: (torch.randn(4, 2), layout([4]), 1), ValueError, r"got \(4, 2\)"),
-        (lambda: (torch.randn(4), layout([3]), 1), ValueError, "idx must have one entry per row of x"),
+        (
+            lambda: (torch.randn(4), layout([3]), 1),
+            ValueError,
+            "idx must have one entry per row of x",
+        ),
         (lambda: (torch.randn(4), layout([4]).reshape(2, 2), 1), ValueError, "idx must be 1-D"),
         (lambda: (torch.randn(4), layout([4]).float(), 1), TypeError, "idx must be int32 or int64"),
-        (lambda: (torch.randn(4), layout([4]), -1), ValueError, "num_segments must be non-negative"),
+        (
+            lambda: (torch.randn(4), layout([4]), -1),
+            ValueError,
+            "num_segments must be non-negative",
+        ),
         (lambda: (torch.randn(4), layout([4]), 2.0), TypeError, "num_segments must be an int"),
         (lambda: (torch.randn(4), layout([4]), True), TypeError, "num_segments must be an int"),
         (lambda: (torch.randn(4), layout([4]), 2**31), ValueError, "num_segments must fit int32"),
-        (lambda: (torch.randn(4), layout([1, 3]), 1), ValueError, r"idx values must lie in \[0, num_segments\)"),
-        (lambda: (torch.randn(3), torch.tensor([0, -1, 0], dtype=torch.int32), 2), ValueError, "idx values must lie"),
-        (lambda: (torch.randn(3), torch.tensor([0, -1, 0], dtype=torch.int32), 2), ValueError, "idx value -1 at row 1 is negative"),
-        (lambda: (torch.randn(4), layout([1, 3]), 1), ValueError, "idx value 1 at row 1 is out of range for num_segments = 1"),
-        (lambda: (torch.randn(2), torch.tensor([0, 2**32], dtype=torch.int64), 2), ValueError, "idx value 4294967296 at row 1 is not representable as int32"),
-        (lambda: (torch.randn(2), torch.tensor([5, 2**31], dtype=torch.int64), 2), ValueError, "idx value 2147483648 at row 1 is not representable as int32"),
-        (lambda: (torch.randn(4), layout([4], "meta"), 1), ValueError, "all tensors must be on one device"),
+        (
+            lambda: (torch.randn(4), layout([1, 3]), 1),
+            ValueError,
+            r"idx values must lie in \[0, num_segments\)",
+        ),
+        (
+            lambda: (torch.randn(3), torch.tensor([0, -1, 0], dtype=torch.int32), 2),
+            ValueError,
+            "idx values must lie",
+        ),
+        (
+            lambda: (torch.randn(3), torch.tensor([0, -1, 0], dtype=torch.int32), 2),
+            ValueError,
+            "idx value -1 at row 1 is negative",
+        ),
+        (
+            lambda: (torch.randn(4), layout([1, 3]), 1),
+            ValueError,
+            "idx value 1 at row 1 is out of range for num_segments = 1",
+        ),
+        (
+            lambda: (torch.randn(2), torch.tensor([0, 2**32], dtype=torch.int64), 2),
+            ValueError,
+            "idx value 4294967296 at row 1 is not representable as int32",
+        ),
+        (
+            lambda: (torch.randn(2), torch.tensor([5, 2**31], dtype=torch.int64), 2),
+            ValueError,
+            "idx value 2147483648 at row 1 is not representable as int32",
+        ),
+        (
+            lambda: (torch.randn(4), layout([4], "meta"), 1),
+            ValueError,
+            "all tensors must be on one device",
+        ),
     ],
 )
 def test_bad_input(make_args, error: type, message: str) -> None:

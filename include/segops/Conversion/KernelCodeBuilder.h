@@ -37,12 +37,14 @@ public:
   /// terminates and stays in [lo, hi] for any content of idx).
   Value lowerBound(Value idx, Value lo, Value hi, Value segment);
   /// The values a row loop returns when one pass of a segment runs at a
-  /// time (`stage`, an i64): for passes before `stage` the segment's totals
-  /// (`earlier`, computed already), for pass `stage` the rows' (`current`),
+  /// time (`runningPass`, an i64): for passes before it the segment's totals
+  /// (`earlier`, computed already), for the running pass the rows'
+  /// (`current`),
   /// for later passes `init` unchanged. `pass` is the emitter's pass.
-  using StageValues = function_ref<SmallVector<Value>(OpBuilder &, Location)>;
-  SmallVector<Value> selectByStage(Value stage, unsigned pass, ValueRange init,
-                                   StageValues earlier, StageValues current);
+  using PassValues = function_ref<SmallVector<Value>(OpBuilder &, Location)>;
+  SmallVector<Value> selectByRunningPass(Value runningPass, unsigned pass,
+                                         ValueRange init, PassValues earlier,
+                                         PassValues current);
   /// The rows of segment `segment` from row `lo` (where it begins): counts
   /// forward kCountingBlock rows at a time, a block's rows below
   /// `segment + 1` counted with one vector compare (no branch per row),

@@ -24,17 +24,17 @@ struct LongSegmentKernel {
   enum Kind {
     /// Split programs: the raw totals of each tile's long pieces.
     Tiles,
-    /// Staged programs: each long segment's first and last row.
+    /// Pass-by-pass programs: each long segment's first and last row.
     Bounds,
-    /// Staged programs: the tiles' rows of long segments in one pass (row
+    /// Pass-by-pass programs: the tiles' rows of long segments in one pass (row
     /// outputs; totals into the tile slots).
-    StagedTiles,
-    /// Staged programs: each long segment's totals of one pass from its
+    PassTiles,
+    /// Pass-by-pass programs: each long segment's totals of one pass from its
     /// tiles' slots.
-    Finish,
+    PassTotals,
   };
   Kind kind;
-  /// Appended to the program's name: `__tiles`, `__bounds`, `__finish`.
+  /// Appended to the program's name: `__tiles`, `__bounds`, `__pass_totals`.
   std::string suffix;
 };
 
@@ -49,9 +49,9 @@ struct LongSegmentLaunch {
   unsigned pass = 0;
 };
 
-/// The launches before the program's kernel, in order: for staged programs
+/// The launches before the program's kernel, in order: for pass-by-pass programs
 /// `__bounds`, then per pass `__tiles` (if the pass visits rows) and
-/// `__finish` (if it reduces).
+/// `__pass_totals` (if it reduces).
 SmallVector<LongSegmentLaunch>
 longSegmentLaunches(const SegmentProgram &program);
 

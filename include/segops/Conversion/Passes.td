@@ -16,7 +16,7 @@ def ConvertSegToGPU : Pass<"convert-seg-to-gpu", "ModuleOp"> {
 
     Segment programs also take a `!llvm.ptr %scratch`, and get kernels for
     their long segments (`<name>__tiles`, and for programs with row outputs
-    or several passes `<name>__bounds` and `<name>__finish`), which take the
+    or several passes `<name>__bounds` and `<name>__pass_totals`), which take the
     same parameters and an `i64 %pass` and run first (see
     LongSegmentKernels.h).
 

@@ -66,7 +66,7 @@ public:
     SmallVector<int64_t, 2> shape;
     /// Row values: the first pass in which they can be computed. Segment
     /// values: the number of passes that must finish before they are known.
-    unsigned stage = 0;
+    unsigned pass = 0;
 
     int64_t numComponents() const {
       int64_t n = 1;

@@ -13,8 +13,8 @@ mlir::seg::longSegmentKernels(const SegmentProgram &program) {
   if (program.isSplittable())
     return {{LongSegmentKernel::Tiles, "__tiles"}};
   return {{LongSegmentKernel::Bounds, "__bounds"},
-          {LongSegmentKernel::StagedTiles, "__tiles"},
-          {LongSegmentKernel::Finish, "__finish"}};
+          {LongSegmentKernel::PassTiles, "__tiles"},
+          {LongSegmentKernel::PassTotals, "__pass_totals"}};
 }
 
 SmallVector<LongSegmentLaunch>
@@ -32,7 +32,7 @@ mlir::seg::longSegmentLaunches(const SegmentProgram &program) {
     if (visitsRows)
       launches.push_back({"__tiles", pass});
     if (reduces)
-      launches.push_back({"__finish", pass});
+      launches.push_back({"__pass_totals", pass});
   }
   return launches;
 }
@@ -43,7 +43,7 @@ mlir::seg::longSegmentScratch(const SegmentProgram &program) {
     return {};
   int64_t elementBytes = program.elementType.getIntOrFloatBitWidth() / 8;
   int64_t totalsBytes = program.numReductionComponents() * elementBytes;
-  // Two slots (head, tail) of every pass's totals per tile; staged programs
+  // Two slots (head, tail) of every pass's totals per tile; pass-by-pass programs
   // also keep each segment's bounds (two i64) and totals.
   LongSegmentScratch scratch;
   scratch.perTile = 2 * totalsBytes;

@@ -11,6 +11,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/SymbolTable.h"
 #include "segops/Conversion/KernelCodeBuilder.h"
+#include "segops/Conversion/KernelSignature.h"
 #include "segops/Conversion/LongSegmentKernels.h"
 #include "segops/Conversion/SegmentProgram.h"
 
@@ -61,20 +62,24 @@ namespace {
 class GPUKernelEmitter {
 public:
   GPUKernelEmitter(const SegmentProgram &program, gpu::GPUFuncOp kernel,
-                   int64_t blockSize)
+                   segrt::abi::Entry entry, int64_t blockSize)
+      : GPUKernelEmitter(program, kernel,
+                         KernelArguments(kernel.getBody().front(),
+                                         program.buffers.size(), entry),
+                         blockSize) {}
+
+  GPUKernelEmitter(const SegmentProgram &program, gpu::GPUFuncOp kernel,
+                   const KernelArguments &arguments, int64_t blockSize)
       : program(program), kernel(kernel), blockSize(blockSize),
         builder(OpBuilder::atBlockBegin(&kernel.getBody().front())),
-        loc(program.func.getLoc()),
-        buffers(kernel.getArguments().take_front(program.buffers.size())),
-        numRows(kernel.getArgument(program.buffers.size())),
-        numSegments(kernel.getArgument(program.buffers.size() + 1)),
+        loc(program.func.getLoc()), buffers(arguments.buffers()),
+        numRows(arguments.get(segrt::abi::Param::NumRows)),
+        numSegments(arguments.get(segrt::abi::Param::NumSegments)),
         emitter(program, buffers, numRows, numSegments) {
     idx = buffers[program.argumentBuffer[cast<BlockArgument>(program.idx)
                                              .getArgNumber()]];
-    if (kernel.getNumArguments() > program.buffers.size() + 2)
-      scratch = kernel.getArgument(program.buffers.size() + 2);
-    if (kernel.getNumArguments() > program.buffers.size() + 3)
-      stage = kernel.getArgument(program.buffers.size() + 3);
+    scratch = arguments.lookup(segrt::abi::Param::Scratch);
+    runningPass = arguments.lookup(segrt::abi::Param::Pass);
   }
 
   /// The segment kernel (or, for row maps, the row kernel).
@@ -82,19 +87,19 @@ public:
   /// Split programs (one pass, no row outputs): `__tiles`, the raw totals
   /// of the long segments crossing each tile.
   void emitTiles();
-  /// Staged programs (the other segment programs), in launch order:
+  /// Pass-by-pass programs (the other segment programs), in launch order:
   /// `__bounds` (each long segment's rows), then per pass `__tiles<p>` (its
   /// rows: row outputs, and totals into the tile slots) and, if the pass
-  /// reduces, `__finish<p>` (the segment's totals of the pass).
+  /// reduces, `__pass_totals<p>` (the segment's totals of the pass).
   void emitBounds();
-  /// `__tiles` and `__finish` take the pass as their last argument.
-  void emitStagedTiles();
-  void emitFinish();
+  /// `__tiles` and `__pass_totals` take the pass as their last argument.
+  void emitPassTiles();
+  void emitPassTotals();
 
   /// Splittable programs: long segments reduced by a tile kernel.
   bool isSplit() const { return program.isSplittable(); }
-  /// Other segment programs: long segments run in stages.
-  bool isStaged() const {
+  /// Other segment programs: long segments run pass by pass.
+  bool isPassByPass() const {
     return program.hasLongSegmentKernels() && !program.isSplittable();
   }
 
@@ -147,8 +152,8 @@ private:
   Value searchLongSegmentEnd(OpBuilder &b, Value start, Value segment);
   /// Split programs: a long segment's outputs from its tiles' partials.
   void emitLongSegment(OpBuilder &b, Value start, Value segment);
-  /// Staged programs: a long segment's outputs from its totals.
-  void emitStagedLongSegment(OpBuilder &b, Value segment);
+  /// Pass-by-pass programs: a long segment's outputs from its totals.
+  void emitPassByPassLongSegment(OpBuilder &b, Value segment);
   /// A warp per tile, grid-stride (the body of every tile kernel).
   void emitTileLoop(OpBuilder &b, TileBody body);
   /// For each long segment crossing the tile: `body(which, segment, lo,
@@ -177,7 +182,7 @@ private:
   void storeFromLaneZero(OpBuilder &b, ValueRange values, Value base,
                          function_ref<Value(OpBuilder &, int64_t)> index);
 
-  // The scratch buffer: staged programs hold each segment's bounds (start,
+  // The scratch buffer: pass-by-pass programs hold each segment's bounds (start,
   // end: 2 i64) and raw totals (all passes), then the tiles' partials (2
   // slots of all passes' totals per tile); split programs the partials.
   Value byteOffset(OpBuilder &b, Value base, Value bytes);
@@ -197,8 +202,8 @@ private:
   Location loc;
   SmallVector<Value> buffers;
   Value numRows, numSegments, idx, scratch;
-  /// Long-segment kernels of staged programs: the pass they run.
-  Value stage;
+  /// Long-segment kernels of pass-by-pass programs: the pass they run.
+  Value runningPass;
   Value threadId, blockId, gridDim, lane, globalWarp, totalWarps;
   SegmentProgramEmitter emitter;
 };
@@ -353,13 +358,13 @@ Value GPUKernelEmitter::byteOffset(OpBuilder &b, Value base, Value bytes) {
 }
 
 Value GPUKernelEmitter::segmentTotals(OpBuilder &b) {
-  // Staged scratch: the segments' bounds (2 i64 each), then their totals.
+  // Pass-by-pass scratch: the segments' bounds (2 i64 each), then their totals.
   return byteOffset(b, scratch,
                     b.create<arith::MulIOp>(loc, numSegments, i64(b, 16)));
 }
 
 Value GPUKernelEmitter::partials(OpBuilder &b) {
-  if (!isStaged())
+  if (!isPassByPass())
     return scratch;
   int64_t elementBytes = program.elementType.getIntOrFloatBitWidth() / 8;
   Value totalsBytes = b.create<arith::MulIOp>(
@@ -498,7 +503,7 @@ SmallVector<Value> GPUKernelEmitter::loadSegmentTotals(OpBuilder &b,
   return totals;
 }
 
-void GPUKernelEmitter::emitStagedLongSegment(OpBuilder &b, Value segment) {
+void GPUKernelEmitter::emitPassByPassLongSegment(OpBuilder &b, Value segment) {
   // The tile kernels stored its row outputs (or zeros, for an invalid
   // segment) and the finish kernels its raw totals: what is left are the
   // segment outputs.
@@ -599,8 +604,8 @@ void GPUKernelEmitter::emitOwnedSegment(OpBuilder &b, Value rowBase,
   auto ifLong = b.create<scf::IfOp>(loc, coversWholeTile(b, start, segment),
                                     /*withElse=*/true);
   OpBuilder lb = ifLong.getThenBodyBuilder();
-  if (isStaged())
-    emitStagedLongSegment(lb, segment);
+  if (isPassByPass())
+    emitPassByPassLongSegment(lb, segment);
   else
     emitLongSegment(lb, start, segment);
   OpBuilder sb = ifLong.getElseBodyBuilder();
@@ -952,19 +957,19 @@ void GPUKernelEmitter::emitBounds() {
       });
 }
 
-void GPUKernelEmitter::emitStagedTiles() {
+void GPUKernelEmitter::emitPassTiles() {
   auto valid = [&](OpBuilder &vb, Value tile, Value which, Value segment,
                    Value lo, Value hi) {
     auto [start, end] = loadBounds(vb, segment);
-    // Earlier passes than `stage`: their totals (finish kernels); pass
-    // `stage`: the tile's rows (row outputs stored on the way, totals into
+    // Earlier passes than the running one: their totals (pass-totals
+    // kernels); the running pass: the tile's rows (row outputs stored on the way, totals into
     // the slot); later passes: nothing.
     auto rowLoop = [&](OpBuilder &rb, Location, ValueRange init,
                        SegmentProgramEmitter::RowBody body,
                        bool) -> SmallVector<Value> {
       unsigned pass = emitter.currentPass();
-      return KernelCodeBuilder(rb, loc).selectByStage(
-          stage, pass, init,
+      return KernelCodeBuilder(rb, loc).selectByRunningPass(
+          runningPass, pass, init,
           [&](OpBuilder &eb, Location) {
             return loadSegmentTotals(eb, segment, pass,
                                      program.numReductionComponents(pass));
@@ -987,7 +992,7 @@ void GPUKernelEmitter::emitStagedTiles() {
   };
   // Rows of an invalid segment: zero row outputs (in pass 0's launch).
   auto invalid = [&](OpBuilder &eb, Value, Value, Value, Value lo, Value hi) {
-    Value first = eb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, stage,
+    Value first = eb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, runningPass,
                                            i64(eb, 0));
     auto ifFirst = eb.create<scf::IfOp>(loc, first, /*withElse=*/false);
     OpBuilder fb = ifFirst.getThenBodyBuilder();
@@ -1004,14 +1009,14 @@ void GPUKernelEmitter::emitStagedTiles() {
     emitLongPieceLoop(valid);
 }
 
-void GPUKernelEmitter::emitFinish() {
-  // The totals of pass `stage`: components [first, first + count) of every
+void GPUKernelEmitter::emitPassTotals() {
+  // The totals of the running pass: components [first, first + count) of every
   // pass's totals, picked from constants by the pass.
   OpBuilder &b0 = builder;
   Value first = i64(b0, 0), count = i64(b0, 0);
   for (unsigned pass = 0; pass < program.numPasses; ++pass) {
     Value isPass = b0.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
-                                            stage, i64(b0, pass));
+                                            runningPass, i64(b0, pass));
     first = b0.create<arith::SelectOp>(
         loc, isPass, i64(b0, program.reductionOffset(pass)), first);
     count = b0.create<arith::SelectOp>(
@@ -1118,49 +1123,48 @@ struct ConvertSegToGPUPass
                     builder.getUnitAttr());
     SymbolTable kernels(gpuModule);
 
-    auto ptrType = LLVM::LLVMPointerType::get(ctx);
     for (func::FuncOp func : candidates) {
       FailureOr<SegmentProgram> program = SegmentProgram::analyze(func);
       if (failed(program))
         return signalPassFailure();
-      // (buffers..., N, S), and for segment programs a pointer to the
-      // scratch buffer of their long segments (written and read by the
-      // kernels launched before, read by the kernel).
-      SmallVector<Type> params(program->buffers.size(), ptrType);
-      params.append(2, builder.getI64Type());
-      bool hasScratch = program->hasLongSegmentKernels();
-      if (hasScratch)
-        params.push_back(ptrType);
-      auto addKernel = [&](StringRef name, ArrayRef<Type> params,
+      // Segment programs with long-segment kernels share a scratch buffer
+      // with them (written and read by the kernels launched before, read by
+      // the kernel); those kernels also take the pass they run.
+      auto addKernel = [&](StringRef name, segrt::abi::Entry entry,
                            function_ref<void(GPUKernelEmitter &)> emit) {
         OpBuilder detached(ctx);
         auto kernel = detached.create<gpu::GPUFuncOp>(
-            func.getLoc(), name, builder.getFunctionType(params, {}));
+            func.getLoc(), name,
+            builder.getFunctionType(
+                kernelParameterTypes(ctx, program->buffers.size(), entry),
+                {}));
         kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
                         builder.getUnitAttr());
         kernel.setKnownBlockSizeAttr(builder.getDenseI32ArrayAttr(
             {static_cast<int32_t>(blockSize), 1, 1}));
-        GPUKernelEmitter emitter(*program, kernel, blockSize);
+        GPUKernelEmitter emitter(*program, kernel, entry, blockSize);
         emit(emitter);
         useSqrtIntrinsic(kernel);
         kernels.insert(kernel);
       };
       std::string name = func.getSymName().str();
-      addKernel(name, params, [](GPUKernelEmitter &e) { e.emit(); });
-      // Long-segment kernels also take the pass they run.
-      SmallVector<Type> stageParams(params);
-      stageParams.push_back(builder.getI64Type());
-      for (const LongSegmentKernel &stage : longSegmentKernels(*program))
-        addKernel(name + stage.suffix, stageParams, [&](GPUKernelEmitter &e) {
-          switch (stage.kind) {
+      addKernel(name,
+                program->hasLongSegmentKernels()
+                    ? segrt::abi::Entry::GpuSegmentKernel
+                    : segrt::abi::Entry::GpuKernel,
+                [](GPUKernelEmitter &e) { e.emit(); });
+      for (const LongSegmentKernel &longKernel : longSegmentKernels(*program))
+        addKernel(name + longKernel.suffix, segrt::abi::Entry::GpuLongSegment,
+                  [&](GPUKernelEmitter &e) {
+          switch (longKernel.kind) {
           case LongSegmentKernel::Tiles:
             return e.emitTiles();
           case LongSegmentKernel::Bounds:
             return e.emitBounds();
-          case LongSegmentKernel::StagedTiles:
-            return e.emitStagedTiles();
-          case LongSegmentKernel::Finish:
-            return e.emitFinish();
+          case LongSegmentKernel::PassTiles:
+            return e.emitPassTiles();
+          case LongSegmentKernel::PassTotals:
+            return e.emitPassTotals();
           }
         });
       func.erase();

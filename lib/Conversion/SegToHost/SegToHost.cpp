@@ -8,6 +8,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "segops/Conversion/KernelCodeBuilder.h"
+#include "segops/Conversion/KernelSignature.h"
 #include "segops/Conversion/SegmentProgram.h"
 #include "segops/Dialect/Seg/IR/SegOps.h"
 
@@ -41,21 +42,22 @@ namespace {
 struct HostKernelArguments {
   HostKernelArguments(const SegmentProgram &program, func::FuncOp kernel,
                       KernelCodeBuilder &code, bool rowRange) {
-    unsigned numBuffers = program.buffers.size();
-    buffers.assign(kernel.getArguments().begin(),
-                   kernel.getArguments().begin() + numBuffers);
-    numRows = kernel.getArgument(numBuffers);
+    KernelArguments arguments(kernel.getBody().front(),
+                              program.buffers.size(),
+                              segrt::abi::Entry::HostKernel);
+    buffers.assign(arguments.buffers().begin(), arguments.buffers().end());
+    numRows = arguments.get(segrt::abi::Param::NumRows);
     // Segments past INT32_MAX hold no rows (idx is i32) and the runtime
     // passes no more: with S clamped, every segment a segment kernel walks
     // and its successor fit i32, as scanSegment requires.
-    numSegments = kernel.getArgument(numBuffers + 1);
+    numSegments = arguments.get(segrt::abi::Param::NumSegments);
     if (!rowRange)
       numSegments = code.builder.create<arith::MinSIOp>(
           code.loc, numSegments, code.i64(std::numeric_limits<int32_t>::max()));
     Value limit = rowRange ? numRows : numSegments;
-    begin = clamp(code, kernel.getArgument(numBuffers + 2), limit);
-    end = clamp(code, kernel.getArgument(numBuffers + 3), limit);
-    firstRow = kernel.getArgument(numBuffers + 4);
+    begin = clamp(code, arguments.get(segrt::abi::Param::Begin), limit);
+    end = clamp(code, arguments.get(segrt::abi::Param::End), limit);
+    firstRow = arguments.get(segrt::abi::Param::FirstRow);
     idx = buffers[program.argumentBuffer[cast<BlockArgument>(program.idx)
                                              .getArgNumber()]];
   }
@@ -260,12 +262,9 @@ emitShortSegmentBlock(OpBuilder &b, Location loc, Value rowBegin, Value count,
 }
 
 /// Row-output vectors a short-segment block may store (each a load, a
-/// select and a store, for 16 rows whatever the segment's length): measured
-/// with bench.host_ab on ~10-row segments in SSE (128-bit vectors), f32 with
-/// one component (4 vectors) gains (mean backward 0.59x, rms_norm backward
-/// 0.87x the general loop's time), f32 vec3 (12) and f64 (8) lose
-/// (1.08-1.28x). In AVX2 f64 with one component is 4 vectors and takes the
-/// block (mean backward 0.80x the SSE build's time).
+/// select and a store, for 16 rows whatever the segment's length): past
+/// four, the stores cost more than the general loop saves
+/// (docs/benchmarks.md, "Host code-generation choices").
 static constexpr int64_t kMaxShortBlockStoreVectors = 4;
 
 /// The components of the program's row outputs, per row, all outputs
@@ -334,15 +333,16 @@ static constexpr int64_t kFinishBatch = 16;
 /// Whether a program's segment outputs are computed in batches (see
 /// emitHostKernel): programs of one pass with no row outputs (their outputs
 /// depend only on their segment's totals and row count) whose epilogue takes
-/// a square root. Measured with bench.host_ab on ~10-row segments:
-/// rms_norm 0.84-0.90x the time; mean (a division) and sum gain nothing.
+/// a square root (SegmentOpInterface::hasCostlyEpilogue, or a square root
+/// of segment values); docs/benchmarks.md has the measurement.
 static bool hasBatchedFinish(const SegmentProgram &program) {
   if (program.numPasses != 1 || program.hasRowOutputs)
     return false;
   return llvm::any_of(program.func.getOps(), [&](Operation &op) {
-    return isa<RmsNormOp>(op) ||
-           (isa<math::SqrtOp, math::RsqrtOp>(op) &&
-            program.info(op.getResult(0)).space == ValueSpace::Segment);
+    if (auto segmentOp = dyn_cast<SegmentOpInterface>(op))
+      return segmentOp.hasCostlyEpilogue();
+    return isa<math::SqrtOp, math::RsqrtOp>(op) &&
+           program.info(op.getResult(0)).space == ValueSpace::Segment;
   });
 }
 
@@ -350,11 +350,10 @@ namespace {
 /// Prefetching a reduction's row inputs while its scan reads idx: while
 /// the scan reads a block of idx, the next block's row inputs are fetched,
 /// so the row loop after the scan reads the cache instead of restarting the
-/// hardware prefetcher's stream for every segment. Measured with
-/// bench.host_ab on reductions (~1000-row segments: 0.75-0.87x with one to
-/// three cache lines of inputs per block; six lost 2-10%; ~10-row segments
-/// 0.97-1.01x); kernels storing rows gained or lost up to 15% from run to
-/// run, so they keep the plain scan.
+/// hardware prefetcher's stream for every segment. Only reductions reading
+/// up to three cache lines of inputs per block use it; kernels storing rows
+/// keep the plain scan (docs/benchmarks.md, "Host code-generation
+/// choices").
 struct ScanPrefetch {
   ScanPrefetch(const SegmentProgram &program, ArrayRef<Value> buffers)
       : program(program) {
@@ -661,9 +660,8 @@ static void emitHostRowMapKernel(const SegmentProgram &program,
   // Programs reading whole matrices per segment (9 components) load them
   // once when a vector's lanes share a segment, at the price of a branch
   // that mispredicts at segment boundaries; for a few components per
-  // segment, loading lane by lane costs less (measured: mul w1 with ~10-row
-  // segments 6.8 ms against 11.5 ms; matvec with ~1000-row segments 17.5
-  // against 22.8 ms).
+  // segment, loading lane by lane costs less (docs/benchmarks.md, "Host
+  // code-generation choices").
   bool loadsOnceIfUniform =
       segmentComponentsRead(program) >= kUniformMinSegmentComponents;
   Value count = b.create<arith::SubIOp>(loc, args.end, args.begin);
@@ -766,25 +764,24 @@ static void emitHostRowMapKernel(const SegmentProgram &program,
 // segment, count, totals)` computes the segment's outputs from the totals of
 // all passes, each added over the tiles in tile order by the caller.
 namespace {
-/// The parameters of a tile kernel: the buffers, N, S, four i64s (the
-/// tile's rows, the pass, the segment's row count), the segment's totals
-/// and the tile's partials.
+/// The parameters of a tile kernel (segrt::abi::Entry::HostTile): the
+/// buffers, N, S, the tile's rows, the pass, the segment's row count, the
+/// segment's totals and the tile's partials.
 struct TileKernelArguments {
   TileKernelArguments(const SegmentProgram &program, func::FuncOp kernel) {
-    unsigned numBuffers = program.buffers.size();
-    buffers.assign(kernel.getArguments().begin(),
-                   kernel.getArguments().begin() + numBuffers);
-    auto argument = [&](unsigned i) {
-      return kernel.getArgument(numBuffers + i);
-    };
-    numRows = argument(0);
-    numSegments = argument(1);
-    rowBegin = argument(2);
-    rowEnd = argument(3);
-    pass = argument(4);
-    count = argument(5);
-    totals = argument(6);
-    partials = argument(7);
+    using segrt::abi::Param;
+    KernelArguments arguments(kernel.getBody().front(),
+                              program.buffers.size(),
+                              segrt::abi::Entry::HostTile);
+    buffers.assign(arguments.buffers().begin(), arguments.buffers().end());
+    numRows = arguments.get(Param::NumRows);
+    numSegments = arguments.get(Param::NumSegments);
+    rowBegin = arguments.get(Param::RowBegin);
+    rowEnd = arguments.get(Param::RowEnd);
+    pass = arguments.get(Param::Pass);
+    count = arguments.get(Param::Count);
+    totals = arguments.get(Param::Totals);
+    partials = arguments.get(Param::Partials);
   }
 
   SmallVector<Value> buffers;
@@ -842,7 +839,7 @@ static void emitHostTileKernel(const SegmentProgram &program,
                      bool) -> SmallVector<Value> {
     unsigned pass = emitter.currentPass();
     int64_t offset = program.reductionOffset(pass);
-    return KernelCodeBuilder(rb, rl).selectByStage(
+    return KernelCodeBuilder(rb, rl).selectByRunningPass(
         args.pass, pass, init,
         [&](OpBuilder &eb, Location el) {
           return loadPassTotals(eb, el, program, pass, args.totals,
@@ -898,13 +895,15 @@ static void emitHostFinishKernel(const SegmentProgram &program,
   OpBuilder b = OpBuilder::atBlockBegin(&kernel.getBody().front());
   Location loc = program.func.getLoc();
   KernelCodeBuilder code(b, loc);
-  unsigned numBuffers = program.buffers.size();
-  SmallVector<Value> buffers(kernel.getArguments().take_front(numBuffers));
-  Value numRows = kernel.getArgument(numBuffers);
-  Value numSegments = kernel.getArgument(numBuffers + 1);
-  Value segment = kernel.getArgument(numBuffers + 2);
-  Value count = kernel.getArgument(numBuffers + 3);
-  Value totals = kernel.getArgument(numBuffers + 4);
+  using segrt::abi::Param;
+  KernelArguments arguments(kernel.getBody().front(), program.buffers.size(),
+                            segrt::abi::Entry::HostFinish);
+  SmallVector<Value> buffers(arguments.buffers());
+  Value numRows = arguments.get(Param::NumRows);
+  Value numSegments = arguments.get(Param::NumSegments);
+  Value segment = arguments.get(Param::Segment);
+  Value count = arguments.get(Param::Count);
+  Value totals = arguments.get(Param::Totals);
   SegmentProgramEmitter emitter(program, buffers, numRows, numSegments);
   auto ifValid = b.create<scf::IfOp>(
       loc, code.isValidSegment(segment, numSegments), /*withElse=*/false);
@@ -947,23 +946,26 @@ struct ConvertSegToHostPass
       if (SegmentProgram::isCandidate(func))
         candidates.push_back(func);
 
-    auto ptrType = LLVM::LLVMPointerType::get(ctx);
     OpBuilder builder(ctx);
     for (func::FuncOp func : candidates) {
       FailureOr<SegmentProgram> program = SegmentProgram::analyze(func);
       if (failed(program))
         return signalPassFailure();
-      SmallVector<Type> params(program->buffers.size(), ptrType);
-      params.append(4, builder.getI64Type());
       builder.setInsertionPoint(func);
-      // (..., N, S, begin, end, firstRow) -> i64: -1 if the kernel saw idx
-      // break the op library's contract in the rows it looked at; else the
-      // row after its last segment's rows (segment kernels) or 0 (row maps).
-      params.push_back(builder.getI64Type());
-      auto kernel = builder.create<func::FuncOp>(
-          func.getLoc(), func.getSymName(),
-          builder.getFunctionType(params, {builder.getI64Type()}));
-      kernel.addEntryBlock();
+      auto addKernel = [&](StringRef name, segrt::abi::Entry entry) {
+        auto kernel = builder.create<func::FuncOp>(
+            func.getLoc(), name,
+            builder.getFunctionType(
+                kernelParameterTypes(ctx, program->buffers.size(), entry),
+                kernelResultTypes(ctx, entry)));
+        kernel.addEntryBlock();
+        return kernel;
+      };
+      // Returns -1 if the kernel saw idx break the op library's contract in
+      // the rows it looked at; else the row after its last segment's rows
+      // (segment kernels) or 0 (row maps).
+      func::FuncOp kernel =
+          addKernel(func.getSymName(), segrt::abi::Entry::HostKernel);
       if (program->mapsRowsOnly())
         emitHostRowMapKernel(*program, kernel, vectorBits);
       else
@@ -971,22 +973,16 @@ struct ConvertSegToHostPass
       if (!program->mapsRowsOnly()) {
         // The tile kernel returns an i32: 1 if its rows are not all of one
         // valid segment.
-        SmallVector<Type> tileParams(program->buffers.size(), ptrType);
-        tileParams.append(6, builder.getI64Type());
-        tileParams.append(2, ptrType);
-        auto tile = builder.create<func::FuncOp>(
-            func.getLoc(), (func.getSymName() + "__rows").str(),
-            builder.getFunctionType(tileParams, {builder.getI32Type()}));
-        tile.addEntryBlock();
-        emitHostTileKernel(*program, tile, vectorBits, interleave);
-        SmallVector<Type> finishParams(program->buffers.size(), ptrType);
-        finishParams.append(4, builder.getI64Type());
-        finishParams.push_back(ptrType);
-        auto finish = builder.create<func::FuncOp>(
-            func.getLoc(), (func.getSymName() + "__finish").str(),
-            builder.getFunctionType(finishParams, {}));
-        finish.addEntryBlock();
-        emitHostFinishKernel(*program, finish);
+        std::string name = func.getSymName().str();
+        emitHostTileKernel(
+            *program,
+            addKernel(name + std::string(segrt::abi::kHostTileSuffix),
+                      segrt::abi::Entry::HostTile),
+            vectorBits, interleave);
+        emitHostFinishKernel(
+            *program,
+            addKernel(name + std::string(segrt::abi::kHostFinishSuffix),
+                      segrt::abi::Entry::HostFinish));
       }
       func.erase();
     }

@@ -83,14 +83,13 @@ Value KernelCodeBuilder::lowerBound(Value idx, Value lo, Value hi,
       });
 }
 
-SmallVector<Value> KernelCodeBuilder::selectByStage(Value stage, unsigned pass,
-                                                    ValueRange init,
-                                                    StageValues earlier,
-                                                    StageValues current) {
+SmallVector<Value> KernelCodeBuilder::selectByRunningPass(
+    Value runningPass, unsigned pass, ValueRange init, PassValues earlier,
+    PassValues current) {
   Value passValue = i64(pass);
   auto ifEarlier = builder.create<scf::IfOp>(
       loc,
-      builder.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ugt, stage,
+      builder.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ugt, runningPass,
                                     passValue),
       [&](OpBuilder &b, Location l) {
         b.create<scf::YieldOp>(l, earlier(b, l));
@@ -98,7 +97,7 @@ SmallVector<Value> KernelCodeBuilder::selectByStage(Value stage, unsigned pass,
       [&](OpBuilder &b, Location l) {
         auto ifCurrent = b.create<scf::IfOp>(
             l,
-            b.create<arith::CmpIOp>(l, arith::CmpIPredicate::eq, stage,
+            b.create<arith::CmpIOp>(l, arith::CmpIPredicate::eq, runningPass,
                                     passValue),
             [&](OpBuilder &cb, Location cl) {
               cb.create<scf::YieldOp>(cl, current(cb, cl));

@@ -60,7 +60,7 @@ private:
   LogicalResult assignSpaces();
   LogicalResult checkSizes();
   void eraseDeadOps();
-  void assignStages();
+  void assignPasses();
   LogicalResult buildBuffers();
 
   func::FuncOp func;
@@ -205,21 +205,21 @@ LogicalResult SegmentProgramAnalysis::checkSizes() {
   return success();
 }
 
-void SegmentProgramAnalysis::assignStages() {
+void SegmentProgramAnalysis::assignPasses() {
   unsigned passes = 0;
   for (Operation &op : func.getBody().front().without_terminator()) {
-    unsigned stage = 0;
+    unsigned pass = 0;
     for (Value operand : op.getOperands())
       if (program.hasInfo(operand))
-        stage = std::max(stage, program.info(operand).stage);
+        pass = std::max(pass, program.info(operand).pass);
     if (isReductionOp(&op)) {
-      passes = std::max(passes, stage + 1);
-      stage += 1;
+      passes = std::max(passes, pass + 1);
+      pass += 1;
     }
     for (Value result : op.getResults()) {
       auto it = program.infos.find(result);
       if (it != program.infos.end())
-        it->second.stage = stage;
+        it->second.pass = pass;
     }
   }
   for (Value result : func.getBody().front().getTerminator()->getOperands()) {
@@ -227,7 +227,7 @@ void SegmentProgramAnalysis::assignStages() {
       continue; // rejected when the buffers are built
     const SegmentProgram::Info &info = program.info(result);
     if (info.space == ValueSpace::Row)
-      passes = std::max(passes, info.stage + 1);
+      passes = std::max(passes, info.pass + 1);
   }
   program.numPasses = passes;
 }
@@ -307,7 +307,7 @@ FailureOr<SegmentProgram> SegmentProgramAnalysis::run() {
       failed(assignSpaces()) || failed(checkSizes()))
     return failure();
   eraseDeadOps();
-  assignStages();
+  assignPasses();
   if (failed(buildBuffers()))
     return failure();
   return program;
@@ -333,7 +333,7 @@ bool SegmentProgram::mapsRowsOnly() const {
 int64_t SegmentProgram::numReductionComponents(unsigned pass) const {
   int64_t count = 0;
   for (Operation &op : func.getBody().front().without_terminator())
-    if (isReductionOp(&op) && info(op.getResult(0)).stage == pass + 1)
+    if (isReductionOp(&op) && info(op.getResult(0)).pass == pass + 1)
       count += info(op.getResult(0)).numComponents();
   return count;
 }
@@ -348,7 +348,7 @@ int64_t SegmentProgram::reductionOffset(unsigned pass) const {
 bool SegmentProgram::storesRowsInPass(unsigned pass) const {
   return llvm::any_of(
       func.getBody().front().getTerminator()->getOperands(), [&](Value v) {
-        return info(v).space == ValueSpace::Row && info(v).stage == pass;
+        return info(v).space == ValueSpace::Row && info(v).pass == pass;
       });
 }
 
@@ -373,7 +373,7 @@ SmallVector<arith::AtomicRMWKind>
 SegmentProgram::combiningKinds(unsigned pass) const {
   SmallVector<arith::AtomicRMWKind> kinds;
   for (Operation &op : func.getBody().front().without_terminator())
-    if (isReductionOp(&op) && info(op.getResult(0)).stage == pass + 1)
+    if (isReductionOp(&op) && info(op.getResult(0)).pass == pass + 1)
       kinds.append(info(op.getResult(0)).numComponents(),
                    cast<SegmentOpInterface>(op).getCombiningKind());
   return kinds;

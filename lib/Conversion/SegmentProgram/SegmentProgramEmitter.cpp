@@ -229,13 +229,15 @@ Components SegmentProgramEmitter::segmentValue(OpBuilder &b, Location loc,
                    return Components(program.info(value).numComponents(),
                                      segmentValue(b, loc, splat.getInput())[0]);
                  })
-                 .Case<CountOp>([&](auto) {
-                   return Components{
-                       b.create<arith::SIToFPOp>(loc, elementType, count)};
+                 .Case<SegmentOpInterface>([&](SegmentOpInterface segmentOp) {
+                   Components known = segmentOp.buildFromRowCount(
+                       b, loc,
+                       b.create<arith::SIToFPOp>(loc, elementType, count));
+                   assert(!known.empty() &&
+                          "a reduction is read before its pass");
+                   return known;
                  })
                  .Default([&](Operation *other) {
-                   assert(!isa<SegmentOpInterface>(other) &&
-                          "a reduction is read before its pass");
                    SmallVector<Components> operands;
                    for (Value operand : other->getOperands())
                      operands.push_back(segmentValue(b, loc, operand));
@@ -314,12 +316,12 @@ void SegmentProgramEmitter::emitSegment(OpBuilder &b, Location loc,
     // row outputs first computable now.
     SmallVector<Operation *> reductions;
     for (Operation &op : body.without_terminator())
-      if (isReductionOp(&op) && program.info(op.getResult(0)).stage == pass + 1)
+      if (isReductionOp(&op) && program.info(op.getResult(0)).pass == pass + 1)
         reductions.push_back(&op);
     SmallVector<unsigned> rowOutputs;
     for (auto [i, result] : llvm::enumerate(terminator->getOperands()))
       if (program.info(result).space == ValueSpace::Row &&
-          program.info(result).stage == pass)
+          program.info(result).pass == pass)
         rowOutputs.push_back(i);
 
     if (!rowLoop) {

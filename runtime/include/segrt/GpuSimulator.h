@@ -34,14 +34,15 @@ enum SegsimShuffleMode {
   SEGSIM_IDX = 3
 };
 
-/// Runs `kernel`, a simulated GPU kernel with the segops GPU ABI (pointers,
-/// then i64 N, i64 S and `numTrailing` more 64-bit values), on a 1-D grid of
+/// Runs `kernel`, a simulated GPU kernel (its buffers' `pointers`, then the
+/// `numTrailing` 64-bit trailing arguments of its entry point, in the order
+/// of segrt/KernelABI.h), on a 1-D grid of
 /// `gridSize` blocks of `blockSize` threads (a multiple of 32). Blocks run in
 /// increasing order, or decreasing if `reverseBlocks`. Returns 0, or 1 with a
 /// message in `error` (at most `errorSize` bytes, NUL-terminated).
 int segsim_launch(void *kernel, const uint64_t *pointers, int numPointers,
-                  int64_t numRows, int64_t numSegments, const int64_t *trailing,
-                  int numTrailing, int64_t gridSize, int64_t blockSize,
+                  const int64_t *trailing, int numTrailing, int64_t gridSize,
+                  int64_t blockSize,
                   int reverseBlocks, char *error, size_t errorSize);
 
 // Called by simulated kernels.

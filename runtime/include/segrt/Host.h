@@ -17,10 +17,8 @@ namespace segrt {
 enum class HostRange { Segments, Rows };
 
 /// Below this many rows, a parallel call runs on the calling thread:
-/// launching workers costs more than it saves (measured on a 2-core VM, sum
-/// over ~10-row segments: on PyTorch's running intra-op threads two workers
-/// gain from ~8192 rows, 1.2x at 16384; on threads started per call only
-/// from ~65536).
+/// launching workers costs more than it saves (docs/benchmarks.md, "Host
+/// code-generation choices").
 int64_t parallelMinRows();
 
 /// How two tiles' partial totals of one accumulator combine (manifest

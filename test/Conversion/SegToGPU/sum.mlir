@@ -171,7 +171,7 @@ func.func @gather_vec3(%y: tensor<?x3xf64>, %idx: tensor<?xi32>) -> tensor<?x3xf
 // 1024-row tile, launched before the kernel: __bounds (each long segment's
 // first and last row into the scratch), __tiles for pass 0 (the tile's long
 // pieces: totals into the tile slots; zero rows for invalid segments),
-// __finish for pass 0 (each long segment's pass-0 totals from its tiles'
+// __pass_totals for pass 0 (each long segment's pass-0 totals from its tiles'
 // slots, by the warp of the tile it starts in), __tiles for pass 1 (the
 // weight from those totals, rows stored). The kernel itself gives a long
 // segment only its outputs (none here).
@@ -211,9 +211,9 @@ func.func @gather_vec3(%y: tensor<?x3xf64>, %idx: tensor<?xi32>) -> tensor<?x3xf
 // CHECK: llvm.store {{.*}} : f64, !llvm.ptr
 // CHECK: } else {
 // CHECK: llvm.store %cst{{.*}} : f64, !llvm.ptr
-// The finish kernel sums the totals of the pass it runs over the segment's
+// The pass-totals kernel sums the totals of the pass it runs over the segment's
 // tiles (a loop over those totals' components).
-// CHECK: gpu.func @rms_norm_backward__finish({{.*}}, %[[SCRATCH:.*]]: !llvm.ptr, %[[PASS:.*]]: i64) kernel
+// CHECK: gpu.func @rms_norm_backward__pass_totals({{.*}}, %[[SCRATCH:.*]]: !llvm.ptr, %[[PASS:.*]]: i64) kernel
 // CHECK: arith.cmpi eq, %[[PASS]], %c0_i64
 // CHECK: scf.for %[[COMPONENT:.*]] = %{{.*}} to %{{.*}} step %c1_i64
 // CHECK: %[[TOTAL:.*]] = scf.for {{.*}} step %c128_i64 iter_args({{.*}}) -> (f64) : i64

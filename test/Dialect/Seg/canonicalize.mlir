@@ -109,3 +109,56 @@ func.func @rms_of_zeros(%idx: tensor<?xi32>, %n: index, %len: index) -> tensor<?
   %r = seg.rms_norm %rows, %idx, %n : tensor<?x3xf32>, tensor<?xi32> -> tensor<?xf32>
   return %r : tensor<?xf32>
 }
+
+// -----
+
+// Every segment op's result length folds, max and min included (read from
+// SegmentOpInterface::buildResultLength).
+// CHECK-LABEL: func.func @dim_of_every_op
+// CHECK-SAME: (%[[X:.*]]: tensor<?x3xf32>, %[[W:.*]]: tensor<?xf32>, %[[M:.*]]: tensor<?x3x3xf32>, %[[IDX:.*]]: tensor<?xi32>, %[[N:.*]]: index)
+// CHECK: %[[R0:.*]] = tensor.dim %[[IDX]], %c0
+// CHECK: %[[R1:.*]] = tensor.dim %[[IDX]], %c0
+// CHECK: %[[R2:.*]] = tensor.dim %[[IDX]], %c0
+// CHECK-NOT: seg.
+// CHECK: return %[[N]], %[[N]], %[[N]], %[[N]], %[[N]], %[[N]], %[[N]], %[[N]], %[[R0]], %[[R1]], %[[R2]]
+func.func @dim_of_every_op(%x: tensor<?x3xf32>, %w: tensor<?xf32>, %m: tensor<?x3x3xf32>, %idx: tensor<?xi32>, %n: index)
+    -> (index, index, index, index, index, index, index, index, index, index, index) {
+  %c0 = arith.constant 0 : index
+  %sum = seg.sum %x, %idx, %n : tensor<?x3xf32>, tensor<?xi32> -> tensor<?x3xf32>
+  %mean = seg.mean %x, %idx, %n : tensor<?x3xf32>, tensor<?xi32> -> tensor<?x3xf32>
+  %max = seg.max %x, %idx, %n : tensor<?x3xf32>, tensor<?xi32> -> tensor<?x3xf32>
+  %min = seg.min %x, %idx, %n : tensor<?x3xf32>, tensor<?xi32> -> tensor<?x3xf32>
+  %rms = seg.rms_norm %x, %idx, %n : tensor<?x3xf32>, tensor<?xi32> -> tensor<?xf32>
+  %dot = seg.dot %x, %x, %idx, %n : tensor<?x3xf32>, tensor<?x3xf32>, tensor<?xi32> -> tensor<?xf32>
+  %outer = seg.outer_sum %x, %x, %idx, %n : tensor<?x3xf32>, tensor<?x3xf32>, tensor<?xi32> -> tensor<?x3x3xf32>
+  %count = seg.count %idx, %n : tensor<?xi32> -> tensor<?xf32>
+  %mul = seg.mul %x, %w, %idx : tensor<?x3xf32>, tensor<?xf32>, tensor<?xi32> -> tensor<?x3xf32>
+  %mv = seg.matvec %x, %m, %idx : tensor<?x3xf32>, tensor<?x3x3xf32>, tensor<?xi32> -> tensor<?x3xf32>
+  %gather = seg.gather %w, %idx : tensor<?xf32>, tensor<?xi32> -> tensor<?xf32>
+  %d0 = tensor.dim %sum, %c0 : tensor<?x3xf32>
+  %d1 = tensor.dim %mean, %c0 : tensor<?x3xf32>
+  %d2 = tensor.dim %max, %c0 : tensor<?x3xf32>
+  %d3 = tensor.dim %min, %c0 : tensor<?x3xf32>
+  %d4 = tensor.dim %rms, %c0 : tensor<?xf32>
+  %d5 = tensor.dim %dot, %c0 : tensor<?xf32>
+  %d6 = tensor.dim %outer, %c0 : tensor<?x3x3xf32>
+  %d7 = tensor.dim %count, %c0 : tensor<?xf32>
+  %d8 = tensor.dim %mul, %c0 : tensor<?x3xf32>
+  %d9 = tensor.dim %mv, %c0 : tensor<?x3xf32>
+  %d10 = tensor.dim %gather, %c0 : tensor<?xf32>
+  return %d0, %d1, %d2, %d3, %d4, %d5, %d6, %d7, %d8, %d9, %d10 : index, index, index, index, index, index, index, index, index, index, index
+}
+
+// -----
+
+// max and min are not linear: a zero input still goes through them.
+// CHECK-LABEL: func.func @extrema_of_zeros
+// CHECK: seg.max
+// CHECK: seg.min
+func.func @extrema_of_zeros(%idx: tensor<?xi32>, %n: index, %len: index) -> (tensor<?xf32>, tensor<?xf32>) {
+  %c0 = arith.constant 0.0 : f32
+  %rows = tensor.splat %c0[%len] : tensor<?xf32>
+  %max = seg.max %rows, %idx, %n : tensor<?xf32>, tensor<?xi32> -> tensor<?xf32>
+  %min = seg.min %rows, %idx, %n : tensor<?xf32>, tensor<?xi32> -> tensor<?xf32>
+  return %max, %min : tensor<?xf32>, tensor<?xf32>
+}

@@ -13,22 +13,9 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
-#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace mlir::seg;
-
-/// The leading dimension of a seg op's result: its segment count for
-/// reductions and counts, the number of rows of idx for row results.
-static Value leadingDimOf(OpBuilder &b, Location loc, Operation *op) {
-  return TypeSwitch<Operation *, Value>(op)
-      .Case<SumOp, MeanOp, RmsNormOp, DotOp, OuterSumOp, CountOp>(
-          [](auto reduce) { return reduce.getNumSegments(); })
-      .Case<MulOp, MatvecOp, GatherOp>([&](auto rowOp) -> Value {
-        return b.create<tensor::DimOp>(loc, rowOp.getIdx(), 0);
-      })
-      .Default([](Operation *) { return Value(); });
-}
 
 static bool isZeroSplat(Value value) {
   auto splat = value.getDefiningOp<tensor::SplatOp>();
@@ -45,26 +32,24 @@ struct FoldDimOfSegResult : public OpRewritePattern<tensor::DimOp> {
     std::optional<int64_t> index = dim.getConstantIndex();
     if (!index || *index != 0)
       return rewriter.notifyMatchFailure(dim, "not the leading dimension");
-    Operation *producer = dim.getSource().getDefiningOp();
-    if (!producer || !isa<SegDialect>(producer->getDialect()))
-      return rewriter.notifyMatchFailure(dim, "not a seg result");
-    Value length = leadingDimOf(rewriter, dim.getLoc(), producer);
-    if (!length)
-      return rewriter.notifyMatchFailure(dim, "unknown seg op");
-    rewriter.replaceOp(dim, length);
+    auto producer = dim.getSource().getDefiningOp<SegmentOpInterface>();
+    if (!producer)
+      return rewriter.notifyMatchFailure(dim, "not a segment op's result");
+    rewriter.replaceOp(dim, producer.buildResultLength(rewriter, dim.getLoc()));
     return success();
   }
 };
 
 // seg.op(..., zeros, ...) => zeros, where the op is linear in that operand
-// (every seg op but count is linear in each floating-point operand).
+// (SegmentOpInterface::isMultilinear).
 struct FoldZeroOperand : public RewritePattern {
   FoldZeroOperand(MLIRContext *context)
       : RewritePattern(MatchAnyOpTypeTag(), /*benefit=*/1, context) {}
 
   LogicalResult matchAndRewrite(Operation *op,
                                 PatternRewriter &rewriter) const override {
-    if (!isa<SumOp, MeanOp, DotOp, MulOp, MatvecOp, GatherOp, OuterSumOp>(op))
+    auto segmentOp = dyn_cast<SegmentOpInterface>(op);
+    if (!segmentOp || !segmentOp.isMultilinear())
       return failure();
     if (!llvm::any_of(op->getOperands(), isZeroSplat))
       return rewriter.notifyMatchFailure(op, "no structural zero operand");
@@ -72,7 +57,7 @@ struct FoldZeroOperand : public RewritePattern {
     Location loc = op->getLoc();
     SmallVector<Value> dynamicSizes;
     if (type.isDynamicDim(0))
-      dynamicSizes.push_back(leadingDimOf(rewriter, loc, op));
+      dynamicSizes.push_back(segmentOp.buildResultLength(rewriter, loc));
     Value zero = rewriter.create<arith::ConstantOp>(
         loc, rewriter.getFloatAttr(type.getElementType(), 0.0));
     rewriter.replaceOpWithNewOp<tensor::SplatOp>(op, zero, type, dynamicSizes);

@@ -10,9 +10,23 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 using namespace mlir;
 using namespace mlir::seg;
+
+Value mlir::seg::buildRowCount(OpBuilder &builder, Location loc, Value idx) {
+  return builder.create<tensor::DimOp>(loc, idx, 0);
+}
+
+// Linear in each float operand: a zero operand makes the result zero.
+bool SumOp::isMultilinear() { return true; }
+bool MeanOp::isMultilinear() { return true; }
+bool DotOp::isMultilinear() { return true; }
+bool OuterSumOp::isMultilinear() { return true; }
+bool MulOp::isMultilinear() { return true; }
+bool MatvecOp::isMultilinear() { return true; }
+bool GatherOp::isMultilinear() { return true; }
 
 using Components = SmallVector<Value>;
 
@@ -72,6 +86,7 @@ Components RmsNormOp::buildEpilogue(OpBuilder &b, Location loc,
   return {b.create<math::SqrtOp>(
       loc, b.create<arith::DivFOp>(loc, totals[0], count))};
 }
+bool RmsNormOp::hasCostlyEpilogue() { return true; }
 
 // max and min start from -inf / +inf; an empty segment gives 0.
 static Components zeroIfEmpty(OpBuilder &b, Location loc, ValueRange totals,
@@ -158,12 +173,15 @@ SmallVector<Value> GatherOp::getRowOperands() { return {}; }
 SmallVector<Value> GatherOp::getSegmentOperands() { return {getY()}; }
 
 //===----------------------------------------------------------------------===//
-// count: the segment's row count, known before any pass (the emitter
-// reads it directly); the emitter never asks for its row code.
+// count: the segment's row count, known before any pass; the emitter never
+// asks for its row code.
 //===----------------------------------------------------------------------===//
 
 Value CountOp::getSegmentCount() { return getNumSegments(); }
 SmallVector<Value> CountOp::getRowOperands() { return {}; }
+Components CountOp::buildFromRowCount(OpBuilder &, Location, Value count) {
+  return {count};
+}
 
 //===----------------------------------------------------------------------===//
 // Per-element shape changes.

@@ -6,6 +6,14 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpDefinition.h"
 
+namespace mlir {
+namespace seg {
+/// `tensor.dim %idx, 0`: the rows of a segment index (the default result
+/// length of SegmentOpInterface's row maps).
+Value buildRowCount(OpBuilder &builder, Location loc, Value idx);
+} // namespace seg
+} // namespace mlir
+
 #include "segops/Dialect/Seg/IR/SegInterfaces.h.inc"
 
 namespace mlir {

@@ -33,11 +33,13 @@ def Seg_ReverseDifferentiableOpInterface
 def Seg_SegmentOpInterface : OpInterface<"SegmentOpInterface"> {
   let cppNamespace = "::mlir::seg";
   let description = [{
-    What the segment-program analysis and emitter need to know of a seg op,
-    kept beside the op: where its operands and result live (per row or per
-    segment), whether it reduces rows, and the scalar code of one row and of
-    the epilogue. Every seg op implements it (SegOps.cpp); the analysis,
-    space inference and both lowerings read ops only through it.
+    What the segment-program analysis, the emitter, the lowerings and the
+    dialect's canonicalizations need to know of a seg op, kept beside the
+    op: where its operands and result live (per row or per segment), the
+    result's length, whether it reduces rows or is linear in its operands,
+    and the scalar code of one row and of the epilogue. Every seg op
+    implements it (SegOps.cpp); those components read seg ops only through
+    it, so adding an op means writing its ODS and these methods.
 
     A *reduction* (sum, mean, rms_norm, dot, outer_sum, max, min) has a
     per-segment result accumulated over the segment's rows: each row adds
@@ -58,6 +60,23 @@ def Seg_SegmentOpInterface : OpInterface<"SegmentOpInterface"> {
       "::mlir::Value", "getSegmentCount", (ins), /*methodBody=*/"", [{ return {}; }]>,
     InterfaceMethod<"Whether the result is accumulated over each segment's rows.",
       "bool", "isReduction", (ins), /*methodBody=*/"", [{ return false; }]>,
+    InterfaceMethod<[{
+        The length of the result's leading dimension: the segment count for
+        ops with one, else the rows of the segment index.
+      }],
+      "::mlir::Value", "buildResultLength",
+      (ins "::mlir::OpBuilder &":$builder, "::mlir::Location":$loc),
+      /*methodBody=*/"", [{
+        if (::mlir::Value count = $_op.getSegmentCount())
+          return count;
+        return ::mlir::seg::buildRowCount(builder, loc, $_op.getSegmentIndex());
+      }]>,
+    InterfaceMethod<[{
+        Whether the result is linear in each float operand separately (sum,
+        dot, mul, ...), so that a zero operand makes it zero: the
+        canonicalizer folds such ops away in derived gradients.
+      }],
+      "bool", "isMultilinear", (ins), /*methodBody=*/"", [{ return false; }]>,
     InterfaceMethod<"The float operands that live per row.",
       "::llvm::SmallVector<::mlir::Value>", "getRowOperands", (ins)>,
     InterfaceMethod<"The float operands that live per segment.",
@@ -92,6 +111,21 @@ def Seg_SegmentOpInterface : OpInterface<"SegmentOpInterface"> {
            "::mlir::ValueRange":$totals, "::mlir::Value":$count,
            "::mlir::Value":$hasRows),
       /*methodBody=*/"", [{ return ::llvm::SmallVector<::mlir::Value>(totals); }]>,
+    InterfaceMethod<[{
+        Whether the epilogue takes a square root (or something as costly):
+        the host lowering then computes a batch of segments' epilogues at
+        once, in vectors.
+      }],
+      "bool", "hasCostlyEpilogue", (ins), /*methodBody=*/"", [{ return false; }]>,
+    InterfaceMethod<[{
+        The value of an op known from its segment's row count alone, before
+        any pass (seg.count: the count itself), given the count as a float;
+        empty for every other op.
+      }],
+      "::llvm::SmallVector<::mlir::Value>", "buildFromRowCount",
+      (ins "::mlir::OpBuilder &":$builder, "::mlir::Location":$loc,
+           "::mlir::Value":$count),
+      /*methodBody=*/"", [{ return {}; }]>,
   ];
 }
 

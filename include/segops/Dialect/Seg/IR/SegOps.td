@@ -37,7 +37,7 @@ class Seg_UnaryReductionOp<string mnemonic, list<string> methods = []>
   let hasVerifier = 1;
 }
 
-def Seg_SumOp : Seg_UnaryReductionOp<"sum"> {
+def Seg_SumOp : Seg_UnaryReductionOp<"sum", ["isMultilinear"]> {
   let summary = "Per-segment sum of rows";
   let description = [{
     `out[s] = sum_{i : idx[i] == s} x[i]` for `s` in `[0, num_segments)`.
@@ -53,7 +53,7 @@ def Seg_SumOp : Seg_UnaryReductionOp<"sum"> {
   }];
 }
 
-def Seg_MeanOp : Seg_UnaryReductionOp<"mean", ["buildEpilogue"]> {
+def Seg_MeanOp : Seg_UnaryReductionOp<"mean", ["buildEpilogue", "isMultilinear"]> {
   let summary = "Per-segment mean of rows";
   let description = [{
     `out[s] = sum_{i : idx[i] == s} x[i] / count(s)`, and 0 for an empty
@@ -68,7 +68,7 @@ def Seg_MeanOp : Seg_UnaryReductionOp<"mean", ["buildEpilogue"]> {
 }
 
 def Seg_RmsNormOp : Seg_UnaryReductionOp<"rms_norm",
-    ["buildRowComponents", "buildEpilogue"]> {
+    ["buildRowComponents", "buildEpilogue", "hasCostlyEpilogue"]> {
   let summary = "Per-segment root-mean-square vector norm";
   let description = [{
     `out[s] = sqrt(sum_{i : idx[i] == s} |x[i]|^2 / count(s))`, and 0 for an
@@ -128,7 +128,7 @@ def Seg_MinOp : Seg_ExtremumOp<"min"> {
 
 def Seg_DotOp : Seg_Op<"dot", [Pure,
     DeclareOpInterfaceMethods<Seg_ReverseDifferentiableOpInterface>,
-    Seg_ReductionInterface<["buildRowComponents"]>]> {
+    Seg_ReductionInterface<["buildRowComponents", "isMultilinear"]>]> {
   let summary = "Per-segment dot product of two row tensors";
   let description = [{
     `out[s] = sum_{i : idx[i] == s} dot(x[i], y[i])`. `x` and `y` have the
@@ -158,7 +158,7 @@ def Seg_DotOp : Seg_Op<"dot", [Pure,
 def Seg_MulOp : Seg_Op<"mul", [Pure,
     DeclareOpInterfaceMethods<Seg_ReverseDifferentiableOpInterface>,
     DeclareOpInterfaceMethods<Seg_SegmentOpInterface,
-        ["getSegmentOperands", "buildRowComponents"]>]> {
+        ["getSegmentOperands", "buildRowComponents", "isMultilinear"]>]> {
   let summary = "Scale each row by its segment's scalar";
   let description = [{
     `out[i] = x[i] * y[idx[i]]`, and 0 where `idx[i]` is outside
@@ -190,7 +190,7 @@ def Seg_MulOp : Seg_Op<"mul", [Pure,
 def Seg_MatvecOp : Seg_Op<"matvec", [Pure,
     DeclareOpInterfaceMethods<Seg_ReverseDifferentiableOpInterface>,
     DeclareOpInterfaceMethods<Seg_SegmentOpInterface,
-        ["getSegmentOperands", "buildRowComponents"]>]> {
+        ["getSegmentOperands", "buildRowComponents", "isMultilinear"]>]> {
   let summary = "Multiply each row vector by its segment's 3x3 matrix";
   let description = [{
     With `transpose` (the default, the public operation):
@@ -225,7 +225,8 @@ def Seg_MatvecOp : Seg_Op<"matvec", [Pure,
 
 def Seg_GatherOp : Seg_Op<"gather", [Pure,
     DeclareOpInterfaceMethods<Seg_ReverseDifferentiableOpInterface>,
-    DeclareOpInterfaceMethods<Seg_SegmentOpInterface, ["getSegmentOperands"]>]> {
+    DeclareOpInterfaceMethods<Seg_SegmentOpInterface,
+        ["getSegmentOperands", "isMultilinear"]>]> {
   let summary = "Broadcast per-segment rows to the rows of their segment";
   let description = [{
     `out[i] = y[idx[i]]`, and 0 where `idx[i]` is outside `[0, dim(y, 0))`.
@@ -248,7 +249,7 @@ def Seg_GatherOp : Seg_Op<"gather", [Pure,
 
 def Seg_OuterSumOp : Seg_Op<"outer_sum", [Pure,
     DeclareOpInterfaceMethods<Seg_ReverseDifferentiableOpInterface>,
-    Seg_ReductionInterface<["buildRowComponents"]>]> {
+    Seg_ReductionInterface<["buildRowComponents", "isMultilinear"]>]> {
   let summary = "Per-segment sum of outer products of row vectors";
   let description = [{
     `out[s] = sum_{i : idx[i] == s} v[i] g[i]^T`: the gradient of
@@ -274,7 +275,8 @@ def Seg_OuterSumOp : Seg_Op<"outer_sum", [Pure,
 
 def Seg_CountOp : Seg_Op<"count", [Pure,
     DeclareOpInterfaceMethods<Seg_ReverseDifferentiableOpInterface>,
-    DeclareOpInterfaceMethods<Seg_SegmentOpInterface, ["getSegmentCount"]>]> {
+    DeclareOpInterfaceMethods<Seg_SegmentOpInterface,
+        ["getSegmentCount", "buildFromRowCount"]>]> {
   let summary = "Number of rows in each segment";
   let description = [{
     `out[s] = |{i : idx[i] == s}|` as a floating-point value, the

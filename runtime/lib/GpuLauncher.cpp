@@ -1,0 +1,67 @@
+//===- GpuLauncher.cpp - launching a program's GPU kernels ----------------===//
+
+#include "segrt/GpuLauncher.h"
+#include "segrt/Cuda.h"
+
+#include <algorithm>
+
+using namespace segrt;
+
+static int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+static uint32_t gridFor(int64_t items, int64_t perBlock, int64_t minimum) {
+  return static_cast<uint32_t>(
+      std::min(std::max(ceilDiv(items, perBlock), minimum), kMaxGrid));
+}
+
+int64_t GpuProgram::scratchBytes(int64_t numRows, int64_t numSegments) const {
+  if (entry != abi::Entry::GpuSegmentKernel)
+    return 0;
+  int64_t tiles = ceilDiv(numRows, tileRows);
+  return std::max<int64_t>(
+      1, scratchPerSegment * numSegments + scratchPerTile * tiles);
+}
+
+std::vector<GpuLaunch> segrt::planGpuLaunches(const GpuProgram &program,
+                                              int64_t numRows,
+                                              int64_t numSegments,
+                                              uintptr_t scratch) {
+  std::vector<GpuLaunch> launches;
+  if (numRows == 0 && numSegments == 0)
+    return launches;
+  auto trailing = [&](abi::Entry entry) {
+    abi::TrailingArguments arguments(entry);
+    arguments.set(abi::Param::NumRows, numRows)
+        .set(abi::Param::NumSegments, numSegments)
+        .set(abi::Param::Scratch, static_cast<int64_t>(scratch));
+    return arguments;
+  };
+  if (program.entry == abi::Entry::GpuSegmentKernel &&
+      numRows >= program.tileRows) {
+    uint32_t tileGrid = gridFor(ceilDiv(numRows, program.tileRows),
+                                program.block / 32, 1);
+    for (const GpuProgram::LongSegmentLaunch &launch :
+         program.longSegmentLaunches) {
+      GpuLaunch planned{&launch.kernel, tileGrid,
+                        trailing(abi::Entry::GpuLongSegment)};
+      planned.trailing.set(abi::Param::Pass, launch.pass);
+      launches.push_back(planned);
+    }
+  }
+  launches.push_back(
+      {&program.kernel,
+       gridFor(numRows, program.gridPerBlock, program.gridMin),
+       trailing(program.entry)});
+  return launches;
+}
+
+void segrt::launchGpuProgram(CudaModule &module, const GpuProgram &program,
+                             uintptr_t stream,
+                             const std::vector<uintptr_t> &pointers,
+                             int64_t numRows, int64_t numSegments,
+                             uintptr_t scratch) {
+  for (const GpuLaunch &launch :
+       planGpuLaunches(program, numRows, numSegments, scratch))
+    module.launch(*launch.kernel, launch.grid, program.block, stream, pointers,
+                  launch.trailing);
+}
