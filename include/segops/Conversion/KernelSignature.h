@@ -11,6 +11,7 @@
 #include "mlir/IR/Block.h"
 #include "mlir/IR/ValueRange.h"
 #include "mlir/IR/Types.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "segrt/KernelABI.h"
 
 namespace mlir {
@@ -21,6 +22,13 @@ namespace seg {
 SmallVector<Type> kernelParameterTypes(MLIRContext *context,
                                        unsigned numBuffers,
                                        segrt::abi::Entry entry);
+
+/// Names each trailing argument of `kernel` (an entry point of kind `entry`
+/// after `numBuffers` buffers) with a `seg.param` argument attribute, so
+/// that IR (and its tests) read them by meaning. Lowering to LLVM IR drops
+/// it.
+void nameTrailingArguments(FunctionOpInterface kernel, unsigned numBuffers,
+                           segrt::abi::Entry entry);
 
 /// The result types of `entry` (none, or one integer).
 SmallVector<Type> kernelResultTypes(MLIRContext *context,

@@ -1140,6 +1140,7 @@ struct ConvertSegToGPUPass
                 {}));
         kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
                         builder.getUnitAttr());
+        nameTrailingArguments(kernel, program->buffers.size(), entry);
         kernel.setKnownBlockSizeAttr(builder.getDenseI32ArrayAttr(
             {static_cast<int32_t>(blockSize), 1, 1}));
         GPUKernelEmitter emitter(*program, kernel, entry, blockSize);

@@ -959,6 +959,7 @@ struct ConvertSegToHostPass
                 kernelParameterTypes(ctx, program->buffers.size(), entry),
                 kernelResultTypes(ctx, entry)));
         kernel.addEntryBlock();
+        nameTrailingArguments(kernel, program->buffers.size(), entry);
         return kernel;
       };
       // Returns -1 if the kernel saw idx break the op library's contract in

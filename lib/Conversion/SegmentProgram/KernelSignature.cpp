@@ -20,6 +20,17 @@ SmallVector<Type> mlir::seg::kernelParameterTypes(MLIRContext *context,
   return types;
 }
 
+void mlir::seg::nameTrailingArguments(FunctionOpInterface kernel,
+                                      unsigned numBuffers, abi::Entry entry) {
+  MLIRContext *context = kernel->getContext();
+  unsigned position = numBuffers;
+  for (const abi::Parameter &parameter : abi::signature(entry))
+    kernel.setArgAttr(position++, "seg.param",
+                      StringAttr::get(context, llvm::StringRef(
+                                                   parameter.name.data(),
+                                                   parameter.name.size())));
+}
+
 SmallVector<Type> mlir::seg::kernelResultTypes(MLIRContext *context,
                                                abi::Entry entry) {
   switch (abi::signature(entry).result) {

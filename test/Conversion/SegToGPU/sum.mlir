@@ -13,7 +13,11 @@
 // sums the lanes with a fixed xor butterfly; lane 0 stores.
 // CHECK-LABEL: module attributes {gpu.container_module}
 // CHECK: gpu.module @seg_kernels
-// CHECK: gpu.func @sum_vec3(%[[X:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:.*]]: i64, %[[S:.*]]: i64, %[[PARTIALS:.*]]: !llvm.ptr)
+// Trailing arguments are read by name (segrt/KernelABI.h orders them).
+// CHECK: gpu.func @sum_vec3(%[[X:[^:]*]]: !llvm.ptr, %[[IDX:[^:]*]]: !llvm.ptr, %[[OUT:[^:]*]]: !llvm.ptr,
+// CHECK-DAG: %[[N:arg[0-9]+]]: i64 {seg.param = "num_rows"}
+// CHECK-DAG: %[[S:arg[0-9]+]]: i64 {seg.param = "num_segments"}
+// CHECK-DAG: %[[PARTIALS:arg[0-9]+]]: !llvm.ptr {seg.param = "scratch"}
 // CHECK-SAME: kernel
 // CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
 // CHECK-NOT: workgroup
@@ -93,7 +97,11 @@
 // one's rows lane-strided, sums them with the butterfly and stores them from
 // lane 0 into the tile's slot: (2 * tile + slot) * 3 totals. Long-segment
 // kernels take the pass they run last (unused by a split program).
-// CHECK: gpu.func @sum_vec3__tiles(%[[X:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:.*]]: i64, %[[S:.*]]: i64, %[[PARTIALS:.*]]: !llvm.ptr, %[[PASS:.*]]: i64)
+// CHECK: gpu.func @sum_vec3__tiles(%[[X:[^:]*]]: !llvm.ptr, %[[IDX:[^:]*]]: !llvm.ptr, %[[OUT:[^:]*]]: !llvm.ptr,
+// CHECK-DAG: %[[N:arg[0-9]+]]: i64 {seg.param = "num_rows"}
+// CHECK-DAG: %[[S:arg[0-9]+]]: i64 {seg.param = "num_segments"}
+// CHECK-DAG: %[[PARTIALS:arg[0-9]+]]: !llvm.ptr {seg.param = "scratch"}
+// CHECK-DAG: %[[PASS:arg[0-9]+]]: i64 {seg.param = "pass"}
 // CHECK: %[[NTILES:.*]] = arith.divui %{{.*}}, %c1024_i64
 // CHECK: scf.for %[[T:.*]] = %{{.*}} to %[[NTILES]] step %{{.*}} : i64
 // CHECK: %[[FIRST:.*]] = arith.muli %[[T]], %c1024_i64
@@ -144,7 +152,9 @@ func.func @sum_scalar(%x: tensor<?xf64>, %idx: tensor<?xi32>, %n: index) -> tens
 // segments; it loads its segment's row of y and stores it, or 0 if idx is
 // outside [0, S). No ballot, no reduction, no tile kernel.
 // CHECK-LABEL: gpu.func @gather_vec3
-// CHECK-SAME: (%[[Y:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:.*]]: i64, %[[S:.*]]: i64)
+// CHECK-SAME: (%[[Y:[^:]*]]: !llvm.ptr, %[[IDX:[^:]*]]: !llvm.ptr, %[[OUT:[^:]*]]: !llvm.ptr,
+// CHECK-DAG: %[[N:arg[0-9]+]]: i64 {seg.param = "num_rows"}
+// CHECK-DAG: %[[S:arg[0-9]+]]: i64 {seg.param = "num_segments"}
 // CHECK-NOT: nvvm.vote.ballot.sync
 // CHECK: %[[FIRSTROW:.*]] = arith.addi
 // CHECK: %[[THREADS:.*]] = arith.muli %{{.*}}, %c256_i64
@@ -176,7 +186,11 @@ func.func @gather_vec3(%y: tensor<?x3xf64>, %idx: tensor<?xi32>) -> tensor<?x3xf
 // weight from those totals, rows stored). The kernel itself gives a long
 // segment only its outputs (none here).
 // CHECK-LABEL: gpu.func @rms_norm_backward
-// CHECK-SAME: (%[[X:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[G:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:.*]]: i64, %[[S:.*]]: i64, %[[SCRATCH:.*]]: !llvm.ptr) kernel
+// CHECK-SAME: (%[[X:[^:]*]]: !llvm.ptr, %[[IDX:[^:]*]]: !llvm.ptr, %[[G:[^:]*]]: !llvm.ptr, %[[OUT:[^:]*]]: !llvm.ptr,
+// CHECK-DAG: %[[N:arg[0-9]+]]: i64 {seg.param = "num_rows"}
+// CHECK-DAG: %[[S:arg[0-9]+]]: i64 {seg.param = "num_segments"}
+// CHECK-DAG: %[[SCRATCH:arg[0-9]+]]: !llvm.ptr {seg.param = "scratch"}
+// CHECK-SAME: kernel
 // CHECK: arith.cmpi eq
 // CHECK: scf.if %{{.*}} {
 // CHECK: } else {
@@ -188,7 +202,9 @@ func.func @gather_vec3(%y: tensor<?x3xf64>, %idx: tensor<?xi32>) -> tensor<?x3xf
 // CHECK: arith.mulf
 // CHECK: llvm.getelementptr inbounds %[[OUT]]
 // CHECK-NOT: seg.
-// CHECK: gpu.func @rms_norm_backward__bounds({{.*}}, %[[SCRATCH:.*]]: !llvm.ptr, %{{.*}}: i64) kernel
+// CHECK: gpu.func @rms_norm_backward__bounds(
+// CHECK-DAG: %[[SCRATCH:arg[0-9]+]]: !llvm.ptr {seg.param = "scratch"}
+// CHECK-SAME: kernel
 // CHECK: scf.while
 // CHECK: nvvm.vote.ballot.sync
 // CHECK: scf.for %{{.*}} = %c0_i64 to %c2_i64 step %c1_i64
@@ -198,7 +214,10 @@ func.func @gather_vec3(%y: tensor<?x3xf64>, %idx: tensor<?xi32>) -> tensor<?x3xf
 // CHECK: llvm.store %{{.*}} : i64, !llvm.ptr
 // One tile kernel for every pass: earlier passes' totals are loaded, the
 // pass run (the last argument) visits the rows, later passes do nothing.
-// CHECK: gpu.func @rms_norm_backward__tiles({{.*}}, %[[SCRATCH:.*]]: !llvm.ptr, %[[PASS:.*]]: i64) kernel
+// CHECK: gpu.func @rms_norm_backward__tiles(
+// CHECK-DAG: %[[SCRATCH:arg[0-9]+]]: !llvm.ptr {seg.param = "scratch"}
+// CHECK-DAG: %[[PASS:arg[0-9]+]]: i64 {seg.param = "pass"}
+// CHECK-SAME: kernel
 // CHECK: scf.for %{{.*}} = %c0_i64 to %c2_i64 step %c1_i64
 // CHECK: arith.cmpi ugt, %[[PASS]], %c0_i64
 // CHECK: arith.cmpi eq, %[[PASS]], %c0_i64
@@ -213,7 +232,10 @@ func.func @gather_vec3(%y: tensor<?x3xf64>, %idx: tensor<?xi32>) -> tensor<?x3xf
 // CHECK: llvm.store %cst{{.*}} : f64, !llvm.ptr
 // The pass-totals kernel sums the totals of the pass it runs over the segment's
 // tiles (a loop over those totals' components).
-// CHECK: gpu.func @rms_norm_backward__pass_totals({{.*}}, %[[SCRATCH:.*]]: !llvm.ptr, %[[PASS:.*]]: i64) kernel
+// CHECK: gpu.func @rms_norm_backward__pass_totals(
+// CHECK-DAG: %[[SCRATCH:arg[0-9]+]]: !llvm.ptr {seg.param = "scratch"}
+// CHECK-DAG: %[[PASS:arg[0-9]+]]: i64 {seg.param = "pass"}
+// CHECK-SAME: kernel
 // CHECK: arith.cmpi eq, %[[PASS]], %c0_i64
 // CHECK: scf.for %[[COMPONENT:.*]] = %{{.*}} to %{{.*}} step %c1_i64
 // CHECK: %[[TOTAL:.*]] = scf.for {{.*}} step %c128_i64 iter_args({{.*}}) -> (f64) : i64

@@ -5,7 +5,14 @@
 // caller knows it (else a binary search finds it), and walk segments in
 // order: a forward count per boundary, which checks the rows it counts.
 // CHECK-LABEL: func.func @sum_vec3
-// CHECK-SAME: (%[[X:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:[^:]*]]: i64, %[[S:[^:]*]]: i64, %[[B:[^:]*]]: i64, %[[E:[^:]*]]: i64, %[[HINT:[^:]*]]: i64) -> i64
+// Trailing arguments are read by name (segrt/KernelABI.h orders them).
+// CHECK-SAME: (%[[X:[^:]*]]: !llvm.ptr, %[[IDX:[^:]*]]: !llvm.ptr, %[[OUT:[^:]*]]: !llvm.ptr,
+// CHECK-DAG: %[[N:arg[0-9]+]]: i64 {seg.param = "num_rows"}
+// CHECK-DAG: %[[S:arg[0-9]+]]: i64 {seg.param = "num_segments"}
+// CHECK-DAG: %[[B:arg[0-9]+]]: i64 {seg.param = "begin"}
+// CHECK-DAG: %[[E:arg[0-9]+]]: i64 {seg.param = "end"}
+// CHECK-DAG: %[[HINT:arg[0-9]+]]: i64 {seg.param = "first_row"}
+// CHECK-SAME: -> i64
 // S is clamped to INT32_MAX (idx is i32: segments past it hold no rows), so
 // that every segment walked and its successor fit i32.
 // CHECK: %[[S32:.*]] = arith.minsi %[[S]], %c2147483647_i64
@@ -108,7 +115,11 @@ func.func @sum_vec3(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> tens
 // outside [0, S) read row 0), invalid lanes replaced by 0, one vector store;
 // then single rows, each reading its own segment's row or storing 0.
 // CHECK-LABEL: func.func @gather_scalar
-// CHECK-SAME: (%[[Y:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:[^:]*]]: i64, %[[S:[^:]*]]: i64, %[[B:[^:]*]]: i64, %[[E:[^:]*]]: i64, %{{[^:]*}}: i64) -> i64
+// CHECK-SAME: (%[[Y:[^:]*]]: !llvm.ptr, %[[IDX:[^:]*]]: !llvm.ptr, %[[OUT:[^:]*]]: !llvm.ptr,
+// CHECK-DAG: %[[N:arg[0-9]+]]: i64 {seg.param = "num_rows"}
+// CHECK-DAG: %[[S:arg[0-9]+]]: i64 {seg.param = "num_segments"}
+// CHECK-DAG: %[[B:arg[0-9]+]]: i64 {seg.param = "begin"}
+// CHECK-DAG: %[[E:arg[0-9]+]]: i64 {seg.param = "end"}
 // CHECK: %[[B0:.*]] = arith.maxsi %[[B]], %c0_i64
 // CHECK: %[[FIRST:.*]] = arith.minsi %[[B0]], %[[N]]
 // CHECK: %[[E0:.*]] = arith.maxsi %[[E]], %c0_i64
@@ -189,7 +200,12 @@ func.func @gather_scalar(%y: tensor<?xf32>, %idx: tensor<?xi32>) -> tensor<?xf32
 // segment's result from its totals). The tile kernel checks that its rows
 // all hold the (valid) segment of its first row and returns 1 if not.
 // CHECK-LABEL: func.func @mean__rows
-// CHECK-SAME: (%{{.*}}: !llvm.ptr, %[[TIDX:.*]]: !llvm.ptr, %{{.*}}: !llvm.ptr, %[[TN:[^:]*]]: i64, %[[TS:[^:]*]]: i64, %{{[^:]*}}: i64, %{{[^:]*}}: i64, %[[TPASS:[^:]*]]: i64, %{{[^:]*}}: i64, %{{[^:]*}}: !llvm.ptr, %[[TOTALS:[^:]*]]: !llvm.ptr) -> i32
+// CHECK-SAME: (%{{[^:]*}}: !llvm.ptr, %[[TIDX:[^:]*]]: !llvm.ptr, %{{[^:]*}}: !llvm.ptr,
+// CHECK-DAG: %[[TN:arg[0-9]+]]: i64 {seg.param = "num_rows"}
+// CHECK-DAG: %[[TS:arg[0-9]+]]: i64 {seg.param = "num_segments"}
+// CHECK-DAG: %[[TPASS:arg[0-9]+]]: i64 {seg.param = "pass"}
+// CHECK-DAG: %[[TOTALS:arg[0-9]+]]: !llvm.ptr {seg.param = "partials"}
+// CHECK-SAME: -> i32
 // CHECK: llvm.store %[[ZERO:.*]], %[[TOTALS]] : f64
 // CHECK: %[[TILEPROBLEM:.*]] = scf.if %{{.*}} -> (i1)
 // CHECK: %[[INVALID:.*]] = arith.xori
@@ -214,7 +230,9 @@ func.func @gather_scalar(%y: tensor<?xf32>, %idx: tensor<?xi32>) -> tensor<?xf32
 // CHECK: %[[TRESULT:.*]] = arith.extui %[[TILEPROBLEM]] : i1 to i32
 // CHECK: return %[[TRESULT]] : i32
 // CHECK-LABEL: func.func @mean__finish
-// CHECK-SAME: %[[SEG:[^:]*]]: i64, %[[COUNTF:[^:]*]]: i64, %[[FTOTALS:[^:]*]]: !llvm.ptr)
+// CHECK-DAG: %[[SEG:arg[0-9]+]]: i64 {seg.param = "segment"}
+// CHECK-DAG: %[[COUNTF:arg[0-9]+]]: i64 {seg.param = "count"}
+// CHECK-DAG: %[[FTOTALS:arg[0-9]+]]: !llvm.ptr {seg.param = "totals"}
 // CHECK: scf.if
 // CHECK: %[[T:.*]] = llvm.load %[[FTOTALS]] : !llvm.ptr -> f64
 // CHECK: arith.sitofp %[[COUNTF]]
@@ -231,7 +249,8 @@ func.func @mean(%x: tensor<?xf64>, %idx: tensor<?xi32>, %n: index) -> tensor<?xf
 // row loop as for @mean), then a second loop computes and stores the batch's
 // outputs, back to back.
 // CHECK-LABEL: func.func @rms_norm
-// CHECK-SAME: %[[OUT:[^:]*]]: !llvm.ptr, %{{[^:]*}}: i64, %{{[^:]*}}: i64, %[[BEGIN:[^:]*]]: i64
+// CHECK-SAME: (%{{[^:]*}}: !llvm.ptr, %{{[^:]*}}: !llvm.ptr, %[[OUT:[^:]*]]: !llvm.ptr,
+// CHECK-DAG: %[[BEGIN:arg[0-9]+]]: i64 {seg.param = "begin"}
 // CHECK-DAG: %[[TOTALS:.*]] = llvm.alloca %c16_i64 x f32
 // CHECK-DAG: %[[COUNTS:.*]] = llvm.alloca %c16_i64 x i64
 // CHECK: %[[BATCHES:.*]]:2 = scf.for %[[BATCH:.*]] = %{{.*}} to %[[END:.*]] step %c16_i64 iter_args
@@ -269,7 +288,8 @@ func.func @rms_norm(%x: tensor<?xf32>, %idx: tensor<?xi32>, %n: index) -> tensor
 // CHECK-LABEL: func.func @center_vec3
 // Kernels storing rows do not prefetch (see emitHostKernel).
 // CHECK-NOT: llvm.intr.prefetch
-// CHECK-SAME: (%[[X:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:[^:]*]]: i64,
+// CHECK-SAME: (%[[X:[^:]*]]: !llvm.ptr, %[[IDX:[^:]*]]: !llvm.ptr, %[[OUT:[^:]*]]: !llvm.ptr,
+// CHECK-DAG: %[[N:arg[0-9]+]]: i64 {seg.param = "num_rows"}
 // CHECK: scf.if %{{.*}} -> (f32, f32, f32)
 // CHECK: arith.select %{{.*}} : vector<4xi1>, vector<4xf32>
 // CHECK: arith.divf
@@ -290,7 +310,10 @@ func.func @rms_norm(%x: tensor<?xf32>, %idx: tensor<?xi32>, %n: index) -> tensor
 // in the partials; pass 1 loads pass 0's totals (the segment's sums),
 // divides by the count and stores its rows.
 // CHECK-LABEL: func.func @center_vec3__rows
-// CHECK-SAME: %[[PASS:[^:]*]]: i64, %[[CCOUNT:[^:]*]]: i64, %[[CTOTALS:[^:]*]]: !llvm.ptr, %[[CPARTIALS:[^:]*]]: !llvm.ptr) -> i32
+// CHECK-DAG: %[[PASS:arg[0-9]+]]: i64 {seg.param = "pass"}
+// CHECK-DAG: %[[CCOUNT:arg[0-9]+]]: i64 {seg.param = "count"}
+// CHECK-DAG: %[[CTOTALS:arg[0-9]+]]: !llvm.ptr {seg.param = "totals"}
+// CHECK-DAG: %[[CPARTIALS:arg[0-9]+]]: !llvm.ptr {seg.param = "partials"}
 // CHECK: %[[EARLIER:.*]] = arith.cmpi ugt, %[[PASS]], %c0_i64
 // CHECK: scf.if %[[EARLIER]] -> (f32, f32, f32) {
 // CHECK: llvm.load %[[CTOTALS]] : !llvm.ptr -> f32
@@ -317,7 +340,8 @@ func.func @center_vec3(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> t
 // past the segment are masked off by loading their outputs and storing them
 // back (they are written again when their own segment runs).
 // CHECK-LABEL: func.func @center_scalar
-// CHECK-SAME: (%[[X:.*]]: !llvm.ptr, %[[IDX:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[N:[^:]*]]: i64,
+// CHECK-SAME: (%[[X:[^:]*]]: !llvm.ptr, %[[IDX:[^:]*]]: !llvm.ptr, %[[OUT:[^:]*]]: !llvm.ptr,
+// CHECK-DAG: %[[N:arg[0-9]+]]: i64 {seg.param = "num_rows"}
 // CHECK: %[[FIRST:.*]] = scf.if
 // CHECK: scf.while
 // CHECK: %[[OWNED:.*]]:2 = scf.while (%{{.*}} = %[[FIRST]], %{{.*}} = %[[N]])
