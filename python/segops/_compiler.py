@@ -13,10 +13,11 @@ import subprocess
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 
-from segops import _library
+from segops import _extensions, _library
 
 _REPO = Path(__file__).resolve().parents[2]
 
@@ -122,21 +123,9 @@ def clear_memory_cache() -> None:
         _ptx_cache.clear()
 
 
-def _segc():
-    """The in-process compiler (built with the compiler, not the runtime)."""
-    try:
-        from segops._native import _segc  # type: ignore[attr-defined]
-    except ImportError as error:
-        if not _library.has_compiler():
-            raise RuntimeError(
-                "run-time compilation needs segops' compiler module (_segc), which is not "
-                "part of this install (the runtime wheel: the library ops only); install "
-                "segops from source where LLVM/MLIR 19 is installed (pip install . "
-                "--no-build-isolation, or make build)") from None
-        raise RuntimeError(
-            "run-time compilation needs segops' compiler module (_segc), built by "
-            "`make build` where LLVM/MLIR 19 is installed") from error
-    return _segc
+def _segc() -> Any:
+    """The in-process compiler (segops._extensions loads it)."""
+    return _extensions.segc()
 
 
 def compile_ptx(source: str, order: int = 0, chip: str = "sm_90",

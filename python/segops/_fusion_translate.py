@@ -19,7 +19,7 @@ from typing import Any
 import sympy
 import torch
 
-from segops import _compiler, _library
+from segops import _extensions, _library
 from segops._jit_trace import _SEGMENT_OPS, JitError, Translator, Value
 
 _GRAD = "_grad"
@@ -65,7 +65,7 @@ def jit_program_level(node: torch.fx.Node) -> tuple[Any, int] | None:
     if not isinstance(name, str) or not isinstance(node.args[1], (list, tuple)):
         return None
     try:
-        return _jit._split_program(name)
+        return _jit.split_program(name)
     except ValueError:
         return None
 
@@ -121,7 +121,7 @@ def _derived(op: str, tails: tuple[tuple[int, ...], ...], result_tail: tuple[int
 def derived_function(source: str, name: str, level: int) -> _DerivedFunction:
     """Derivative level `level` of the function @name in `source` (seg-derive's
     @name_grad..., or the function itself for level 0), parsed."""
-    text = _compiler._segc().derive(source, max(level, 1))
+    text = _extensions.segc().derive(source, max(level, 1))
     wanted = name + _GRAD * level
     lines = text.splitlines()
     for start, line in enumerate(lines):  # noqa: B007 (start is read after the loop)

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from segops import _compiler, _gpusim, _library, _validation
+from segops import _compiler, _extensions, _gpusim, _library, _validation
 from segops import ops as _ops
 from segops._jit_trace import (
     _ELEMENT_TYPES,
@@ -92,7 +92,7 @@ class _Program:
         """The manifest entry of derivative level `level` (0: the forward)."""
         entry = self._entries.get(level)
         if entry is None:
-            manifest = json.loads(_compiler._segc().manifest(self.source, level))
+            manifest = json.loads(_extensions.segc().manifest(self.source, level))
             wanted = self.level_name(level)
             entry = next(k for k in manifest["kernels"] if k["name"] == wanted)
             self._entries[level] = entry
@@ -218,7 +218,7 @@ def _recorded_program(name: str) -> _Program | None:
                                                    record["idx_position"], record["label"]))
 
 
-def _split_program(program: str) -> tuple[_Program, int]:
+def split_program(program: str) -> tuple[_Program, int]:
     level = 0
     base = program
     while base.endswith(_GRAD):
@@ -282,7 +282,7 @@ def _cached_json(path: Path) -> Any:
 def _compile_host(program: _Program, level: int) -> _HostKernel:
     """Compiles (or reads from the disk cache) one level's host object and
     loads it into the process."""
-    segc = _compiler._segc()
+    segc = _extensions.segc()
     name = program.level_name(level)
     identity = _compiler.compiler_identity()
     path = _cache_path("o", [identity, "host", segc.host_cpu(), _HOST_OPTIONS, str(level),
@@ -313,7 +313,7 @@ def _compile_host(program: _Program, level: int) -> _HostKernel:
 
 
 def _compile_simulated(program: _Program, level: int) -> str:
-    segc = _compiler._segc()
+    segc = _extensions.segc()
     name = program.level_name(level)
     path = _cache_path("sim.o", [_compiler.compiler_identity(), "gpusim", str(level), name,
                                  program.source])
@@ -366,7 +366,7 @@ def _run_host(kernel: _HostKernel, inputs: list[Tensor], outputs: list[Tensor],
 
 
 def _jit_call(program: str, args: list[Tensor], num_segments: int) -> list[Tensor]:
-    prog, level = _split_program(program)
+    prog, level = split_program(program)
     _check_lengths(prog, level, args, num_segments)
     idx = args[prog.idx_position]
     num_rows = idx.shape[0]
@@ -408,8 +408,19 @@ def _run_cuda(prog: _Program, level: int, inputs: list[Tensor], idx: Tensor,
     return outputs
 
 
+def program_entry(program: str, level: int = 0) -> dict[str, Any]:
+    """The manifest entry of a registered program's level (raises
+    ValueError if the compiler rejects the program)."""
+    return _PROGRAMS[program].entry(level)
+
+
+def fake_outputs(program: str, args: list[Tensor], num_segments: int) -> list[Tensor]:
+    """jit_call's outputs for fake (or meta) arguments: shapes and dtypes."""
+    return _fake_jit_call(program, args, num_segments)
+
+
 def _fake_jit_call(program: str, args: list[Tensor], num_segments: int) -> list[Tensor]:
-    prog, level = _split_program(program)
+    prog, level = split_program(program)
     idx = args[prog.idx_position]
     return [idx.new_empty(_library.buffer_shape(b["shape"], idx.shape[0], num_segments),
                           dtype=_library.TORCH_DTYPES[b["dtype"]])
@@ -427,7 +438,7 @@ def _setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
 def _backward(ctx: Any, *grads: Any) -> tuple:
     grads = grads[0] if len(grads) == 1 and isinstance(grads[0], (list, tuple)) else grads
     args = list(ctx.saved_tensors)
-    prog, _ = _split_program(ctx.program)
+    prog, _ = split_program(ctx.program)
     idx = args[prog.idx_position]
     cotangents = [g if g is not None else torch.zeros(shape, dtype=dtype, device=idx.device)
                   for g, (shape, dtype) in zip(grads, ctx.output_meta)]
@@ -453,7 +464,7 @@ def _register_native(program_name: str) -> None:
     kernels (their hook for a level not registered yet): its host kernel
     (with SEGOPS_SIMULATE_GPU=1 its GPU kernels for the simulator instead),
     and where its PTX comes from for CUDA devices (compiled on first use)."""
-    prog, level = _split_program(program_name)
+    prog, level = split_program(program_name)
     entry = prog.entry(level)
     host = entry["host"]
     split = dict(host["split"]) if host.get("split") else None
@@ -483,7 +494,7 @@ _lib.define("jit_call(str program, Tensor[] args, SymInt num_segments) -> Tensor
 torch.library.register_fake("segops::jit_call", _fake_jit_call, lib=_lib)
 # The CPU, CUDA and autograd kernels: C++ where the library ops' are (a warm
 # call is a dispatch and a launch), else Python.
-_native = _ops._native
+_native = _ops.native_kernels()
 if _native is None or not _native.has_cuda_kernels():
     _lib.impl("jit_call", _jit_call, "CUDA")
 if _native is not None:
@@ -667,7 +678,7 @@ class JitFunction:
         spec = self._specialize(self._lookup(args)[0], args)
         if order == 0:
             return spec.source
-        return _compiler._segc().derive(spec.source, order)
+        return _extensions.segc().derive(spec.source, order)
 
     def _signature(self, args: Sequence[Any]) -> tuple[Signature, str, list[str | None]]:
         """How the call's arguments map to the kernel, its element type, and

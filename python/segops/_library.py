@@ -17,15 +17,16 @@ from typing import Any
 
 import torch
 
-NATIVE_DIR = Path(__file__).resolve().parent / "_native"
+from segops import _extensions
+
+NATIVE_DIR = _extensions.NATIVE_DIR
 # The manifest's element type names.
 TORCH_DTYPES = {"f32": torch.float32, "f64": torch.float64, "i32": torch.int32}
 # The manifest format this package reads (lib/Target/Manifest.cpp writes it).
 MANIFEST_VERSION = 8
 
 
-class LibraryNotBuiltError(ImportError):
-    """The native part of segops has not been built."""
+LibraryNotBuiltError = _extensions.LibraryNotBuiltError
 
 
 @dataclass(frozen=True)
@@ -102,14 +103,8 @@ def has_compiler() -> bool:
 
 
 def native_module() -> Any:
-    try:
-        from segops._native import _segrt  # type: ignore[attr-defined]
-    except ImportError as error:
-        raise LibraryNotBuiltError(
-            f"segops' native runtime is missing from {NATIVE_DIR} ({error}); "
-            "build it with `make build` (or `make demo`) first"
-        ) from error
-    return _segrt
+    """The runtime extension, _segrt (segops._extensions loads it)."""
+    return _extensions.segrt()
 
 
 @cache
@@ -228,7 +223,7 @@ _cuda_modules: dict[int, Any] = {}
 _cuda_lock = threading.Lock()
 
 
-def _ptx_for(capability: tuple[int, int]) -> Path:
+def ptx_for(capability: tuple[int, int]) -> Path:
     """The newest PTX in the library that the device can run."""
     device_sm = capability[0] * 10 + capability[1]
     candidates = []
@@ -254,7 +249,7 @@ def cuda_module(device: int, capability: tuple[int, int]) -> Any:
             segrt = native_module()
             if not segrt.cuda_available():
                 raise RuntimeError(segrt.cuda_unavailable_reason())
-            module = segrt.CudaModule(device, _ptx_for(capability).read_text())
+            module = segrt.CudaModule(device, ptx_for(capability).read_text())
             _cuda_modules[device] = module
     return module
 

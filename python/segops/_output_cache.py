@@ -18,13 +18,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from segops import _extensions
+
 _KEYS = ("cached_bytes", "cached_buffers", "live_bytes", "limit_bytes", "hits", "misses")
 
 
 def _native() -> Any:
-    from segops import ops
-
-    return ops._native
+    return _extensions.torchops()
 
 
 def output_cache_info() -> dict[str, int]:

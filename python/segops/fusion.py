@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch._inductor.custom_graph_pass import CustomGraphPass, get_hash_for_files
 
-from segops import _compiler, _jit
+from segops import _compiler, _extensions, _jit
 from segops._fusion_cluster import (
     Cluster,
     ClusterFinder,
@@ -231,7 +231,7 @@ def _translate(finder: ClusterFinder, cluster: Cluster, clusters: list[Cluster],
             raise _Rejected(node, "it returns an input unchanged")
     program = _jit.register_program(draft, "fused", idx_position, "segops.fusion cluster")
     try:
-        entry = _jit._PROGRAMS[program].entry(0)
+        entry = _jit.program_entry(program)
     except ValueError as error:
         log.info("segops.fusion: the compiler rejected a cluster of %d nodes; left to "
                  "Inductor:\n%s", len(cluster.nodes), error)
@@ -293,8 +293,8 @@ def _rewrite(graph: torch.fx.Graph, plans: list[_Plan], fake_mode: Any,
             call = graph.call_function(_JIT_CALL, (plan.program, inputs, size))
         size_example = size.meta["val"] if isinstance(size, torch.fx.Node) else size
         with fake_mode:
-            values = _jit._fake_jit_call(plan.program, [n.meta["val"] for n in plan.inputs],
-                                         size_example)
+            values = _jit.fake_outputs(plan.program, [n.meta["val"] for n in plan.inputs],
+                                      size_example)
         call.meta["val"] = values
         for position, node in enumerate(plan.outputs):
             with graph.inserting_after(call):
@@ -356,7 +356,7 @@ def options(strict: bool = False) -> dict[str, Any]:
     keeping joint passes already installed."""
     import torch._inductor.config as inductor_config
 
-    _compiler._segc()  # the pass compiles kernels: a clear error on the runtime wheel
+    _extensions.segc()  # the pass compiles kernels: a clear error on the runtime wheel
     fusion = SegmentFusionPass(strict) if strict != _PASS.strict else _PASS
     return {"joint_custom_pre_pass": _with_pass(inductor_config.joint_custom_pre_pass, fusion)}
 

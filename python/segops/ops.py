@@ -19,15 +19,15 @@ RuntimeError or accept ``True`` as a count) and call ``torch.ops.segops.*``.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 import torch
 from torch import Tensor
 
-from segops import _gpusim, _launch, _library, _output_cache, _validation
+from segops import _extensions, _gpusim, _launch, _library, _output_cache, _validation
 from segops._validation import (
     DTypeError,
     as_kernel_index,
@@ -183,15 +183,14 @@ def _native_ops():
     missing, or SEGOPS_PYTHON_OPS=1 asks for the Python kernels. With
     SEGOPS_SIMULATE_GPU=1 their CPU kernels run the GPU kernels instead,
     through segrt's GPU launcher over the simulated driver."""
-    if os.environ.get("SEGOPS_PYTHON_OPS", "") not in ("", "0"):
+    _torchops = _extensions.torchops()
+    if _torchops is None:
         return None
     try:
-        from segops._native import _torchops  # type: ignore[attr-defined]
-
         _torchops.load_host_library(str(_library.host_library_path()))
         if _gpusim.ENABLED:
             _torchops.set_gpu_simulator(str(_gpusim.LIBRARY_PATH))
-    except (ImportError, OSError, RuntimeError):
+    except (OSError, RuntimeError):
         return None
     _output_cache.apply_environment(_torchops)
     if _torchops.has_cuda_kernels():
@@ -203,7 +202,7 @@ def _native_ops():
 
 def _ptx_text(device: int) -> str:
     """The op library's PTX for a CUDA device (for the C++ CUDA kernels)."""
-    return _library._ptx_for(torch.cuda.get_device_capability(device)).read_text()
+    return _library.ptx_for(torch.cuda.get_device_capability(device)).read_text()
 
 
 def _native_variants(spec: OpSpec, level: int) -> dict[str, dict]:
@@ -244,6 +243,12 @@ def _native_validator(spec: OpSpec, level: int) -> Callable[..., None]:
 
 
 _native = _native_ops()
+
+
+def native_kernels() -> Any | None:
+    """The C++ kernels the ops are registered with (segops._native._torchops,
+    loaded and configured), or None where the Python kernels serve them."""
+    return _native
 
 
 def _register(spec: OpSpec) -> None:

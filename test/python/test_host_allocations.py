@@ -21,7 +21,7 @@ import segops
 from segops import ops
 
 pytestmark = [
-    pytest.mark.skipif(ops._native is None, reason="C++ kernels not in use"),
+    pytest.mark.skipif(ops.native_kernels() is None, reason="C++ kernels not in use"),
     pytest.mark.skipif(sys.platform != "linux", reason="needs LD_PRELOAD"),
 ]
 

@@ -13,7 +13,7 @@ import pytest
 
 from segops import ops
 
-pytestmark = pytest.mark.skipif(ops._native is None, reason="C++ kernels not in use")
+pytestmark = pytest.mark.skipif(ops.native_kernels() is None, reason="C++ kernels not in use")
 
 # Enough rows for two workers (segrt::parallelMinRows), few segments. The
 # inputs are made on one thread, so that only segops' calls use PyTorch's

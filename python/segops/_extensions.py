@@ -1,0 +1,67 @@
+"""segops' native parts, loaded here and nowhere else.
+
+- ``_segrt``: the runtime (host and GPU launchers, index checks), in every
+  install;
+- ``_torchops``: the operators' C++ kernels (CPU, CUDA where PyTorch has
+  it, autograd), where they are built;
+- ``_segc``: the compiler, in builds with LLVM/MLIR (not the runtime wheel).
+
+Each loads on first use, so importing segops costs nothing until an op runs.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+NATIVE_DIR = Path(__file__).resolve().parent / "_native"
+
+
+class LibraryNotBuiltError(ImportError):
+    """The native part of segops has not been built."""
+
+
+def segrt() -> Any:
+    """The runtime extension (raises LibraryNotBuiltError if it is missing)."""
+    try:
+        from segops._native import _segrt  # type: ignore[attr-defined]
+    except ImportError as error:
+        raise LibraryNotBuiltError(
+            f"segops' native runtime is missing from {NATIVE_DIR} ({error}); "
+            "build it with `make build` (or `make demo`) first"
+        ) from error
+    return _segrt
+
+
+@cache
+def torchops() -> Any | None:
+    """The operators' C++ kernels, or None where they are not built or
+    SEGOPS_PYTHON_OPS=1 asks for the Python kernels."""
+    if os.environ.get("SEGOPS_PYTHON_OPS", "") not in ("", "0"):
+        return None
+    try:
+        from segops._native import _torchops  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return _torchops
+
+
+def segc() -> Any:
+    """The in-process compiler (raises RuntimeError where it is not built)."""
+    try:
+        from segops._native import _segc  # type: ignore[attr-defined]
+    except ImportError as error:
+        from segops import _library  # what the install has (its build record)
+
+        if not _library.has_compiler():
+            raise RuntimeError(
+                "run-time compilation needs segops' compiler module (_segc), which is not "
+                "part of this install (the runtime wheel: the library ops only); install "
+                "segops from source where LLVM/MLIR 19 is installed (pip install . "
+                "--no-build-isolation, or make build)") from None
+        raise RuntimeError(
+            "run-time compilation needs segops' compiler module (_segc), built by "
+            "`make build` where LLVM/MLIR 19 is installed") from error
+    return _segc
