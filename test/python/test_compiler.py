@@ -16,6 +16,8 @@ pytest.importorskip("segops._native._segc")
 
 from segops import _compiler  # noqa: E402
 
+pytestmark = pytest.mark.compiler
+
 RMS_NORM = """
 func.func @rms(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?xf32> {
   %0 = seg.rms_norm %x, %idx, %n : tensor<?x3xf32>, tensor<?xi32> -> tensor<?xf32>

@@ -15,6 +15,8 @@ import torch
 from segops import _compiler
 
 # Three segments with one empty in the middle and one at the end (S = 5).
+pytestmark = pytest.mark.compiler
+
 COUNTS = [2, 0, 3, 2, 0]
 IDX = torch.repeat_interleave(torch.arange(len(COUNTS)), torch.tensor(COUNTS)).to(torch.int32)
 N, S = int(IDX.shape[0]), len(COUNTS)

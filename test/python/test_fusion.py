@@ -18,6 +18,8 @@ import segops.fusion as fusion
 
 pytest.importorskip("segops._native._segc", reason="segops.fusion needs the compiler module")
 
+pytestmark = pytest.mark.compiler
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from bench import fusion as workloads  # noqa: E402 - the benchmark's models

@@ -22,8 +22,9 @@ from guard_pages import extent
 from segops import _gpusim as gpusim
 from segops import _launch, _library
 
-pytestmark = pytest.mark.skipif(not gpusim.LIBRARY_PATH.exists(),
-                                reason="libsegops_gpusim.so not built (no compiler)")
+pytestmark = [pytest.mark.simulator,
+              pytest.mark.skipif(not gpusim.LIBRARY_PATH.exists(),
+                                 reason="libsegops_gpusim.so not built (no compiler)")]
 
 MANIFEST = json.loads((Path(_library.NATIVE_DIR) / "manifest.json").read_text())
 KERNELS = [entry["name"] for entry in MANIFEST["kernels"]]
@@ -165,6 +166,7 @@ PROBE = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.slow
 def test_gpu_kernels_stay_inside_their_buffers_and_converge() -> None:
     """Garbage indices (unsorted, negative, beyond S): no access outside a
     buffer (guard pages), and no deadlock or malformed collective (the
@@ -334,6 +336,7 @@ def test_divergent_collectives_are_reported(test_kernels: gpusim.GpuSimulator) -
         test_kernels.launch("modes", [out], [0, 0], grid=1, block=48)
 
 
+@pytest.mark.slow
 def test_op_suite_on_gpu_kernels() -> None:
     """test_ops.py (every op against the PyTorch reference, gradcheck and
     gradgradcheck, third order, opcheck, torch.compile, bad input, layouts)

@@ -19,6 +19,8 @@ from segops import _jit as jit_module
 pytest.importorskip("segops._native._segc", reason="segops.jit needs the compiler module")
 
 
+pytestmark = pytest.mark.compiler
+
 def make_index(counts: list[int], dtype: torch.dtype = torch.int32) -> torch.Tensor:
     return torch.repeat_interleave(torch.arange(len(counts)), torch.tensor(counts)).to(dtype)
 
@@ -417,6 +419,8 @@ def test_random_programs_match_eager(seed):
 
 @pytest.mark.skipif(os.environ.get("SEGOPS_SIMULATE_GPU", "") not in ("", "0"),
                     reason="already on the simulator")
+@pytest.mark.slow
+@pytest.mark.simulator
 def test_jit_suite_on_gpu_kernels() -> None:
     """This file with CPU tensors running the JIT'd programs' GPU kernels
     on the SIMT simulator (SEGOPS_SIMULATE_GPU=1)."""

@@ -15,6 +15,7 @@ from conftest import layout
 import segops
 from segops import JitError
 
+pytestmark = pytest.mark.compiler
 
 def _index(rows: int, segments: int, seed: int = 0) -> torch.Tensor:
     if rows == 0:

@@ -12,6 +12,8 @@ import torch
 
 from segops import _compiler
 
+pytestmark = pytest.mark.compiler
+
 COUNTS = [3, 0, 2, 4, 1, 0]
 IDX = torch.repeat_interleave(torch.arange(len(COUNTS)), torch.tensor(COUNTS)).to(torch.int32)
 N, S = int(IDX.shape[0]), len(COUNTS)

@@ -246,6 +246,9 @@ def _simulated_against_host(name: str, length: int) -> None:
                                    msg=lambda m: f"{name}, {length} rows, output {index}: {m}")
 
 
+# Long segments (up to 1e6 rows) at every threshold: minutes in all.
+pytestmark = pytest.mark.slow
+
 needs_simulator = pytest.mark.skipif(not _gpusim.LIBRARY_PATH.exists(),
                                      reason="libsegops_gpusim.so not built (no compiler)")
 

@@ -226,6 +226,7 @@ def test_an_index_shorter_than_x_is_rejected() -> None:
         segops.segmented_sum(torch.ones(3), torch.tensor([0, 1], dtype=torch.int32), 2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("environment", [{"SEGOPS_PYTHON_OPS": "1"},
                                          {"SEGOPS_SIMULATE_GPU": "1"}])
 def test_python_kernels_and_gpu_kernels_on_the_simulator(environment: dict[str, str]) -> None:
