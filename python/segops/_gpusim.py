@@ -87,14 +87,23 @@ class GpuSimulator:
             return
         for symbol, default_grid, trailing in native.plan_gpu_launches(
                 entry, num_rows, num_segments, scratch.data_ptr()):
-            self.launch(symbol, tensors, trailing, grid if grid is not None else default_grid,
-                        info.block, reverse_blocks)
+            self.launch(symbol, tensors, trailing=trailing,
+                        grid=grid if grid is not None else default_grid, block=info.block,
+                        reverse_blocks=reverse_blocks)
 
-    def launch(self, symbol: str, tensors: Sequence[torch.Tensor], trailing: Sequence[int],
-               grid: int, block: int, reverse_blocks: bool = False) -> None:
+    def launch(self, symbol: str, tensors: Sequence[torch.Tensor], *scalars: int | Sequence[int],
+               grid: int, block: int, reverse_blocks: bool = False,
+               trailing: Sequence[int] = ()) -> None:
         """Runs kernel `symbol` of the library once on `tensors` (their
-        pointers, in order) and the kernel's `trailing` 64-bit arguments, on
-        `grid` blocks of `block` threads."""
+        pointers, in order) and then its 64-bit scalar arguments, in its
+        parameter order: `scalars` (ints, or one sequence of them) followed
+        by `trailing`, on `grid` blocks of `block` threads. For the op
+        library's kernels the order is the call contract's: take it from
+        the launcher's plan (run, plan_gpu_launches), never write it here."""
+        flat: list[int] = []
+        for scalar in scalars:
+            flat.extend([scalar] if isinstance(scalar, int) else scalar)
+        trailing = [*flat, *trailing]
         _check_host_tensors(tensors)
         pointers = (ctypes.c_uint64 * len(tensors))(*[t.data_ptr() for t in tensors])
         error = ctypes.create_string_buffer(4096)

@@ -107,6 +107,10 @@ def native_module() -> Any:
     return _extensions.segrt()
 
 
+# The name earlier releases had (tests and scripts outside the package).
+_native_module = native_module
+
+
 @cache
 def manifest() -> dict[str, Any]:
     path = NATIVE_DIR / "manifest.json"

@@ -304,7 +304,7 @@ def test_kernels(tmp_path_factory: pytest.TempPathFactory) -> gpusim.GpuSimulato
 
 def test_shuffles_and_ballots_follow_ptx(test_kernels: gpusim.GpuSimulator) -> None:
     out = torch.full((64, 9), -7, dtype=torch.int32)
-    test_kernels.launch("modes", [out], [0, 0], grid=1, block=64)
+    test_kernels.launch("modes", [out], 0, 0, grid=1, block=64)
     for t in range(64):
         lane, base = t % 32, t - t % 32
         xor_source = lane ^ 5
@@ -322,18 +322,18 @@ def test_shuffles_and_ballots_follow_ptx(test_kernels: gpusim.GpuSimulator) -> N
 def test_barrier_orders_the_block(test_kernels: gpusim.GpuSimulator) -> None:
     a = torch.zeros(96, dtype=torch.int64)
     b = torch.full((96,), -1, dtype=torch.int64)
-    test_kernels.launch("barrier", [a, b], [0, 0], grid=1, block=96)
+    test_kernels.launch("barrier", [a, b], 0, 0, grid=1, block=96)
     assert b.tolist() == [(t + 1) % 96 for t in range(96)]
 
 
 def test_divergent_collectives_are_reported(test_kernels: gpusim.GpuSimulator) -> None:
     out = torch.zeros(1, dtype=torch.int32)
     with pytest.raises(gpusim.SimulatorError, match="deadlock in block 0.*16:exited"):
-        test_kernels.launch("divergent", [out], [0, 0], grid=2, block=32)
+        test_kernels.launch("divergent", [out], 0, 0, grid=2, block=32)
     with pytest.raises(gpusim.SimulatorError, match="lane 16 of warp 0 runs collective"):
-        test_kernels.launch("outside_mask", [out], [0, 0], grid=1, block=32)
+        test_kernels.launch("outside_mask", [out], 0, 0, grid=1, block=32)
     with pytest.raises(gpusim.SimulatorError, match="block size must be a multiple of 32"):
-        test_kernels.launch("modes", [out], [0, 0], grid=1, block=48)
+        test_kernels.launch("modes", [out], 0, 0, grid=1, block=48)
 
 
 @pytest.mark.slow
