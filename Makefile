@@ -50,7 +50,8 @@ test-lint: bootstrap
 # A tier for iterating, under 2 minutes after a build: lint, lit, and the
 # tests not marked slow in the op, index and JIT suites.
 QUICK_TESTS ?= test/python/test_segmented_sum.py test/python/test_native_ops.py \
-  test/python/test_index_check.py test/python/test_jit.py test/python/test_oplib.py
+  test/python/test_index_check.py test/python/test_jit.py test/python/test_oplib.py \
+  test/python/test_op_table.py
 test-quick: test-lint test-lit develop
 	$(PYTHON) -m pytest -q -x -m "not slow" $(QUICK_TESTS)
 
