@@ -73,18 +73,16 @@ class GpuSimulator:
         tensors = list(inputs) + list(outputs)
         _check_host_tensors(tensors)
         entry = _library.kernel_entry(name)
-        native = _library.native_module()
-        # Uninitialized on a GPU: 0xff bytes here (NaN floats, -1 integers),
-        # so that a kernel reading what was never written shows.
-        scratch = torch.full((native.gpu_scratch_bytes(entry, num_rows, num_segments),), 255,
-                             dtype=torch.uint8)
-        pointers = [t.data_ptr() for t in tensors]
         if grid is None and not reverse_blocks:
             if self._module is None:
                 self._module = self.module()
-            self._module.run(entry, 0, pointers, num_rows, num_segments,
-                                          scratch.data_ptr())
+            _library.run_gpu(self._module, entry, 0, [t.data_ptr() for t in tensors],
+                             num_rows, num_segments, torch.device("cpu"))
             return
+        native = _library.native_module()
+        # Uninitialized on a GPU: 0xff bytes here, as _library.run_gpu fills it.
+        scratch = torch.full((native.gpu_scratch_bytes(entry, num_rows, num_segments),), 255,
+                             dtype=torch.uint8)
         for symbol, default_grid, trailing in native.plan_gpu_launches(
                 entry, num_rows, num_segments, scratch.data_ptr()):
             self.launch(symbol, tensors, trailing=trailing,

@@ -81,7 +81,11 @@ class _Program:
         self.label = label  # the user's function, for messages
         self._entries: dict[int, dict[str, Any]] = {}
         self._host: dict[int, _HostKernel] = {}
-        self._cuda: dict[tuple, Any] = {}
+        # Per level: its simulator image; per (level, device): its PTX and
+        # that PTX loaded.
+        self._simulated: dict[int, str] = {}
+        self._ptx: dict[tuple[int, int], str] = {}
+        self._modules: dict[tuple[int, int], Any] = {}
         self._lock = threading.Lock()
         self._key_locks: dict[Any, threading.Lock] = {}
 
@@ -134,7 +138,7 @@ class _Program:
         """The level's GPU kernels as host code for the SIMT simulator
         (SEGOPS_SIMULATE_GPU=1), loaded: a module image for the simulated
         CUDA driver."""
-        return self._once(self._cuda, (level, -1), lambda: _compile_simulated(self, level))
+        return self._once(self._simulated, level, lambda: _compile_simulated(self, level))
 
     def ptx(self, level: int, device: int) -> str:
         """The level's PTX for CUDA device `device` (its compute capability)."""
@@ -142,12 +146,12 @@ class _Program:
             major, minor = torch.cuda.get_device_capability(device)
             return _compiler.compile_ptx(self.source, order=level, chip=f"sm_{major}{minor}")
 
-        return self._once(self._cuda, (level, device), make)
+        return self._once(self._ptx, (level, device), make)
 
     def cuda_module(self, level: int, device: int) -> Any:
         """The level's PTX loaded on CUDA device `device` (for the Python
         CUDA kernel, where the extension has none)."""
-        return self._once(self._cuda, ("module", level, device), lambda: _library.native_module(
+        return self._once(self._modules, (level, device), lambda: _library.native_module(
             ).CudaModule(device, self.ptx(level, device)))
 
 

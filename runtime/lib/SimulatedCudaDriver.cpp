@@ -34,11 +34,14 @@ struct SimulatedModule {
 /// Any non-null value: the one context of the one device.
 int contextTag;
 thread_local CUcontext currentContext = nullptr;
-/// What the last failed call on this thread said, for getErrorString.
+/// What the last failed call on this thread said, and its status, for
+/// getErrorString.
 thread_local std::string lastError;
+thread_local CUresult lastStatus = CUDA_SUCCESS;
 
 CUresult fail(CUresult status, std::string message) {
   lastError = std::move(message);
+  lastStatus = status;
   return status;
 }
 } // namespace
@@ -48,7 +51,7 @@ namespace segrt::simulated {
 CUresult init(unsigned) { return CUDA_SUCCESS; }
 
 CUresult getErrorString(CUresult status, const char **text) {
-  if (!lastError.empty()) {
+  if (status != CUDA_SUCCESS && status == lastStatus) {
     *text = lastError.c_str();
     return CUDA_SUCCESS;
   }
