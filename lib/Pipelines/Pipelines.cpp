@@ -83,17 +83,36 @@ void mlir::seg::buildSegToPTXPipeline(OpPassManager &pm,
   pm.addPass(createGpuModuleToBinaryPass(binary));
 }
 
+/// What seg-differentiate appends to a function's name (its default).
+static constexpr llvm::StringLiteral kGradientSuffix = "_grad";
+
+std::string mlir::seg::derivativeFunctionName(llvm::StringRef name,
+                                              unsigned level) {
+  std::string result = name.str();
+  for (unsigned k = 0; k < level; ++k)
+    result += kGradientSuffix;
+  return result;
+}
+
 void mlir::seg::buildSegDerivePipeline(OpPassManager &pm,
                                        const SegDeriveOptions &options) {
-  std::string newest;
   for (unsigned level = 0; level < options.order; ++level) {
     SegDifferentiateOptions differentiate;
-    differentiate.onlySuffix = newest;
+    differentiate.suffix = kGradientSuffix.str();
+    differentiate.onlySuffix = derivativeFunctionName("", level);
     pm.addPass(createSegDifferentiate(differentiate));
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
-    newest += "_grad";
   }
+}
+
+void mlir::seg::buildSegInlinePipeline(OpPassManager &pm) {
+  // No simplification pipeline between inlining steps: the caller's IR
+  // stays as written, apart from the calls.
+  pm.addPass(createInlinerPass(/*opPipelines=*/{},
+                               /*defaultPipelineBuilder=*/[](OpPassManager &) {}));
+  pm.addPass(createSymbolDCEPass());
+  pm.addPass(createCSEPass());
 }
 
 /// Host functions of scf/arith/math/func -> LLVM dialect.
@@ -152,8 +171,13 @@ void mlir::seg::registerSegPipelines() {
       "seg-derive",
       "Derive gradient functions up to an order: seg-differentiate, "
       "canonicalize and cse per order (use --mlir-print-ir-after-all to see "
-      "each stage)",
+      "each order)",
       buildSegDerivePipeline);
+  PassPipelineRegistration<>(
+      "seg-inline",
+      "Inline the calls of private functions (derived functions linked into "
+      "a fused kernel), drop those functions, then cse",
+      buildSegInlinePipeline);
   PassPipelineRegistration<SegToHostOptions>(
       "seg-to-host",
       "Compile seg kernel functions to LLVM dialect host functions",

@@ -5,6 +5,7 @@
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
+#include "mlir/Dialect/Func/Extensions/InlinerExtension.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
@@ -32,6 +33,7 @@ void mlir::seg::registerSegDialects(DialectRegistry &registry) {
                   func::FuncDialect, gpu::GPUDialect, LLVM::LLVMDialect,
                   math::MathDialect, memref::MemRefDialect, NVVM::NVVMDialect,
                   scf::SCFDialect, tensor::TensorDialect>();
+  func::registerInlinerExtension(registry);
   NVVM::registerNVVMTargetInterfaceExternalModels(registry);
   registerDerivativeExternalModels(registry);
   registerBuiltinDialectTranslation(registry);

@@ -113,7 +113,16 @@ def cache_generation() -> str:
     return token.decode()
 
 
-_ptx_cache: dict[str, str] = {}
+def cache_path(kind: str, key_parts: Sequence[str]) -> Path:
+    """The disk-cache entry of a compiled artifact: named by a hash of the
+    compiler's identity and `key_parts` (what it was compiled from, and
+    how), with suffix `kind`. Every compiled artifact is cached under this
+    one key."""
+    key = hashlib.sha256("\0".join([compiler_identity(), *key_parts]).encode()).hexdigest()
+    return cache_dir() / f"{key}.{kind}"
+
+
+_ptx_cache: dict[Path, str] = {}
 _ptx_cache_lock = threading.Lock()
 
 
@@ -143,12 +152,10 @@ def compile_ptx(source: str, order: int = 0, chip: str = "sm_90",
     source raises ValueError with the compiler's diagnostics."""
     compiler = _segc()
     options = f"order={order} chip={chip} O={'quick' if opt_level is None else opt_level}"
-    key = hashlib.sha256("\0".join(
-        [compiler_identity(), options, source]).encode()).hexdigest()
-    cached = _ptx_cache.get(key)
+    path = cache_path("ptx", [options, source])
+    cached = _ptx_cache.get(path)
     if cached is not None:
         return cached
-    path = cache_dir() / f"{key}.ptx"
     cached_bytes = read_cache_file(path)
     if cached_bytes is not None:
         ptx = cached_bytes.decode()
@@ -157,7 +164,7 @@ def compile_ptx(source: str, order: int = 0, chip: str = "sm_90",
                                    quick=opt_level is None)
         write_cache_file(path, ptx.encode())
     with _ptx_cache_lock:
-        _ptx_cache[key] = ptx
+        _ptx_cache[path] = ptx
     return ptx
 
 

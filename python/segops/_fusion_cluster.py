@@ -27,7 +27,8 @@ from segops._fusion_translate import (
     segment_op_level,
     size_expr,
 )
-from segops._jit_trace import _SEGMENT_OPS, SUPPORTED_ATEN, VIEWS
+from segops._jit_trace import SUPPORTED_ATEN, VIEWS
+from segops._op_table import OPS
 
 _FLOATS = (torch.float32, torch.float64)
 _TAILS = ((), (1,), (3,), (3, 3))
@@ -131,7 +132,7 @@ def forward_node(node: torch.fx.Node) -> torch.fx.Node | None:
     if found is None or found[1] == 0:
         return None
     public = found[0]
-    num_tensors = _SEGMENT_OPS[public].num_tensors
+    num_tensors = OPS[public].num_tensors
     operands = list(node.args[:num_tensors]) + list(node.args[-2:])
     first = operands[0]
     if not isinstance(first, torch.fx.Node):
@@ -270,7 +271,7 @@ class ClusterFinder:
         if found is not None:
             public, level = found
             # Level-0 ops without a segment count map rows (gather, mul, matvec).
-            return level == 0 and not _SEGMENT_OPS[public].takes_count
+            return level == 0 and not OPS[public].takes_count
         return packet(node) not in SAVED_PRODUCERS
 
 

@@ -1,16 +1,16 @@
 """One fusion cluster (an FX subgraph of a compiled graph) -> seg IR.
 
-The cluster's aten ops go through the JIT's Translator. Its segops ops, at
-any derivative level, are inlined from the compiler's own derivative: the
-op's level-0 function is derived by seg-derive to the node's level and the
-body of that function is pasted in with its values renamed. No gradient is
-written here twice.
+The cluster's aten ops go through the JIT's Translator. Its segops ops and
+jit_calls, at any derivative level, become calls of the compiler's own
+derivative (seg-derive's function at the node's level), which the compiler
+links in and inlines (MLIR's inliner); CSE then merges a derivative's
+recomputation of its forward with the forward in the cluster. No gradient
+is written here twice, and no IR is pasted as text.
 """
 
 from __future__ import annotations
 
 import operator
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -19,10 +19,9 @@ from typing import Any
 import sympy
 import torch
 
-from segops import _extensions, _library
-from segops._jit_trace import _SEGMENT_OPS, JitError, Translator, Value
-
-_GRAD = "_grad"
+from segops import _extensions
+from segops._jit_trace import JitError, Translator, Value
+from segops._op_table import OPS, op_level
 
 
 def size_expr(size: Any) -> sympy.Expr:
@@ -38,11 +37,8 @@ def segment_op_level(target: Any) -> tuple[str, int] | None:
     e.g. segmented_mean_grad_grad -> ("segmented_mean", 2); None otherwise."""
     if getattr(target, "namespace", "") != "segops":
         return None
-    base = target.__name__.split(".")[0]
-    level = 0
-    while base.endswith(_GRAD):
-        base, level = base[: -len(_GRAD)], level + 1
-    return (base, level) if base in _SEGMENT_OPS else None
+    found = op_level(target.__name__.split(".")[0])
+    return (found[0].name, found[1]) if found is not None else None
 
 
 @dataclass(frozen=True)
@@ -79,31 +75,34 @@ class ClusterError(JitError):
 
 
 @dataclass(frozen=True)
-class _DerivedFunction:
-    params: tuple[tuple[str, str, str], ...]  # (name, type, space) per argument
-    body: tuple[str, ...]
-    results: tuple[str, ...]
-    result_types: tuple[str, ...]
+class DerivedFunction:
+    """Derivative level `level` of function `name` in `source` (seg-derive's
+    name_grad..., or the function itself at level 0), as the compiler gives
+    its signature. A cluster calls it and the compiler inlines it."""
+
+    source: str
+    name: str
+    level: int
+    params: tuple[tuple[str, str], ...]  # (MLIR type, seg.space or "") each
 
 
-_FUNC = re.compile(r"^\s*func\.func @(\w+)\((.*)\) -> (.*) \{$")
-_PARAM = re.compile(r"(%\w+): (tensor<[^>]*>|index)(?: \{seg\.space = \"(\w+)\"\})?")
-_SSA = re.compile(r"%([A-Za-z0-9_$.\-]+)")
+@cache
+def derived_function(source: str, name: str, level: int) -> DerivedFunction:
+    params, _ = _extensions.segc().derived_signature(source, name, level)
+    return DerivedFunction(source, name, level, tuple((t, space) for t, space in params))
 
 
 def _tensor_type(tail: Sequence[int], element: str) -> str:
     return f"tensor<?x{''.join(f'{d}x' for d in tail)}{element}>"
 
 
-def _tail(mlir_type: str) -> tuple[int, ...]:
-    dims = mlir_type[len("tensor<"):-1].split("x")[1:-1]
-    return tuple(int(d) for d in dims)
+def _tail(value: Any) -> tuple[int, ...]:
+    return tuple(int(d) for d in value.shape[1:])
 
 
-@cache
-def _derived(op: str, tails: tuple[tuple[int, ...], ...], result_tail: tuple[int, ...],
-             element: str, takes_count: bool, level: int) -> _DerivedFunction:
-    """The seg op's derivative level `level` as seg IR, parsed."""
+def _segment_op_function(op: str, tails: tuple[tuple[int, ...], ...],
+                         result_tail: tuple[int, ...], element: str, takes_count: bool) -> str:
+    """A module of one function, @f, applying seg op `op` to its arguments."""
     types = [_tensor_type(t, element) for t in tails]
     result = _tensor_type(result_tail, element)
     params = [f"%x{i}: {t}" for i, t in enumerate(types)] + ["%idx: tensor<?xi32>"]
@@ -111,37 +110,9 @@ def _derived(op: str, tails: tuple[tuple[int, ...], ...], result_tail: tuple[int
     if takes_count:
         params.append("%n: index")
         operands.append("%n")
-    source = (f"func.func @f({', '.join(params)}) -> {result} {{\n"
-              f"  %r = {op} {', '.join(operands)} : {', '.join(types)}, tensor<?xi32> -> "
-              f"{result}\n  return %r : {result}\n}}\n")
-    return derived_function(source, "f", level)
-
-
-@cache
-def derived_function(source: str, name: str, level: int) -> _DerivedFunction:
-    """Derivative level `level` of the function @name in `source` (seg-derive's
-    @name_grad..., or the function itself for level 0), parsed."""
-    text = _extensions.segc().derive(source, max(level, 1))
-    wanted = name + _GRAD * level
-    lines = text.splitlines()
-    for start, line in enumerate(lines):  # noqa: B007 (start is read after the loop)
-        header = _FUNC.match(line)
-        if header and header.group(1) == wanted:
-            break
-    else:
-        raise AssertionError(f"seg-derive gave no @{wanted}")
-    parameters = tuple((m.group(1), m.group(2), m.group(3) or "")
-                       for m in _PARAM.finditer(header.group(2)))
-    body = []
-    for line in lines[start + 1:]:
-        stripped = line.strip()
-        if stripped == "}":
-            break
-        body.append(stripped)
-    returned = body.pop()
-    names, _, result_types = returned[len("return "):].partition(" : ")
-    return _DerivedFunction(parameters, tuple(body), tuple(n.strip() for n in names.split(",")),
-                            tuple(t.strip() for t in result_types.split(", ")))
+    return (f"func.func @f({', '.join(params)}) -> {result} {{\n"
+            f"  %r = {op} {', '.join(operands)} : {', '.join(types)}, tensor<?xi32> -> "
+            f"{result}\n  return %r : {result}\n}}\n")
 
 
 def _cluster_function() -> None:
@@ -160,10 +131,12 @@ class ClusterTranslator(Translator):
         super().__init__(fn=_cluster_function, name=name, args=args)
         self.rows = size_expr(rows)
         self.segments = size_expr(segments)
-        self.inlined = 0
+        # The derived functions the kernel calls: (symbol, source, function,
+        # level, whether it takes its forward's results) each.
+        self.callees: list[tuple[str, str, str, int, bool]] = []
         # Derivative-level segops nodes -> the graph's node of their forward
-        # op on the same operands: its value replaces the derivative's own
-        # recomputation of the forward (a max's backward finds the max).
+        # op on the same operands: its value is passed to the derivative,
+        # which then does not recompute it (a max's backward finds the max).
         self.forward_results: dict[torch.fx.Node, torch.fx.Node] = {}
 
     def fail(self, node: torch.fx.Node, why: str) -> JitError:
@@ -218,32 +191,29 @@ class ClusterTranslator(Translator):
         return splat
 
     def inline(self, node: torch.fx.Node, public: str, level: int) -> Any:
-        segment_op = _SEGMENT_OPS[public]
-        op, num_tensors, takes_count = segment_op.op, segment_op.num_tensors, segment_op.takes_count
+        """A segops library op at derivative level `level`: a call of the
+        compiler's derivative of the op's level-0 function."""
+        segment_op = OPS[public]
+        num_tensors, takes_count = segment_op.num_tensors, segment_op.takes_count
         floats, idx = list(node.args[:-2]), node.args[-2]
         if not self.is_index(idx):
             raise self.fail(node, f"{public}: idx is not the cluster's index")
-        first = floats[0].meta["val"]
-        kernel = f"{public}_{self.element}_w{1 if first.dim() == 1 else 3}"
-        output = next(b for b in _library.kernel_entry(kernel)["buffers"]
-                      if b["role"] == "output")
-        tails = tuple(tuple(int(d) for d in f.meta["val"].shape[1:]) for f in floats[:num_tensors])
-        function = _derived(op, tails, tuple(int(d) for d in output["shape"][1:]),
-                            self.element, takes_count, level)
+        # The forward's result: this node's value at level 0; above, the
+        # first cotangent (of the forward's result) has its shape.
+        result = node.meta["val"] if level == 0 else floats[num_tensors].meta["val"]
+        source = _segment_op_function(
+            segment_op.seg_op, tuple(_tail(f.meta["val"]) for f in floats[:num_tensors]),
+            _tail(result), self.element, takes_count)
         # The derived function's arguments: the op's tensors, idx, the
         # count (if the op takes one), then the cotangents of each level.
         operands = floats[:num_tensors] + ["idx"] + (["count"] if takes_count else []) + \
             floats[num_tensors:]
-        recomputation = None
         forward = self.values.get(self.forward_results.get(node))
-        if level > 0 and isinstance(forward, Value):
-            level0 = [p for p, _, _ in function.params[:len(operands) - len(floats)
-                                                       + num_tensors]]
-            recomputation = (f" = {op} {', '.join(level0)} : ", forward)
-        return self.paste(node, public, function, operands, recomputation)
+        return self.call_derived(node, public, derived_function(source, "f", level), operands,
+                                 forward if level > 0 and isinstance(forward, Value) else None)
 
     def inline_program(self, node: torch.fx.Node, program: Any, level: int) -> Any:
-        """A jit_call: its program's derivative level, pasted in. The
+        """A jit_call: a call of its program's derivative level. The
         function's index-typed argument is num_segments; its other arguments
         are jit_call's tensors in order (idx among them), then cotangents."""
         tensors = list(node.args[1])
@@ -252,49 +222,61 @@ class ClusterTranslator(Translator):
         function = derived_function(program.source, program.name, level)
         remaining = iter(tensors)
         operands = []
-        for _, mlir_type, _ in function.params:
+        for mlir_type, _ in function.params:
             if mlir_type == "index":
                 operands.append("count")
             else:
                 operand = next(remaining)
                 operands.append("idx" if self.is_index(operand) else operand)
-        return self.paste(node, "jit_call", function, operands, None)
+        return self.call_derived(node, "jit_call", function, operands)
 
-    def paste(self, node: torch.fx.Node, what: str, function: _DerivedFunction,
-              operands: list, recomputation: tuple[str, Value] | None) -> Any:
-        """Emits `function`'s body with its arguments bound to `operands`
-        ("idx", "count" or graph nodes) and its other values renamed apart;
-        a body line containing recomputation[0] is not emitted, its result
-        bound to recomputation[1]. Returns its results."""
-        self.inlined += 1
-        prefix = f"i{self.inlined}_"
-        renames: dict[str, str] = {}
-        for (param, mlir_type, space), operand in zip(function.params, operands):
+    def call_derived(self, node: torch.fx.Node, what: str, function: DerivedFunction,
+                     operands: list, forward: Value | None = None) -> Any:
+        """Emits a call of `function` (linked in and inlined by translate())
+        with its arguments bound to `operands` ("idx", "count" or graph
+        nodes) and, if given, the result of its level-0 function on the same
+        operands, `forward` (then the derivative does not recompute it); its
+        results have the shapes of the node's values."""
+        arguments, types = [], [t for t, _ in function.params]
+        for (mlir_type, space), operand in zip(function.params, operands):
             if operand == "idx":
-                renames[param] = "%idx"
+                arguments.append("%idx")
             elif operand == "count":
-                renames[param] = self.size().name
+                arguments.append(self.size().name)
             elif is_unused_placeholder(operand):
-                renames[param] = self.placeholder_zeros(mlir_type, space)
+                arguments.append(self.placeholder_zeros(mlir_type, space))
             else:
                 value = self.tensor(node, operand)
                 if self.ty(value) != mlir_type:
                     raise self.fail(node, f"{what}: operand {self.ty(value)} where it "
                                           f"takes {mlir_type}")
-                renames[param] = value.name
+                arguments.append(value.name)
+        if forward is not None:
+            arguments.append(forward.name)
+            types.append(self.ty(forward))
+        examples = node.meta["val"]
+        examples = list(examples) if _returns_tuple(node) else [examples]
+        symbol = f"segops_derived_{len(self.callees)}"
+        self.callees.append((symbol, function.source, function.name, function.level,
+                             forward is not None))
+        result = self.fresh()
+        values = [Value(f"{result}#{k}" if len(examples) > 1 else result, "float", _tail(e))
+                  for k, e in enumerate(examples)]
+        defined = f"{result}:{len(values)}" if len(values) > 1 else result
+        self.emit(f"{defined} = func.call @{symbol}({', '.join(arguments)}) : "
+                  f"({', '.join(types)}) -> "
+                  f"({', '.join(self.ty(v) for v in values)})")
+        return tuple(values) if _returns_tuple(node) else values[0]
 
-        def rename(match: re.Match) -> str:
-            name = "%" + match.group(1)
-            return renames.get(name, "%" + prefix + match.group(1))
-
-        for line in function.body:
-            if recomputation and recomputation[0] in line:
-                renames[line.split(" = ", 1)[0]] = recomputation[1].name
-                continue
-            self.emit(_SSA.sub(rename, line))
-        values = tuple(Value(_SSA.sub(rename, name), "float", _tail(t))
-                       for name, t in zip(function.results, function.result_types))
-        return values if _returns_tuple(node) else values[0]
+    def translate(self, graph: torch.fx.Graph | torch.fx.GraphModule, signature: Any,
+                  element: str) -> str:
+        """The cluster's kernel function, with the derived functions it
+        calls inlined by the compiler (a ValueError if it rejects them)."""
+        self.callees = []
+        draft = super().translate(graph, signature, element)
+        if not self.callees:
+            return draft
+        return _extensions.segc().inline_derived(draft, self.callees)
 
 
 def _returns_tuple(node: torch.fx.Node) -> bool:

@@ -44,6 +44,7 @@ from segops._jit_trace import (
     concrete,
     to_mlir,
 )
+from segops._op_table import level_name, split_level_name
 from segops._validation import (
     INT32_MAX,
     as_kernel_index,
@@ -53,9 +54,6 @@ from segops._validation import (
 from segops.ops import run_on_sorted_rows
 
 __all__ = ["jit", "JitError", "JitFunction"]
-
-_GRAD = "_grad"
-
 
 # --------------------------------------------------------------------------
 # Programs: one specialization's IR, its derivative levels and their kernels.
@@ -90,7 +88,7 @@ class _Program:
         self._key_locks: dict[Any, threading.Lock] = {}
 
     def level_name(self, level: int) -> str:
-        return self.name + _GRAD * level
+        return level_name(self.name, level)
 
     def entry(self, level: int) -> dict[str, Any]:
         """The manifest entry of derivative level `level` (0: the forward)."""
@@ -223,11 +221,8 @@ def _recorded_program(name: str) -> _Program | None:
 
 
 def split_program(program: str) -> tuple[_Program, int]:
-    level = 0
-    base = program
-    while base.endswith(_GRAD):
-        base = base[: -len(_GRAD)]
-        level += 1
+    """The program and derivative level a jit_call names."""
+    base, level = split_level_name(program)
     found = _PROGRAMS.get(base) or _recorded_program(base)
     if found is None:
         raise ValueError(f"segops::jit_call: unknown program {program!r} (programs are made "
@@ -238,11 +233,6 @@ def split_program(program: str) -> tuple[_Program, int]:
                          "Inductor's cache too, torch._inductor.utils.clear_inductor_caches() "
                          "or its directory, TORCHINDUCTOR_CACHE_DIR)")
     return found, level
-
-
-def _cache_path(kind: str, key_parts: Sequence[str]) -> Path:
-    key = hashlib.sha256("\0".join(key_parts).encode()).hexdigest()
-    return _compiler.cache_dir() / f"{key}.{kind}"
 
 
 # One partial sum per reduction in long row loops (the op library keeps 4):
@@ -288,9 +278,8 @@ def _compile_host(program: _Program, level: int) -> _HostKernel:
     loads it into the process."""
     segc = _extensions.segc()
     name = program.level_name(level)
-    identity = _compiler.compiler_identity()
-    path = _cache_path("o", [identity, "host", segc.host_cpu(), _HOST_OPTIONS, str(level),
-                             name, program.source])
+    path = _compiler.cache_path("o", ["host", segc.host_cpu(), _HOST_OPTIONS, str(level),
+                                      name, program.source])
     manifest_path = path.with_suffix(".json")
     # The manifest is written last; each file is checksummed.
     entry, objects = _cached_json(manifest_path), _unpack(_compiler.read_cache_file(path))
@@ -319,8 +308,7 @@ def _compile_host(program: _Program, level: int) -> _HostKernel:
 def _compile_simulated(program: _Program, level: int) -> str:
     segc = _extensions.segc()
     name = program.level_name(level)
-    path = _cache_path("sim.o", [_compiler.compiler_identity(), "gpusim", str(level), name,
-                                 program.source])
+    path = _compiler.cache_path("sim.o", ["gpusim", str(level), name, program.source])
     obj = _compiler.read_cache_file(path)
     if obj is None:
         obj = segc.compile_simulator_object(program.source, level, name)
@@ -446,7 +434,7 @@ def _backward(ctx: Any, *grads: Any) -> tuple:
     idx = args[prog.idx_position]
     cotangents = [g if g is not None else torch.zeros(shape, dtype=dtype, device=idx.device)
                   for g, (shape, dtype) in zip(grads, ctx.output_meta)]
-    result = torch.ops.segops.jit_call.default(ctx.program + _GRAD, args + cotangents,
+    result = torch.ops.segops.jit_call.default(level_name(ctx.program, 1), args + cotangents,
                                                ctx.num_segments)
     gradients = iter(result)
     arg_grads = [None if i == prog.idx_position else next(gradients) for i in range(len(args))]

@@ -14,11 +14,13 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+
+from segops._op_table import OPS, ROW, SEGMENT
 
 
 class JitError(ValueError):
@@ -28,34 +30,7 @@ class JitError(ValueError):
 _ELEMENT_TYPES = {torch.float32: "f32", torch.float64: "f64"}
 _INDEX_DTYPES = (torch.int32, torch.int64)
 
-class SegmentOp(NamedTuple):
-    """A segops library op as the JIT sees it: its seg op, the spaces of
-    its tensor operands and of its result, and whether it takes
-    num_segments."""
-
-    op: str
-    operand_spaces: tuple[str, ...]
-    result_space: str
-    takes_count: bool
-
-    @property
-    def num_tensors(self) -> int:
-        return len(self.operand_spaces)
-
-
-_ROW, _SEGMENT = "row", "segment"
-# Segment ops, by aten-level name.
-_SEGMENT_OPS = {
-    "segmented_sum": SegmentOp("seg.sum", (_ROW,), _SEGMENT, True),
-    "segmented_mean": SegmentOp("seg.mean", (_ROW,), _SEGMENT, True),
-    "segmented_rms_norm": SegmentOp("seg.rms_norm", (_ROW,), _SEGMENT, True),
-    "segmented_max": SegmentOp("seg.max", (_ROW,), _SEGMENT, True),
-    "segmented_min": SegmentOp("seg.min", (_ROW,), _SEGMENT, True),
-    "segmented_dot": SegmentOp("seg.dot", (_ROW, _ROW), _SEGMENT, True),
-    "segmented_mul": SegmentOp("seg.mul", (_ROW, _SEGMENT), _ROW, False),
-    "segmented_matvec": SegmentOp("seg.matvec", (_ROW, _SEGMENT), _ROW, False),
-    "segmented_gather": SegmentOp("seg.gather", (_SEGMENT,), _ROW, False),
-}
+_ROW, _SEGMENT = ROW, SEGMENT
 
 # A uniform value (a 0-d tensor, or a small one every row shares, such as a
 # per-feature weight) by its shape -> its element shape. Kernels take it as
@@ -458,8 +433,9 @@ class Translator:
         return result
 
     def segment_op(self, node: torch.fx.Node, name: str) -> Value:
-        segment_op = _SEGMENT_OPS[name]
-        op, num_tensors, takes_count = segment_op.op, segment_op.num_tensors, segment_op.takes_count
+        segment_op = OPS[name]
+        op, num_tensors = segment_op.seg_op, segment_op.num_tensors
+        takes_count = segment_op.takes_count
         args = list(node.args)
         tensors = []
         for a, space in zip(args[:num_tensors], segment_op.operand_spaces):
@@ -498,7 +474,7 @@ class Translator:
         namespace = getattr(target, "namespace", "")
         packet = target.__name__.split(".")[0] if hasattr(target, "__name__") else str(target)
         args, kwargs = list(node.args), dict(node.kwargs)
-        if namespace == "segops" and packet in _SEGMENT_OPS:
+        if namespace == "segops" and packet in OPS:
             return self.segment_op(node, packet)
         if namespace != "aten":
             raise self.fail(node, f"'{target}' is not supported in segops.jit functions")
@@ -821,8 +797,8 @@ def infer_spaces(fn: Callable, module: torch.fx.GraphModule, spaces: Sequence[st
         if node.op != "call_function":
             continue
         packet = node.target.__name__.split(".")[0] if hasattr(node.target, "__name__") else ""
-        if getattr(node.target, "namespace", "") == "segops" and packet in _SEGMENT_OPS:
-            op = _SEGMENT_OPS[packet]
+        if getattr(node.target, "namespace", "") == "segops" and packet in OPS:
+            op = OPS[packet]
             for operand, space in zip(node.args, op.operand_spaces):
                 if spans(operand):
                     fix(operand, space)

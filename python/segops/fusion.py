@@ -224,6 +224,10 @@ def _translate(finder: ClusterFinder, cluster: Cluster, clusters: list[Cluster],
         draft = translator.translate(sub, signature, _ELEMENT_TYPES[key.dtype])
     except ClusterError as error:
         raise _Rejected(origin.get(error.node, error.node), str(error)) from None
+    except ValueError as error:  # the compiler rejected the inlined calls
+        log.info("segops.fusion: the compiler could not inline a cluster's calls; left to "
+                 "Inductor:\n%s", error)
+        raise _Rejected(set(cluster.nodes), "the compiler rejected the cluster") from None
     parameters = {f"%a{i}" for i in range(len(tensors))} | {"%idx"}
     for node in outputs:
         result = translator.values[env[node]]

@@ -20,7 +20,6 @@ RuntimeError or accept ``True`` as a count) and call ``torch.ops.segops.*``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -28,36 +27,19 @@ import torch
 from torch import Tensor
 
 from segops import _extensions, _gpusim, _launch, _library, _output_cache, _validation
+from segops._op_table import MAX_LEVEL, OPS, SegmentOp, level_name
 from segops._validation import (
-    DTypeError,
     as_kernel_index,
-    check_float_rows,
-    check_index,
     check_index_content,
     check_num_segments,
-    check_same_device,
     check_tensor,
 )
-
-# Derivative levels in the op library (seg-derive order 3).
-MAX_LEVEL = 3
 
 _DTYPE_NAMES = {torch.float32: "f32", torch.float64: "f64"}
 
 
-@dataclass(frozen=True)
-class OpSpec:
-    """A public op: its name and the names of its float arguments (the first
-    is the row operand that fixes the row width)."""
-
-    name: str
-    float_args: tuple[str, ...]
-    validate: Callable[..., None]
-
-
-def _kernel_name(spec: OpSpec, level: int, first: Tensor) -> str:
-    width = 1 if first.dim() == 1 else 3
-    return f"{spec.name}_{_DTYPE_NAMES[first.dtype]}_w{width}" + "_grad" * level
+def _kernel_name(spec: SegmentOp, level: int, first: Tensor) -> str:
+    return spec.kernel_name(_DTYPE_NAMES[first.dtype], 1 if first.dim() == 1 else 3, level)
 
 
 @cache
@@ -81,25 +63,15 @@ def _unused_inputs(kernel: str) -> frozenset[int]:
     return frozenset(i for i, b in enumerate(floats) if not b.get("read", True))
 
 
-def _float_names(spec: OpSpec, level: int) -> tuple[list[str], int]:
-    """The float arguments of a level and its number of outputs."""
-    names = list(spec.float_args)
-    outputs = 1
-    for _ in range(level):
-        cotangents = [f"grad{len(names) + k}" for k in range(outputs)]
-        outputs, names = len(names), names + cotangents
-    return names, outputs
-
-
-def _schema(spec: OpSpec, level: int) -> str:
-    names, outputs = _float_names(spec, level)
+def _schema(spec: SegmentOp, level: int) -> str:
+    names, outputs = spec.float_names(level)
     params = ", ".join(f"Tensor {n}" for n in names)
     returns = "Tensor" if outputs == 1 else "(" + ", ".join(["Tensor"] * outputs) + ")"
     return f"{_op_name(spec, level)}({params}, Tensor idx, SymInt num_segments) -> {returns}"
 
 
-def _op_name(spec: OpSpec, level: int) -> str:
-    return spec.name + "_grad" * level
+def _op_name(spec: SegmentOp, level: int) -> str:
+    return level_name(spec.name, level)
 
 
 def _needs_sorted_index(kernel: str, device: torch.device) -> bool:
@@ -109,7 +81,7 @@ def _needs_sorted_index(kernel: str, device: torch.device) -> bool:
     return device.type == "cuda" and not _library.kernel(kernel).host_rows
 
 
-def _run_level(spec: OpSpec, level: int, floats: Sequence[Tensor], idx: Tensor,
+def _run_level(spec: SegmentOp, level: int, floats: Sequence[Tensor], idx: Tensor,
                num_segments: int) -> Tensor | tuple[Tensor, ...]:
     if level == 0:
         spec.validate(*floats, idx, num_segments)
@@ -164,7 +136,7 @@ def run_on_sorted_rows(buffers: Sequence[dict], inputs: list[Tensor], outputs: l
             out.index_copy_(0, order, result)
 
 
-def _fake_level(spec: OpSpec, level: int, floats: Sequence[Tensor], idx: Tensor,
+def _fake_level(spec: SegmentOp, level: int, floats: Sequence[Tensor], idx: Tensor,
                 num_segments: int) -> Tensor | tuple[Tensor, ...]:
     if level == 0:
         spec.validate(*floats, idx, num_segments)
@@ -205,16 +177,17 @@ def _ptx_text(device: int) -> str:
     return _library.ptx_for(torch.cuda.get_device_capability(device)).read_text()
 
 
-def _native_variants(spec: OpSpec, level: int) -> dict[str, dict]:
+def _native_variants(spec: SegmentOp, level: int) -> dict[str, dict]:
     """Every kernel of a level by dtype and width, as _torchops reads them."""
     variants = {}
-    num_floats = len(_float_names(spec, level)[0])
+    num_floats = len(spec.float_names(level)[0])
     for dtype in ("f32", "f64"):
         for width in (1, 3):
-            kernel = f"{spec.name}_{dtype}_w{width}" + "_grad" * level
+            kernel = spec.kernel_name(dtype, width, level)
             if kernel not in _library.kernels():
                 continue
-            unused = (_unused_inputs(kernel + "_grad") if level < MAX_LEVEL else frozenset())
+            unused = (_unused_inputs(spec.kernel_name(dtype, width, level + 1))
+                      if level < MAX_LEVEL else frozenset())
             variants[f"{dtype}_w{width}"] = {
                 "kernel": kernel,
                 "buffers": _library.kernel_entry(kernel)["buffers"],
@@ -226,7 +199,7 @@ def _native_variants(spec: OpSpec, level: int) -> dict[str, dict]:
     return variants
 
 
-def _native_validator(spec: OpSpec, level: int) -> Callable[..., None]:
+def _native_validator(spec: SegmentOp, level: int) -> Callable[..., None]:
     """Raises the error for arguments the C++ kernel rejected (on CUDA in
     debug mode, checks idx before every launch)."""
     def validate(*args) -> None:
@@ -251,7 +224,7 @@ def native_kernels() -> Any | None:
     return _native
 
 
-def _register(spec: OpSpec) -> None:
+def _register(spec: SegmentOp) -> None:
     # Define every level first: each level's backward calls the next one.
     for level in range(MAX_LEVEL + 1):
         _library_def.define(_schema(spec, level))
@@ -268,7 +241,7 @@ def _register(spec: OpSpec) -> None:
         if _native is not None:
             # CPU kernels and autograd in C++; CUDA kernels too where they
             # were built (against a PyTorch with CUDA), else from Python.
-            names, outputs = _float_names(spec, level)
+            names, outputs = spec.float_names(level)
             _native.register_level(
                 name, len(names), outputs, _native_variants(spec, level),
                 _op_name(spec, level + 1) if level < MAX_LEVEL else "",
@@ -304,103 +277,7 @@ def _register(spec: OpSpec) -> None:
                                         lib=_library_def)
 
 
-# --------------------------------------------------------------------------
-# Validation of the public ops (shapes, dtypes, devices; no data reads).
-# --------------------------------------------------------------------------
-
-
-def _same_dtype(op: str, **tensors: Tensor) -> None:
-    dtypes = {t.dtype for t in tensors.values()}
-    if len(dtypes) > 1:
-        listing = ", ".join(f"{n} is {t.dtype}" for n, t in tensors.items())
-        raise DTypeError(f"{op}: all float tensors must have one dtype, got {listing}")
-
-
-def _check_segment_rows(op: str, name: str, tensor: Tensor, num_segments: int) -> None:
-    """A per-segment input must have num_segments rows: its gradient does."""
-    if tensor.shape[0] != num_segments:
-        raise ValueError(
-            f"{op}: num_segments ({num_segments}) must equal {name}.shape[0] "
-            f"({tensor.shape[0]}): the gradient of {name} has num_segments rows")
-
-
-def _validate_reduction(op: str) -> Callable[..., None]:
-    def validate(x: Tensor, idx: Tensor, num_segments: int) -> None:
-        check_float_rows(op, "x", x)
-        check_index(op, idx, x.shape[0], "x")
-        check_num_segments(op, num_segments)
-        check_same_device(op, x=x, idx=idx)
-    return validate
-
-
-def _validate_rms_norm(x: Tensor, idx: Tensor, num_segments: int) -> None:
-    _validate_reduction("segmented_rms_norm")(x, idx, num_segments)
-
-
-def _validate_dot(x: Tensor, y: Tensor, idx: Tensor, num_segments: int) -> None:
-    op = "segmented_dot"
-    check_float_rows(op, "x", x)
-    check_float_rows(op, "y", y)
-    if x.shape != y.shape:
-        raise ValueError(f"{op}: x and y must have the same shape, got {tuple(x.shape)} "
-                         f"and {tuple(y.shape)}")
-    _same_dtype(op, x=x, y=y)
-    check_index(op, idx, x.shape[0], "x")
-    check_num_segments(op, num_segments)
-    check_same_device(op, x=x, y=y, idx=idx)
-
-
-def _validate_mul(x: Tensor, y: Tensor, idx: Tensor, num_segments: int) -> None:
-    op = "segmented_mul"
-    check_float_rows(op, "x", x)
-    check_tensor(op, "y", y)
-    if y.dim() != 1:
-        raise ValueError(f"{op}: y must have shape (num_segments,), got {tuple(y.shape)}")
-    _same_dtype(op, x=x, y=y)
-    check_index(op, idx, x.shape[0], "x")
-    check_num_segments(op, num_segments)
-    _check_segment_rows(op, "y", y, num_segments)
-    check_same_device(op, x=x, y=y, idx=idx)
-
-
-def _validate_matvec(v: Tensor, m: Tensor, idx: Tensor, num_segments: int) -> None:
-    op = "segmented_matvec"
-    width = check_float_rows(op, "v", v)
-    if width != 3:
-        raise ValueError(f"{op}: v must have shape (N, 3), got {tuple(v.shape)}")
-    check_tensor(op, "m", m)
-    if m.dim() != 3 or tuple(m.shape[1:]) != (3, 3):
-        raise ValueError(f"{op}: m must have shape (num_segments, 3, 3), got {tuple(m.shape)}")
-    _same_dtype(op, v=v, m=m)
-    check_index(op, idx, v.shape[0], "v")
-    check_num_segments(op, num_segments)
-    _check_segment_rows(op, "m", m, num_segments)
-    check_same_device(op, v=v, m=m, idx=idx)
-
-
-def _validate_gather(y: Tensor, idx: Tensor, num_segments: int) -> None:
-    op = "segmented_gather"
-    check_float_rows(op, "y", y, leading="S")
-    check_index(op, idx, idx.shape[0] if isinstance(idx, Tensor) else 0, "idx")
-    check_num_segments(op, num_segments)
-    if y.shape[0] != num_segments:
-        raise ValueError(f"{op}: num_segments ({num_segments}) must equal y.shape[0] "
-                         f"({y.shape[0]})")
-    check_same_device(op, y=y, idx=idx)
-
-
-SPECS = [
-    OpSpec("segmented_sum", ("x",), _validate_reduction("segmented_sum")),
-    OpSpec("segmented_mean", ("x",), _validate_reduction("segmented_mean")),
-    OpSpec("segmented_rms_norm", ("x",), _validate_rms_norm),
-    OpSpec("segmented_dot", ("x", "y"), _validate_dot),
-    OpSpec("segmented_mul", ("x", "y"), _validate_mul),
-    OpSpec("segmented_matvec", ("v", "m"), _validate_matvec),
-    OpSpec("segmented_gather", ("y",), _validate_gather),
-    OpSpec("segmented_max", ("x",), _validate_reduction("segmented_max")),
-    OpSpec("segmented_min", ("x",), _validate_reduction("segmented_min")),
-]
-for _spec in SPECS:
+for _spec in OPS.values():
     _register(_spec)
 
 

@@ -12,6 +12,11 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/OperationSupport.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "segops/Pipelines/Pipelines.h"
@@ -29,6 +34,8 @@
 #include <mutex>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <tuple>
+#include <type_traits>
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -40,6 +47,62 @@ namespace {
 struct CompileError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+/// A derived function's parameters ((type, seg.space) each) and results.
+struct DerivedSignature {
+  std::vector<std::pair<std::string, std::string>> params;
+  std::vector<std::string> results;
+};
+
+/// A private function of a fused kernel: derivative level `level` of
+/// `function` in `source`, linked in as `symbol`; with `takesForward`, it
+/// takes the results of level 0 on its leading arguments as trailing
+/// arguments instead of recomputing them.
+struct DerivedCallee {
+  std::string symbol, source, function;
+  unsigned level;
+  bool takesForward;
+};
+
+/// Makes `derivative` take the results of `primal` (on its leading
+/// arguments, which are primal's) as new trailing arguments: primal's body
+/// is cloned at derivative's entry, derivative's own recomputation of it
+/// (equal ops on equal operands, in order) is replaced by the clone, and the
+/// clone's results by the new arguments.
+static void passForwardResults(func::FuncOp primal, func::FuncOp derivative) {
+  Block &entry = derivative.getBody().front();
+  IRMapping mapping;
+  for (auto [from, to] :
+       llvm::zip(primal.getArguments(), entry.getArguments()))
+    mapping.map(from, to);
+  OpBuilder builder = OpBuilder::atBlockBegin(&entry);
+  SmallVector<Operation *> clones;
+  Block &primalBody = primal.getBody().front();
+  for (Operation &op : primalBody.without_terminator())
+    clones.push_back(builder.clone(op, mapping));
+  for (Operation *clone : clones) {
+    for (Operation &op : llvm::make_early_inc_range(
+             llvm::make_range(std::next(clone->getIterator()), entry.end()))) {
+      if (llvm::is_contained(clones, &op) ||
+          !OperationEquivalence::isEquivalentTo(
+              clone, &op, OperationEquivalence::IgnoreLocations))
+        continue;
+      op.replaceAllUsesWith(clone);
+      op.erase();
+    }
+  }
+  for (Value result : primalBody.getTerminator()->getOperands()) {
+    Value recomputed = mapping.lookup(result);
+    unsigned position = derivative.getNumArguments();
+    derivative.insertArgument(position, recomputed.getType(), {},
+                              derivative.getLoc());
+    if (!isa<BlockArgument>(recomputed))
+      recomputed.replaceAllUsesWith(derivative.getArgument(position));
+  }
+  for (Operation *clone : llvm::reverse(clones))
+    if (isOpTriviallyDead(clone))
+      clone->erase();
+}
 
 /// One MLIR context for the process, with the seg dialects loaded; calls are
 /// serialized (a compilation is short and the context is not the bottleneck),
@@ -212,12 +275,112 @@ public:
         });
   }
 
+  /// The signature of derivative level `level` of function `name` in
+  /// `source`: per parameter its type and seg.space ("" if none), and the
+  /// result types, printed.
+  DerivedSignature derivedSignature(const std::string &source,
+                                    const std::string &name, unsigned level) {
+    return withDiagnostics([&](std::string &diagnostics) {
+      OwningOpRef<ModuleOp> module = parseAndDerive(source, level, diagnostics);
+      func::FuncOp func = derivedFunction(*module, name, level);
+      DerivedSignature signature;
+      auto print = [](Type type) {
+        std::string text;
+        llvm::raw_string_ostream os(text);
+        type.print(os);
+        return text;
+      };
+      for (auto [position, type] :
+           llvm::enumerate(func.getFunctionType().getInputs())) {
+        auto space = func.getArgAttrOfType<StringAttr>(position, "seg.space");
+        signature.params.emplace_back(print(type),
+                                      space ? space.getValue().str() : "");
+      }
+      for (Type type : func.getFunctionType().getResults())
+        signature.results.push_back(print(type));
+      return signature;
+    });
+  }
+
+  /// `caller` (a module of one kernel function calling private functions
+  /// that it does not define) with each callee linked in and inlined: callee
+  /// `symbol` is derivative level `level` of function `function` in
+  /// `source`. Returns the printed module, which calls nothing.
+  std::string inlineDerived(const std::string &caller,
+                            const std::vector<DerivedCallee> &callees) {
+    return withDiagnostics([&](std::string &diagnostics) {
+      // Verified once its callees are linked in: a call of a function the
+      // module does not define yet is invalid.
+      OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(
+          caller, ParserConfig(&context, /*verifyAfterParse=*/false),
+          "<caller>");
+      if (!module)
+        throw CompileError("cannot parse the calling module:\n" + diagnostics);
+      OpBuilder builder(module->getBodyRegion());
+      builder.setInsertionPointToEnd(module->getBody());
+      for (const DerivedCallee &callee : callees) {
+        OwningOpRef<ModuleOp> derived =
+            parseAndDerive(callee.source, callee.level, diagnostics);
+        func::FuncOp derivative =
+            derivedFunction(*derived, callee.function, callee.level);
+        if (callee.takesForward)
+          passForwardResults(derivedFunction(*derived, callee.function, 0),
+                             derivative);
+        auto func = cast<func::FuncOp>(builder.clone(*derivative));
+        func.setSymName(callee.symbol);
+        func.setPrivate();
+      }
+      if (failed(verify(*module)))
+        throw CompileError("the linked module is invalid:\n" + diagnostics);
+      PassManager pm(&context);
+      seg::buildSegInlinePipeline(pm);
+      if (failed(pm.run(*module)))
+        throw CompileError("inlining failed:\n" + diagnostics);
+      for (auto func : module->getOps<func::FuncOp>())
+        if (func.isPrivate())
+          throw CompileError("a call of @" + func.getSymName().str() +
+                             " was not inlined");
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      module->print(os);
+      return text;
+    });
+  }
+
 private:
   /// Parses `source`, derives gradients to `order`, and runs `compile` on
   /// the result; throws CompileError with the diagnostics on failure.
   template <typename Compile>
   std::string withModule(const std::string &source, unsigned order,
                          Compile compile, const std::string &keep = "") {
+    return withDiagnostics([&](std::string &diagnostics) {
+      OwningOpRef<ModuleOp> module = parseAndDerive(source, order, diagnostics);
+      if (!keep.empty()) {
+        // One function of the derived module (a derivative level compiled on
+        // first use).
+        bool found = false;
+        for (auto func :
+             llvm::make_early_inc_range(module->getOps<func::FuncOp>())) {
+          if (func.getSymName() == keep)
+            found = true;
+          else
+            func.erase();
+        }
+        if (!found)
+          throw CompileError("no function '" + keep + "' after seg-derive\n" +
+                             diagnostics);
+      }
+      FailureOr<std::string> result = compile(*module);
+      if (failed(result))
+        throw CompileError("compilation failed:\n" + diagnostics);
+      return std::move(*result);
+    });
+  }
+
+  /// Runs `body(diagnostics)` holding the context, with the context's
+  /// diagnostics collected in `diagnostics`.
+  template <typename Body>
+  std::invoke_result_t<Body, std::string &> withDiagnostics(Body body) {
     std::lock_guard<std::mutex> lock(mutex);
     // A forked child (a DataLoader worker, say) has the pool but not its
     // threads: compile on the calling thread there.
@@ -229,6 +392,13 @@ private:
       os << diagnostic.getLocation() << ": " << diagnostic << "\n";
       return success();
     });
+    return body(diagnostics);
+  }
+
+  /// `source` parsed, with its derivatives to `order`; throws CompileError.
+  OwningOpRef<ModuleOp> parseAndDerive(const std::string &source,
+                                       unsigned order,
+                                       const std::string &diagnostics) {
     OwningOpRef<ModuleOp> module =
         parseSourceString<ModuleOp>(source, &context, "<source>");
     if (!module)
@@ -241,25 +411,17 @@ private:
       if (failed(pm.run(*module)))
         throw CompileError("seg-derive failed:\n" + diagnostics);
     }
-    if (!keep.empty()) {
-      // One function of the derived module (a derivative level compiled on
-      // first use).
-      bool found = false;
-      for (auto func :
-           llvm::make_early_inc_range(module->getOps<func::FuncOp>())) {
-        if (func.getSymName() == keep)
-          found = true;
-        else
-          func.erase();
-      }
-      if (!found)
-        throw CompileError("no function '" + keep + "' after seg-derive\n" +
-                           diagnostics);
-    }
-    FailureOr<std::string> result = compile(*module);
-    if (failed(result))
-      throw CompileError("compilation failed:\n" + diagnostics);
-    return std::move(*result);
+    return module;
+  }
+
+  /// Derivative level `level` of function `name` in the derived `module`.
+  static func::FuncOp derivedFunction(ModuleOp module, const std::string &name,
+                                      unsigned level) {
+    std::string wanted = seg::derivativeFunctionName(name, level);
+    auto func = module.lookupSymbol<func::FuncOp>(wanted);
+    if (!func)
+      throw CompileError("no function '" + wanted + "' after seg-derive");
+    return func;
   }
 
   /// The process's JIT for host kernels, made on first use.
@@ -397,6 +559,40 @@ PYBIND11_MODULE(_segc, m) {
       },
       py::arg("source"), py::arg("order") = 1,
       "`source` with its derivatives up to `order` (seg-derive), as text.");
+  m.def(
+      "derived_signature",
+      [](const std::string &source, const std::string &name, unsigned level) {
+        DerivedSignature signature;
+        {
+          py::gil_scoped_release release;
+          signature = compiler().derivedSignature(source, name, level);
+        }
+        return py::make_tuple(signature.params, signature.results);
+      },
+      py::arg("source"), py::arg("name"), py::arg("level"),
+      "The signature of derivative level `level` of function `name` in "
+      "`source`: ([(parameter type, seg.space or '')], [result type]), "
+      "types as MLIR prints them.");
+  m.def(
+      "inline_derived",
+      [](const std::string &caller,
+         const std::vector<std::tuple<std::string, std::string, std::string,
+                                      unsigned, bool>> &callees) {
+        std::vector<DerivedCallee> linked;
+        for (const auto &[symbol, source, function, level, forward] : callees)
+          linked.push_back({symbol, source, function, level, forward});
+        py::gil_scoped_release release;
+        return compiler().inlineDerived(caller, linked);
+      },
+      py::arg("caller"), py::arg("callees"),
+      "`caller`, a module whose kernel calls private functions it does not "
+      "define, with each callee (symbol, source, function, level, "
+      "takes_forward) linked in as derivative level `level` of `function` in "
+      "`source` (with takes_forward, taking level 0's results on its leading "
+      "arguments as trailing arguments instead of recomputing them), then "
+      "inlined "
+      "(MLIR's inliner), the callees dropped and the result CSE'd: the "
+      "printed module.");
   m.def(
       "host_cpu", []() { return Compiler::hostTarget().cpu; },
       "The LLVM CPU name compile_host compiles for.");

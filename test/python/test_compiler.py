@@ -159,3 +159,77 @@ def test_unwritable_cache_still_compiles(monkeypatch: pytest.MonkeyPatch, tmp_pa
 def test_invalid_source_raises_with_diagnostics(source: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         _compiler.compile_ptx(source)
+
+
+# --------------------------------------------------------------------------
+# Linking derived functions into a kernel (segops.fusion's inlining).
+# --------------------------------------------------------------------------
+
+MAX = """
+func.func @f(%x: tensor<?xf64>, %idx: tensor<?xi32>, %n: index) -> tensor<?xf64> {
+  %0 = seg.max %x, %idx, %n : tensor<?xf64>, tensor<?xi32> -> tensor<?xf64>
+  return %0 : tensor<?xf64>
+}
+"""
+
+BACKWARD_CALLER = """
+func.func @k(%x: tensor<?xf64>, %idx: tensor<?xi32>, %n: index, %g: tensor<?xf64>{extra_params})
+    -> tensor<?xf64> {{
+  %r = func.call @max_grad(%x, %idx, %n, %g{extra_args}) :
+      (tensor<?xf64>, tensor<?xi32>, index, tensor<?xf64>{extra_types}) -> (tensor<?xf64>)
+  return %r : tensor<?xf64>
+}}
+"""
+
+
+def _segc():
+    from segops import _extensions
+
+    return _extensions.segc()
+
+
+def test_derived_signature_names_types_and_spaces() -> None:
+    params, results = _segc().derived_signature(MAX, "f", 1)
+    assert params == [("tensor<?xf64>", "row"), ("tensor<?xi32>", ""), ("index", ""),
+                      ("tensor<?xf64>", "segment")]
+    assert results == ["tensor<?xf64>"]
+    with pytest.raises(ValueError, match="no function 'g_grad'"):
+        _segc().derived_signature(MAX, "g", 1)
+
+
+@pytest.mark.parametrize("takes_forward", [False, True])
+def test_inline_derived_links_inlines_and_drops_the_callee(takes_forward: bool) -> None:
+    """The derivative of max is inlined; given the forward's result as an
+    argument, it no longer recomputes the max; either way it matches the
+    derivative run on its own."""
+    extra = {"extra_params": ", %m: tensor<?xf64>", "extra_args": ", %m",
+             "extra_types": ", tensor<?xf64>"} if takes_forward else \
+        {"extra_params": "", "extra_args": "", "extra_types": ""}
+    caller = BACKWARD_CALLER.format(**extra)
+    inlined = _segc().inline_derived(caller, [("max_grad", MAX, "f", 1, takes_forward)])
+    assert "call" not in inlined and "max_grad" not in inlined
+    assert ("seg.max" in inlined) != takes_forward
+    assert "seg.sum" in inlined  # the count of rows attaining the max
+
+    import torch
+
+    idx = torch.tensor([0, 0, 0, 2, 2], dtype=torch.int32)
+    x = torch.tensor([1.0, 3.0, 3.0, -1.0, -2.0], dtype=torch.float64)
+    g = torch.tensor([6.0, 5.0, 4.0], dtype=torch.float64)
+    m = torch.tensor([3.0, 0.0, -1.0], dtype=torch.float64)
+    inputs = [x, idx, g] + ([m] if takes_forward else [])
+    (result,) = _compiler.CompiledModule(inlined).run("k", inputs, 5, 3)
+    assert torch.equal(result, torch.tensor([0.0, 3.0, 3.0, 4.0, 0.0], dtype=torch.float64))
+
+
+@pytest.mark.parametrize("caller, callees, message", [
+    (BACKWARD_CALLER.format(extra_params="", extra_args="", extra_types=""), [],
+     "does not reference a valid function"),
+    (BACKWARD_CALLER.format(extra_params="", extra_args="", extra_types=""),
+     [("max_grad", MAX, "f", 3, False)], "incorrect number of operands"),
+    ("func.func @k(", [], "cannot parse the calling module"),
+])
+def test_inline_derived_rejects_what_it_cannot_link(caller: str, callees: list,
+                                                    message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        _segc().inline_derived(caller, callees)

@@ -48,8 +48,18 @@ struct SegDeriveOptions : public PassPipelineOptions<SegDeriveOptions> {
 };
 
 /// Adds, for every function f with seg ops, f_grad (and f_grad_grad ... up
-/// to `order`), each stage followed by canonicalize and cse.
+/// to `order`), each order followed by canonicalize and cse.
 void buildSegDerivePipeline(OpPassManager &pm, const SegDeriveOptions &options);
+
+/// The name seg-derive gives derivative level `level` of function `name`:
+/// `name` itself at level 0, then name_grad, name_grad_grad...
+std::string derivativeFunctionName(llvm::StringRef name, unsigned level);
+
+/// Inlines every call of a private function (derived functions linked into
+/// a fused kernel, see segops.fusion), removes those functions, then CSE:
+/// a derivative's recomputation of its forward merges with the caller's
+/// forward on the same operands. Nothing else is simplified.
+void buildSegInlinePipeline(OpPassManager &pm);
 
 /// seg kernel functions -> gpu.module of NVVM kernels -> gpu.binary holding
 /// PTX text (`gpu-module-to-binary{format=isa}`).
@@ -88,8 +98,8 @@ void buildHostToLLVMPipeline(OpPassManager &pm);
 void buildSegToGPUSimulatorPipeline(OpPassManager &pm,
                                     const SegToPTXOptions &options);
 
-/// Registers `seg-to-ptx`, `seg-to-nvvm`, `seg-to-host` and
-/// `seg-to-gpu-simulator` for textual pipelines and `seg-opt --help`.
+/// Registers `seg-to-ptx`, `seg-to-nvvm`, `seg-derive`, `seg-inline`,
+/// `seg-to-host` and `seg-to-gpu-simulator` for textual pipelines and `seg-opt --help`.
 void registerSegPipelines();
 
 } // namespace seg

@@ -1,0 +1,197 @@
+"""The segment ops: one table, read by the library ops (ops.py), segops.jit
+(_jit_trace) and segops.fusion, and the one parser of derivative-level names.
+
+Each public op is a seg dialect op; ``segops::<op>`` is its forward and
+``segops::<op>_grad``, ``_grad_grad``... its derivative levels, each running
+the op library's kernel of the same name for the tensors' dtype and row
+width. test_op_table.py checks this table against oplib/segops.mlir.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from torch import Tensor
+
+from segops._validation import (
+    DTypeError,
+    check_float_rows,
+    check_index,
+    check_num_segments,
+    check_same_device,
+    check_tensor,
+)
+
+# Derivative levels in the op library (seg-derive order 3).
+MAX_LEVEL = 3
+# What seg-derive appends to a function's name per derivative level.
+GRAD_SUFFIX = "_grad"
+
+ROW, SEGMENT = "row", "segment"
+
+
+def level_name(base: str, level: int) -> str:
+    """The name of derivative level `level` of `base` (an op, a kernel or a
+    segops.jit program): segmented_sum_grad_grad is level 2."""
+    return base + GRAD_SUFFIX * level
+
+
+def split_level_name(name: str) -> tuple[str, int]:
+    """(base, level) of a derivative-level name; level_name's inverse."""
+    base, level = name, 0
+    while base.endswith(GRAD_SUFFIX):
+        base, level = base[: -len(GRAD_SUFFIX)], level + 1
+    return base, level
+
+
+@dataclass(frozen=True)
+class SegmentOp:
+    """A public segment op: its name (the torch op's and the kernels'
+    stem), its seg dialect op, its float arguments (the first fixes the row
+    width) with their spaces, its result's space, whether it takes
+    num_segments as an operand, and its argument checks."""
+
+    name: str
+    seg_op: str
+    float_args: tuple[str, ...]
+    operand_spaces: tuple[str, ...]
+    result_space: str
+    takes_count: bool
+    validate: Callable[..., None]
+
+    @property
+    def num_tensors(self) -> int:
+        return len(self.float_args)
+
+    def kernel_name(self, dtype: str, width: int, level: int) -> str:
+        """The op library's kernel of a level, e.g. segmented_sum_f32_w3_grad."""
+        return level_name(f"{self.name}_{dtype}_w{width}", level)
+
+    def float_names(self, level: int) -> tuple[list[str], int]:
+        """The float arguments of a level (the op's, then the cotangents of
+        each level below) and its number of outputs."""
+        names = list(self.float_args)
+        outputs = 1
+        for _ in range(level):
+            cotangents = [f"grad{len(names) + k}" for k in range(outputs)]
+            outputs, names = len(names), names + cotangents
+        return names, outputs
+
+
+# --------------------------------------------------------------------------
+# Each op's argument checks (shapes, dtypes, devices; no data reads).
+# --------------------------------------------------------------------------
+
+
+def _same_dtype(op: str, **tensors: Tensor) -> None:
+    dtypes = {t.dtype for t in tensors.values()}
+    if len(dtypes) > 1:
+        listing = ", ".join(f"{n} is {t.dtype}" for n, t in tensors.items())
+        raise DTypeError(f"{op}: all float tensors must have one dtype, got {listing}")
+
+
+def _check_segment_rows(op: str, name: str, tensor: Tensor, num_segments: int) -> None:
+    """A per-segment input must have num_segments rows: its gradient does."""
+    if tensor.shape[0] != num_segments:
+        raise ValueError(
+            f"{op}: num_segments ({num_segments}) must equal {name}.shape[0] "
+            f"({tensor.shape[0]}): the gradient of {name} has num_segments rows")
+
+
+def _validate_reduction(op: str) -> Callable[..., None]:
+    def validate(x: Tensor, idx: Tensor, num_segments: int) -> None:
+        check_float_rows(op, "x", x)
+        check_index(op, idx, x.shape[0], "x")
+        check_num_segments(op, num_segments)
+        check_same_device(op, x=x, idx=idx)
+    return validate
+
+
+def _validate_rms_norm(x: Tensor, idx: Tensor, num_segments: int) -> None:
+    _validate_reduction("segmented_rms_norm")(x, idx, num_segments)
+
+
+def _validate_dot(x: Tensor, y: Tensor, idx: Tensor, num_segments: int) -> None:
+    op = "segmented_dot"
+    check_float_rows(op, "x", x)
+    check_float_rows(op, "y", y)
+    if x.shape != y.shape:
+        raise ValueError(f"{op}: x and y must have the same shape, got {tuple(x.shape)} "
+                         f"and {tuple(y.shape)}")
+    _same_dtype(op, x=x, y=y)
+    check_index(op, idx, x.shape[0], "x")
+    check_num_segments(op, num_segments)
+    check_same_device(op, x=x, y=y, idx=idx)
+
+
+def _validate_mul(x: Tensor, y: Tensor, idx: Tensor, num_segments: int) -> None:
+    op = "segmented_mul"
+    check_float_rows(op, "x", x)
+    check_tensor(op, "y", y)
+    if y.dim() != 1:
+        raise ValueError(f"{op}: y must have shape (num_segments,), got {tuple(y.shape)}")
+    _same_dtype(op, x=x, y=y)
+    check_index(op, idx, x.shape[0], "x")
+    check_num_segments(op, num_segments)
+    _check_segment_rows(op, "y", y, num_segments)
+    check_same_device(op, x=x, y=y, idx=idx)
+
+
+def _validate_matvec(v: Tensor, m: Tensor, idx: Tensor, num_segments: int) -> None:
+    op = "segmented_matvec"
+    width = check_float_rows(op, "v", v)
+    if width != 3:
+        raise ValueError(f"{op}: v must have shape (N, 3), got {tuple(v.shape)}")
+    check_tensor(op, "m", m)
+    if m.dim() != 3 or tuple(m.shape[1:]) != (3, 3):
+        raise ValueError(f"{op}: m must have shape (num_segments, 3, 3), got {tuple(m.shape)}")
+    _same_dtype(op, v=v, m=m)
+    check_index(op, idx, v.shape[0], "v")
+    check_num_segments(op, num_segments)
+    _check_segment_rows(op, "m", m, num_segments)
+    check_same_device(op, v=v, m=m, idx=idx)
+
+
+def _validate_gather(y: Tensor, idx: Tensor, num_segments: int) -> None:
+    op = "segmented_gather"
+    check_float_rows(op, "y", y, leading="S")
+    check_index(op, idx, idx.shape[0] if isinstance(idx, Tensor) else 0, "idx")
+    check_num_segments(op, num_segments)
+    if y.shape[0] != num_segments:
+        raise ValueError(f"{op}: num_segments ({num_segments}) must equal y.shape[0] "
+                         f"({y.shape[0]})")
+    check_same_device(op, y=y, idx=idx)
+
+
+
+def _op(name: str, seg_op: str, float_args: tuple[str, ...], operand_spaces: tuple[str, ...],
+        result_space: str, validate: Callable[..., None]) -> SegmentOp:
+    return SegmentOp(name, seg_op, float_args, operand_spaces, result_space,
+                     takes_count=result_space == SEGMENT, validate=validate)
+
+
+# The ops, in registration order.
+OPS: dict[str, SegmentOp] = {op.name: op for op in [
+    _op("segmented_sum", "seg.sum", ("x",), (ROW,), SEGMENT,
+        _validate_reduction("segmented_sum")),
+    _op("segmented_mean", "seg.mean", ("x",), (ROW,), SEGMENT,
+        _validate_reduction("segmented_mean")),
+    _op("segmented_rms_norm", "seg.rms_norm", ("x",), (ROW,), SEGMENT, _validate_rms_norm),
+    _op("segmented_dot", "seg.dot", ("x", "y"), (ROW, ROW), SEGMENT, _validate_dot),
+    _op("segmented_mul", "seg.mul", ("x", "y"), (ROW, SEGMENT), ROW, _validate_mul),
+    _op("segmented_matvec", "seg.matvec", ("v", "m"), (ROW, SEGMENT), ROW, _validate_matvec),
+    _op("segmented_gather", "seg.gather", ("y",), (SEGMENT,), ROW, _validate_gather),
+    _op("segmented_max", "seg.max", ("x",), (ROW,), SEGMENT,
+        _validate_reduction("segmented_max")),
+    _op("segmented_min", "seg.min", ("x",), (ROW,), SEGMENT,
+        _validate_reduction("segmented_min")),
+]}
+
+
+def op_level(name: str) -> tuple[SegmentOp, int] | None:
+    """The op and derivative level of a torch op name (segmented_mean_grad ->
+    (segmented_mean, 1)); None for names that are not segment ops."""
+    base, level = split_level_name(name)
+    op = OPS.get(base)
+    return (op, level) if op is not None and level <= MAX_LEVEL else None
