@@ -75,24 +75,16 @@ configure() {
 }
 configure || { cat "$OUT/cmake.log"; exit 2; }
 if ! timeout 300 ninja -C "$BUILD" > "$OUT/ninja.log" 2>&1; then
-  # The C++ operator kernels build against this machine's PyTorch; if its
-  # headers disagree, fall back (CUDA kernels from Python, then all kernels
-  # from Python) and say so.
-  tail -30 "$OUT/ninja.log"
-  echo "C++ operator kernels failed to build; retrying with SEGOPS_BUILD_TORCH_CUDA_OPS=OFF"
-  status=1
-  configure -DSEGOPS_BUILD_TORCH_CUDA_OPS=OFF
-  if ! timeout 300 ninja -C "$BUILD" > "$OUT/ninja2.log" 2>&1; then
-    tail -30 "$OUT/ninja2.log"
-    echo "retrying with SEGOPS_BUILD_TORCH_OPS=OFF"
-    configure -DSEGOPS_BUILD_TORCH_OPS=OFF
-    timeout 300 ninja -C "$BUILD" || exit 2
-  fi
+  # The C++ operator kernels (the only kernels) build against this
+  # machine's PyTorch; if its headers disagree there is nothing to test.
+  tail -40 "$OUT/ninja.log"
+  echo "the C++ operator kernels failed to build against this PyTorch (see ninja.log)"
+  exit 2
 fi
 cp python/segops/*.py "$BUILD/python/segops/"
 export PYTHONPATH="$PWD/$BUILD/python:$PWD"
 python3 -c "from segops._native import _torchops as t; print('C++ CUDA operator kernels:', t.has_cuda_kernels())" \
-  || echo "C++ operator kernels not importable: Python kernels"
+  || { echo "the C++ operator kernels do not import"; exit 2; }
 python3 -c "import segops; info = segops.library_info(); print('host kernels:', info['host_cpu'], 'of', info['host_builds'])" \
   || exit 2
 

@@ -46,12 +46,8 @@ from segops._jit_trace import (
 )
 from segops._op_table import level_name, split_level_name
 from segops._validation import (
-    INT32_MAX,
-    as_kernel_index,
     check_index_content,
-    index_range_error,
 )
-from segops.ops import run_on_sorted_rows
 
 __all__ = ["jit", "JitError", "JitFunction"]
 
@@ -64,8 +60,6 @@ __all__ = ["jit", "JitError", "JitFunction"]
 class _HostKernel:
     symbol: int
     split: tuple[int, int] | None  # tile and finish kernels' addresses
-    info: _library.Kernel
-    buffers: list[dict[str, Any]]
 
 
 class _Program:
@@ -79,11 +73,9 @@ class _Program:
         self.label = label  # the user's function, for messages
         self._entries: dict[int, dict[str, Any]] = {}
         self._host: dict[int, _HostKernel] = {}
-        # Per level: its simulator image; per (level, device): its PTX and
-        # that PTX loaded.
+        # Per level: its simulator image; per (level, device): its PTX.
         self._simulated: dict[int, str] = {}
         self._ptx: dict[tuple[int, int], str] = {}
-        self._modules: dict[tuple[int, int], Any] = {}
         self._lock = threading.Lock()
         self._key_locks: dict[Any, threading.Lock] = {}
 
@@ -146,11 +138,6 @@ class _Program:
 
         return self._once(self._ptx, (level, device), make)
 
-    def cuda_module(self, level: int, device: int) -> Any:
-        """The level's PTX loaded on CUDA device `device` (for the Python
-        CUDA kernel, where the extension has none)."""
-        return self._once(self._modules, (level, device), lambda: _library.native_module(
-            ).CudaModule(device, self.ptx(level, device)))
 
 
 _PROGRAMS: dict[str, _Program] = {}
@@ -300,9 +287,7 @@ def _compile_host(program: _Program, level: int) -> _HostKernel:
     return _HostKernel(
         symbol=addresses[host["symbol"]],
         split=(addresses[split["rows_symbol"]], addresses[split["finish_symbol"]])
-        if split else None,
-        info=_library.kernel_from_entry(entry),
-        buffers=entry["buffers"])
+        if split else None)
 
 
 def _compile_simulated(program: _Program, level: int) -> str:
@@ -343,63 +328,6 @@ def _check_lengths(program: _Program, level: int, args: Sequence[Tensor],
                              f"{expected} ({what})")
 
 
-def _outputs(buffers: Sequence[dict[str, Any]], num_rows: int, num_segments: int,
-             like: Tensor) -> list[Tensor]:
-    return [torch.empty(_library.buffer_shape(b["shape"], num_rows, num_segments),
-                        dtype=_library.TORCH_DTYPES[b["dtype"]], device=like.device)
-            for b in buffers if b["role"] == "output"]
-
-
-def _run_host(kernel: _HostKernel, inputs: list[Tensor], outputs: list[Tensor],
-              num_rows: int, num_segments: int) -> tuple[str, int]:
-    pointers = [t.data_ptr() for t in inputs] + [t.data_ptr() for t in outputs]
-    return _library.call_host_kernel_at(kernel.info, kernel.symbol, kernel.split, pointers,
-                                        num_rows, num_segments)
-
-
-def _jit_call(program: str, args: list[Tensor], num_segments: int) -> list[Tensor]:
-    prog, level = split_program(program)
-    _check_lengths(prog, level, args, num_segments)
-    idx = args[prog.idx_position]
-    num_rows = idx.shape[0]
-    inputs = [as_kernel_index(t) if i == prog.idx_position else t.contiguous()
-              for i, t in enumerate(args)]
-    if idx.device.type == "cuda":
-        return _run_cuda(prog, level, inputs, idx, num_rows, num_segments)
-    kernel = prog.host_kernel(level)
-    outputs = _outputs(kernel.buffers, num_rows, num_segments, idx)
-    if num_rows == 0 and num_segments == 0:
-        return outputs
-    problem, row = _run_host(kernel, inputs, outputs, num_rows, num_segments)
-    if problem == "range" or (idx.dtype == torch.int64 and problem and
-                              bool(((idx > INT32_MAX) | (idx < 0)).any())):
-        raise index_range_error(prog.label, idx, row, num_segments)
-    if problem == "order":
-        # An unsorted index: the kernel runs on its rows in a stable sort.
-        run_on_sorted_rows(kernel.buffers, inputs, outputs, prog.idx_position,
-                           lambda i, o: _run_host(kernel, i, o, num_rows, num_segments))
-    return outputs
-
-
-def _run_cuda(prog: _Program, level: int, inputs: list[Tensor], idx: Tensor,
-              num_rows: int, num_segments: int) -> list[Tensor]:
-    """The level's PTX on the current stream (sorted idx required, as for
-    the library ops' segment kernels)."""
-    device = idx.device.index if idx.device.index is not None else torch.cuda.current_device()
-    module = prog.cuda_module(level, device)
-    info = _library.kernel_from_entry(prog.entry(level))
-    # As for the library ops: checked (sorted for segment kernels) in debug
-    # mode only, which syncs; a CUDA graph capture must not.
-    check_index_content(prog.label, idx, num_segments, require_sorted=not info.host_rows)
-    outputs = _outputs(prog.entry(level)["buffers"], num_rows, num_segments, idx)
-    if num_rows == 0 and num_segments == 0:
-        return outputs
-    pointers = [t.data_ptr() for t in inputs] + [t.data_ptr() for t in outputs]
-    _library.run_gpu(module, prog.entry(level), torch.cuda.current_stream(idx.device).cuda_stream,
-                     pointers, num_rows, num_segments, idx.device)
-    return outputs
-
-
 def program_entry(program: str, level: int = 0) -> dict[str, Any]:
     """The manifest entry of a registered program's level (raises
     ValueError if the compiler rejects the program)."""
@@ -417,28 +345,6 @@ def _fake_jit_call(program: str, args: list[Tensor], num_segments: int) -> list[
     return [idx.new_empty(_library.buffer_shape(b["shape"], idx.shape[0], num_segments),
                           dtype=_library.TORCH_DTYPES[b["dtype"]])
             for b in prog.entry(level)["buffers"] if b["role"] == "output"]
-
-
-def _setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
-    program, args, num_segments = inputs
-    ctx.program = program
-    ctx.num_segments = num_segments
-    ctx.save_for_backward(*args)
-    ctx.output_meta = [(tuple(o.shape), o.dtype) for o in output]
-
-
-def _backward(ctx: Any, *grads: Any) -> tuple:
-    grads = grads[0] if len(grads) == 1 and isinstance(grads[0], (list, tuple)) else grads
-    args = list(ctx.saved_tensors)
-    prog, _ = split_program(ctx.program)
-    idx = args[prog.idx_position]
-    cotangents = [g if g is not None else torch.zeros(shape, dtype=dtype, device=idx.device)
-                  for g, (shape, dtype) in zip(grads, ctx.output_meta)]
-    result = torch.ops.segops.jit_call.default(level_name(ctx.program, 1), args + cotangents,
-                                               ctx.num_segments)
-    gradients = iter(result)
-    arg_grads = [None if i == prog.idx_position else next(gradients) for i in range(len(args))]
-    return None, arg_grads, None
 
 
 def _validator(program: _Program, level: int) -> Callable[..., None]:
@@ -484,17 +390,15 @@ def _register_native(program_name: str) -> None:
 _lib = torch.library.Library("segops", "FRAGMENT")
 _lib.define("jit_call(str program, Tensor[] args, SymInt num_segments) -> Tensor[]")
 torch.library.register_fake("segops::jit_call", _fake_jit_call, lib=_lib)
-# The CPU, CUDA and autograd kernels: C++ where the library ops' are (a warm
-# call is a dispatch and a launch), else Python.
+# The CPU, CUDA and autograd kernels are C++, the library ops' (a warm call
+# is a dispatch and a launch); they ask _register_native for a level the
+# first time it runs.
 _native = _ops.native_kernels()
-if _native is None or not _native.has_cuda_kernels():
-    _lib.impl("jit_call", _jit_call, "CUDA")
 if _native is not None:
     _native.register_jit_op(_register_native)
-else:
-    _lib.impl("jit_call", _jit_call, "CPU")
-    torch.library.register_autograd("segops::jit_call", _backward,
-                                    setup_context=_setup_context, lib=_lib)
+_missing = ["CPU", "CUDA"] if _native is None else [] if _native.has_cuda_kernels() else ["CUDA"]
+for _key in _missing:
+    _lib.impl("jit_call", _ops.missing_kernels("segops::jit_call", _key), _key)
 
 
 # --------------------------------------------------------------------------

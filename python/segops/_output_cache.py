@@ -10,7 +10,7 @@ memory on smaller machines), the least recently freed buffers released
 first.
 
 Environment: ``SEGOPS_OUTPUT_CACHE_MB`` sets the limit at import (0 turns
-the cache off). The Python kernels (``SEGOPS_PYTHON_OPS=1``) do not use it.
+the cache off).
 """
 
 from __future__ import annotations

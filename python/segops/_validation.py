@@ -175,20 +175,3 @@ def index_range_error(op: str, idx: torch.Tensor, row: int, num_segments: int) -
     return ValueError(f"{op}: idx value {value} at row {row} is out of range for "
                       f"num_segments = {num_segments} (idx values must lie in "
                       f"[0, num_segments) = [0, {num_segments}))")
-
-
-def is_sorted_host_index(idx: torch.Tensor, num_segments: int) -> bool:
-    """Whether a contiguous CPU index whose values lie in [0, num_segments)
-    is non-decreasing."""
-    problem, _ = _library.native_module().check_index(
-        idx.data_ptr(), idx.dtype == torch.int64, idx.numel(), num_segments,
-        torch.get_num_threads(), True)
-    return problem == ""
-
-
-def as_kernel_index(idx: torch.Tensor) -> torch.Tensor:
-    """idx as contiguous int32. int64 values outside int32 are clamped to
-    values that no segment has, rather than wrapped onto a real segment."""
-    if idx.dtype == torch.int64:
-        idx = idx.clamp(-1, INT32_MAX).to(torch.int32)
-    return idx.contiguous()

@@ -26,14 +26,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from segops import _extensions, _gpusim, _launch, _library, _output_cache, _validation
+from segops import _extensions, _gpusim, _library, _output_cache, _validation
 from segops._op_table import MAX_LEVEL, OPS, SegmentOp, level_name
-from segops._validation import (
-    as_kernel_index,
-    check_index_content,
-    check_num_segments,
-    check_tensor,
-)
+from segops._validation import check_index_content, check_num_segments, check_tensor
 
 _DTYPE_NAMES = {torch.float32: "f32", torch.float64: "f64"}
 
@@ -76,64 +71,9 @@ def _op_name(spec: SegmentOp, level: int) -> str:
 
 def _needs_sorted_index(kernel: str, device: torch.device) -> bool:
     """Whether a kernel's idx must be sorted on `device`: segment kernels on
-    CUDA. Row maps take any order; on CPU an unsorted index's rows are
-    sorted before a segment kernel runs (_run_on_sorted_rows)."""
+    CUDA. Row maps take any order; on CPU the C++ kernels run a segment
+    kernel on an unsorted index's rows in a stable sort of them."""
     return device.type == "cuda" and not _library.kernel(kernel).host_rows
-
-
-def _run_level(spec: SegmentOp, level: int, floats: Sequence[Tensor], idx: Tensor,
-               num_segments: int) -> Tensor | tuple[Tensor, ...]:
-    if level == 0:
-        spec.validate(*floats, idx, num_segments)
-    kernel = _kernel_name(spec, level, floats[0])
-    check_index_content(_op_name(spec, level), idx, num_segments,
-                        require_sorted=_needs_sorted_index(kernel, idx.device))
-    num_rows = idx.shape[0]
-    outputs = [torch.empty(shape, dtype=dtype, device=idx.device)
-               for shape, dtype in _output_shapes(kernel, num_rows, num_segments)]
-    k = len(spec.float_args)
-    inputs = [t.contiguous() for t in floats[:k]] + [as_kernel_index(idx)] + \
-        [t.contiguous() for t in floats[k:]]
-    if (idx.device.type == "cpu" and not _library.kernel(kernel).host_rows
-            and not _validation.is_sorted_host_index(inputs[k], num_segments)):
-        _run_on_sorted_rows(kernel, inputs, outputs, num_rows, num_segments)
-    else:
-        _launch.run(kernel, inputs, outputs, num_rows, num_segments)
-    return outputs[0] if len(outputs) == 1 else tuple(outputs)
-
-
-def _run_on_sorted_rows(kernel: str, inputs: list[Tensor], outputs: list[Tensor],
-                        num_rows: int, num_segments: int) -> None:
-    """Runs a segment kernel on the rows of an unsorted host index in a
-    stable sort of it (each segment's rows in their order: deterministic
-    results), its row outputs put back in the callers' row order. The
-    Python twin of the C++ kernels' runOnSortedRows."""
-    buffers = _library.kernel_entry(kernel)["buffers"]
-    position = next(i for i, b in enumerate(b for b in buffers if b["role"] == "input")
-                    if b["name"] == "idx")
-    run_on_sorted_rows(buffers, inputs, outputs, position,
-                       lambda i, o: _launch.run(kernel, i, o, num_rows, num_segments))
-
-
-def run_on_sorted_rows(buffers: Sequence[dict], inputs: list[Tensor], outputs: list[Tensor],
-                       idx_position: int,
-                       run: Callable[[list[Tensor], list[Tensor]], object]) -> None:
-    """Calls `run(inputs, outputs)` on the rows of `inputs` in a stable sort
-    of the index at `idx_position` (per the manifest `buffers`: row inputs
-    gathered, row outputs scattered back into `outputs`)."""
-    input_buffers = [b for b in buffers if b["role"] == "input"]
-    output_buffers = [b for b in buffers if b["role"] == "output"]
-    sorted_idx, order = torch.sort(inputs[idx_position], stable=True)
-    sorted_inputs = [sorted_idx.contiguous() if i == idx_position
-                     else t.index_select(0, order)
-                     if b["shape"][0] == "N" and b.get("read", True) else t
-                     for i, (b, t) in enumerate(zip(input_buffers, inputs))]
-    sorted_outputs = [torch.empty_like(t) if b["shape"][0] == "N" else t
-                      for b, t in zip(output_buffers, outputs)]
-    run(sorted_inputs, sorted_outputs)
-    for b, out, result in zip(output_buffers, outputs, sorted_outputs):
-        if b["shape"][0] == "N":
-            out.index_copy_(0, order, result)
 
 
 def _fake_level(spec: SegmentOp, level: int, floats: Sequence[Tensor], idx: Tensor,
@@ -150,11 +90,11 @@ _library_def = torch.library.Library("segops", "DEF")
 
 
 def _native_ops():
-    """The C++ CPU and autograd kernels (segops._native._torchops), loaded
-    with the host kernels; None where they are not built, the op library is
-    missing, or SEGOPS_PYTHON_OPS=1 asks for the Python kernels. With
-    SEGOPS_SIMULATE_GPU=1 their CPU kernels run the GPU kernels instead,
-    through segrt's GPU launcher over the simulated driver."""
+    """The C++ CPU, CUDA and autograd kernels (segops._native._torchops),
+    loaded with the host kernels; None where they are not built or the op
+    library is missing. With SEGOPS_SIMULATE_GPU=1 their CPU kernels run the
+    GPU kernels instead, through segrt's GPU launcher over the simulated
+    driver."""
     _torchops = _extensions.torchops()
     if _torchops is None:
         return None
@@ -220,8 +160,28 @@ _native = _native_ops()
 
 def native_kernels() -> Any | None:
     """The C++ kernels the ops are registered with (segops._native._torchops,
-    loaded and configured), or None where the Python kernels serve them."""
+    loaded and configured), or None where they are missing (every call then
+    raises MissingKernelsError)."""
     return _native
+
+
+class MissingKernelsError(RuntimeError):
+    """This build has no C++ kernels for the device (the only kernels)."""
+
+
+def missing_kernels(what: str, device: str) -> Callable[..., Any]:
+    """A kernel for `what` on `device` that says why there is none."""
+    def kernel(*args: Any) -> Any:
+        if device == "CUDA":
+            raise MissingKernelsError(
+                f"{what}: this segops build has no CUDA kernels (its C++ operator kernels were "
+                "built against a PyTorch without CUDA, or without the CUDA headers); rebuild "
+                "segops against this PyTorch")
+        raise MissingKernelsError(
+            f"{what}: segops' C++ operator kernels (segops._native._torchops) are missing or "
+            "failed to load; rebuild segops (`make build`, or pip install . "
+            "--no-build-isolation) against this PyTorch")
+    return kernel
 
 
 def _register(spec: SegmentOp) -> None:
@@ -230,51 +190,22 @@ def _register(spec: SegmentOp) -> None:
         _library_def.define(_schema(spec, level))
     for level in range(MAX_LEVEL + 1):
         name = _op_name(spec, level)
-        qualified = f"segops::{name}"
-
-        def implementation(*args, _level=level):
-            return _run_level(spec, _level, args[:-2], args[-2], args[-1])
 
         def fake(*args, _level=level):
             return _fake_level(spec, _level, args[:-2], args[-2], args[-1])
 
         if _native is not None:
-            # CPU kernels and autograd in C++; CUDA kernels too where they
-            # were built (against a PyTorch with CUDA), else from Python.
+            # CPU, CUDA (where built) and autograd kernels, all in C++.
             names, outputs = spec.float_names(level)
             _native.register_level(
                 name, len(names), outputs, _native_variants(spec, level),
                 _op_name(spec, level + 1) if level < MAX_LEVEL else "",
                 _native_validator(spec, level))
-            if not _native.has_cuda_kernels():
-                _library_def.impl(name, implementation, "CUDA")
-        else:
-            for key in ("CPU", "CUDA"):
-                _library_def.impl(name, implementation, key)
-        torch.library.register_fake(qualified, fake, lib=_library_def)
-        if level == MAX_LEVEL or _native is not None:
-            continue
-        next_op = getattr(torch.ops.segops, _op_name(spec, level + 1)).default
-
-        def setup_context(ctx, inputs, output, _level=level):
-            *floats, idx, num_segments = inputs
-            # Keep only what the next level's kernel reads; an input it never
-            # reads (e.g. x in the backward of sum) is replaced by an empty
-            # tensor of the same dtype and row width.
-            unused = _unused_inputs(_kernel_name(spec, _level + 1, floats[0]))
-            kept = [f.new_empty((0,) + tuple(f.shape[1:])) if i in unused else f
-                    for i, f in enumerate(floats)]
-            ctx.save_for_backward(idx, *kept)
-            ctx.num_segments = num_segments
-
-        def backward(ctx, *grads, _next=next_op):
-            idx, *floats = ctx.saved_tensors
-            result = _next(*floats, *grads, idx, ctx.num_segments)
-            result = (result,) if isinstance(result, Tensor) else tuple(result)
-            return (*result, None, None)
-
-        torch.library.register_autograd(qualified, backward, setup_context=setup_context,
-                                        lib=_library_def)
+        missing = ["CPU", "CUDA"] if _native is None else \
+            [] if _native.has_cuda_kernels() else ["CUDA"]
+        for key in missing:
+            _library_def.impl(name, missing_kernels(f"segops::{name}", key), key)
+        torch.library.register_fake(f"segops::{name}", fake, lib=_library_def)
 
 
 for _spec in OPS.values():

@@ -6,9 +6,9 @@
 // on the tensors' device, and launch the op library's PTX kernels (a split
 // program's tile kernel first) on PyTorch's current stream, never
 // synchronizing. The launches themselves are segrt's GPU launcher
-// (runGpuCall), the code the tests run over the simulated driver. Built only against a PyTorch with CUDA (SEGOPS_TORCH_CUDA:
-// the current stream comes from c10_cuda); elsewhere ops.py registers its
-// Python CUDA kernels instead.
+// (runGpuCall), the code the tests run over the simulated driver. Built
+// only against a PyTorch with CUDA (SEGOPS_TORCH_CUDA: the current stream
+// comes from c10_cuda); elsewhere a CUDA call raises MissingKernelsError.
 //
 //===----------------------------------------------------------------------===//
 

@@ -1,9 +1,8 @@
 """The C++ CPU and autograd kernels (segops._native._torchops): what the
-generic checks reject, and that they agree with the Python kernels."""
+generic checks reject, and the clear error where they are missing."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
@@ -62,34 +61,6 @@ def test_large_outputs_match_the_reference() -> None:
     torch.testing.assert_close(segops.segmented_mul(x, y, idx, 1000), x * y[idx.long()][:, None])
 
 
-def test_python_and_cpp_kernels_agree_bitwise() -> None:
-    """The same kernels behind both registrations: identical results, values
-    and gradients, in a process that forces the Python kernels."""
-    script = """
-import torch, segops
-g = torch.Generator().manual_seed(3)
-idx = torch.sort(torch.randint(0, 50, (400,), generator=g)).values.int()
-x = torch.randn(400, 3, generator=g, dtype=torch.float64, requires_grad=True)
-m = torch.randn(50, 3, 3, generator=g, dtype=torch.float64, requires_grad=True)
-out = segops.segmented_rms_norm(segops.segmented_matvec(x, m, idx, 50), idx, 50)
-grads = torch.autograd.grad(out.sum(), (x, m))
-# Long segments (split into tiles) next to short ones.
-long_idx = torch.repeat_interleave(torch.arange(3), torch.tensor([7, 300_000, 5])).int()
-y = torch.randn(300_012, 3, generator=g)
-sums = segops.segmented_sum(y, long_idx, 3)
-torch.save([out.detach(), *grads, sums], __import__("sys").argv[1])
-"""
-    results = []
-    for python_ops in ("1", "0"):
-        path = f"{os.environ.get('TMPDIR', '/tmp')}/segops-agree-{os.getpid()}-{python_ops}.pt"
-        env = dict(os.environ, SEGOPS_PYTHON_OPS=python_ops)
-        subprocess.run([sys.executable, "-c", script, path], check=True, env=env)
-        results.append(torch.load(path))
-        os.unlink(path)
-    for a, b in zip(*results):
-        assert torch.equal(a, b)
-
-
 class _IndexDtypes(TorchDispatchMode):
     """Records the index dtype of every segops operator call."""
 
@@ -137,3 +108,22 @@ def test_a_bad_int64_index_requiring_grad_gets_the_forward_error(values, message
     x = torch.randn(2, requires_grad=True)
     with pytest.raises(ValueError, match=message):
         segops.segmented_sum(x, torch.tensor(values), 2)
+
+
+def test_a_build_without_the_cpp_kernels_says_so() -> None:
+    """The C++ kernels are the only ones: where they fail to load, every op
+    (and jit_call) raises an error that says what is missing."""
+    script = """
+import sys
+sys.modules["segops._native._torchops"] = None  # as if it failed to import
+import torch, segops
+idx = torch.tensor([0, 0, 1], dtype=torch.int32)
+try:
+    segops.segmented_sum(torch.ones(3), idx, 2)
+except segops.ops.MissingKernelsError as error:
+    print("raised:", error)
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            check=True)
+    assert "raised: segops::segmented_sum: segops' C++ operator kernels" in result.stdout, \
+        result.stdout + result.stderr

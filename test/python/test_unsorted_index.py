@@ -4,8 +4,8 @@ Row maps (mul, matvec, gather) take any in-range idx. On CPU, reductions
 and every gradient level take one too: the rows of an unsorted index run in
 a stable sort of it, so results are deterministic, bitwise those of the
 sorted rows. Errors keep nvalchemiops' types and words. The same checks run
-the Python kernels (SEGOPS_PYTHON_OPS=1) and, through them, the GPU kernels
-on the simulator (SEGOPS_SIMULATE_GPU=1).
+the GPU kernels on the simulator (SEGOPS_SIMULATE_GPU=1), through the C++
+CUDA launcher.
 """
 
 from __future__ import annotations
@@ -227,17 +227,16 @@ def test_an_index_shorter_than_x_is_rejected() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("environment", [{"SEGOPS_PYTHON_OPS": "1"},
-                                         {"SEGOPS_SIMULATE_GPU": "1"}])
-def test_python_kernels_and_gpu_kernels_on_the_simulator(environment: dict[str, str]) -> None:
-    """This file again with the Python kernels, and with the GPU kernels run
-    on the CPU simulator (rows sorted first on CPU tensors as well)."""
+@pytest.mark.parametrize("environment", [{"SEGOPS_SIMULATE_GPU": "1"}])
+def test_gpu_kernels_on_the_simulator(environment: dict[str, str]) -> None:
+    """This file again with the GPU kernels run on the CPU simulator through
+    the C++ CUDA launcher (rows sorted first on CPU tensors as well)."""
     if any(os.environ.get(key) == value for key, value in environment.items()):
         pytest.skip("already running so")
     env = dict(os.environ, **environment)
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", Path(__file__).name,
-         "-k", "not results_are_those and not python_kernels"],
+         "-k", "not results_are_those and not gpu_kernels_on_the_simulator"],
         capture_output=True, text=True, timeout=900, cwd=Path(__file__).parent, env=env)
     assert result.returncode == 0 and " passed" in result.stdout, (
         f"exit {result.returncode}\n{result.stdout[-4000:]}\n{result.stderr[-2000:]}")
