@@ -10,7 +10,7 @@ JOBS       ?=
 
 NINJA := ninja -C $(BUILD_DIR) $(if $(JOBS),-j$(JOBS))
 
-.PHONY: all bootstrap configure build develop demo test test-quick test-lint test-lit test-python test-fuzz test-wheel wheel fuzz sanitize bench clean
+.PHONY: all bootstrap configure build develop demo test test-quick test-lint test-lit test-python test-fuzz test-wheel wheel fuzz sanitize bench clean device-bundle
 
 all: build
 
@@ -84,6 +84,16 @@ test-wheel: wheel
 	$(PYTHON) scripts/check_wheel.py $(wildcard $(WHEEL_DIR)/segops-*.whl)
 
 test: test-lint test-lit test-python test-fuzz test-wheel
+
+# The compiler bundle the GPU machine (no LLVM) runs segops.jit and fusion
+# from: the compiler's answers for test_jit_devices.py's programs, with PTX
+# for sm_90 (SEGOPS_BUNDLE_CHIPS). Carried there with the op library; see
+# scripts/device-check.sh.
+DEVICE_BUNDLE ?= $(BUILD_DIR)/device-bundle
+
+device-bundle: develop
+	rm -rf $(DEVICE_BUNDLE)
+	$(PYTHON) -m segops._bundle record $(DEVICE_BUNDLE) test/python/test_jit_devices.py
 
 # ASan + UBSan with assertions over the compiler, the runtime and the
 # extensions, in $(SANITIZE_DIR): lit, the fuzzer, and the pytest files of

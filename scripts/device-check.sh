@@ -5,7 +5,8 @@
 # call of at most 8 minutes (a session has 15 minutes of device time):
 #
 #   correctness  pytest (CUDA tests included), compute-sanitizer on every
-#                kernel with garbage indices                  (~7 min at most)
+#                kernel with garbage indices, then segops.jit and fusion on
+#                CUDA from the compiler bundle                (~7 min at most)
 #   bench        the benchmark suite on CUDA: host overhead, every op, and
 #                the torch.compile baselines at N = 1e3, 1e6, 1e7 (~7 min)
 #
@@ -13,14 +14,21 @@
 # step writes its output to $OUT as it goes (device-check.log, one log per
 # step, the benchmark CSVs), so a call cut short still brings back what ran.
 #
+# The GPU machine has no compiler: segops.jit and fusion run there from a
+# compiler bundle (segops._bundle: the compiler's answers and the PTX of
+# test_jit_devices.py's programs), made here by `make device-bundle`.
+#
 # --dry-run builds the same runtime-only configuration on this CPU machine
-# against build/oplib, imports it and runs the library ops on CPU; the GPU
-# steps are listed, not run. It proves the script before a device is lent.
+# against build/oplib, imports it and runs the library ops on CPU, then runs
+# test_jit_devices.py on CPU with the development build's compiler replaced
+# by the bundle (host code still compiled here): every program it traces,
+# and every level's PTX, must come from the bundle. The GPU steps are
+# listed, not run. It proves the script before a device is lent.
 #
 # From the development machine (see docs/benchmarks.md):
-#   make build                          # compiles build/oplib
+#   make build device-bundle            # build/oplib and build/device-bundle
 #   bash scripts/device-check.sh --dry-run
-#   device run: bash scripts/device-check.sh correctness   carry: ["build/oplib"]
+#   device run: bash scripts/device-check.sh correctness   carry: ["build/oplib", "build/device-bundle"]
 #   device run: bash scripts/device-check.sh bench         carry: ["build/oplib"]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -111,6 +119,24 @@ if [ "$part" = correctness ]; then
     run 90 memcheck compute-sanitizer --tool memcheck --error-exitcode 9 python3 scripts/oob_check.py
   else
     echo "compute-sanitizer not found; skipped"
+  fi
+  step "segops.jit and fusion on CUDA from the compiler bundle (build/device-bundle)"
+  if [ -f build/device-bundle/bundle.json ]; then
+    jit_cache=$(mktemp -d)
+    if [ "$dry_run" = 1 ]; then
+      # Here: the development build (its compiler makes the host code), on
+      # CPU, every compiler answer and every level's PTX from the bundle.
+      dry_run=0 run 120 jit-bundle env PYTHONPATH="$PWD/python" SEGOPS_CACHE_DIR="$jit_cache" \
+        SEGOPS_COMPILER_BUNDLE="$PWD/build/device-bundle" \
+        python3 -m pytest -q -p no:cacheprovider test/python/test_jit_devices.py
+    else
+      run 150 jit-bundle env SEGOPS_CACHE_DIR="$jit_cache" \
+        SEGOPS_COMPILER_BUNDLE="$PWD/build/device-bundle" \
+        python3 -m pytest -q -p no:cacheprovider test/python/test_jit_devices.py -k "cuda or bundle"
+    fi
+  else
+    echo "build/device-bundle is missing: run make device-bundle here, carry it there"
+    status=1
   fi
 else
   step "benchmark suite (CUDA): host overhead, then every op without the compiled baseline"

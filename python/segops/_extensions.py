@@ -49,9 +49,16 @@ def torchops() -> Any | None:
 
 
 def segc() -> Any:
-    """The in-process compiler (raises RuntimeError where it is not built)."""
+    """The in-process compiler (raises RuntimeError where it is not built):
+    _segc, or what segops._bundle makes of it (a compiler bundle in its
+    place where SEGOPS_COMPILER_BUNDLE is set, recording with
+    SEGOPS_RECORD_BUNDLE)."""
+    compiler = _compiler_for_environment(os.environ.get("SEGOPS_COMPILER_BUNDLE", ""),
+                                         os.environ.get("SEGOPS_RECORD_BUNDLE", ""))
+    if compiler is not None:
+        return compiler
     try:
-        from segops._native import _segc  # type: ignore[attr-defined]
+        from segops._native import _segc  # type: ignore[attr-defined]  # noqa: F401
     except ImportError as error:
         from segops import _library  # what the install has (its build record)
 
@@ -64,4 +71,17 @@ def segc() -> Any:
         raise RuntimeError(
             "run-time compilation needs segops' compiler module (_segc), built by "
             "`make build` where LLVM/MLIR 19 is installed") from error
-    return _segc
+    raise AssertionError("unreachable: _segc imported but not returned")
+
+
+@cache
+def _compiler_for_environment(bundle: str, record: str) -> Any | None:
+    """The compiler for these settings of the environment (made once each:
+    a recording compiler keeps its directory)."""
+    from segops import _bundle
+
+    try:
+        from segops._native import _segc  # type: ignore[attr-defined]
+    except ImportError:
+        _segc = None
+    return _bundle.compiler(_segc, bundle=bundle, record=record)

@@ -79,6 +79,10 @@ class _Program:
         self._lock = threading.Lock()
         self._key_locks: dict[Any, threading.Lock] = {}
 
+    def levels_used(self) -> set[int]:
+        """The derivative levels this process has asked about."""
+        return set(self._entries)
+
     def level_name(self, level: int) -> str:
         return level_name(self.name, level)
 
@@ -366,7 +370,9 @@ def _register_native(program_name: str) -> None:
     entry = prog.entry(level)
     host = entry["host"]
     split = dict(host["split"]) if host.get("split") else None
-    if _gpusim.ENABLED:
+    if _gpusim.ENABLED or not getattr(_extensions.segc(), "makes_host_code", True):
+        # No host code: the simulator's GPU kernels instead, or (a compiler
+        # bundle without a compiler) CUDA only.
         address, split_addresses = 0, (0, 0)
     else:
         kernel = prog.host_kernel(level)

@@ -245,6 +245,9 @@ segrt::IndexCheck runOnSortedRows(const OperatorCall &call,
 c10::SmallVector<at::Tensor, 4> runHostCall(const OperatorLevel &level,
                                             const OperatorCall &call) {
   const Variant &variant = *call.variant;
+  TORCH_CHECK(variant.symbol, "segops: ", variant.kernel,
+              " has no host code here (a program from a compiler bundle, "
+              "where there is no compiler, runs on CUDA only)");
   const at::Tensor &idx = call.idx;
   int64_t numRows = idx.size(0), numSegments = call.numSegments;
   int threads = at::get_num_threads();
