@@ -143,7 +143,7 @@ def record_gpu_code(chips: Sequence[str]) -> int:
     from segops import _compiler, _extensions, _jit
 
     count = 0
-    for program in list(_jit._PROGRAMS.values()):
+    for program in _jit.programs():
         for level in sorted(program.levels_used()):
             _extensions.segc().manifest(program.source, level)
             for chip in chips:

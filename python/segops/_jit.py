@@ -332,6 +332,12 @@ def _check_lengths(program: _Program, level: int, args: Sequence[Tensor],
                              f"{expected} ({what})")
 
 
+def programs() -> list[_Program]:
+    """Every program registered in this process."""
+    with _PROGRAMS_LOCK:
+        return list(_PROGRAMS.values())
+
+
 def program_entry(program: str, level: int = 0) -> dict[str, Any]:
     """The manifest entry of a registered program's level (raises
     ValueError if the compiler rejects the program)."""
