@@ -8,9 +8,7 @@ torch.library offers (`@custom_op`, `Library.define` + `impl`).
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
 import sys
 import timeit
 from collections.abc import Callable
@@ -86,34 +84,13 @@ def run(device: str, log: Callable[[str], None] = print, rounds: int = 15) -> li
     rows = []
     for name, values in samples.items():
         rows.append({"device": device, "call": name, "us": statistics.median(values)})
-    python_us = _python_kernels_us(device)
-    rows.insert(4, {"device": device, "call": "segops sum, Python kernels", "us": python_us})
     index_add_us = rows[0]["us"]
     for row in rows:
-        if row["call"].startswith("segops") and "Python" not in row["call"]:
+        if row["call"].startswith("segops"):
             row["vs index_add_"] = row["us"] / index_add_us
-        note = (f"  ({row['vs index_add_']:.2f}x index_add_)" if "vs index_add_" in row else
-                "  (SEGOPS_PYTHON_OPS=1: Library.impl + register_autograd)"
-                if "Python" in row["call"] else "")
+        note = f"  ({row['vs index_add_']:.2f}x index_add_)" if "vs index_add_" in row else ""
         log(f"{row['call']:32} {row['us']:8.1f} us{note}")
     return rows
-
-
-def _python_kernels_us(device: str) -> float:
-    """segmented_sum's host time with the Python registration (the
-    fallback), measured in a process that selects it at import."""
-    script = (
-        "import torch, segops\n"
-        "from bench import overhead, references\n"
-        "g = torch.Generator().manual_seed(0)\n"
-        f"idx, _ = references.make_index({NUM_ROWS}, {NUM_ROWS // NUM_SEGMENTS}, '{device}', g)\n"
-        f"x = torch.randn({NUM_ROWS}, 3, generator=g).to('{device}')\n"
-        f"print(overhead.median_call_us(lambda: segops.segmented_sum(x, idx, {NUM_SEGMENTS}), "
-        f"'{device}'))\n")
-    env = dict(os.environ, SEGOPS_PYTHON_OPS="1")
-    result = subprocess.run([sys.executable, "-c", script], env=env, check=True,
-                            capture_output=True, text=True)
-    return float(result.stdout.strip().splitlines()[-1])
 
 
 def main() -> int:

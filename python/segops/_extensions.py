@@ -37,10 +37,7 @@ def segrt() -> Any:
 
 @cache
 def torchops() -> Any | None:
-    """The operators' C++ kernels, or None where they are not built or
-    SEGOPS_PYTHON_OPS=1 asks for the Python kernels."""
-    if os.environ.get("SEGOPS_PYTHON_OPS", "") not in ("", "0"):
-        return None
+    """The operators' C++ kernels, or None where they are not built."""
     try:
         from segops._native import _torchops  # type: ignore[attr-defined]
     except ImportError:
