@@ -50,13 +50,13 @@ def segc() -> Any:
     _segc, or what segops._bundle makes of it (a compiler bundle in its
     place where SEGOPS_COMPILER_BUNDLE is set, recording with
     SEGOPS_RECORD_BUNDLE)."""
-    compiler = _compiler_for_environment(os.environ.get("SEGOPS_COMPILER_BUNDLE", ""),
-                                         os.environ.get("SEGOPS_RECORD_BUNDLE", ""))
-    if compiler is not None:
-        return compiler
+    bundle = os.environ.get("SEGOPS_COMPILER_BUNDLE", "")
+    record = os.environ.get("SEGOPS_RECORD_BUNDLE", "")
     try:
-        from segops._native import _segc  # type: ignore[attr-defined]  # noqa: F401
+        from segops._native import _segc  # type: ignore[attr-defined]
     except ImportError as error:
+        if bundle:
+            return _bundled(bundle, record, None)
         from segops import _library  # what the install has (its build record)
 
         if not _library.has_compiler():
@@ -68,17 +68,13 @@ def segc() -> Any:
         raise RuntimeError(
             "run-time compilation needs segops' compiler module (_segc), built by "
             "`make build` where LLVM/MLIR 19 is installed") from error
-    raise AssertionError("unreachable: _segc imported but not returned")
+    return _bundled(bundle, record, _segc) if bundle or record else _segc
 
 
 @cache
-def _compiler_for_environment(bundle: str, record: str) -> Any | None:
-    """The compiler for these settings of the environment (made once each:
-    a recording compiler keeps its directory)."""
+def _bundled(bundle: str, record: str, real: Any | None) -> Any:
+    """The compiler for these settings (made once each: a recording
+    compiler keeps its directory)."""
     from segops import _bundle
 
-    try:
-        from segops._native import _segc  # type: ignore[attr-defined]
-    except ImportError:
-        _segc = None
-    return _bundle.compiler(_segc, bundle=bundle, record=record)
+    return _bundle.compiler(real, bundle=bundle, record=record)
