@@ -130,7 +130,7 @@ if [ "$part" = correctness ]; then
         SEGOPS_COMPILER_BUNDLE="$PWD/build/device-bundle" \
         python3 -m pytest -q -p no:cacheprovider test/python/test_jit_devices.py
     else
-      run 150 jit-bundle env SEGOPS_CACHE_DIR="$jit_cache" \
+      run 120 jit-bundle env SEGOPS_CACHE_DIR="$jit_cache" \
         SEGOPS_COMPILER_BUNDLE="$PWD/build/device-bundle" \
         python3 -m pytest -q -p no:cacheprovider test/python/test_jit_devices.py -k "cuda or bundle"
     fi

@@ -10,6 +10,9 @@ independent of the device, so that the programs are the same there.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -115,6 +118,23 @@ def test_fusion_forward_and_backward(device: str, fresh_compilation: None) -> No
     assert_close([energy, *torch.autograd.grad(energy.square().sum(), [x, q])],
                  [expected, *torch.autograd.grad(expected.square().sum(), [x, q])])
     assert [r.backward for r in fusion.reports()] == [False, True]
+
+
+@pytest.mark.slow
+@pytest.mark.simulator
+@pytest.mark.skipif(bool(os.environ.get("SEGOPS_SIMULATE_GPU") or
+                         os.environ.get("SEGOPS_COMPILER_BUNDLE")),
+                    reason="already running so, or from a bundle (no simulator code in it)")
+def test_again_with_the_gpu_kernels_on_the_simulator() -> None:
+    """This file again with every program's GPU kernels (fused clusters
+    included) run through the C++ CUDA launcher over the simulated driver."""
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", Path(__file__).name,
+         "-k", "not on_the_simulator"],
+        capture_output=True, text=True, timeout=600, cwd=Path(__file__).parent,
+        env=dict(os.environ, SEGOPS_SIMULATE_GPU="1"))
+    assert result.returncode == 0 and " passed" in result.stdout, (
+        f"exit {result.returncode}\n{result.stdout[-4000:]}\n{result.stderr[-2000:]}")
 
 
 @pytest.mark.skipif(not os.environ.get("SEGOPS_COMPILER_BUNDLE"),
