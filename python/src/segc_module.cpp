@@ -323,6 +323,10 @@ public:
             parseAndDerive(callee.source, callee.level, diagnostics);
         func::FuncOp derivative =
             derivedFunction(*derived, callee.function, callee.level);
+        if (callee.takesForward && callee.level == 0)
+          throw CompileError("@" + callee.symbol +
+                             ": only a derivative (level 1 or more) takes "
+                             "its forward's results");
         if (callee.takesForward)
           passForwardResults(derivedFunction(*derived, callee.function, 0),
                              derivative);

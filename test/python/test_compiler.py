@@ -228,6 +228,11 @@ def test_inline_derived_links_inlines_and_drops_the_callee(takes_forward: bool) 
     (BACKWARD_CALLER.format(extra_params="", extra_args="", extra_types=""),
      [("max_grad", MAX, "f", 3, False)], "incorrect number of operands"),
     ("func.func @k(", [], "cannot parse the calling module"),
+    (BACKWARD_CALLER.format(extra_params="", extra_args="", extra_types=""),
+     [("max_grad", MAX, "f", 0, True)], "only a derivative"),
+    (BACKWARD_CALLER.format(extra_params="", extra_args="", extra_types=""),
+     [("max_grad", MAX, "f", 1, False), ("max_grad", MAX, "f", 1, False)],
+     "redefinition of symbol"),
 ])
 def test_inline_derived_rejects_what_it_cannot_link(caller: str, callees: list,
                                                     message: str) -> None:
