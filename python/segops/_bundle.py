@@ -140,14 +140,14 @@ def record_gpu_code(chips: Sequence[str]) -> int:
     manifest entry and the PTX for `chips` of every level of every program
     this process ran; returns how many (program, level)s. (A level's manifest
     may have come with its host code, which a bundle does not hold.)"""
-    from segops import _compiler, _extensions, _jit
+    from segops import _jit
 
     count = 0
     for program in _jit.programs():
         for level in sorted(program.levels_used()):
-            _extensions.segc().manifest(program.source, level)
+            program.compile_entry(level)
             for chip in chips:
-                _compiler.compile_ptx(program.source, order=level, chip=chip)
+                program.ptx_for_chip(level, chip)
             count += 1
     return count
 

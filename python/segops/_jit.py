@@ -90,11 +90,15 @@ class _Program:
         """The manifest entry of derivative level `level` (0: the forward)."""
         entry = self._entries.get(level)
         if entry is None:
-            manifest = json.loads(_extensions.segc().manifest(self.source, level))
-            wanted = self.level_name(level)
-            entry = next(k for k in manifest["kernels"] if k["name"] == wanted)
-            self._entries[level] = entry
+            entry = self._entries[level] = self.compile_entry(level)
         return entry
+
+    def compile_entry(self, level: int) -> dict[str, Any]:
+        """The level's manifest entry, from the compiler (entry() keeps the
+        first it gets, here or with the level's host code)."""
+        manifest = json.loads(_extensions.segc().manifest(self.source, level))
+        wanted = self.level_name(level)
+        return next(k for k in manifest["kernels"] if k["name"] == wanted)
 
     def _once(self, cache: dict, key: Any, make: Callable[[], Any]) -> Any:
         """cache[key], made once (threads wait for the first maker of that
@@ -138,10 +142,13 @@ class _Program:
         """The level's PTX for CUDA device `device` (its compute capability)."""
         def make() -> str:
             major, minor = torch.cuda.get_device_capability(device)
-            return _compiler.compile_ptx(self.source, order=level, chip=f"sm_{major}{minor}")
+            return self.ptx_for_chip(level, f"sm_{major}{minor}")
 
         return self._once(self._ptx, (level, device), make)
 
+    def ptx_for_chip(self, level: int, chip: str) -> str:
+        """The level's PTX for `chip` (compile_ptx caches it)."""
+        return _compiler.compile_ptx(self.source, order=level, chip=chip)
 
 
 _PROGRAMS: dict[str, _Program] = {}
@@ -408,9 +415,7 @@ torch.library.register_fake("segops::jit_call", _fake_jit_call, lib=_lib)
 _native = _ops.native_kernels()
 if _native is not None:
     _native.register_jit_op(_register_native)
-_missing = ["CPU", "CUDA"] if _native is None else [] if _native.has_cuda_kernels() else ["CUDA"]
-for _key in _missing:
-    _lib.impl("jit_call", _ops.missing_kernels("segops::jit_call", _key), _key)
+_ops.register_missing_kernels(_lib, "jit_call")
 
 
 # --------------------------------------------------------------------------

@@ -30,8 +30,6 @@ class JitError(ValueError):
 _ELEMENT_TYPES = {torch.float32: "f32", torch.float64: "f64"}
 _INDEX_DTYPES = (torch.int32, torch.int64)
 
-_ROW, _SEGMENT = ROW, SEGMENT
-
 # A uniform value (a 0-d tensor, or a small one every row shares, such as a
 # per-feature weight) by its shape -> its element shape. Kernels take it as
 # a per-segment value equal in every segment (see JitFunction).
@@ -256,7 +254,7 @@ class Translator:
         if self.rows is None or not isinstance(value, torch.Tensor) or value.dim() == 0:
             return None
         length = concrete(value.shape[0])
-        return _ROW if length == self.rows else _SEGMENT if length == self.segments else None
+        return ROW if length == self.rows else SEGMENT if length == self.segments else None
 
     def gather_uniform(self, value: Value) -> Value:
         """A uniform value per row: its (equal) per-segment values gathered
@@ -274,9 +272,9 @@ class Translator:
         is held per segment)."""
         if not value.uniform:
             return value
-        if space == _ROW:
+        if space == ROW:
             return self.gather_uniform(value)
-        if space == _SEGMENT:
+        if space == SEGMENT:
             return Value(value.name, value.kind, value.tail)
         raise self.fail(node, f"'{node.target}' combines a uniform value with values that "
                               "are neither per row nor per segment")
@@ -440,7 +438,7 @@ class Translator:
         tensors = []
         for a, space in zip(args[:num_tensors], segment_op.operand_spaces):
             tensor = self.tensor(node, a)
-            if tensor.uniform and space == _ROW:
+            if tensor.uniform and space == ROW:
                 raise self.fail(node, f"{name} takes rows here, not a uniform value (a 0-d "
                                       "or per-feature tensor)")
             tensors.append(self.place(node, tensor, space))
@@ -612,8 +610,8 @@ class Translator:
         num_segments."""
         if self.spaces is not None:
             space = self.spaces[position]
-            return ' {seg.space = "segment"}' if space in (_SEGMENT, "uniform") \
-                else ' {seg.space = "row"}' if space == _ROW else ""
+            return ' {seg.space = "segment"}' if space in (SEGMENT, "uniform") \
+                else ' {seg.space = "row"}' if space == ROW else ""
         rows = concrete(self.args[self.idx_position].shape[0])
         segments = concrete(self.args[self.size_position])
         length = concrete(self.args[position].shape[0])
@@ -740,12 +738,12 @@ def trace_arguments(args: Sequence[Any], spaces: Sequence[str | None], signature
             result.append(segments)
         elif isinstance(value, torch.Tensor):
             tail = tuple(concrete(d) for d in value.shape[1:])
-            if position == signature.idx_position or space == _ROW:
+            if position == signature.idx_position or space == ROW:
                 shape = (rows, *tail)
             elif space == "uniform":
                 shape = tuple(concrete(d) for d in value.shape)
             else:  # per segment, or placed by the equal-lengths trace
-                shape = (segments if space == _SEGMENT else rows, *tail)
+                shape = (segments if space == SEGMENT else rows, *tail)
             result.append(torch.empty(shape, dtype=value.dtype))
         else:
             result.append(value)
@@ -791,7 +789,7 @@ def infer_spaces(fn: Callable, module: torch.fx.GraphModule, spaces: Sequence[st
 
     placeholders = [n for n in module.graph.nodes if n.op == "placeholder"]
     for node, space in zip(placeholders, spaces):
-        if space in (_ROW, _SEGMENT):
+        if space in (ROW, SEGMENT):
             fix(node, space)
     for node in module.graph.nodes:
         if node.op != "call_function":
@@ -807,7 +805,7 @@ def infer_spaces(fn: Callable, module: torch.fx.GraphModule, spaces: Sequence[st
             for operand in _flat_nodes((node.args, node.kwargs)):
                 if spans(operand):
                     union(operand, node)
-    return [fixed.get(find(node), _ROW) if space == "ambiguous" else space
+    return [fixed.get(find(node), ROW) if space == "ambiguous" else space
             for node, space in zip(placeholders, spaces)]
 
 

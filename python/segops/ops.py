@@ -169,6 +169,14 @@ class MissingKernelsError(RuntimeError):
     """This build has no C++ kernels for the device (the only kernels)."""
 
 
+def register_missing_kernels(library: torch.library.Library, name: str) -> None:
+    """Registers, for operator `name`, a kernel that raises
+    MissingKernelsError on each device the C++ kernels do not serve."""
+    keys = ["CPU", "CUDA"] if _native is None else [] if _native.has_cuda_kernels() else ["CUDA"]
+    for key in keys:
+        library.impl(name, missing_kernels(f"segops::{name}", key), key)
+
+
 def missing_kernels(what: str, device: str) -> Callable[..., Any]:
     """A kernel for `what` on `device` that says why there is none."""
     def kernel(*args: Any) -> Any:
@@ -201,10 +209,7 @@ def _register(spec: SegmentOp) -> None:
                 name, len(names), outputs, _native_variants(spec, level),
                 _op_name(spec, level + 1) if level < MAX_LEVEL else "",
                 _native_validator(spec, level))
-        missing = ["CPU", "CUDA"] if _native is None else \
-            [] if _native.has_cuda_kernels() else ["CUDA"]
-        for key in missing:
-            _library_def.impl(name, missing_kernels(f"segops::{name}", key), key)
+        register_missing_kernels(_library_def, name)
         torch.library.register_fake(f"segops::{name}", fake, lib=_library_def)
 
 

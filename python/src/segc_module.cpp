@@ -13,12 +13,10 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Builders.h"
-#include "mlir/IR/IRMapping.h"
-#include "mlir/IR/OperationSupport.h"
 #include "mlir/IR/Verifier.h"
-#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
+#include "segops/Pipelines/LinkDerived.h"
 #include "segops/Pipelines/Pipelines.h"
 #include "segops/Registration.h"
 #include "segops/Target/OpLibrary.h"
@@ -63,46 +61,6 @@ struct DerivedCallee {
   unsigned level;
   bool takesForward;
 };
-
-/// Makes `derivative` take the results of `primal` (on its leading
-/// arguments, which are primal's) as new trailing arguments: primal's body
-/// is cloned at derivative's entry, derivative's own recomputation of it
-/// (equal ops on equal operands, in order) is replaced by the clone, and the
-/// clone's results by the new arguments.
-static void passForwardResults(func::FuncOp primal, func::FuncOp derivative) {
-  Block &entry = derivative.getBody().front();
-  IRMapping mapping;
-  for (auto [from, to] :
-       llvm::zip(primal.getArguments(), entry.getArguments()))
-    mapping.map(from, to);
-  OpBuilder builder = OpBuilder::atBlockBegin(&entry);
-  SmallVector<Operation *> clones;
-  Block &primalBody = primal.getBody().front();
-  for (Operation &op : primalBody.without_terminator())
-    clones.push_back(builder.clone(op, mapping));
-  for (Operation *clone : clones) {
-    for (Operation &op : llvm::make_early_inc_range(
-             llvm::make_range(std::next(clone->getIterator()), entry.end()))) {
-      if (llvm::is_contained(clones, &op) ||
-          !OperationEquivalence::isEquivalentTo(
-              clone, &op, OperationEquivalence::IgnoreLocations))
-        continue;
-      op.replaceAllUsesWith(clone);
-      op.erase();
-    }
-  }
-  for (Value result : primalBody.getTerminator()->getOperands()) {
-    Value recomputed = mapping.lookup(result);
-    unsigned position = derivative.getNumArguments();
-    derivative.insertArgument(position, recomputed.getType(), {},
-                              derivative.getLoc());
-    if (!isa<BlockArgument>(recomputed))
-      recomputed.replaceAllUsesWith(derivative.getArgument(position));
-  }
-  for (Operation *clone : llvm::reverse(clones))
-    if (isOpTriviallyDead(clone))
-      clone->erase();
-}
 
 /// One MLIR context for the process, with the seg dialects loaded; calls are
 /// serialized (a compilation is short and the context is not the bottleneck),
@@ -316,23 +274,14 @@ public:
           "<caller>");
       if (!module)
         throw CompileError("cannot parse the calling module:\n" + diagnostics);
-      OpBuilder builder(module->getBodyRegion());
-      builder.setInsertionPointToEnd(module->getBody());
       for (const DerivedCallee &callee : callees) {
         OwningOpRef<ModuleOp> derived =
             parseAndDerive(callee.source, callee.level, diagnostics);
-        func::FuncOp derivative =
-            derivedFunction(*derived, callee.function, callee.level);
-        if (callee.takesForward && callee.level == 0)
-          throw CompileError("@" + callee.symbol +
-                             ": only a derivative (level 1 or more) takes "
-                             "its forward's results");
-        if (callee.takesForward)
-          passForwardResults(derivedFunction(*derived, callee.function, 0),
-                             derivative);
-        auto func = cast<func::FuncOp>(builder.clone(*derivative));
-        func.setSymName(callee.symbol);
-        func.setPrivate();
+        if (failed(seg::linkDerivedFunction(*module, *derived, callee.function,
+                                            callee.level, callee.symbol,
+                                            callee.takesForward)))
+          throw CompileError("cannot link @" + callee.symbol + ":\n" +
+                             diagnostics);
       }
       if (failed(verify(*module)))
         throw CompileError("the linked module is invalid:\n" + diagnostics);
@@ -421,10 +370,11 @@ private:
   /// Derivative level `level` of function `name` in the derived `module`.
   static func::FuncOp derivedFunction(ModuleOp module, const std::string &name,
                                       unsigned level) {
-    std::string wanted = seg::derivativeFunctionName(name, level);
-    auto func = module.lookupSymbol<func::FuncOp>(wanted);
+    func::FuncOp func = seg::lookupDerivedFunction(module, name, level);
     if (!func)
-      throw CompileError("no function '" + wanted + "' after seg-derive");
+      throw CompileError("no function '" +
+                         seg::derivativeFunctionName(name, level) +
+                         "' after seg-derive");
     return func;
   }
 

@@ -23,3 +23,17 @@ def layout(counts: list[int], device: str = "cpu") -> torch.Tensor:
 @pytest.fixture(params=DEVICES)
 def device(request: pytest.FixtureRequest) -> str:
     return request.param
+
+
+@pytest.fixture
+def fresh_fusion_compilation(monkeypatch: pytest.MonkeyPatch):
+    """torch.compile compiles anew (no FX graph or autograd cache hits: the
+    fusion pass would not run) and segops.fusion starts with no reports."""
+    import segops.fusion as fusion
+
+    monkeypatch.setattr(torch._inductor.config, "fx_graph_cache", False)
+    monkeypatch.setattr(torch._functorch.config, "enable_autograd_cache", False)
+    torch._dynamo.reset()
+    fusion.clear_reports()
+    yield
+    torch._dynamo.reset()

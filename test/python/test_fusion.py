@@ -33,16 +33,10 @@ def make_index(counts: list[int]) -> torch.Tensor:
 
 
 @pytest.fixture(autouse=True)
-def fresh_compilation(monkeypatch):
-    """Every test compiles here (no cache hits: the pass would not run) and
-    starts with no reports."""
-    monkeypatch.setattr(torch._inductor.config, "fx_graph_cache", False)
-    monkeypatch.setattr(torch._functorch.config, "enable_autograd_cache", False)
+def fresh_compilation(fresh_fusion_compilation, monkeypatch):
+    """Every test compiles here, with no reports, and traces autograd ops
+    (forces inside compiled steps)."""
     monkeypatch.setattr(torch._dynamo.config, "trace_autograd_ops", True)
-    torch._dynamo.reset()
-    fusion.clear_reports()
-    yield
-    torch._dynamo.reset()
 
 
 def fused_compile(fn, **kwargs):

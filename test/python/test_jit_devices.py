@@ -99,17 +99,7 @@ def test_jit_softmax_pool_with_a_learnable_temperature(device: str) -> None:
     assert_close(value_and_grads(compiled), value_and_grads(softmax_pool), tolerance=1e-5)
 
 
-@pytest.fixture
-def fresh_compilation(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(torch._inductor.config, "fx_graph_cache", False)
-    monkeypatch.setattr(torch._functorch.config, "enable_autograd_cache", False)
-    torch._dynamo.reset()
-    fusion.clear_reports()
-    yield
-    torch._dynamo.reset()
-
-
-def test_fusion_forward_and_backward(device: str, fresh_compilation: None) -> None:
+def test_fusion_forward_and_backward(device: str, fresh_fusion_compilation: None) -> None:
     idx, s = make_index(device), len(COUNTS)
     x, q = rows(device, 3), rows(device, seed=1)
     compiled = torch.compile(centered_energy, options=fusion.options(strict=True))
