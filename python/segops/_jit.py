@@ -37,7 +37,7 @@ from segops import ops as _ops
 from segops._jit_trace import (
     _ELEMENT_TYPES,
     _INDEX_DTYPES,
-    UNIFORM_TAILS,
+    uniform_tail,
     JitError,
     Signature,
     Traced,
@@ -374,12 +374,12 @@ def _validator(program: _Program, level: int) -> Callable[..., None]:
     return validate
 
 
-def _register_native(program_name: str) -> None:
-    """Compiles one program level and registers it with the C++ jit_call
-    kernels (their hook for a level not registered yet): its host kernel
-    (with SEGOPS_SIMULATE_GPU=1 its GPU kernels for the simulator instead),
-    and where its PTX comes from for CUDA devices (compiled on first use)."""
-    prog, level = split_program(program_name)
+def native_variant(prog: _Program, level: int) -> dict[str, Any]:
+    """One program level's description for the C++ kernels (as
+    register_level and register_jit_program take it), compiled: its host
+    kernel (with SEGOPS_SIMULATE_GPU=1 its GPU kernels for the simulator
+    instead), and where its PTX comes from for CUDA devices (compiled on
+    first use)."""
     entry = prog.entry(level)
     host = entry["host"]
     split = dict(host["split"]) if host.get("split") else None
@@ -392,17 +392,25 @@ def _register_native(program_name: str) -> None:
         address, split_addresses = kernel.symbol, kernel.split
     if split is not None:
         split["rows_address"], split["finish_address"] = split_addresses
-    inputs = [b for b in entry["buffers"] if b["role"] == "input"]
-    num_floats = len(inputs) - 1
-    variant = {
+    num_floats = sum(1 for b in entry["buffers"] if b["role"] == "input") - 1
+    return {
         "kernel": entry["name"], "address": address, "buffers": entry["buffers"],
         "row_range": host.get("range") == "rows", "split": split, "gpu": entry["gpu"],
         "saved_for_backward": [True] * num_floats,
         "ptx_source": functools.partial(prog.ptx, level),
         "simulator_image": prog.simulator_image(level) if _gpusim.ENABLED else None,
     }
-    _native.register_jit_program(program_name, num_floats,
-                                 len(entry["buffers"]) - len(inputs), variant,
+
+
+def _register_native(program_name: str) -> None:
+    """Compiles one program level and registers it with the C++ jit_call
+    kernels (their hook for a level not registered yet)."""
+    prog, level = split_program(program_name)
+    variant = native_variant(prog, level)
+    buffers = variant["buffers"]
+    num_floats = len(variant["saved_for_backward"])
+    num_outputs = sum(1 for b in buffers if b["role"] == "output")
+    _native.register_jit_program(program_name, num_floats, num_outputs, variant,
                                  prog.idx_position, _validator(prog, level))
 
 
@@ -579,7 +587,7 @@ class JitFunction:
                 constant = torch.tensor(constant.tolist(), dtype=dtype, device=device)
             else:  # the tensor itself, so in-place updates are seen
                 constant = constant.to(device=device, dtype=dtype or constant.dtype)
-            tensors.append(per_segment(constant, UNIFORM_TAILS[tuple(constant.shape)]))
+            tensors.append(per_segment(constant, uniform_tail(tuple(constant.shape))))
         return tensors
 
     def mlir(self, *args: Any, order: int = 0, **kwargs: Any) -> str:
@@ -651,17 +659,17 @@ class JitFunction:
                 return "segment"
             raise ValueError(f"segops.jit({self.fn.__name__}): argument {position} has shape "
                              f"{shape}; a (S, 3, 3) matrix needs num_segments ({segments}) rows")
-        if shape[1:] not in ((), (3,)):
+        if len(shape) > 2 or (len(shape) == 2 and shape[1] < 1):
             raise JitError(f"segops.jit: {self.fn.__name__}: argument {position} has shape "
-                           f"{shape}; tensors must be (L,), (L, 3), (S, 3, 3), or uniform "
-                           "values: 0-d, (1,) or (3,)")
+                           f"{shape}; tensors must be (L,), (L, F) rows of F >= 1 features, "
+                           "(S, 3, 3), or uniform values: 0-d or (F,)")
         if length != "other":
             return length
-        if shape in UNIFORM_TAILS:
+        if uniform_tail(shape) is not None:
             return "uniform"
         raise ValueError(f"segops.jit({self.fn.__name__}): argument {position} has {shape[0]} "
                          f"rows: neither the rows of idx ({rows}) nor num_segments ({segments}), "
-                         "nor a uniform value (0-d, (1,) or (3,))")
+                         "nor a uniform value (0-d or (F,))")
 
     def _compile_ahead(self, args: Sequence[Any], signature: Signature) -> Callable[[str], None]:
         """An on_source hook for to_mlir: for real CPU tensors, the forward
@@ -695,7 +703,7 @@ class JitFunction:
                            on_source=self._compile_ahead(args, signature))
         except JitError as error:
             small = [i for i, space in enumerate(spaces) if space is not None
-                     and args[i].dim() == 1 and tuple(args[i].shape) in UNIFORM_TAILS]
+                     and args[i].dim() == 1 and uniform_tail(tuple(args[i].shape)) is not None]
             as_uniform = [i for i in small if spaces[i] != "uniform"]
             if as_uniform:
                 other = ["uniform" if i in as_uniform else space for i, space in enumerate(spaces)]
@@ -740,7 +748,7 @@ class JitFunction:
                 raise JitError(f"segops.jit: {self.fn.__name__}'s kernel takes "
                                f"{len(entry['buffers'])} tensors (inputs and outputs); host "
                                f"kernels take at most {MAX_KERNEL_TENSORS}")
-            uniform = tuple((k, UNIFORM_TAILS[tuple(concrete(d) for d in args[i].shape)])
+            uniform = tuple((k, uniform_tail(tuple(concrete(d) for d in args[i].shape)))
                             for k, i in enumerate(signature.tensor_positions)
                             if traced.spaces[i] == "uniform")
             spec = _Specialization(name, tuple(signature.tensor_positions),

@@ -31,9 +31,23 @@ _ELEMENT_TYPES = {torch.float32: "f32", torch.float64: "f64"}
 _INDEX_DTYPES = (torch.int32, torch.int64)
 
 # A uniform value (a 0-d tensor, or a small one every row shares, such as a
-# per-feature weight) by its shape -> its element shape. Kernels take it as
-# a per-segment value equal in every segment (see JitFunction).
-UNIFORM_TAILS = {(): (), (1,): (), (3,): (3,)}
+# per-feature weight of F features) by its shape -> its element shape.
+# Kernels take it as a per-segment value equal in every segment (see
+# JitFunction).
+def uniform_tail(shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The element shape of a uniform value of `shape` (0-d or (1,): a
+    scalar; (F,): F features), or None if it cannot be one."""
+    if shape in ((), (1,)):
+        return ()
+    if len(shape) == 1 and shape[0] >= 1:
+        return shape
+    return None
+
+
+def is_feature_tail(tail: tuple[int, ...]) -> bool:
+    """Whether an element shape is a row of F features ((3,) vectors, wide
+    rows; not the (1,) of a scalar column)."""
+    return len(tail) == 1 and tail != (1,)
 
 # Elementwise aten ops with one tensor operand -> MLIR op.
 _UNARY = {
@@ -240,9 +254,10 @@ class Translator:
         self.emit(f"{splat} = tensor.splat {c}[{length}] : {self.ty(result)}")
         return result
 
-    def broadcast(self, value: Value) -> Value:
-        """A scalar (or scalar column) per element as a 3-vector."""
-        result = Value(self.fresh(), "float", (3,), value.uniform)
+    def broadcast(self, value: Value, tail: tuple[int, ...]) -> Value:
+        """A scalar (or scalar column) per element as a row of `tail`'s
+        features."""
+        result = Value(self.fresh(), "float", tail, value.uniform)
         self.emit(f"{result.name} = seg.broadcast {value.name} : "
                   f"{Value('', 'float', ()).mlir_type(self.element)} -> {self.ty(result)}")
         return result
@@ -293,22 +308,23 @@ class Translator:
     def unify(self, node: torch.fx.Node, operands: list[Value | float]) -> list[Value]:
         """Operands of one elementwise op brought to one shape: constants
         splatted, uniform values placed, scalars (columns) broadcast against
-        3-vectors."""
-        # Columns and uniform scalars broadcast against 3-vectors.
-        broadcastable = all(o.tail in ((1,), (3,)) or (o.uniform and o.tail == ())
+        rows of features."""
+        # Columns and uniform scalars broadcast against rows of F features.
+        broadcastable = all(len(o.tail) == 1 or (o.uniform and o.tail == ())
                             for o in operands if isinstance(o, Value))
         operands = self.place_uniform(node, operands)
         tensors = [o for o in operands if isinstance(o, Value)]
         if not tensors:
             raise self.fail(node, f"'{node.target}' has no tensor operand")
         tails = {t.tail for t in tensors}
+        features = {t for t in tails if is_feature_tail(t)}
         if len(tails) > 1:
-            if broadcastable and (3,) in tails:
-                target = (3,)
+            if broadcastable and len(features) == 1:
+                (target,) = features
             else:
                 shapes = ", ".join(sorted(str(t) for t in tails))
                 raise self.fail(node, f"'{node.target}' mixes element shapes {shapes}: "
-                                      "broadcast a per-row scalar w against (N, 3) rows as "
+                                      "broadcast a per-row scalar w against (N, F) rows as "
                                       "w[:, None]")
         else:
             target = tensors[0].tail
@@ -318,7 +334,7 @@ class Translator:
             if not isinstance(operand, Value):
                 operand = self.constant_like(operand, like)
             elif operand.tail != target:
-                operand = self.broadcast(operand)
+                operand = self.broadcast(operand, target)
             result.append(operand)
         return result
 
@@ -402,8 +418,8 @@ class Translator:
         return result
 
     def component_sum(self, node: torch.fx.Node, x: Value) -> Value:
-        if x.tail != (3,):
-            raise self.fail(node, "only the last dimension of (N, 3) rows can be summed "
+        if not is_feature_tail(x.tail):
+            raise self.fail(node, "only the last dimension of (N, F) rows can be summed "
                                   f"(a sum over a {x.tail or 'scalar'} element)")
         result = Value(self.fresh(), "float", (), x.uniform)
         self.emit(f"{result.name} = seg.component_sum {x.name} : {self.ty(x)} -> {self.ty(result)}")
@@ -528,7 +544,7 @@ class Translator:
             dims = [d % 2 for d in args[1]] if isinstance(args[1], (list, tuple)) else []
             keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
             if dims != [1]:
-                raise self.fail(node, "only x.sum(-1) over (N, 3) rows is supported (a "
+                raise self.fail(node, "only x.sum(-1) over (N, F) rows is supported (a "
                                       "reduction over rows is segops.segmented_sum)")
             total = self.component_sum(node, self.tensor(node, args[0]))
             return Value(total.name, total.kind, (1,)) if keepdim else total
@@ -538,7 +554,7 @@ class Translator:
             keepdim = args[3] if len(args) > 3 else kwargs.get("keepdim", False)
             if order != 2 or list(dims or []) not in ([-1], [1]) or keepdim:
                 raise self.fail(node, "only torch.linalg.vector_norm(x, dim=-1) (2-norm of "
-                                      "(N, 3) rows) is supported")
+                                      "(N, F) rows) is supported")
             x = self.tensor(node, args[0])
             squares = self.elementwise(node, "arith.mulf", [x, x])
             return self.elementwise(node, "math.sqrt", [self.component_sum(node, squares)])
@@ -568,9 +584,10 @@ class Translator:
             raise self.fail(node, f"'{target}' to shape {shape} is not supported")
         if packet in ("expand", "expand_as"):
             x = self.tensor(node, args[0])
-            if x.tail == (1,) and tuple(node.meta["val"].shape[1:]) == (3,):
-                return self.broadcast(x)
-            raise self.fail(node, f"'{target}' is only supported from (N, 1) to (N, 3)")
+            tail = tuple(node.meta["val"].shape[1:])
+            if x.tail == (1,) and is_feature_tail(tail):
+                return self.broadcast(x, tail)
+            raise self.fail(node, f"'{target}' is only supported from (N, 1) to (N, F)")
         raise self.fail(node, f"'{target}' is not supported in segops.jit functions "
                               "(see docs/jit.md for the supported operations)")
 
@@ -578,12 +595,14 @@ class Translator:
         """A view of a uniform value: another uniform shape, or the value
         expanded over rows or segments."""
         shape = tuple(concrete(d) for d in node.meta["val"].shape)
-        if shape in UNIFORM_TAILS and UNIFORM_TAILS[shape] == x.tail:
+        if uniform_tail(shape) == x.tail:
             return x
         space = self.node_space(node)
-        if space is not None and shape[1:] in ((), (3,)):
+        tail = shape[1:]
+        if space is not None and (tail == () or is_feature_tail(tail)) and \
+                x.tail in ((), tail):
             placed = self.place(node, x, space)
-            return self.broadcast(placed) if shape[1:] == (3,) and placed.tail == () else placed
+            return self.broadcast(placed, tail) if tail and placed.tail == () else placed
         raise self.fail(node, f"'{node.target}' of a uniform value to shape {shape} is not "
                               "supported")
 
@@ -591,15 +610,16 @@ class Translator:
         """A tensor constant of the function (built in its body, or
         captured): a trailing uniform argument of the kernel."""
         shape = tuple(tensor.shape) if isinstance(tensor, torch.Tensor) else None
-        if shape not in UNIFORM_TAILS or tensor.dtype == torch.bool or tensor.is_complex():
+        tail = uniform_tail(shape) if shape is not None else None
+        if tail is None or tensor.dtype == torch.bool or tensor.is_complex():
             raise JitError(f"segops.jit: {self.fn.__name__} uses a tensor constant of shape "
-                           f"{shape}; constants must be 0-d, (1,) or (3,) real tensors "
+                           f"{shape}; constants must be 0-d or (F,) real tensors "
                            "(pass larger ones as arguments)")
         if tensor.requires_grad:
             raise JitError(f"segops.jit: {self.fn.__name__} uses a captured tensor that requires "
                            "grad; pass it as an argument to get its gradient")
         self.constants.append(tensor)
-        value = Value(f"%c{len(self.constants)}", "float", UNIFORM_TAILS[shape], uniform=True)
+        value = Value(f"%c{len(self.constants)}", "float", tail, uniform=True)
         self.constant_params.append(f"{value.name}: {value.mlir_type(self.element)}"
                                     ' {seg.space = "segment"}')
         return value
@@ -641,7 +661,7 @@ class Translator:
                 if position == signature.idx_position:
                     v = Value("%idx", "idx")
                 elif self.spaces is not None and self.spaces[position] == "uniform":
-                    v = Value(f"%a{position}", "float", UNIFORM_TAILS[tuple(value.shape)],
+                    v = Value(f"%a{position}", "float", uniform_tail(tuple(value.shape)),
                               uniform=True)
                 else:
                     v = Value(f"%a{position}", "float",
@@ -672,7 +692,7 @@ class Translator:
                                        "return it from outside the function")
                     if not isinstance(value, Value) or value.kind != "float" or value.tail == (1,):
                         raise JitError(f"segops.jit: {self.fn.__name__} must return float "
-                                       f"tensors of shape (N,), (N, 3), (S,), (S, 3) or "
+                                       f"tensors of shape (N,), (N, F), (S,), (S, F) or "
                                        f"(S, 3, 3); got {out!r}")
                     results.append(value)
         if not results:

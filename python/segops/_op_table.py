@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from torch import Tensor
 
@@ -59,6 +60,14 @@ class SegmentOp:
     result_space: str
     takes_count: bool
     validate: Callable[..., None]
+    # Rows of any width F (else 3-vectors only, as matvec's).
+    takes_any_width: bool = True
+    # Float arguments that are per-segment scalars whatever the width
+    # (segmented_mul's y); the others carry the row width.
+    scalar_args: frozenset[str] = frozenset()
+    # Whether the result carries the row width (else it contracts the
+    # features, as dot and rms_norm do: one scalar per segment).
+    result_has_width: bool = True
 
     @property
     def num_tensors(self) -> int:
@@ -67,6 +76,36 @@ class SegmentOp:
     def kernel_name(self, dtype: str, width: int, level: int) -> str:
         """The op library's kernel of a level, e.g. segmented_sum_f32_w3_grad."""
         return level_name(f"{self.name}_{dtype}_w{width}", level)
+
+    def kernel_source(self, dtype: str, width: int) -> str:
+        """The op's forward kernel function for `dtype` rows of `width`
+        features, as oplib/segops.mlir writes it (the op library's w1 and w3
+        functions are exactly these; test_op_table.py checks it)."""
+        scalar = f"tensor<?x{dtype}>"
+        wide = scalar if width == 1 else f"tensor<?x{width}x{dtype}>"
+        floats = [(name, scalar if name in self.scalar_args else wide)
+                  for name in self.float_args]
+        index = ("idx", "tensor<?xi32>")
+        result = wide if self.result_has_width else scalar
+        params = ", ".join(f"%{n}: {t}" for n, t in [*floats, index])
+        operands = ", ".join(f"%{n}" for n, _ in [*floats, index])
+        types = ", ".join(t for _, t in [*floats, index])
+        if self.takes_count:
+            params, operands = params + ", %n: index", operands + ", %n"
+        name = self.kernel_name(dtype, width, 0)
+        return (f"func.func @{name}({params}) -> {result} {{\n"
+                f"  %0 = {self.seg_op} {operands} : {types} -> {result}\n"
+                f"  return %0 : {result}\n}}\n")
+
+    def float_spaces(self, level: int) -> list[str]:
+        """The space (ROW or SEGMENT) of each float argument of a level: the
+        op's, then each cotangent has the space of the value it is the
+        cotangent of."""
+        spaces = list(self.operand_spaces)
+        outputs = [self.result_space]
+        for _ in range(level):
+            spaces, outputs = spaces + outputs, spaces
+        return spaces
 
     def float_names(self, level: int) -> tuple[list[str], int]:
         """The float arguments of a level (the op's, then the cotangents of
@@ -112,13 +151,19 @@ def _validate_rms_norm(x: Tensor, idx: Tensor, num_segments: int) -> None:
     _validate_reduction("segmented_rms_norm")(x, idx, num_segments)
 
 
+def check_dot_shapes(x: Tensor, y: Tensor) -> None:
+    """segmented_dot's x and y have one shape (checked before (N, *f) rows
+    are flattened too: (N, 2, 3) is not (N, 3, 2))."""
+    if x.shape != y.shape:
+        raise ValueError(f"segmented_dot: x and y must have the same shape, got "
+                         f"{tuple(x.shape)} and {tuple(y.shape)}")
+
+
 def _validate_dot(x: Tensor, y: Tensor, idx: Tensor, num_segments: int) -> None:
     op = "segmented_dot"
     check_float_rows(op, "x", x)
     check_float_rows(op, "y", y)
-    if x.shape != y.shape:
-        raise ValueError(f"{op}: x and y must have the same shape, got {tuple(x.shape)} "
-                         f"and {tuple(y.shape)}")
+    check_dot_shapes(x, y)
     _same_dtype(op, x=x, y=y)
     check_index(op, idx, x.shape[0], "x")
     check_num_segments(op, num_segments)
@@ -140,8 +185,8 @@ def _validate_mul(x: Tensor, y: Tensor, idx: Tensor, num_segments: int) -> None:
 
 def _validate_matvec(v: Tensor, m: Tensor, idx: Tensor, num_segments: int) -> None:
     op = "segmented_matvec"
-    width = check_float_rows(op, "v", v)
-    if width != 3:
+    check_float_rows(op, "v", v)
+    if v.dim() != 2 or v.shape[1] != 3:
         raise ValueError(f"{op}: v must have shape (N, 3), got {tuple(v.shape)}")
     check_tensor(op, "m", m)
     if m.dim() != 3 or tuple(m.shape[1:]) != (3, 3):
@@ -166,9 +211,9 @@ def _validate_gather(y: Tensor, idx: Tensor, num_segments: int) -> None:
 
 
 def _op(name: str, seg_op: str, float_args: tuple[str, ...], operand_spaces: tuple[str, ...],
-        result_space: str, validate: Callable[..., None]) -> SegmentOp:
+        result_space: str, validate: Callable[..., None], **width: Any) -> SegmentOp:
     return SegmentOp(name, seg_op, float_args, operand_spaces, result_space,
-                     takes_count=result_space == SEGMENT, validate=validate)
+                     takes_count=result_space == SEGMENT, validate=validate, **width)
 
 
 # The ops, in registration order.
@@ -177,10 +222,14 @@ OPS: dict[str, SegmentOp] = {op.name: op for op in [
         _validate_reduction("segmented_sum")),
     _op("segmented_mean", "seg.mean", ("x",), (ROW,), SEGMENT,
         _validate_reduction("segmented_mean")),
-    _op("segmented_rms_norm", "seg.rms_norm", ("x",), (ROW,), SEGMENT, _validate_rms_norm),
-    _op("segmented_dot", "seg.dot", ("x", "y"), (ROW, ROW), SEGMENT, _validate_dot),
-    _op("segmented_mul", "seg.mul", ("x", "y"), (ROW, SEGMENT), ROW, _validate_mul),
-    _op("segmented_matvec", "seg.matvec", ("v", "m"), (ROW, SEGMENT), ROW, _validate_matvec),
+    _op("segmented_rms_norm", "seg.rms_norm", ("x",), (ROW,), SEGMENT, _validate_rms_norm,
+        result_has_width=False),
+    _op("segmented_dot", "seg.dot", ("x", "y"), (ROW, ROW), SEGMENT, _validate_dot,
+        result_has_width=False),
+    _op("segmented_mul", "seg.mul", ("x", "y"), (ROW, SEGMENT), ROW, _validate_mul,
+        scalar_args=frozenset({"y"})),
+    _op("segmented_matvec", "seg.matvec", ("v", "m"), (ROW, SEGMENT), ROW, _validate_matvec,
+        takes_any_width=False),
     _op("segmented_gather", "seg.gather", ("y",), (SEGMENT,), ROW, _validate_gather),
     _op("segmented_max", "seg.max", ("x",), (ROW,), SEGMENT,
         _validate_reduction("segmented_max")),

@@ -67,16 +67,18 @@ def check_tensor(op: str, name: str, value: object) -> torch.Tensor:
 
 
 def check_float_rows(op: str, name: str, value: object, leading: str = "N") -> int:
-    """Checks a (L,) or (L, 3) float32/float64 tensor; returns its row width."""
+    """Checks a (L,) or (L, F) float32/float64 tensor (F >= 1 features: 3 for
+    the seed's vectors); returns its row width F (1 for (L,))."""
     tensor = check_tensor(op, name, value)
     if tensor.dtype not in FLOAT_DTYPES:
         raise DTypeError(f"{op}: {name} must be float32 or float64, got {tensor.dtype}")
     if tensor.dim() == 1:
         return 1
-    if tensor.dim() == 2 and tensor.shape[1] == 3:
-        return 3
+    if tensor.dim() == 2 and tensor.shape[1] >= 1:
+        return int(tensor.shape[1])
     raise ValueError(
-        f"{op}: {name} must have shape ({leading},) or ({leading}, 3), got {_shape(tensor)}")
+        f"{op}: {name} must have shape ({leading},) or ({leading}, 3), or ({leading}, F) rows of "
+        f"F >= 1 features (segops.{op} flattens ({leading}, *f) to them), got {_shape(tensor)}")
 
 
 def as_count(num_segments: object) -> object:

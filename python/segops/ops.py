@@ -19,6 +19,7 @@ RuntimeError or accept ``True`` as a count) and call ``torch.ops.segops.*``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any
@@ -27,27 +28,25 @@ import torch
 from torch import Tensor
 
 from segops import _extensions, _gpusim, _library, _output_cache, _validation
-from segops._op_table import MAX_LEVEL, OPS, SegmentOp, level_name
+from segops._op_table import MAX_LEVEL, OPS, ROW, SegmentOp, check_dot_shapes, level_name
 from segops._validation import check_index_content, check_num_segments, check_tensor
 
 _DTYPE_NAMES = {torch.float32: "f32", torch.float64: "f64"}
 
 
+def _row_width(first: Tensor) -> int:
+    """The row width of a level's first float argument (1 for (N,))."""
+    return 1 if first.dim() == 1 else int(first.shape[1])
+
+
 def _kernel_name(spec: SegmentOp, level: int, first: Tensor) -> str:
-    return spec.kernel_name(_DTYPE_NAMES[first.dtype], 1 if first.dim() == 1 else 3, level)
+    return spec.kernel_name(_DTYPE_NAMES[first.dtype], _row_width(first), level)
 
 
-@cache
-def _output_plan(kernel: str) -> tuple[tuple[tuple[str, ...], torch.dtype], ...]:
-    """The kernel's outputs: symbolic shape ("N", "S" or extents) and dtype."""
-    entry = _library.kernel_entry(kernel)
-    return tuple((tuple(buffer["shape"]), _library.TORCH_DTYPES[buffer["dtype"]])
-                 for buffer in entry["buffers"] if buffer["role"] == "output")
-
-
-def _output_shapes(kernel: str, num_rows: int, num_segments: int) -> list[tuple[list, torch.dtype]]:
-    return [(_library.buffer_shape(shape, num_rows, num_segments), dtype)
-            for shape, dtype in _output_plan(kernel)]
+def _is_shipped(kernel: str) -> bool:
+    """Whether the op library has the kernel (else it is compiled at run
+    time: segops._wide)."""
+    return kernel in _library.kernels()
 
 
 @cache
@@ -69,20 +68,43 @@ def _op_name(spec: SegmentOp, level: int) -> str:
     return level_name(spec.name, level)
 
 
-def _needs_sorted_index(kernel: str, device: torch.device) -> bool:
+def _needs_sorted_index(spec: SegmentOp, level: int, first: Tensor,
+                        device: torch.device) -> bool:
     """Whether a kernel's idx must be sorted on `device`: segment kernels on
     CUDA. Row maps take any order; on CPU the C++ kernels run a segment
     kernel on an unsorted index's rows in a stable sort of them."""
-    return device.type == "cuda" and not _library.kernel(kernel).host_rows
+    if device.type != "cuda":
+        return False
+    kernel = _kernel_name(spec, level, first)
+    if _is_shipped(kernel):
+        return not _library.kernel(kernel).host_rows
+    from segops import _wide
+
+    return not _wide.host_rows(spec.name, _DTYPE_NAMES[first.dtype], _row_width(first), level)
+
+
+def _fake_shapes(spec: SegmentOp, level: int, floats: Sequence[Tensor], idx: Tensor,
+                 num_segments: int) -> list[tuple[Any, ...]]:
+    """A level's output shapes: the forward's by the op table; a derivative
+    level's are those of the float arguments of the level below (their
+    gradients), N or S rows by their spaces (an argument the backward never
+    reads comes as a stand-in without rows)."""
+    def rows(space: str) -> Any:
+        return idx.shape[0] if space == ROW else num_segments
+
+    if level == 0:
+        features = tuple(floats[0].shape[1:]) if spec.result_has_width else ()
+        return [(rows(spec.result_space), *features)]
+    spaces = spec.float_spaces(level - 1)
+    return [(rows(space), *f.shape[1:]) for space, f in zip(spaces, floats)]
 
 
 def _fake_level(spec: SegmentOp, level: int, floats: Sequence[Tensor], idx: Tensor,
                 num_segments: int) -> Tensor | tuple[Tensor, ...]:
     if level == 0:
         spec.validate(*floats, idx, num_segments)
-    kernel = _kernel_name(spec, level, floats[0])
-    outputs = [floats[0].new_empty(shape, dtype=dtype)
-               for shape, dtype in _output_shapes(kernel, idx.shape[0], num_segments)]
+    outputs = [floats[0].new_empty(shape)
+               for shape in _fake_shapes(spec, level, floats, idx, num_segments)]
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 
@@ -147,8 +169,7 @@ def _native_validator(spec: SegmentOp, level: int) -> Callable[..., None]:
         if level == 0:
             spec.validate(*floats, idx, num_segments)
         if floats and floats[0].dtype in _DTYPE_NAMES and floats[0].dim() in (1, 2, 3):
-            kernel = _kernel_name(spec, level, floats[0])
-            require_sorted = _needs_sorted_index(kernel, idx.device)
+            require_sorted = _needs_sorted_index(spec, level, floats[0], idx.device)
         else:
             require_sorted = False
         check_index_content(_op_name(spec, level), idx, num_segments, require_sorted)
@@ -192,6 +213,22 @@ def missing_kernels(what: str, device: str) -> Callable[..., Any]:
     return kernel
 
 
+def _variant_provider(spec: SegmentOp, level: int) -> Callable[[str], dict | None] | None:
+    """Makes the C++ kernels' variant for a row width the op library does
+    not ship ("f32_w64"), compiled at run time (segops._wide)."""
+    if not spec.takes_any_width:
+        return None
+
+    def provide(key: str) -> dict | None:
+        dtype, _, width = key.partition("_w")
+        if dtype not in _DTYPE_NAMES.values() or not width.isdigit() or int(width) < 1:
+            return None
+        from segops import _wide
+
+        return _wide.native_variant(spec.name, dtype, int(width), level)
+    return provide
+
+
 def _register(spec: SegmentOp) -> None:
     # Define every level first: each level's backward calls the next one.
     for level in range(MAX_LEVEL + 1):
@@ -208,7 +245,7 @@ def _register(spec: SegmentOp) -> None:
             _native.register_level(
                 name, len(names), outputs, _native_variants(spec, level),
                 _op_name(spec, level + 1) if level < MAX_LEVEL else "",
-                _native_validator(spec, level))
+                _native_validator(spec, level), _variant_provider(spec, level))
         register_missing_kernels(_library_def, name)
         torch.library.register_fake(f"segops::{name}", fake, lib=_library_def)
 
@@ -230,41 +267,70 @@ def _check_types(op: str, tensors: dict[str, object], num_segments: object) -> i
     return check_num_segments(op, _validation.as_count(num_segments))
 
 
+def _as_feature_rows(tensor: Tensor) -> Tensor:
+    """(L, *f) rows as the kernels take them: (L, F), F the product of f (a
+    view where the rows are contiguous), or (L,) for one feature; (L,) and
+    (L, F) as they are."""
+    if not isinstance(tensor, Tensor) or tensor.dim() < 2:
+        return tensor
+    features = math.prod(tensor.shape[1:])
+    if features == 1:
+        return tensor.reshape(tensor.shape[0])
+    return tensor.reshape(tensor.shape[0], features) if tensor.dim() > 2 else tensor
+
+
+def _has_trailing_shape(tensor: Tensor) -> bool:
+    """Whether a result must be given back the rows' (L, *f) shape."""
+    return tensor.dim() > 2 or (tensor.dim() == 2 and tensor.shape[1] == 1)
+
+
+def _reduce_rows(op: str, x: Tensor, idx: Tensor, num_segments: object) -> Tensor:
+    """A reduction of (N, *f) rows to (S, *f): the kernel runs on (N, F)."""
+    count = _check_types(op, {"x": x, "idx": idx}, num_segments)
+    out = getattr(torch.ops.segops, op)(_as_feature_rows(x), idx, count)
+    return out.reshape(count, *x.shape[1:]) if _has_trailing_shape(x) else out
+
+
 def segmented_sum(x: Tensor, idx: Tensor, num_segments: int) -> Tensor:
     """Per-segment sum: ``out[s] = sum(x[i] for i with idx[i] == s)``.
 
-    x: (N,) or (N, 3), float32 or float64. idx: (N,) sorted segment ids in
-    [0, num_segments), int32 (or int64 with values that fit int32). Returns
-    (num_segments,) or (num_segments, 3); empty segments give 0.
+    x: (N,), (N, 3) or rows of any features (N, *f), float32 or float64.
+    idx: (N,) sorted segment ids in [0, num_segments), int32 (or int64 with
+    values that fit int32). Returns (num_segments, *x.shape[1:]); empty
+    segments give 0.
     """
-    num_segments = _check_types("segmented_sum", {"x": x, "idx": idx}, num_segments)
-    return torch.ops.segops.segmented_sum(x, idx, num_segments)
+    return _reduce_rows("segmented_sum", x, idx, num_segments)
 
 
 def segmented_mean(x: Tensor, idx: Tensor, num_segments: int) -> Tensor:
-    """Per-segment mean of rows; 0 for an empty segment (never NaN)."""
-    num_segments = _check_types("segmented_mean", {"x": x, "idx": idx}, num_segments)
-    return torch.ops.segops.segmented_mean(x, idx, num_segments)
+    """Per-segment mean of rows (N, *f) -> (S, *f); 0 for an empty segment
+    (never NaN)."""
+    return _reduce_rows("segmented_mean", x, idx, num_segments)
 
 
 def segmented_rms_norm(x: Tensor, idx: Tensor, num_segments: int) -> Tensor:
-    """Per-segment RMS norm ``sqrt(mean(|x[i]|^2))``: (num_segments,); 0 for an
-    empty segment; the gradient at an all-zero segment is 0."""
+    """Per-segment RMS norm ``sqrt(mean(|x[i]|^2))`` of rows (N, *f), |x[i]|
+    over all their features: (num_segments,); 0 for an empty segment; the
+    gradient at an all-zero segment is 0."""
     num_segments = _check_types("segmented_rms_norm", {"x": x, "idx": idx}, num_segments)
-    return torch.ops.segops.segmented_rms_norm(x, idx, num_segments)
+    return torch.ops.segops.segmented_rms_norm(_as_feature_rows(x), idx, num_segments)
 
 
 def segmented_dot(x: Tensor, y: Tensor, idx: Tensor, num_segments: int) -> Tensor:
-    """Per-segment dot product ``sum(dot(x[i], y[i]))``: (num_segments,)."""
+    """Per-segment dot product ``sum(dot(x[i], y[i]))`` of rows (N, *f), over
+    all their features: (num_segments,)."""
     num_segments = _check_types("segmented_dot", {"x": x, "y": y, "idx": idx}, num_segments)
-    return torch.ops.segops.segmented_dot(x, y, idx, num_segments)
+    check_dot_shapes(x, y)
+    return torch.ops.segops.segmented_dot(_as_feature_rows(x), _as_feature_rows(y), idx,
+                                          num_segments)
 
 
 def segmented_mul(x: Tensor, y: Tensor, idx: Tensor, num_segments: int) -> Tensor:
-    """Scale rows by their segment's scalar: ``out[i] = x[i] * y[idx[i]]``.
-    num_segments must equal y.shape[0]."""
+    """Scale rows (N, *f) by their segment's scalar: ``out[i] = x[i] *
+    y[idx[i]]``. num_segments must equal y.shape[0]."""
     num_segments = _check_types("segmented_mul", {"x": x, "y": y, "idx": idx}, num_segments)
-    return torch.ops.segops.segmented_mul(x, y, idx, num_segments)
+    out = torch.ops.segops.segmented_mul(_as_feature_rows(x), y, idx, num_segments)
+    return out.reshape(x.shape) if _has_trailing_shape(x) else out
 
 
 def segmented_matvec(v: Tensor, m: Tensor, idx: Tensor, num_segments: int) -> Tensor:
@@ -278,19 +344,19 @@ def segmented_gather(y: Tensor, idx: Tensor) -> Tensor:
     """Broadcast per-segment rows to their segment's rows: ``out[i] = y[idx[i]]``
     (the adjoint of segmented_sum)."""
     _check_types("segmented_gather", {"y": y, "idx": idx}, 0)
-    return torch.ops.segops.segmented_gather(y, idx, y.shape[0])
+    out = torch.ops.segops.segmented_gather(_as_feature_rows(y), idx, y.shape[0])
+    return out.reshape(idx.shape[0], *y.shape[1:]) if _has_trailing_shape(y) else out
 
 
 def segmented_max(x: Tensor, idx: Tensor, num_segments: int) -> Tensor:
-    """Per-segment maximum of rows (per component for (N, 3) rows); 0 for an
-    empty segment, NaN where a row is NaN. The gradient is split evenly
-    among the rows that attain the maximum."""
-    num_segments = _check_types("segmented_max", {"x": x, "idx": idx}, num_segments)
-    return torch.ops.segops.segmented_max(x, idx, num_segments)
+    """Per-segment maximum of rows (N, *f), per feature; 0 for an empty
+    segment, NaN where a row is NaN. The gradient is split evenly among the
+    rows that attain the maximum."""
+    return _reduce_rows("segmented_max", x, idx, num_segments)
 
 
 def segmented_min(x: Tensor, idx: Tensor, num_segments: int) -> Tensor:
-    """Per-segment minimum of rows (per component); 0 for an empty segment;
-    the gradient is split evenly among the rows that attain the minimum."""
-    num_segments = _check_types("segmented_min", {"x": x, "idx": idx}, num_segments)
-    return torch.ops.segops.segmented_min(x, idx, num_segments)
+    """Per-segment minimum of rows (N, *f), per feature; 0 for an empty
+    segment; the gradient is split evenly among the rows that attain the
+    minimum."""
+    return _reduce_rows("segmented_min", x, idx, num_segments)

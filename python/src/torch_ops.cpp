@@ -51,7 +51,8 @@ std::string variantKey(const at::Tensor &first) {
   const char *dtype = first.scalar_type() == at::kDouble  ? "f64"
                       : first.scalar_type() == at::kFloat ? "f32"
                                                           : "?";
-  return std::string(dtype) + (first.dim() == 1 ? "_w1" : "_w3");
+  int64_t width = first.dim() < 2 ? 1 : first.size(1);
+  return std::string(dtype) + "_w" + std::to_string(width);
 }
 
 int64_t extent(int64_t dimension, int64_t numRows, int64_t numSegments) {
@@ -83,11 +84,11 @@ const Variant &selectVariant(const OperatorLevel &level, at::TensorList floats,
                              const at::Tensor &idx, int64_t numSegments) {
   if (floats.empty())
     reportInvalid(level, floats, idx, numSegments, "no float arguments");
-  auto it = level.variants.find(variantKey(floats[0]));
-  if (it == level.variants.end())
+  const Variant *variant = findVariant(level, variantKey(floats[0]));
+  if (!variant)
     reportInvalid(level, floats, idx, numSegments,
                   "no kernel for the first argument's dtype and shape");
-  return it->second;
+  return *variant;
 }
 
 std::string mismatch(const Variant &variant, at::TensorList floats,
@@ -495,10 +496,7 @@ public:
     auto node =
         makeNode<SegmentOpBackward>(level->backward, *level->backwardOp);
     auto *backward = static_cast<SegmentOpBackward *>(node.get());
-    const Variant *variant = nullptr;
-    auto it = level->variants.find(variantKey(floats[0]));
-    if (it != level->variants.end())
-      variant = &it->second;
+    const Variant *variant = findVariant(*level, variantKey(floats[0]));
     for (size_t i = 0; i < numFloats; ++i) {
       bool saved = !variant || variant->savedForBackward[i];
       // An input the backward never reads is saved as an empty tensor of
@@ -552,6 +550,72 @@ at::ScalarType parseDtype(const std::string &name) {
   throw std::invalid_argument("unknown kernel dtype " + name);
 }
 
+/// Reads one variant's description (see register_level).
+Variant parseVariant(const py::dict &entry) {
+  Variant variant;
+  variant.kernel = entry["kernel"].cast<std::string>();
+  // Run-time compiled kernels (segops.jit) come with their addresses.
+  variant.symbol =
+      entry.contains("address")
+          ? reinterpret_cast<void *>(entry["address"].cast<uintptr_t>())
+          : hostLibrary->lookup(variant.kernel);
+  for (py::handle item : entry["buffers"].cast<py::list>()) {
+    py::dict description = item.cast<py::dict>();
+    Buffer buffer;
+    std::string role = description["role"].cast<std::string>();
+    buffer.isOutput = role == "output";
+    buffer.isIndex = description["name"].cast<std::string>() == "idx";
+    buffer.isRead =
+        !description.contains("read") || description["read"].cast<bool>();
+    buffer.dtype = parseDtype(description["dtype"].cast<std::string>());
+    for (const std::string &symbol :
+         description["shape"].cast<std::vector<std::string>>())
+      buffer.shape.push_back(parseExtent(symbol));
+    variant.buffers.push_back(std::move(buffer));
+  }
+  variant.range = entry["row_range"].cast<bool>()
+                      ? segrt::HostRange::Rows
+                      : segrt::HostRange::Segments;
+  if (!entry["split"].is_none()) {
+    py::dict split = entry["split"].cast<py::dict>();
+    auto address = [&](const char *symbol, const char *jitAddress) {
+      return split.contains(jitAddress)
+                 ? reinterpret_cast<void *>(
+                       split[jitAddress].cast<uintptr_t>())
+                 : hostLibrary->lookup(split[symbol].cast<std::string>());
+    };
+    variant.split.rows = address("rows_symbol", "rows_address");
+    variant.split.finish = address("finish_symbol", "finish_address");
+    variant.split.passTotals =
+        split["pass_totals"].cast<std::vector<int64_t>>();
+    variant.split.combine = segrt::parseTotalCombines(
+        split["combine"].cast<std::vector<std::string>>());
+    // From the manifest, not the variant's key: JIT programs register
+    // under "jit" whatever their dtype.
+    variant.split.isDouble =
+        split["totals_dtype"].cast<std::string>() == "f64";
+  }
+  variant.gpu = segops_python::gpuProgram(variant.kernel,
+                                          entry["gpu"].cast<py::dict>());
+  // Run-time compiled kernels bring their own GPU code: PTX per device,
+  // and, simulated, an image of their simulated kernels.
+  if (entry.contains("ptx_source") || entry.contains("simulator_image")) {
+    variant.gpuModules = std::make_shared<GpuModules>();
+    if (entry.contains("ptx_source") && !entry["ptx_source"].is_none())
+      variant.gpuModules->setPtxSource(
+          entry["ptx_source"].cast<py::object>().release().ptr());
+    if (entry.contains("simulator_image") &&
+        !entry["simulator_image"].is_none())
+      variant.gpuModules->setSimulatorImage(
+          entry["simulator_image"].cast<std::string>());
+  } else {
+    variant.gpuModules = libraryGpuModules();
+  }
+  variant.savedForBackward =
+      entry["saved_for_backward"].cast<std::vector<bool>>();
+  return variant;
+}
+
 /// Reads a level description handed over by ops.py (see register_level).
 std::shared_ptr<OperatorLevel>
 parseLevel(const std::string &name, size_t numFloats,
@@ -567,75 +631,39 @@ parseLevel(const std::string &name, size_t numFloats,
     level->backwardOp = c10::Dispatcher::singleton().findSchemaOrThrow(
         ("segops::" + backward).c_str(), "");
   level->validator = validator.release().ptr();
-  for (auto [key, value] : variants) {
-    py::dict entry = value.cast<py::dict>();
-    Variant variant;
-    variant.kernel = entry["kernel"].cast<std::string>();
-    // Run-time compiled kernels (segops.jit) come with their addresses.
-    variant.symbol =
-        entry.contains("address")
-            ? reinterpret_cast<void *>(entry["address"].cast<uintptr_t>())
-            : hostLibrary->lookup(variant.kernel);
-    for (py::handle item : entry["buffers"].cast<py::list>()) {
-      py::dict description = item.cast<py::dict>();
-      Buffer buffer;
-      std::string role = description["role"].cast<std::string>();
-      buffer.isOutput = role == "output";
-      buffer.isIndex = description["name"].cast<std::string>() == "idx";
-      buffer.isRead =
-          !description.contains("read") || description["read"].cast<bool>();
-      buffer.dtype = parseDtype(description["dtype"].cast<std::string>());
-      for (const std::string &symbol :
-           description["shape"].cast<std::vector<std::string>>())
-        buffer.shape.push_back(parseExtent(symbol));
-      variant.buffers.push_back(std::move(buffer));
-    }
-    variant.range = entry["row_range"].cast<bool>()
-                        ? segrt::HostRange::Rows
-                        : segrt::HostRange::Segments;
-    if (!entry["split"].is_none()) {
-      py::dict split = entry["split"].cast<py::dict>();
-      auto address = [&](const char *symbol, const char *jitAddress) {
-        return split.contains(jitAddress)
-                   ? reinterpret_cast<void *>(
-                         split[jitAddress].cast<uintptr_t>())
-                   : hostLibrary->lookup(split[symbol].cast<std::string>());
-      };
-      variant.split.rows = address("rows_symbol", "rows_address");
-      variant.split.finish = address("finish_symbol", "finish_address");
-      variant.split.passTotals =
-          split["pass_totals"].cast<std::vector<int64_t>>();
-      variant.split.combine = segrt::parseTotalCombines(
-          split["combine"].cast<std::vector<std::string>>());
-      // From the manifest, not the variant's key: JIT programs register
-      // under "jit" whatever their dtype.
-      variant.split.isDouble =
-          split["totals_dtype"].cast<std::string>() == "f64";
-    }
-    variant.gpu = segops_python::gpuProgram(variant.kernel,
-                                            entry["gpu"].cast<py::dict>());
-    // Run-time compiled kernels bring their own GPU code: PTX per device,
-    // and, simulated, an image of their simulated kernels.
-    if (entry.contains("ptx_source") || entry.contains("simulator_image")) {
-      variant.gpuModules = std::make_shared<GpuModules>();
-      if (entry.contains("ptx_source") && !entry["ptx_source"].is_none())
-        variant.gpuModules->setPtxSource(
-            entry["ptx_source"].cast<py::object>().release().ptr());
-      if (entry.contains("simulator_image") &&
-          !entry["simulator_image"].is_none())
-        variant.gpuModules->setSimulatorImage(
-            entry["simulator_image"].cast<std::string>());
-    } else {
-      variant.gpuModules = libraryGpuModules();
-    }
-    variant.savedForBackward =
-        entry["saved_for_backward"].cast<std::vector<bool>>();
-    level->variants.emplace(key.cast<std::string>(), std::move(variant));
-  }
+  for (auto [key, value] : variants)
+    level->variants.emplace(key.cast<std::string>(),
+                            parseVariant(value.cast<py::dict>()));
   return level;
 }
 
 } // namespace
+
+const Variant *segops_torch::findVariant(const OperatorLevel &level,
+                                         const std::string &key) {
+  auto shipped = level.variants.find(key);
+  if (shipped != level.variants.end())
+    return &shipped->second;
+  if (!level.variantProvider)
+    return nullptr;
+  {
+    std::shared_lock<std::shared_mutex> lock(level.providedMutex);
+    auto it = level.provided.find(key);
+    if (it != level.provided.end())
+      return &it->second;
+  }
+  Variant variant;
+  {
+    py::gil_scoped_acquire gil;
+    py::object description = py::handle(level.variantProvider)(key);
+    if (description.is_none())
+      return nullptr;
+    variant = parseVariant(description.cast<py::dict>());
+  }
+  std::unique_lock<std::shared_mutex> lock(level.providedMutex);
+  // Another thread may have made it meanwhile: the first one stays.
+  return &level.provided.emplace(key, std::move(variant)).first->second;
+}
 
 std::shared_ptr<OperatorLevel>
 segops_torch::parseOperatorLevel(const std::string &name, size_t numFloats,
@@ -711,10 +739,13 @@ PYBIND11_MODULE(_torchops, m) {
       "register_level",
       [](const std::string &name, size_t numFloats,
          size_t numOutputs, const py::dict &variants,
-         const std::string &backward, py::object validator) {
-        std::shared_ptr<const OperatorLevel> level =
+         const std::string &backward, py::object validator,
+         py::object provider) {
+        std::shared_ptr<OperatorLevel> level =
             parseLevel(name, numFloats, numOutputs, variants, backward,
                        std::move(validator));
+        if (!provider.is_none())
+          level->variantProvider = provider.release().ptr();
         auto cpu = std::make_unique<torch::Library>(
             torch::Library::IMPL, "segops", c10::DispatchKey::CPU, __FILE__,
             __LINE__);
@@ -735,11 +766,13 @@ PYBIND11_MODULE(_torchops, m) {
       },
       py::arg("name"), py::arg("num_floats"),
       py::arg("num_outputs"), py::arg("variants"), py::arg("backward"),
-      py::arg("validator"),
+      py::arg("validator"), py::arg("provider") = py::none(),
       "Registers the CPU kernel of operator segops::<name> (and its CUDA "
       "kernel, if built) and, if it has a backward (the next level's "
       "operator name), its autograd kernel. "
       "variants maps 'f32_w3'-style keys to {'kernel', 'buffers' (manifest), "
       "'saved_for_backward' (per float argument)}; validator(*args) raises "
-      "the error for arguments the kernel rejects.");
+      "the error for arguments the kernel rejects; provider(key), if given, "
+      "makes a variant for a key not in variants (a row width compiled at "
+      "run time) or returns None.");
 }

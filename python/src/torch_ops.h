@@ -23,6 +23,7 @@
 
 #include <functional>
 #include <map>
+#include <shared_mutex>
 #include <mutex>
 #include <memory>
 #include <optional>
@@ -102,7 +103,19 @@ struct OperatorLevel {
   /// Raises the error for bad input. A strong reference that is never
   /// dropped: levels live until exit, past the interpreter's finalization.
   PyObject *validator = nullptr;
+  /// Makes a variant the op library does not ship (a row width compiled at
+  /// run time): provider(key) returns its description, as register_level
+  /// takes them, or None. Null: none. A strong reference, never dropped.
+  PyObject *variantProvider = nullptr;
+  /// Variants made by the provider, added while other threads look up:
+  /// guarded (std::map keeps references to its elements valid).
+  mutable std::shared_mutex providedMutex;
+  mutable std::map<std::string, Variant> provided;
 };
+
+/// The variant of `level` for `key` ("f32_w64"): a shipped one, or one made
+/// by the level's provider (with the GIL, once); null if there is none.
+const Variant *findVariant(const OperatorLevel &level, const std::string &key);
 
 constexpr int64_t kRows = -1, kSegments = -2;
 

@@ -5,7 +5,8 @@
 // arith/math/tensor ops that all share one segment index. Every value in it
 // lives in one of two spaces: per row (N rows, as in x or a gradient w.r.t.
 // x) or per segment (S segments, as in a reduction's result or y in
-// seg.mul), with a small per-element shape: scalar, 3-vector or 3x3 matrix.
+// seg.mul), with a per-element shape: scalar, F features (3-vectors, or wide
+// feature rows with any static F, unrolled into F components) or 3x3 matrix.
 // Such a function compiles to ONE kernel: for each segment, a few passes
 // over the segment's rows (a reduction's result is usable only after the pass
 // that computes it), with per-segment arithmetic between passes and row
@@ -62,7 +63,7 @@ public:
 
   struct Info {
     ValueSpace space = ValueSpace::Row;
-    /// Per-element shape: {} scalar, {3} vector, {3, 3} matrix.
+    /// Per-element shape: {} scalar, {F} features, {3, 3} matrix.
     SmallVector<int64_t, 2> shape;
     /// Row values: the first pass in which they can be computed. Segment
     /// values: the number of passes that must finish before they are known.
@@ -119,6 +120,9 @@ public:
   /// Where pass `pass`'s accumulators start among all of them: the
   /// components of the passes before it.
   int64_t reductionOffset(unsigned pass) const;
+  /// Components of the program's widest value (1 for scalars, 3 for
+  /// 3-vectors, 9 for matrices, F for rows of F features).
+  int64_t maxComponents() const;
   /// Whether pass `pass` stores row outputs.
   bool storesRowsInPass(unsigned pass) const;
   const Info &info(Value value) const {

@@ -97,6 +97,34 @@ static int64_t vectorLanes(Type elementType, int64_t vectorBits) {
   return std::clamp<int64_t>(lanes, 2, kShortSegmentRows);
 }
 
+/// Components per element past which rows are not vectorised across rows:
+/// a vector of rows holds every component of `lanes` rows, so wide feature
+/// rows would make vectors of lanes * F elements, shuffled apart into F
+/// vectors. A wide row's F contiguous components are vectorised across
+/// components instead (by LLVM's SLP vectoriser, on scalar row code).
+static constexpr int64_t kMaxRowVectorComponents = 9;
+
+/// Rows per vector body of `program`: 1 (scalar rows) for wide rows.
+static int64_t rowLanes(const SegmentProgram &program, int64_t vectorBits) {
+  if (program.maxComponents() > kMaxRowVectorComponents)
+    return 1;
+  return vectorLanes(program.elementType, vectorBits);
+}
+
+/// A segment's rows one at a time, in order: the row loop of wide rows.
+static SmallVector<Value>
+emitScalarRowLoop(OpBuilder &b, Location loc, Value rowBegin, Value rowEnd,
+                  ValueRange init, SegmentProgramEmitter::RowBody body) {
+  KernelCodeBuilder code(b, loc);
+  auto rows = b.create<scf::ForOp>(
+      loc, rowBegin, rowEnd, code.i64(1), init,
+      [&](OpBuilder &lb, Location ll, Value row, ValueRange acc) {
+        lb.create<scf::YieldOp>(
+            ll, body(lb, ll, row, /*lanes=*/1, /*laneMask=*/Value(), acc));
+      });
+  return SmallVector<Value>(rows.getResults());
+}
+
 /// Combines groups of `kinds.size()` vectors (a power-of-two count of them)
 /// pairwise, group i + n/2 into group i, then each remaining vector's lanes:
 /// one scalar per accumulator, combined (by its kind) in a fixed order.
@@ -290,6 +318,8 @@ emitSegmentRowLoop(OpBuilder &b, Location loc, Value rowBegin, Value rowEnd,
                    SegmentProgramEmitter::RowBody body, bool storesRows,
                    const SegmentProgram &program, int64_t lanes,
                    int64_t interleave) {
+  if (lanes == 1)
+    return emitScalarRowLoop(b, loc, rowBegin, rowEnd, init, body);
   int64_t storeVectors =
       rowOutputComponents(program) * (kShortSegmentRows / lanes);
   // Masked vectors (the short-segment block, the tail) read, and for a
@@ -590,7 +620,7 @@ static void emitHostKernel(const SegmentProgram &program, func::FuncOp kernel,
       return emitSegmentRowLoop(
           rb, rl, rowBegin, rowEnd, numRows, ownedRowsEnd, init,
           program.combiningKinds(emitter.currentPass()), body, storesRows,
-          program, vectorLanes(program.elementType, vectorBits), interleave);
+          program, rowLanes(program, vectorBits), interleave);
     };
   };
   SmallVector<Value> initialState{firstRow,
@@ -656,7 +686,7 @@ static void emitHostRowMapKernel(const SegmentProgram &program,
 
   // Whole vectors of rows first, when there is a segment to read (S > 0:
   // lanes outside [0, S) read segment 0 and store 0); then single rows.
-  int64_t lanes = vectorLanes(program.elementType, vectorBits);
+  int64_t lanes = rowLanes(program, vectorBits);
   // Programs reading whole matrices per segment (9 components) load them
   // once when a vector's lanes share a segment, at the price of a branch
   // that mispredicts at segment boundaries; for a few components per
@@ -664,71 +694,75 @@ static void emitHostRowMapKernel(const SegmentProgram &program,
   // code-generation choices").
   bool loadsOnceIfUniform =
       segmentComponentsRead(program) >= kUniformMinSegmentComponents;
-  Value count = b.create<arith::SubIOp>(loc, args.end, args.begin);
-  Value vectorRows = b.create<arith::MulIOp>(
-      loc, b.create<arith::DivUIOp>(loc, count, code.i64(lanes)),
-      code.i64(lanes));
-  Value hasSegments = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sgt,
-                                              numSegments, code.i64(0));
-  Value vectorEnd = b.create<arith::AddIOp>(
-      loc, args.begin,
-      b.create<arith::SelectOp>(loc, hasSegments, vectorRows, code.i64(0)));
-  Value zeros = code.zero(VectorType::get({lanes}, b.getI64Type()));
-  // The index check of the rows computed (a row map's contract: values in
-  // [0, S), in any order), in i32 as idx is, as loop state: the problems
-  // seen so far. One unsigned compare against min(S, 2^31) finds values
-  // outside [0, S) (negative ones are >= 2^31 unsigned).
   Type i32Type = b.getI32Type();
-  Value limit = b.create<arith::TruncIOp>(
-      loc, i32Type,
-      b.create<arith::MinSIOp>(loc, numSegments, code.i64(int64_t(1) << 31)));
-  Value limits = code.splat(limit, lanes);
-  Value noProblems = code.zero(VectorType::get({lanes}, b.getI1Type()));
-  auto vectorLoop = b.create<scf::ForOp>(
-      loc, args.begin, vectorEnd, code.i64(lanes), ValueRange{noProblems},
-      [&](OpBuilder &rb, Location rl, Value row, ValueRange state) {
-        KernelCodeBuilder local(rb, rl);
-        Value values = local.loadVector(idx, i32Type, row, lanes);
-        Value valid = rb.create<arith::CmpIOp>(rl, arith::CmpIPredicate::ult,
-                                               values, limits);
-        Value problems =
-            rb.create<arith::OrIOp>(rl, state[0], local.logicalNot(valid));
-        Value segments = rb.create<arith::ExtSIOp>(
-            rl, VectorType::get({lanes}, rb.getI64Type()), values);
-        Value readable = rb.create<arith::SelectOp>(rl, valid, segments, zeros);
-        auto vectorRow = [&](OpBuilder &lb, Location ll, ValueRange init,
-                             SegmentProgramEmitter::RowBody body, bool) {
-          return body(lb, ll, row, lanes, /*laneMask=*/Value(), init);
-        };
-        if (!loadsOnceIfUniform) {
-          emitter.emitSegment(rb, rl, readable, local.i64(1), vectorRow,
-                              combineNothing, Value(), valid);
+  Value vectorEnd = args.begin;
+  Value vectorProblems = b.create<arith::ConstantIntOp>(loc, 0, 1);
+  if (lanes > 1) {
+    Value count = b.create<arith::SubIOp>(loc, args.end, args.begin);
+    Value vectorRows = b.create<arith::MulIOp>(
+        loc, b.create<arith::DivUIOp>(loc, count, code.i64(lanes)),
+        code.i64(lanes));
+    Value hasSegments = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sgt,
+                                                numSegments, code.i64(0));
+    vectorEnd = b.create<arith::AddIOp>(
+        loc, args.begin,
+        b.create<arith::SelectOp>(loc, hasSegments, vectorRows, code.i64(0)));
+    Value zeros = code.zero(VectorType::get({lanes}, b.getI64Type()));
+    // The index check of the rows computed (a row map's contract: values in
+    // [0, S), in any order), in i32 as idx is, as loop state: the problems
+    // seen so far. One unsigned compare against min(S, 2^31) finds values
+    // outside [0, S) (negative ones are >= 2^31 unsigned).
+    Value limit = b.create<arith::TruncIOp>(
+        loc, i32Type,
+        b.create<arith::MinSIOp>(loc, numSegments, code.i64(int64_t(1) << 31)));
+    Value limits = code.splat(limit, lanes);
+    Value noProblems = code.zero(VectorType::get({lanes}, b.getI1Type()));
+    auto vectorLoop = b.create<scf::ForOp>(
+        loc, args.begin, vectorEnd, code.i64(lanes), ValueRange{noProblems},
+        [&](OpBuilder &rb, Location rl, Value row, ValueRange state) {
+          KernelCodeBuilder local(rb, rl);
+          Value values = local.loadVector(idx, i32Type, row, lanes);
+          Value valid = rb.create<arith::CmpIOp>(rl, arith::CmpIPredicate::ult,
+                                                 values, limits);
+          Value problems =
+              rb.create<arith::OrIOp>(rl, state[0], local.logicalNot(valid));
+          Value segments = rb.create<arith::ExtSIOp>(
+              rl, VectorType::get({lanes}, rb.getI64Type()), values);
+          Value readable = rb.create<arith::SelectOp>(rl, valid, segments, zeros);
+          auto vectorRow = [&](OpBuilder &lb, Location ll, ValueRange init,
+                               SegmentProgramEmitter::RowBody body, bool) {
+            return body(lb, ll, row, lanes, /*laneMask=*/Value(), init);
+          };
+          if (!loadsOnceIfUniform) {
+            emitter.emitSegment(rb, rl, readable, local.i64(1), vectorRow,
+                                combineNothing, Value(), valid);
+            rb.create<scf::YieldOp>(rl, ValueRange{problems});
+            return;
+          }
+          Value first = rb.create<LLVM::ExtractElementOp>(
+              rl, readable, rb.create<arith::ConstantIntOp>(rl, 0, 32));
+          Value same = rb.create<arith::CmpIOp>(
+              rl, arith::CmpIPredicate::eq, readable, local.splat(first, lanes));
+          Value sameBits =
+              rb.create<LLVM::BitcastOp>(rl, rb.getIntegerType(lanes), same);
+          Value uniform = rb.create<arith::CmpIOp>(
+              rl, arith::CmpIPredicate::eq, sameBits,
+              rb.create<arith::ConstantIntOp>(rl, -1, lanes));
+          auto ifUniform = rb.create<scf::IfOp>(rl, uniform, /*withElse=*/true);
+          OpBuilder ub = ifUniform.getThenBodyBuilder();
+          emitter.emitSegment(ub, rl, first, KernelCodeBuilder(ub, rl).i64(1),
+                              vectorRow, combineNothing, Value(), valid);
+          OpBuilder gb = ifUniform.getElseBodyBuilder();
+          emitter.emitSegment(gb, rl, readable, KernelCodeBuilder(gb, rl).i64(1),
+                              vectorRow, combineNothing, Value(), valid);
           rb.create<scf::YieldOp>(rl, ValueRange{problems});
-          return;
-        }
-        Value first = rb.create<LLVM::ExtractElementOp>(
-            rl, readable, rb.create<arith::ConstantIntOp>(rl, 0, 32));
-        Value same = rb.create<arith::CmpIOp>(
-            rl, arith::CmpIPredicate::eq, readable, local.splat(first, lanes));
-        Value sameBits =
-            rb.create<LLVM::BitcastOp>(rl, rb.getIntegerType(lanes), same);
-        Value uniform = rb.create<arith::CmpIOp>(
-            rl, arith::CmpIPredicate::eq, sameBits,
-            rb.create<arith::ConstantIntOp>(rl, -1, lanes));
-        auto ifUniform = rb.create<scf::IfOp>(rl, uniform, /*withElse=*/true);
-        OpBuilder ub = ifUniform.getThenBodyBuilder();
-        emitter.emitSegment(ub, rl, first, KernelCodeBuilder(ub, rl).i64(1),
-                            vectorRow, combineNothing, Value(), valid);
-        OpBuilder gb = ifUniform.getElseBodyBuilder();
-        emitter.emitSegment(gb, rl, readable, KernelCodeBuilder(gb, rl).i64(1),
-                            vectorRow, combineNothing, Value(), valid);
-        rb.create<scf::YieldOp>(rl, ValueRange{problems});
-      });
-  Value vectorProblems = b.create<arith::CmpIOp>(
-      loc, arith::CmpIPredicate::ne,
-      b.create<LLVM::BitcastOp>(loc, b.getIntegerType(lanes),
-                                vectorLoop.getResult(0)),
-      b.create<arith::ConstantIntOp>(loc, 0, lanes));
+        });
+    vectorProblems = b.create<arith::CmpIOp>(
+        loc, arith::CmpIPredicate::ne,
+        b.create<LLVM::BitcastOp>(loc, b.getIntegerType(lanes),
+                                  vectorLoop.getResult(0)),
+        b.create<arith::ConstantIntOp>(loc, 0, lanes));
+  }
   auto singleLoop = b.create<scf::ForOp>(
       loc, vectorEnd, args.end, code.i64(1), ValueRange{vectorProblems},
       [&](OpBuilder &rb, Location rl, Value row, ValueRange state) {
@@ -848,11 +882,13 @@ static void emitHostTileKernel(const SegmentProgram &program,
         [&](OpBuilder &tb, Location tl) {
           // Tiles are long: no short-segment block, and no masked tail
           // (its rows past the tile may be another thread's).
+          int64_t lanes = rowLanes(program, vectorBits);
           SmallVector<Value> totals =
-              emitVectorRowLoop(tb, tl, rowBegin, rowEnd, init,
-                                program.combiningKinds(pass), body,
-                                vectorLanes(elementType, vectorBits),
-                                interleave, /*tailLimit=*/Value());
+              lanes == 1
+                  ? emitScalarRowLoop(tb, tl, rowBegin, rowEnd, init, body)
+                  : emitVectorRowLoop(tb, tl, rowBegin, rowEnd, init,
+                                      program.combiningKinds(pass), body,
+                                      lanes, interleave, /*tailLimit=*/Value());
           KernelCodeBuilder store(tb, tl);
           for (auto [i, total] : llvm::enumerate(totals))
             store.store(total, args.partials, store.i64(offset + i));

@@ -360,6 +360,13 @@ int64_t SegmentProgram::numReductionComponents() const {
   return count;
 }
 
+int64_t SegmentProgram::maxComponents() const {
+  int64_t widest = 1;
+  for (const auto &entry : infos)
+    widest = std::max(widest, entry.second.numComponents());
+  return widest;
+}
+
 bool SegmentProgram::reducesBySumsOnly() const {
   return llvm::all_of(func.getBody().front().without_terminator(),
                       [](Operation &op) {

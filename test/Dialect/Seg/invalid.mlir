@@ -1,23 +1,23 @@
 // RUN: seg-opt %s -split-input-file -verify-diagnostics
 
 func.func @sum_bad_rank(%x: tensor<?x3x3xf32>, %idx: tensor<?xi32>, %n: index) {
-  // expected-error @+1 {{'seg.sum' op expects x to have shape (N) or (N,3), but got 'tensor<?x3x3xf32>'}}
+  // expected-error @+1 {{'seg.sum' op expects x to have shape (N) or (N,F) with a static F >= 1, but got 'tensor<?x3x3xf32>'}}
   %0 = seg.sum %x, %idx, %n : tensor<?x3x3xf32>, tensor<?xi32> -> tensor<?x3xf32>
   return
 }
 
 // -----
 
-func.func @sum_bad_width(%x: tensor<?x4xf32>, %idx: tensor<?xi32>, %n: index) {
-  // expected-error @+1 {{expects x to have shape (N) or (N,3), but got 'tensor<?x4xf32>'}}
-  %0 = seg.sum %x, %idx, %n : tensor<?x4xf32>, tensor<?xi32> -> tensor<?x4xf32>
+func.func @sum_zero_width(%x: tensor<?x0xf32>, %idx: tensor<?xi32>, %n: index) {
+  // expected-error @+1 {{expects x to have shape (N) or (N,F) with a static F >= 1, but got 'tensor<?x0xf32>'}}
+  %0 = seg.sum %x, %idx, %n : tensor<?x0xf32>, tensor<?xi32> -> tensor<?x0xf32>
   return
 }
 
 // -----
 
 func.func @sum_dynamic_width(%x: tensor<?x?xf32>, %idx: tensor<?xi32>, %n: index) {
-  // expected-error @+1 {{expects x to have shape (N) or (N,3), but got 'tensor<?x?xf32>'}}
+  // expected-error @+1 {{expects x to have shape (N) or (N,F) with a static F >= 1, but got 'tensor<?x?xf32>'}}
   %0 = seg.sum %x, %idx, %n : tensor<?x?xf32>, tensor<?xi32> -> tensor<?x3xf32>
   return
 }
@@ -25,7 +25,7 @@ func.func @sum_dynamic_width(%x: tensor<?x?xf32>, %idx: tensor<?xi32>, %n: index
 // -----
 
 func.func @sum_bad_result_shape(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) {
-  // expected-error @+1 {{expects result to have shape (S) or (S,3), but got 'tensor<?x2xf32>'}}
+  // expected-error @+1 {{expects result to have the row width of x (3), but got 2}}
   %0 = seg.sum %x, %idx, %n : tensor<?x3xf32>, tensor<?xi32> -> tensor<?x2xf32>
   return
 }
@@ -218,9 +218,9 @@ func.func @gather_rows(%y: tensor<?xf32>, %idx: tensor<4xi32>) {
 
 // -----
 
-func.func @gather_bad_source(%y: tensor<?x2xf32>, %idx: tensor<?xi32>) {
-  // expected-error @+1 {{expects y to have shape (S) or (S,3), but got 'tensor<?x2xf32>'}}
-  %0 = seg.gather %y, %idx : tensor<?x2xf32>, tensor<?xi32> -> tensor<?x2xf32>
+func.func @gather_bad_source(%y: tensor<?x2x2xf32>, %idx: tensor<?xi32>) {
+  // expected-error @+1 {{expects y to have shape (S) or (S,F) with a static F >= 1, but got 'tensor<?x2x2xf32>'}}
+  %0 = seg.gather %y, %idx : tensor<?x2x2xf32>, tensor<?xi32> -> tensor<?x4xf32>
   return
 }
 
@@ -284,7 +284,7 @@ func.func @broadcast_of_vector(%x: tensor<?x3xf32>) -> tensor<?x3xf32> {
 // -----
 
 func.func @component_sum_of_scalar(%x: tensor<?xf32>) -> tensor<?xf32> {
-  // expected-error @+1 {{'seg.component_sum' op expects x to have shape (L,3), but got 'tensor<?xf32>'}}
+  // expected-error @+1 {{'seg.component_sum' op expects x to have shape (L,F) with a static F >= 1, but got 'tensor<?xf32>'}}
   %0 = seg.component_sum %x : tensor<?xf32> -> tensor<?xf32>
   return %0 : tensor<?xf32>
 }

@@ -27,17 +27,29 @@ struct Rows {
 };
 } // namespace
 
-/// Returns the row width (1 for (L), 3 for (L,3)) or emits an error.
+/// Returns the row width (1 for (L), F for (L,F) with a static F >= 1) or
+/// emits an error. Wider trailing shapes are flattened to one F by callers.
 static FailureOr<int64_t> verifyRowTensor(const Rows &rows,
                                           StringRef leading = "N") {
   RankedTensorType type = rows.type();
   if (type.getRank() == 1)
     return int64_t(1);
-  if (type.getRank() == 2 && type.getDimSize(1) == 3)
-    return int64_t(3);
+  if (type.getRank() == 2 && !type.isDynamicDim(1) && type.getDimSize(1) >= 1)
+    return type.getDimSize(1);
   return rows.op->emitOpError()
          << "expects " << rows.name << " to have shape (" << leading << ") or ("
-         << leading << ",3), but got " << type;
+         << leading << ",F) with a static F >= 1, but got " << type;
+}
+
+/// (L,F) with a static F >= 1: the operand or result of a per-element shape
+/// change.
+static LogicalResult verifyFeatureTensor(const Rows &rows, StringRef leading) {
+  RankedTensorType type = rows.type();
+  if (type.getRank() == 2 && !type.isDynamicDim(1) && type.getDimSize(1) >= 1)
+    return success();
+  return rows.op->emitOpError()
+         << "expects " << rows.name << " to have shape (" << leading
+         << ",F) with a static F >= 1, but got " << type;
 }
 
 static LogicalResult verifyVec3Tensor(const Rows &rows, StringRef leading) {
@@ -284,10 +296,11 @@ void MulOp::getCanonicalizationPatterns(RewritePatternSet &results,
 #define GET_OP_CLASSES
 #include "segops/Dialect/Seg/IR/SegOps.cpp.inc"
 
-// broadcast: (L) -> (L,3); component_sum: (L,3) -> (L).
+// broadcast: (L) -> (L,F); component_sum: (L,F) -> (L).
 LogicalResult BroadcastOp::verify() {
   Rows x{*this, getX(), "x"}, out{*this, getResult(), "result"};
-  if (failed(verifyScalarTensor(x, "L")) || failed(verifyVec3Tensor(out, "L")) ||
+  if (failed(verifyScalarTensor(x, "L")) ||
+      failed(verifyFeatureTensor(out, "L")) ||
       failed(verifySameElementType({x, out})))
     return failure();
   return verifySameLeadingDim(x, out);
@@ -295,7 +308,8 @@ LogicalResult BroadcastOp::verify() {
 
 LogicalResult ComponentSumOp::verify() {
   Rows x{*this, getX(), "x"}, out{*this, getResult(), "result"};
-  if (failed(verifyVec3Tensor(x, "L")) || failed(verifyScalarTensor(out, "L")) ||
+  if (failed(verifyFeatureTensor(x, "L")) ||
+      failed(verifyScalarTensor(out, "L")) ||
       failed(verifySameElementType({x, out})))
     return failure();
   return verifySameLeadingDim(x, out);

@@ -189,7 +189,9 @@ Components CountOp::buildFromRowCount(OpBuilder &, Location, Value count) {
 
 Components BroadcastOp::buildComponents(OpBuilder &, Location,
                                         ValueRange operand) {
-  return Components(3, operand[0]);
+  auto type = cast<RankedTensorType>(getResult().getType());
+  int64_t width = type.getRank() == 1 ? 1 : type.getDimSize(1);
+  return Components(width, operand[0]);
 }
 
 Components ComponentSumOp::buildComponents(OpBuilder &b, Location loc,

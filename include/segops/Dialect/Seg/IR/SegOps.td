@@ -41,7 +41,8 @@ def Seg_SumOp : Seg_UnaryReductionOp<"sum", ["isMultilinear"]> {
   let summary = "Per-segment sum of rows";
   let description = [{
     `out[s] = sum_{i : idx[i] == s} x[i]` for `s` in `[0, num_segments)`.
-    `x` is `(N)` or `(N,3)`; the result is `(S)` or `(S,3)` with the same
+    `x` is `(N)` or `(N,F)` (F static: 3-vectors or wide feature rows); the
+    result is `(S)` or `(S,F)` with the same
     width and element type. Empty segments give 0.
 
     Example:
@@ -72,7 +73,7 @@ def Seg_RmsNormOp : Seg_UnaryReductionOp<"rms_norm",
   let summary = "Per-segment root-mean-square vector norm";
   let description = [{
     `out[s] = sqrt(sum_{i : idx[i] == s} |x[i]|^2 / count(s))`, and 0 for an
-    empty segment. `x` is `(N,3)` (or `(N)`, where `|x[i]|` is the absolute
+    empty segment. `x` is `(N,F)` (or `(N)`, where `|x[i]|` is the absolute
     value); the result is `(S)`.
 
     Example:
@@ -90,7 +91,7 @@ class Seg_ExtremumOp<string mnemonic>
 def Seg_MaxOp : Seg_ExtremumOp<"max"> {
   let summary = "Per-segment maximum of rows, componentwise";
   let description = [{
-    `out[s] = max_{i : idx[i] == s} x[i]`, per component for `(N,3)` rows;
+    `out[s] = max_{i : idx[i] == s} x[i]`, per component for `(N,F)` rows;
     0 for an empty segment (as torch_scatter's scatter_max). A NaN row
     makes its segment's result NaN. Shapes as for `seg.sum`.
 
@@ -132,7 +133,7 @@ def Seg_DotOp : Seg_Op<"dot", [Pure,
   let summary = "Per-segment dot product of two row tensors";
   let description = [{
     `out[s] = sum_{i : idx[i] == s} dot(x[i], y[i])`. `x` and `y` have the
-    same type, `(N)` or `(N,3)`; the result is `(S)`.
+    same type, `(N)` or `(N,F)`; the result is `(S)`.
 
     Example:
 
@@ -162,7 +163,7 @@ def Seg_MulOp : Seg_Op<"mul", [Pure,
   let summary = "Scale each row by its segment's scalar";
   let description = [{
     `out[i] = x[i] * y[idx[i]]`, and 0 where `idx[i]` is outside
-    `[0, dim(y, 0))`. `x` is `(N)` or `(N,3)`, `y` is `(S)`; the result has
+    `[0, dim(y, 0))`. `x` is `(N)` or `(N,F)`, `y` is `(S)`; the result has
     the type of `x`. The number of segments is the length of `y`.
 
     Example:
@@ -230,7 +231,7 @@ def Seg_GatherOp : Seg_Op<"gather", [Pure,
   let summary = "Broadcast per-segment rows to the rows of their segment";
   let description = [{
     `out[i] = y[idx[i]]`, and 0 where `idx[i]` is outside `[0, dim(y, 0))`.
-    `y` is `(S)` or `(S,3)`; the result is `(N)` or `(N,3)` with `N` the
+    `y` is `(S)` or `(S,F)`; the result is `(N)` or `(N,F)` with `N` the
     length of `idx`. It is the adjoint of `seg.sum`.
 
     Example:
@@ -303,12 +304,12 @@ def Seg_CountOp : Seg_Op<"count", [Pure,
 def Seg_BroadcastOp : Seg_Op<"broadcast", [Pure,
     DeclareOpInterfaceMethods<Seg_ReverseDifferentiableOpInterface>,
     DeclareOpInterfaceMethods<Seg_ComponentOpInterface>]> {
-  let summary = "Broadcast each scalar element to a 3-vector";
+  let summary = "Broadcast each scalar element to a row of F features";
   let description = [{
-    `out[i, c] = x[i]` for `c` in `[0, 3)`: a per-row (or per-segment)
-    scalar against 3-vector rows, as in PyTorch's `w[:, None] * v`. `x` is
-    `(L)`, the result `(L,3)` of the same element type. Its adjoint is
-    `seg.component_sum`.
+    `out[i, c] = x[i]` for `c` in `[0, F)`: a per-row (or per-segment)
+    scalar against rows of F features (3-vectors, or wide feature rows),
+    as in PyTorch's `w[:, None] * h`. `x` is `(L)`, the result `(L,F)` of
+    the same element type, F static. Its adjoint is `seg.component_sum`.
 
     Example:
 
@@ -325,11 +326,12 @@ def Seg_BroadcastOp : Seg_Op<"broadcast", [Pure,
 def Seg_ComponentSumOp : Seg_Op<"component_sum", [Pure,
     DeclareOpInterfaceMethods<Seg_ReverseDifferentiableOpInterface>,
     DeclareOpInterfaceMethods<Seg_ComponentOpInterface>]> {
-  let summary = "Sum of each 3-vector element's components";
+  let summary = "Sum of each element's F components";
   let description = [{
-    `out[i] = x[i, 0] + x[i, 1] + x[i, 2]`: PyTorch's `x.sum(-1)` on vec3
-    rows (with `arith.mulf`, the row dot `(a * b).sum(-1)`). `x` is `(L,3)`,
-    the result `(L)`. Its adjoint is `seg.broadcast`.
+    `out[i] = x[i, 0] + ... + x[i, F-1]`, added in component order:
+    PyTorch's `x.sum(-1)` on rows of F features (with `arith.mulf`, the
+    row dot `(a * b).sum(-1)`). `x` is `(L,F)` with a static F, the result
+    `(L)`. Its adjoint is `seg.broadcast`.
 
     Example:
 

@@ -1,0 +1,248 @@
+"""Wide rows: every op over (N, F) and (N, *f) feature rows against PyTorch.
+
+The op library ships rows of 1 and 3 features; other widths run the same
+op's kernel function compiled at run time (segops._wide). Each width is a
+static, unrolled kernel: F in WIDTHS covers the unrolled row code on both
+sides of the host's row-vector threshold (9 components) and F = 130 past
+any register file.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import segops
+from conftest import layout
+
+WIDTHS = [1, 2, 3, 5, 16, 64, 130]
+TRAILING = [(4, 4), (2, 3, 5)]
+# Empty segments in front, inside and at the end; long and short ones.
+COUNTS = [0, 3, 1, 0, 17, 2, 0, 40, 5, 0]
+TOL = {torch.float32: dict(rtol=2e-5, atol=2e-5), torch.float64: dict(rtol=1e-12, atol=1e-12)}
+
+
+def _counts(idx: torch.Tensor, num_segments: int, like: torch.Tensor) -> torch.Tensor:
+    return torch.bincount(idx.long(), minlength=num_segments).to(like.dtype)
+
+
+def _flat(x: torch.Tensor) -> torch.Tensor:
+    return x.reshape(x.shape[0], -1)
+
+
+def ref_sum(x, idx, s):
+    return x.new_zeros((s, *x.shape[1:])).index_add_(0, idx.long(), x)
+
+
+def ref_mean(x, idx, s):
+    c = _counts(idx, s, x).clamp(min=1).reshape(s, *([1] * (x.dim() - 1)))
+    return ref_sum(x, idx, s) / c
+
+
+def _ref_extreme(reduce: str):
+    def ref(x, idx, s):
+        out = x.new_zeros((s, *x.shape[1:]))
+        index = idx.long().reshape(-1, *([1] * (x.dim() - 1))).expand_as(x)
+        return out.scatter_reduce(0, index, x, reduce, include_self=False)
+    return ref
+
+
+def ref_gather(y, idx):
+    return y[idx.long()]
+
+
+def ref_mul(x, y, idx, s):
+    return x * y[idx.long()].reshape(-1, *([1] * (x.dim() - 1)))
+
+
+def ref_dot(x, y, idx, s):
+    return x.new_zeros(s).index_add_(0, idx.long(), (_flat(x) * _flat(y)).sum(1))
+
+
+def ref_rms_norm(x, idx, s):
+    squares = x.new_zeros(s).index_add_(0, idx.long(), (_flat(x) ** 2).sum(1))
+    return torch.sqrt(squares / _counts(idx, s, x).clamp(min=1))
+
+
+REDUCTIONS = {
+    "sum": (segops.segmented_sum, ref_sum),
+    "mean": (segops.segmented_mean, ref_mean),
+    "max": (segops.segmented_max, _ref_extreme("amax")),
+    "min": (segops.segmented_min, _ref_extreme("amin")),
+}
+
+
+def _rows(shape: tuple[int, ...], dtype: torch.dtype, seed: int = 0) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(shape, generator=generator, dtype=dtype)
+
+
+def _shapes() -> list[tuple[int, ...]]:
+    return [(w,) for w in WIDTHS] + TRAILING
+
+
+def _shape_id(shape: tuple[int, ...]) -> str:
+    return "x".join(map(str, shape))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("features", _shapes(), ids=_shape_id)
+@pytest.mark.parametrize("op", sorted(REDUCTIONS))
+def test_reductions_match_pytorch(op: str, features: tuple[int, ...], dtype: torch.dtype) -> None:
+    idx = layout(COUNTS)
+    s = len(COUNTS)
+    x = _rows((idx.shape[0], *features), dtype)
+    fn, ref = REDUCTIONS[op]
+    out = fn(x, idx, s)
+    assert out.shape == (s, *features) and out.dtype == dtype
+    torch.testing.assert_close(out, ref(x, idx, s), **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("features", _shapes(), ids=_shape_id)
+def test_row_ops_and_contractions_match_pytorch(features: tuple[int, ...],
+                                                dtype: torch.dtype) -> None:
+    idx = layout(COUNTS)
+    s, n = len(COUNTS), idx.shape[0]
+    x, y = _rows((n, *features), dtype, 1), _rows((n, *features), dtype, 2)
+    scale, per_segment = _rows((s,), dtype, 3), _rows((s, *features), dtype, 4)
+    tol = TOL[dtype]
+    torch.testing.assert_close(segops.segmented_gather(per_segment, idx),
+                               ref_gather(per_segment, idx), **tol)
+    torch.testing.assert_close(segops.segmented_mul(x, scale, idx, s),
+                               ref_mul(x, scale, idx, s), **tol)
+    torch.testing.assert_close(segops.segmented_dot(x, y, idx, s), ref_dot(x, y, idx, s), **tol)
+    torch.testing.assert_close(segops.segmented_rms_norm(x, idx, s),
+                               ref_rms_norm(x, idx, s), **tol)
+
+
+@pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64])
+def test_index_dtypes_and_unsorted_rows(index_dtype: torch.dtype) -> None:
+    idx = layout(COUNTS).to(index_dtype)
+    s = len(COUNTS)
+    x = _rows((idx.shape[0], 16), torch.float64)
+    for fn, ref in REDUCTIONS.values():
+        torch.testing.assert_close(fn(x, idx, s), ref(x, idx, s))
+    order = torch.randperm(idx.shape[0], generator=torch.Generator().manual_seed(5))
+    for fn, ref in REDUCTIONS.values():
+        torch.testing.assert_close(fn(x[order], idx[order], s), ref(x[order], idx[order], s))
+    torch.testing.assert_close(segops.segmented_dot(x[order], x[order], idx[order], s),
+                               ref_dot(x, x, idx, s))
+
+
+@pytest.mark.parametrize("features", [(2,), (5,), (2, 3)], ids=_shape_id)
+def test_gradients_to_second_order(features: tuple[int, ...]) -> None:
+    idx = layout([2, 0, 3, 1])
+    s, n = 4, idx.shape[0]
+
+    def leaf(shape, seed):
+        return _rows(shape, torch.float64, seed).requires_grad_()
+
+    x, y = leaf((n, *features), 1), leaf((n, *features), 2)
+    scale, per_segment = leaf((s,), 3), leaf((s, *features), 4)
+    cases = [
+        (lambda a: segops.segmented_sum(a, idx, s), (x,)),
+        (lambda a: segops.segmented_mean(a, idx, s), (x,)),
+        (lambda a: segops.segmented_max(a, idx, s), (x,)),
+        (lambda a: segops.segmented_min(a, idx, s), (x,)),
+        (lambda a: segops.segmented_gather(a, idx), (per_segment,)),
+        (lambda a, b: segops.segmented_mul(a, b, idx, s), (x, scale)),
+        (lambda a, b: segops.segmented_dot(a, b, idx, s), (x, y)),
+        (lambda a: segops.segmented_rms_norm(a, idx, s), (x,)),
+    ]
+    for fn, inputs in cases:
+        assert torch.autograd.gradcheck(fn, inputs)
+        assert torch.autograd.gradgradcheck(fn, inputs)
+
+
+def test_third_order_of_a_wide_rms_norm() -> None:
+    idx = layout([3, 2])
+    x = _rows((5, 6), torch.float64).requires_grad_()
+    ref_x = x.detach().clone().requires_grad_()
+
+    def third(fn, a):
+        (g,) = torch.autograd.grad(fn(a).pow(3).sum(), a, create_graph=True)
+        (gg,) = torch.autograd.grad(g.pow(2).sum(), a, create_graph=True)
+        (ggg,) = torch.autograd.grad(gg.sin().sum(), a)
+        return ggg
+
+    torch.testing.assert_close(third(lambda a: segops.segmented_rms_norm(a, idx, 2), x),
+                               third(lambda a: ref_rms_norm(a, idx, 2), ref_x))
+
+
+@pytest.mark.parametrize("op", ["segmented_sum", "segmented_max", "segmented_gather",
+                                "segmented_mul", "segmented_dot"])
+def test_opcheck_wide(op: str) -> None:
+    idx = layout([2, 0, 3])
+    x = _rows((5, 7), torch.float64).requires_grad_()
+    args = {
+        "segmented_gather": (_rows((3, 7), torch.float64).requires_grad_(), idx, 3),
+        "segmented_mul": (x, _rows((3,), torch.float64).requires_grad_(), idx, 3),
+        "segmented_dot": (x, _rows((5, 7), torch.float64).requires_grad_(), idx, 3),
+    }.get(op, (x, idx, 3))
+    torch.library.opcheck(getattr(torch.ops.segops, op).default, args)
+
+
+def test_one_segment_of_a_million_wide_rows() -> None:
+    n, features = 1_000_000, 8
+    idx = torch.zeros(n, dtype=torch.int32)
+    x = _rows((n, features), torch.float64)
+    torch.testing.assert_close(segops.segmented_sum(x, idx, 1), x.sum(0, keepdim=True))
+    torch.testing.assert_close(segops.segmented_max(x, idx, 1), x.amax(0, keepdim=True))
+    torch.testing.assert_close(segops.segmented_mean(x, idx, 1), x.mean(0, keepdim=True))
+
+
+def test_readout_with_linear_compiles_fullgraph() -> None:
+    torch.manual_seed(0)
+    idx = layout([4, 0, 7, 3])
+    h = torch.randn(14, 32)
+    linear = torch.nn.Linear(32, 16)
+
+    def readout(h: torch.Tensor) -> torch.Tensor:
+        return segops.segmented_mean(torch.relu(linear(h)), idx, 4)
+
+    compiled = torch.compile(readout, fullgraph=True)
+    h1 = h.clone().requires_grad_()
+    h2 = h.clone().requires_grad_()
+    out = compiled(h1)
+    expected = ref_mean(torch.relu(linear(h2)), idx, 4)
+    torch.testing.assert_close(out, expected)
+    out.square().sum().backward()
+    expected.square().sum().backward()
+    torch.testing.assert_close(h1.grad, h2.grad)
+
+
+@pytest.mark.parametrize("shape, match", [
+    ((5, 0), "F >= 1 features"),
+    ((), "must have shape"),
+])
+def test_rows_without_features_are_rejected(shape: tuple[int, ...], match: str) -> None:
+    idx = layout([5]) if shape else layout([])
+    with pytest.raises(ValueError, match=match):
+        segops.segmented_sum(torch.zeros(shape), idx, 1)
+
+
+def test_dot_rejects_mismatched_trailing_shapes() -> None:
+    idx = layout([2])
+    with pytest.raises(ValueError, match="x and y must have the same shape"):
+        segops.segmented_dot(torch.zeros(2, 2, 3), torch.zeros(2, 3, 2), idx, 1)
+
+
+def test_matvec_stays_three_by_three() -> None:
+    idx = layout([2])
+    with pytest.raises(ValueError, match=r"v must have shape \(N, 3\)"):
+        segops.segmented_matvec(torch.zeros(2, 4), torch.zeros(1, 3, 3), idx, 1)
+
+
+def test_widths_compile_once_per_op_dtype_and_width() -> None:
+    from segops import _wide
+
+    idx = layout([2, 1])
+    x = _rows((3, 11), torch.float32)
+    segops.segmented_sum(x, idx, 2)
+    first = _wide.program("segmented_sum", "f32", 11)
+    segops.segmented_sum(x * 2, idx, 2)
+    assert _wide.program("segmented_sum", "f32", 11) is first
+    assert math.prod(x.shape[1:]) == 11
