@@ -51,8 +51,12 @@ std::string variantKey(const at::Tensor &first) {
   const char *dtype = first.scalar_type() == at::kDouble  ? "f64"
                       : first.scalar_type() == at::kFloat ? "f32"
                                                           : "?";
-  int64_t width = first.dim() < 2 ? 1 : first.size(1);
-  return std::string(dtype) + "_w" + std::to_string(width);
+  if (first.dim() < 2)
+    return std::string(dtype) + "_w1";
+  // Not size(1): on a fake tensor of symbolic sizes that would guard its
+  // sizes (torch.compile would specialize N). Widths are static anyway.
+  std::optional<int64_t> width = first.sym_size(1).maybe_as_int();
+  return std::string(dtype) + "_w" + (width ? std::to_string(*width) : "?");
 }
 
 int64_t extent(int64_t dimension, int64_t numRows, int64_t numSegments) {

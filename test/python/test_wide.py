@@ -246,3 +246,64 @@ def test_widths_compile_once_per_op_dtype_and_width() -> None:
     segops.segmented_sum(x * 2, idx, 2)
     assert _wide.program("segmented_sum", "f32", 11) is first
     assert math.prod(x.shape[1:]) == 11
+
+
+# --------------------------------------------------------------------------
+# segops.jit over wide rows.
+# --------------------------------------------------------------------------
+
+
+def softmax_aggregate(h, attention, idx, num_segments):
+    """Attention-weighted aggregation of (N, F) features: per-row scores
+    from a learnable (F,) vector, a segment softmax, weights times rows."""
+    score = (h * attention).sum(-1)
+    m = segops.segmented_max(score, idx, num_segments)
+    e = torch.exp(score - segops.segmented_gather(m, idx))
+    z = segops.segmented_gather(segops.segmented_sum(e, idx, num_segments), idx)
+    return segops.segmented_sum(h * (e / z)[:, None], idx, num_segments)
+
+
+def _softmax_reference(h, attention, idx, num_segments):
+    score = (h * attention).sum(-1)
+    m = _ref_extreme("amax")(score, idx, num_segments)
+    e = torch.exp(score - m[idx.long()])
+    z = ref_sum(e, idx, num_segments)[idx.long()]
+    return ref_sum(h * (e / z)[:, None], idx, num_segments)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+def test_jit_softmax_aggregation_of_width_32_features(dtype: torch.dtype) -> None:
+    idx = layout([5, 0, 9, 1, 3])
+    h = _rows((18, 32), dtype, 1).requires_grad_()
+    attention = (0.3 * _rows((32,), dtype, 2)).requires_grad_()
+    ref_h = h.detach().clone().requires_grad_()
+    ref_attention = attention.detach().clone().requires_grad_()
+    out = segops.jit(softmax_aggregate)(h, attention, idx, 5)
+    expected = _softmax_reference(ref_h, ref_attention, idx, 5)
+    torch.testing.assert_close(out, expected, **TOL[dtype])
+    weights = _rows((5, 32), dtype, 3)
+    (out * weights).sum().backward()
+    (expected * weights).sum().backward()
+    torch.testing.assert_close(h.grad, ref_h.grad, **TOL[dtype])
+    torch.testing.assert_close(attention.grad, ref_attention.grad, **TOL[dtype])
+
+
+def test_jit_wide_rows_second_order() -> None:
+    idx = layout([3, 0, 2])
+    h = _rows((5, 6), torch.float64, 1).requires_grad_()
+    attention = _rows((6,), torch.float64, 2).requires_grad_()
+    fn = segops.jit(softmax_aggregate)
+    assert torch.autograd.gradcheck(lambda a, b: fn(a, b, idx, 3), (h, attention))
+    assert torch.autograd.gradgradcheck(lambda a, b: fn(a, b, idx, 3), (h, attention))
+
+
+def test_jit_broadcasts_columns_and_row_scalars_against_features() -> None:
+    idx = layout([2, 3])
+
+    @segops.jit
+    def scaled_mean(h, w, idx, num_segments):
+        return segops.segmented_mean(h * w.unsqueeze(-1) + h * 0.5, idx, num_segments)
+
+    h, w = _rows((5, 20), torch.float64, 1), _rows((5,), torch.float64, 2)
+    torch.testing.assert_close(scaled_mean(h, w, idx, 2),
+                               ref_mean(h * w[:, None] + h * 0.5, idx, 2))
