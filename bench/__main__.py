@@ -1,7 +1,7 @@
 """The segops benchmark suite: one command, one run, every baseline.
 
     python -m bench [--device cpu|cuda] [--quick] [--out docs/benchmarks]
-                    [--sections ops,index64,overhead,compile,jit,fusion] [--budget 0.5]
+                    [--sections ops,index64,overhead,compile,jit,fusion,wide] [--budget 0.5]
 
 Sections:
   ops       each op forward and forward+backward, N in {1e3, 1e5, 1e6, 1e7}
@@ -20,7 +20,11 @@ Sections:
             (CPU only);
   fusion    segops.fusion (bench/fusion.py): three model-like workloads,
             eager, torch.compile without and with the pass, N in {1e5, 1e6}
-            (--quick: 1e5), forward and training step, kernels and time.
+            (--quick: 1e5), forward and training step, kernels and time;
+  wide      sum, mean, max and gather over (N, F) rows (bench/wide.py), F in
+            {16, 64, 256}, N in {1e5, 1e6} (--quick: 1e5), segments of 10 and
+            100 rows, forward and forward+backward, against index_add_ /
+            index_reduce_ / index_select (and torch_scatter where installed).
 Prints tables, a summary against the performance targets, and writes CSV
 files and PNG plots into --out. Ratios are segops / baseline from this run.
 """
@@ -36,7 +40,7 @@ from pathlib import Path
 import torch
 
 import segops
-from bench import compile_time, fusion, jit, ops, overhead, report
+from bench import compile_time, fusion, jit, ops, overhead, report, wide
 
 
 def machine(device: str) -> str:
@@ -98,7 +102,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="N up to 1e6 only")
     parser.add_argument("--sizes", help="comma-separated N (overrides --quick)")
     parser.add_argument("--out", default="docs/benchmarks", help="CSV and PNG directory")
-    parser.add_argument("--sections", default="ops,index64,overhead,compile,jit,fusion")
+    parser.add_argument("--sections", default="ops,index64,overhead,compile,jit,fusion,wide")
     parser.add_argument("--budget", type=float, default=0.5,
                         help="seconds of sampling per measurement (at least 3 samples)")
     parser.add_argument("--max-single-segment", type=int,
@@ -183,10 +187,22 @@ def main() -> int:
                                      device=args.device)
             report.write_csv(out / f"fusion_{args.device}.csv", fusion.flat_rows(fusion_rows))
 
+    wide_rows: list[dict] = []
+    if "wide" in sections:
+        print("\n## wide rows: (N, F) float32, segops / best baseline")
+        sizes = ([int(s) for s in args.sizes.split(",")] if args.sizes else
+                 wide.SIZES[:1] if args.quick else wide.SIZES)
+        wide_rows = wide.run(args.device, wide.WIDTHS, sizes, wide.LENGTHS, args.budget)
+        report.write_csv(out / f"wide_{args.device}.csv", wide_rows)
+        report.plot(wide.plot_bandwidth, out / f"wide_bandwidth_{args.device}.png", wide_rows,
+                    machine(args.device))
+
     print("\n## summary")
     for line in summarize(op_rows, overhead_rows, compile_rows, index_rows):
         print(line)
     for line in fusion.summarize(fusion_rows):
+        print(line)
+    for line in wide.summarize(wide_rows):
         print(line)
     print(f"(suite took {time.perf_counter() - started:.0f} s; CSV and PNG in {out}/)")
     return 0

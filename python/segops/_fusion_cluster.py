@@ -31,7 +31,13 @@ from segops._jit_trace import SUPPORTED_ATEN, VIEWS
 from segops._op_table import OPS
 
 _FLOATS = (torch.float32, torch.float64)
-_TAILS = ((), (1,), (3,), (3, 3))
+
+def _is_kernel_tail(tail: tuple) -> bool:
+    """An element shape kernels hold: a scalar, a (1,) column, a row of F
+    static features (3-vectors, wide feature rows) or a 3x3 matrix."""
+    return tail in ((), (3, 3)) or (len(tail) == 1 and isinstance(tail[0], int)
+                                    and tail[0] >= 1)
+
 # Row producers a backward cluster reads saved rather than recomputing:
 # polynomial transcendentals, recomputed once per pass of the backward
 # kernel, cost more than a saved row's write and read (measured with
@@ -111,10 +117,10 @@ def segment_key(node: torch.fx.Node) -> Key | None:
 
 def _fits(value: Any, key: Key, dtypes: tuple[torch.dtype, ...]) -> bool:
     """A tensor the cluster's kernel can hold: rows or segments long, with
-    a scalar, 3-vector or 3x3 element."""
+    a scalar, row of features or 3x3 element."""
     if not isinstance(value, torch.Tensor) or value.dtype not in dtypes or value.dim() == 0:
         return False
-    if tuple(value.shape[1:]) not in _TAILS:
+    if not _is_kernel_tail(tuple(value.shape[1:])):
         return False
     return size_expr(value.shape[0]) in (key.rows_expr, key.size_expr)
 

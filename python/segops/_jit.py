@@ -37,12 +37,12 @@ from segops import ops as _ops
 from segops._jit_trace import (
     _ELEMENT_TYPES,
     _INDEX_DTYPES,
-    uniform_tail,
     JitError,
     Signature,
     Traced,
     concrete,
     to_mlir,
+    uniform_tail,
 )
 from segops._op_table import level_name, split_level_name
 from segops._validation import (

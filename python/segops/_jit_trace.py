@@ -417,12 +417,14 @@ class Translator:
         assert result is not None
         return result
 
-    def component_sum(self, node: torch.fx.Node, x: Value) -> Value:
+    def component_sum(self, node: torch.fx.Node, x: Value, op: str = "component_sum") -> Value:
+        """A reduction of each element's features: seg.component_sum (or
+        seg.component_max / seg.component_min)."""
         if not is_feature_tail(x.tail):
-            raise self.fail(node, "only the last dimension of (N, F) rows can be summed "
-                                  f"(a sum over a {x.tail or 'scalar'} element)")
+            raise self.fail(node, "only the last dimension of (N, F) rows can be reduced "
+                                  f"(a reduction over a {x.tail or 'scalar'} element)")
         result = Value(self.fresh(), "float", (), x.uniform)
-        self.emit(f"{result.name} = seg.component_sum {x.name} : {self.ty(x)} -> {self.ty(result)}")
+        self.emit(f"{result.name} = seg.{op} {x.name} : {self.ty(x)} -> {self.ty(result)}")
         return result
 
     # -- the graph ---------------------------------------------------------
@@ -547,6 +549,15 @@ class Translator:
                 raise self.fail(node, "only x.sum(-1) over (N, F) rows is supported (a "
                                       "reduction over rows is segops.segmented_sum)")
             total = self.component_sum(node, self.tensor(node, args[0]))
+            return Value(total.name, total.kind, (1,)) if keepdim else total
+        if packet in ("amax", "amin"):
+            dims = args[1] if len(args) > 1 else kwargs.get("dim", [])
+            keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
+            if [d % 2 for d in dims] != [1]:
+                raise self.fail(node, f"only x.{packet}(-1) over (N, F) rows is supported (a "
+                                      "reduction over rows is segops.segmented_max/min)")
+            op = "component_max" if packet == "amax" else "component_min"
+            total = self.component_sum(node, self.tensor(node, args[0]), op)
             return Value(total.name, total.kind, (1,)) if keepdim else total
         if packet == "linalg_vector_norm":
             order = args[1] if len(args) > 1 else kwargs.get("ord", 2)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import torch
 
-from segops import _library, ops
+from segops import _library
 
 _BUILDS = _library.manifest()["host"]
 _NATIVE = _library.native_module()
@@ -92,8 +92,10 @@ def _layouts() -> list[tuple[int, int, torch.Tensor]]:
 def _run(library: Any, kernel: _library.Kernel, inputs: list[torch.Tensor],
          num_rows: int, num_segments: int) -> list[torch.Tensor]:
     """The kernel's outputs (NaN before it runs) from `library`'s build."""
-    outputs = [torch.full(shape, float("nan"), dtype=dtype)
-               for shape, dtype in ops._output_shapes(kernel.name, num_rows, num_segments)]
+    outputs = [torch.full(_library.buffer_shape(buffer["shape"], num_rows, num_segments),
+                          float("nan"), dtype=_library.TORCH_DTYPES[buffer["dtype"]])
+               for buffer in _library.kernel_entry(kernel.name)["buffers"]
+               if buffer["role"] == "output"]
     pointers = [tensor.data_ptr() for tensor in [*inputs, *outputs]]
     _library.launch_host(kernel, pointers, num_rows, num_segments, library)
     return outputs

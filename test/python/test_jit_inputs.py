@@ -128,10 +128,10 @@ def test_captured_tensor_requiring_grad_is_an_error() -> None:
 
 def test_large_constants_are_an_error() -> None:
     def table(x, idx, n):
-        return segops.segmented_sum(x * torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=x.dtype)[0],
+        return segops.segmented_sum(x * torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=x.dtype)[0, 0],
                                     idx, n)
 
-    with pytest.raises(JitError, match="constants must be 0-d, \\(1,\\) or \\(3,\\)"):
+    with pytest.raises(JitError, match="constants must be 0-d or \\(F,\\)"):
         segops.jit(table)(torch.randn(4, dtype=torch.float64), layout([4]), 1)
 
 
@@ -219,8 +219,12 @@ def test_wrong_lengths_still_name_the_argument() -> None:
     jitted(x, torch.randn(6), idx, 2)
     with pytest.raises(ValueError, match="tensor argument 1 has 3 rows, but is used per row"):
         jitted(x, torch.randn(3), idx, 2)
-    with pytest.raises(ValueError, match="neither the rows of idx"):
+    # A length that is neither N nor S reads as a uniform (F,) value first;
+    # used per row, the error still names the argument and its rows.
+    with pytest.raises(ValueError, match="tensor argument 1 has 5 rows, but is used per row"):
         jitted(x, torch.randn(5), idx, 2)
+    with pytest.raises(ValueError, match="neither the rows of idx"):
+        jitted(x, torch.randn(5, 2), idx, 2)
 
 
 # --------------------------------------------------------------------------

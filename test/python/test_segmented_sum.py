@@ -175,11 +175,11 @@ def test_compile_fullgraph_matches_eager() -> None:
         (lambda: (torch.arange(4), layout([4]), 1), TypeError, "x must be float32 or float64"),
         (lambda: ([1.0, 2.0], layout([2]), 1), TypeError, "x must be a torch.Tensor"),
         (
-            lambda: (torch.randn(4, 3, 3), layout([4]), 1),
+            lambda: (torch.tensor(1.0), layout([1]), 1),
             ValueError,
             r"x must have shape \(N,\) or \(N, 3\)",
         ),
-        (lambda: (torch.randn(4, 2), layout([4]), 1), ValueError, r"got \(4, 2\)"),
+        (lambda: (torch.randn(4, 0), layout([4]), 1), ValueError, r"got \(4, 0\)"),
         (
             lambda: (torch.randn(4), layout([3]), 1),
             ValueError,
@@ -239,7 +239,7 @@ def test_bad_input(make_args, error: type, message: str) -> None:
 
 def test_bad_gather_input() -> None:
     with pytest.raises(ValueError, match=r"y must have shape \(S,\) or \(S, 3\)"):
-        segops.segmented_gather(torch.randn(2, 4), layout([1, 1]))
+        segops.segmented_gather(torch.randn(2, 0), layout([1, 1]))
     with pytest.raises(ValueError, match="idx values must lie"):
         segops.segmented_gather(torch.randn(2), layout([1, 1, 1]))
 

@@ -10,12 +10,17 @@ any register file.
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
+from conftest import layout
 
 import segops
-from conftest import layout
+from segops import _gpusim
 
 WIDTHS = [1, 2, 3, 5, 16, 64, 130]
 TRAILING = [(4, 4), (2, 3, 5)]
@@ -307,3 +312,68 @@ def test_jit_broadcasts_columns_and_row_scalars_against_features() -> None:
     h, w = _rows((5, 20), torch.float64, 1), _rows((5,), torch.float64, 2)
     torch.testing.assert_close(scaled_mean(h, w, idx, 2),
                                ref_mean(h * w[:, None] + h * 0.5, idx, 2))
+
+
+@pytest.mark.simulator
+@pytest.mark.skipif(not _gpusim.LIBRARY_PATH.exists(), reason="no simulator library (no compiler)")
+def test_wide_rows_on_the_simulated_gpu_kernels() -> None:
+    """A cut of this file with CPU tensors running the GPU kernels of the
+    run-time compiled widths on the SIMT simulator (SEGOPS_SIMULATE_GPU=1):
+    the warp and long-segment kernels over wide rows, forward, gradients to
+    second order and segops.jit."""
+    selection = ("reductions_match_pytorch and (5- or 16-f32 or 130-f64 or 2x3x5) or "
+                 "row_ops and (16-f64 or 130-f32) or gradients or jit_softmax or million")
+    env = dict(os.environ, SEGOPS_SIMULATE_GPU="1")
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                             "test_wide.py", "-k", selection, "-m", "not simulator"],
+                            capture_output=True, text=True, timeout=1200,
+                            cwd=Path(__file__).parent, env=env)
+    assert result.returncode == 0 and " passed" in result.stdout, (
+        f"exit {result.returncode}\n{result.stdout[-4000:]}\n{result.stderr[-2000:]}")
+
+
+def test_fusion_fuses_a_softmax_aggregation_of_wide_rows(fresh_fusion_compilation) -> None:
+    import segops.fusion as fusion
+
+    idx = layout([4, 0, 6, 2])
+    h = _rows((12, 24), torch.float64, 1).requires_grad_()
+    attention = _rows((24,), torch.float64, 2).requires_grad_()
+    compiled = torch.compile(softmax_aggregate, options=fusion.options(strict=True))
+    out = compiled(h, attention, idx, 4)
+    ref_h = h.detach().clone().requires_grad_()
+    ref_attention = attention.detach().clone().requires_grad_()
+    expected = _softmax_reference(ref_h, ref_attention, idx, 4)
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(torch.autograd.grad(out.square().sum(), [h, attention]),
+                               torch.autograd.grad(expected.square().sum(),
+                                                   [ref_h, ref_attention]))
+    fused = [op for report in fusion.reports() for op in report.ops]
+    assert any("segmented_max" in op for op in fused), fusion.reports()
+
+
+def test_jit_per_row_feature_max_and_min() -> None:
+    idx = layout([3, 0, 4])
+
+    def spread_softmax(h, idx, num_segments):
+        spread = h.amax(-1) - h.amin(-1)
+        e = torch.exp(h - h.amax(-1, keepdim=True))
+        return segops.segmented_sum(e * spread[:, None], idx, num_segments)
+
+    def reference(h):
+        spread = h.amax(-1) - h.amin(-1)
+        return ref_sum(torch.exp(h - h.amax(-1, keepdim=True)) * spread[:, None], idx, 3)
+
+    fn = segops.jit(spread_softmax)
+    h = _rows((7, 9), torch.float64).requires_grad_()
+    torch.testing.assert_close(fn(h, idx, 3), reference(h))
+    assert torch.autograd.gradcheck(lambda a: fn(a, idx, 3), (h,))
+    assert torch.autograd.gradgradcheck(lambda a: fn(a, idx, 3), (h,))
+    ties = torch.tensor([[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]], dtype=torch.float64,
+                        requires_grad=True)
+    ref_ties = ties.detach().clone().requires_grad_()
+    def row_max_sum(h, idx, num_segments):
+        return segops.segmented_sum(h.amax(-1), idx, num_segments)
+
+    (g,) = torch.autograd.grad(segops.jit(row_max_sum)(ties, layout([2]), 1).sum(), ties)
+    (expected,) = torch.autograd.grad(ref_ties.amax(-1).sum(), ref_ties)
+    torch.testing.assert_close(g, expected)

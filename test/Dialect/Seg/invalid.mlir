@@ -296,3 +296,19 @@ func.func @max_width(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> ten
   %0 = seg.max %x, %idx, %n : tensor<?x3xf32>, tensor<?xi32> -> tensor<?xf32>
   return %0 : tensor<?xf32>
 }
+
+// -----
+
+func.func @component_max_of_scalar(%x: tensor<?xf32>) -> tensor<?xf32> {
+  // expected-error @+1 {{'seg.component_max' op expects x to have shape (L,F) with a static F >= 1, but got 'tensor<?xf32>'}}
+  %0 = seg.component_max %x : tensor<?xf32> -> tensor<?xf32>
+  return %0 : tensor<?xf32>
+}
+
+// -----
+
+func.func @broadcast_to_dynamic_width(%x: tensor<?xf32>) -> tensor<?x?xf32> {
+  // expected-error @+1 {{'seg.broadcast' op expects result to have shape (L,F) with a static F >= 1, but got 'tensor<?x?xf32>'}}
+  %0 = seg.broadcast %x : tensor<?xf32> -> tensor<?x?xf32>
+  return %0 : tensor<?x?xf32>
+}

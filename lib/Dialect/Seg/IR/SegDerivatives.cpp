@@ -244,3 +244,42 @@ LogicalResult ComponentSumOp::buildAdjoints(OpBuilder &b,
     operands[0] = b.create<BroadcastOp>(getLoc(), getX().getType(), g);
   return success();
 }
+
+// component_max / component_min: out[i] = max_c x[i, c]  =>  x̄[i, c] =
+// ḡ[i] t[i, c] / Σ_c t[i, c] with t = (x[i, c] == out[i]): the components
+// attaining the extremum share the gradient evenly (as torch.amax's).
+static LogicalResult
+buildComponentExtremumAdjoints(Operation *op, OpBuilder &b,
+                               ArrayRef<Value> results,
+                               SmallVectorImpl<Value> &operands) {
+  operands.assign(1, Value());
+  Value g = results[0];
+  if (!g)
+    return success();
+  Location loc = op->getLoc();
+  Value x = op->getOperand(0), extremum = op->getResult(0);
+  Type rowsType = x.getType();
+  Value attains = b.create<arith::CmpFOp>(
+      loc, arith::CmpFPredicate::OEQ, x,
+      b.create<BroadcastOp>(loc, rowsType, extremum));
+  Value mask =
+      b.create<arith::SelectOp>(loc, attains, createSplatLike(b, loc, x, 1.0),
+                                createSplatLike(b, loc, x, 0.0));
+  Value ties = b.create<ComponentSumOp>(loc, extremum.getType(), mask);
+  Value share = b.create<arith::DivFOp>(loc, g, ties);
+  operands[0] = b.create<arith::MulFOp>(
+      loc, b.create<BroadcastOp>(loc, rowsType, share), mask);
+  return success();
+}
+
+LogicalResult ComponentMaxOp::buildAdjoints(OpBuilder &b,
+                                            ArrayRef<Value> results,
+                                            SmallVectorImpl<Value> &operands) {
+  return buildComponentExtremumAdjoints(*this, b, results, operands);
+}
+
+LogicalResult ComponentMinOp::buildAdjoints(OpBuilder &b,
+                                            ArrayRef<Value> results,
+                                            SmallVectorImpl<Value> &operands) {
+  return buildComponentExtremumAdjoints(*this, b, results, operands);
+}

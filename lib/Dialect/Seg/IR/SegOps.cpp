@@ -306,11 +306,22 @@ LogicalResult BroadcastOp::verify() {
   return verifySameLeadingDim(x, out);
 }
 
-LogicalResult ComponentSumOp::verify() {
-  Rows x{*this, getX(), "x"}, out{*this, getResult(), "result"};
+/// component_sum, component_max and component_min: (L,F) -> (L).
+static LogicalResult verifyComponentReduction(Operation *op) {
+  Rows x{op, op->getOperand(0), "x"}, out{op, op->getResult(0), "result"};
   if (failed(verifyFeatureTensor(x, "L")) ||
       failed(verifyScalarTensor(out, "L")) ||
       failed(verifySameElementType({x, out})))
     return failure();
   return verifySameLeadingDim(x, out);
+}
+
+LogicalResult ComponentSumOp::verify() {
+  return verifyComponentReduction(*this);
+}
+LogicalResult ComponentMaxOp::verify() {
+  return verifyComponentReduction(*this);
+}
+LogicalResult ComponentMinOp::verify() {
+  return verifyComponentReduction(*this);
 }

@@ -201,3 +201,24 @@ Components ComponentSumOp::buildComponents(OpBuilder &b, Location loc,
     total = b.create<arith::AddFOp>(loc, total, component);
   return {total};
 }
+
+/// The components combined in order by `Combine` (arith.maximumf or
+/// arith.minimumf: NaN if any is).
+template <typename Combine>
+static Components combineComponents(OpBuilder &b, Location loc,
+                                    ValueRange operand) {
+  Value total = operand[0];
+  for (Value component : operand.drop_front())
+    total = b.create<Combine>(loc, total, component);
+  return {total};
+}
+
+Components ComponentMaxOp::buildComponents(OpBuilder &b, Location loc,
+                                           ValueRange operand) {
+  return combineComponents<arith::MaximumFOp>(b, loc, operand);
+}
+
+Components ComponentMinOp::buildComponents(OpBuilder &b, Location loc,
+                                           ValueRange operand) {
+  return combineComponents<arith::MinimumFOp>(b, loc, operand);
+}

@@ -345,4 +345,43 @@ def Seg_ComponentSumOp : Seg_Op<"component_sum", [Pure,
   let hasVerifier = 1;
 }
 
+class Seg_ComponentExtremumOp<string mnemonic, string which>
+    : Seg_Op<mnemonic, [Pure,
+        DeclareOpInterfaceMethods<Seg_ReverseDifferentiableOpInterface>,
+        DeclareOpInterfaceMethods<Seg_ComponentOpInterface>]> {
+  let summary = "The " # which # " of each element's F components";
+  let arguments = (ins Seg_FloatTensor:$x);
+  let results = (outs Seg_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Seg_ComponentMaxOp : Seg_ComponentExtremumOp<"component_max", "maximum"> {
+  let description = [{
+    `out[i] = max_c x[i, c]`, NaN if a component is (`arith.maximumf`):
+    PyTorch's `x.amax(-1)` on rows of F features. `x` is `(L,F)` with a
+    static F, the result `(L)`. Its adjoint shares `ḡ[i]` evenly among the
+    components attaining the maximum, as PyTorch's does.
+
+    Example:
+
+    ```mlir
+    %m = seg.component_max %h : tensor<?x16xf32> -> tensor<?xf32>
+    ```
+  }];
+}
+
+def Seg_ComponentMinOp : Seg_ComponentExtremumOp<"component_min", "minimum"> {
+  let description = [{
+    `out[i] = min_c x[i, c]` (`arith.minimumf`): PyTorch's `x.amin(-1)`;
+    as `seg.component_max` otherwise.
+
+    Example:
+
+    ```mlir
+    %m = seg.component_min %h : tensor<?x16xf32> -> tensor<?xf32>
+    ```
+  }];
+}
+
 #endif // SEGOPS_DIALECT_SEG_IR_SEGOPS_TD
