@@ -12,7 +12,10 @@
 // CHECK: seg.gather
 // CHECK: arith.mulf
 // HOST-LABEL: llvm.func @max(
-// HOST: llvm.intr.maximum
+// maximumf is compares and selects on the host (NaN-propagating).
+// HOST-NOT: llvm.intr.maximum
+// HOST: llvm.fcmp "ugt"
+// HOST: llvm.fcmp "uno"
 // HOST-LABEL: llvm.func @max_grad(
 // NVVM-LABEL: llvm.func @max(
 // NVVM: llvm.intr.maximum
@@ -26,7 +29,9 @@ func.func @max(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?x
 // CHECK: seg.min
 // CHECK: arith.cmpf oeq
 // HOST-LABEL: llvm.func @min(
-// HOST: llvm.intr.minimum
+// HOST-NOT: llvm.intr.minimum
+// HOST: llvm.fcmp "ult"
+// HOST: llvm.fcmp "uno"
 func.func @min(%x: tensor<?xf64>, %idx: tensor<?xi32>, %n: index) -> tensor<?xf64> {
   %0 = seg.min %x, %idx, %n : tensor<?xf64>, tensor<?xi32> -> tensor<?xf64>
   return %0 : tensor<?xf64>

@@ -25,7 +25,7 @@ func.func @sum_wide(%x: tensor<?x64xf32>, %idx: tensor<?xi32>, %n: index) -> ten
 // CHECK-DAG: seg.component_sum %{{.*}} : tensor<?x5xf64> -> tensor<?xf64>
 // CHECK-DAG: seg.broadcast %{{.*}} : tensor<?xf64> -> tensor<?x5xf64>
 // HOST-LABEL: llvm.func @features(
-// HOST: llvm.intr.maximum
+// HOST: llvm.fcmp "ugt"
 // NVVM-LABEL: llvm.func @features(
 func.func @features(%h: tensor<?x5xf64>, %w: tensor<?xf64>, %idx: tensor<?xi32>, %n: index) -> tensor<?x5xf64> {
   %b = seg.broadcast %w : tensor<?xf64> -> tensor<?x5xf64>
