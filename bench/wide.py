@@ -14,6 +14,7 @@ output once each) as a share of a copy's between two written tensors.
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -172,11 +173,12 @@ def plot_bandwidth(path: Path, rows: list[dict], title: str) -> None:
                                and r["mean_seg_len"] == length), key=lambda r: r["F"])
             axis.plot([r["F"] for r in selected], [r["fwd GB/s"] for r in selected],
                       marker="o", markersize=3, label=op)
-        copies = sorted((r for r in rows if r["N"] == num_rows and r["mean_seg_len"] == length),
-                        key=lambda r: r["F"])
-        axis.plot([r["F"] for r in copies],
-                  [r["fwd GB/s"] / r["fwd bandwidth vs copy"] for r in copies],
-                  color="grey", linestyle=":", label="copy")
+        # The copy of each op's bytes, the median over the ops per F.
+        widths = sorted({r["F"] for r in rows})
+        copies = [statistics.median(r["fwd GB/s"] / r["fwd bandwidth vs copy"] for r in rows
+                                    if r["N"] == num_rows and r["mean_seg_len"] == length
+                                    and r["F"] == width) for width in widths]
+        axis.plot(widths, copies, color="grey", linestyle=":", label="copy")
         axis.set_xscale("log", base=2)
         axis.set_title(f"N={num_rows}, segments of {length}", fontsize=9)
         axis.set_xlabel("F features")
