@@ -80,7 +80,10 @@ class SegmentOp:
     def kernel_source(self, dtype: str, width: int) -> str:
         """The op's forward kernel function for `dtype` rows of `width`
         features, as oplib/segops.mlir writes it (the op library's w1 and w3
-        functions are exactly these; test_op_table.py checks it)."""
+        functions are exactly these; test_op_table.py checks it). Only for
+        ops that take rows of any width."""
+        if not self.takes_any_width:
+            raise ValueError(f"{self.name} takes no rows of {width} features")
         scalar = f"tensor<?x{dtype}>"
         wide = scalar if width == 1 else f"tensor<?x{width}x{dtype}>"
         floats = [(name, scalar if name in self.scalar_args else wide)

@@ -75,3 +75,25 @@ def test_op_level_names_only_segment_ops() -> None:
     assert _op_table.op_level("segmented_max_grad")[1] == 1
     assert _op_table.op_level("index_add") is None
     assert _op_table.op_level("segmented_sum" + "_grad" * (_op_table.MAX_LEVEL + 1)) is None
+
+
+def _oplib_functions() -> dict[str, str]:
+    """oplib/segops.mlir's kernel functions by name, as written."""
+    text = OPLIB.read_text()
+    found = re.finditer(r"^func\.func @(?P<name>\w+)\(.*?^}\n", text, re.M | re.S)
+    return {match["name"]: match.group(0) for match in found}
+
+
+def test_kernel_source_is_the_op_librarys_function() -> None:
+    """Widths the op library does not ship compile SegmentOp.kernel_source:
+    at the shipped widths it writes oplib/segops.mlir's functions exactly."""
+    functions = _oplib_functions()
+    checked = 0
+    for op, dtype, width in _kernels():
+        spec = _op_table.OPS[op]
+        if spec.takes_any_width:
+            name = spec.kernel_name(dtype, int(width), 0)
+            assert spec.kernel_source(dtype, int(width)) == functions[name], name
+            checked += 1
+    matvec = sum(1 for name in functions if name.startswith("segmented_matvec"))
+    assert checked == len(functions) - matvec > 0

@@ -22,7 +22,9 @@ from conftest import layout
 import segops
 from segops import _gpusim
 
-WIDTHS = [1, 2, 3, 5, 16, 64, 130]
+# 9 and 10: both sides of the host's row-vector threshold (rows of at most 9
+# components run as vectors of rows; wider ones one row at a time).
+WIDTHS = [1, 2, 3, 5, 9, 10, 16, 64, 130]
 TRAILING = [(4, 4), (2, 3, 5)]
 # Empty segments in front, inside and at the end; long and short ones.
 COUNTS = [0, 3, 1, 0, 17, 2, 0, 40, 5, 0]
@@ -177,7 +179,8 @@ def test_third_order_of_a_wide_rms_norm() -> None:
                                third(lambda a: ref_rms_norm(a, idx, 2), ref_x))
 
 
-@pytest.mark.parametrize("op", ["segmented_sum", "segmented_max", "segmented_gather",
+@pytest.mark.parametrize("op", ["segmented_sum", "segmented_mean", "segmented_max",
+                                "segmented_min", "segmented_rms_norm", "segmented_gather",
                                 "segmented_mul", "segmented_dot"])
 def test_opcheck_wide(op: str) -> None:
     idx = layout([2, 0, 3])
@@ -190,8 +193,9 @@ def test_opcheck_wide(op: str) -> None:
     torch.library.opcheck(getattr(torch.ops.segops, op).default, args)
 
 
-def test_one_segment_of_a_million_wide_rows() -> None:
-    n, features = 1_000_000, 8
+@pytest.mark.parametrize("features", [8, 16])
+def test_one_segment_of_a_million_wide_rows(features: int) -> None:
+    n = 1_000_000
     idx = torch.zeros(n, dtype=torch.int32)
     x = _rows((n, features), torch.float64)
     torch.testing.assert_close(segops.segmented_sum(x, idx, 1), x.sum(0, keepdim=True))
@@ -377,3 +381,20 @@ def test_jit_per_row_feature_max_and_min() -> None:
     (g,) = torch.autograd.grad(segops.jit(row_max_sum)(ties, layout([2]), 1).sum(), ties)
     (expected,) = torch.autograd.grad(ref_ties.amax(-1).sum(), ref_ties)
     torch.testing.assert_close(g, expected)
+
+
+def test_widths_without_a_compiler_say_what_they_need(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runtime wheel has no compiler: widths the op library does not ship
+    raise an error saying so; the shipped ones still run."""
+    from segops import _extensions
+
+    def no_compiler() -> None:
+        raise RuntimeError("run-time compilation needs segops' compiler module (_segc)")
+
+    monkeypatch.setattr(_extensions, "segc", no_compiler)
+    idx = layout([2, 1])
+    with pytest.raises(RuntimeError, match="rows of 37 features need a kernel compiled at run "
+                                           "time.*compiler module"):
+        segops.segmented_sum(torch.zeros(3, 37), idx, 2)
+    torch.testing.assert_close(segops.segmented_sum(torch.ones(3, 3), idx, 2),
+                               torch.tensor([[2.0] * 3, [1.0] * 3]))
