@@ -140,10 +140,10 @@ def record_gpu_code(chips: Sequence[str]) -> int:
     manifest entry and the PTX for `chips` of every level of every program
     this process ran; returns how many (program, level)s. (A level's manifest
     may have come with its host code, which a bundle does not hold.)"""
-    from segops import _jit
+    from segops import _jit, _wide
 
     count = 0
-    for program in _jit.programs():
+    for program in [*_jit.programs(), *_wide.programs()]:
         for level in sorted(program.levels_used()):
             program.compile_entry(level)
             for chip in chips:

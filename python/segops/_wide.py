@@ -34,6 +34,12 @@ def program(op: str, dtype: str, width: int) -> _jit._Program:
     return found
 
 
+def programs() -> list[_jit._Program]:
+    """The widths' programs this process compiled (for compiler bundles)."""
+    with _LOCK:
+        return list(_PROGRAMS.values())
+
+
 def native_variant(op: str, dtype: str, width: int, level: int) -> dict[str, Any]:
     """The C++ kernels' description of level `level` for these rows."""
     try:

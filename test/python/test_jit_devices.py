@@ -99,6 +99,44 @@ def test_jit_softmax_pool_with_a_learnable_temperature(device: str) -> None:
     assert_close(value_and_grads(compiled), value_and_grads(softmax_pool), tolerance=1e-5)
 
 
+def test_wide_rows_library_ops_and_jit(device: str) -> None:
+    """Rows of 16 features: the library ops' run-time compiled widths
+    (segops._wide) and a segops.jit softmax over them with a learnable
+    attention vector, to first order. float32 (GPU exp)."""
+    idx, s = make_index(device), len(COUNTS)
+    h = rows(device, 16, seed=4, dtype=torch.float32)
+    attention = (0.2 * rows(device, seed=5, dtype=torch.float32)[:16]).detach()
+    attention.requires_grad_(True)
+
+    def readout(h, attention, idx, num_segments):
+        score = (h * attention).sum(-1)
+        peak = segops.segmented_gather(segops.segmented_max(score, idx, num_segments), idx)
+        weight = torch.exp(score - peak)
+        total = segops.segmented_gather(segops.segmented_sum(weight, idx, num_segments), idx)
+        pooled = segops.segmented_sum(h * (weight / total)[:, None], idx, num_segments)
+        return pooled + segops.segmented_mean(h, idx, num_segments)
+
+    def reference(h, attention, idx, num_segments):
+        score = (h * attention).sum(-1)
+        index = idx.long()
+        peak = score.new_zeros(num_segments).scatter_reduce(0, index, score, "amax",
+                                                            include_self=False)[index]
+        weight = torch.exp(score - peak)
+        total = weight.new_zeros(num_segments).index_add(0, index, weight)[index]
+        counts = torch.bincount(index, minlength=num_segments).clamp(min=1)[:, None]
+        means = h.new_zeros(num_segments, 16).index_add(0, index, h) / counts
+        return h.new_zeros(num_segments, 16).index_add(
+            0, index, h * (weight / total)[:, None]) + means
+
+    def value_and_grads(fn):
+        out = fn(h, attention, idx, s)
+        return (out, *torch.autograd.grad(out.square().sum(), [h, attention]))
+
+    expected = value_and_grads(reference)
+    assert_close(value_and_grads(segops.jit(readout)), expected, tolerance=1e-4)
+    assert_close(value_and_grads(readout), expected, tolerance=1e-4)
+
+
 def test_fusion_forward_and_backward(device: str, fresh_fusion_compilation: None) -> None:
     idx, s = make_index(device), len(COUNTS)
     x, q = rows(device, 3), rows(device, seed=1)

@@ -24,6 +24,8 @@ from segops import _gpusim
 
 # 9 and 10: both sides of the host's row-vector threshold (rows of at most 9
 # components run as vectors of rows; wider ones one row at a time).
+pytestmark = pytest.mark.compiler  # widths other than 1 and 3 compile at run time
+
 WIDTHS = [1, 2, 3, 5, 9, 10, 16, 64, 130]
 TRAILING = [(4, 4), (2, 3, 5)]
 # Empty segments in front, inside and at the end; long and short ones.
@@ -193,6 +195,7 @@ def test_opcheck_wide(op: str) -> None:
     torch.library.opcheck(getattr(torch.ops.segops, op).default, args)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("features", [8, 16])
 def test_one_segment_of_a_million_wide_rows(features: int) -> None:
     n = 1_000_000
@@ -318,6 +321,7 @@ def test_jit_broadcasts_columns_and_row_scalars_against_features() -> None:
                                ref_mean(h * w[:, None] + h * 0.5, idx, 2))
 
 
+@pytest.mark.slow
 @pytest.mark.simulator
 @pytest.mark.skipif(not _gpusim.LIBRARY_PATH.exists(), reason="no simulator library (no compiler)")
 def test_wide_rows_on_the_simulated_gpu_kernels() -> None:
