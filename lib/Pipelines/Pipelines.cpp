@@ -10,7 +10,6 @@
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
 #include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVMPass.h"
-#include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/LLVMIR/Transforms/Passes.h"
@@ -121,11 +120,8 @@ static void addHostToLLVMPasses(OpPassManager &pm) {
   // f32 transcendental functions as (vector) arith: no libm call per lane.
   pm.addPass(createSegApproximateMath());
   pm.addPass(createConvertSCFToCFPass());
-  // maximumf/minimumf as compares and selects (NaN-propagating, the sign of
-  // a zero result unspecified): x86 lowers llvm.maximum to a scalar
-  // sequence the SLP vectoriser leaves alone, which made the max of rows
-  // of many features compute-bound (docs/benchmarks.md, "Wide rows").
-  pm.addPass(arith::createArithExpandOpsPass());
+  // maximumf/minimumf as compares and selects the SLP vectoriser bundles.
+  pm.addPass(createSegExpandExtrema());
   pm.addPass(createConvertVectorToLLVMPass());
   pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createArithToLLVMConversionPass());
