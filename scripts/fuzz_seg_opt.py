@@ -54,6 +54,7 @@ PIPELINES = [
     ["--convert-gpu-to-simulator"],
     ["--seg-approximate-math"],
     ["--seg-approximate-math=expand-floor=true"],
+    ["--seg-expand-extrema"],
 ]
 
 # Ops that take the same operands, so that renaming one to another often
