@@ -728,7 +728,8 @@ static void emitHostRowMapKernel(const SegmentProgram &program,
               rb.create<arith::OrIOp>(rl, state[0], local.logicalNot(valid));
           Value segments = rb.create<arith::ExtSIOp>(
               rl, VectorType::get({lanes}, rb.getI64Type()), values);
-          Value readable = rb.create<arith::SelectOp>(rl, valid, segments, zeros);
+          Value readable =
+              rb.create<arith::SelectOp>(rl, valid, segments, zeros);
           auto vectorRow = [&](OpBuilder &lb, Location ll, ValueRange init,
                                SegmentProgramEmitter::RowBody body, bool) {
             return body(lb, ll, row, lanes, /*laneMask=*/Value(), init);
@@ -742,7 +743,8 @@ static void emitHostRowMapKernel(const SegmentProgram &program,
           Value first = rb.create<LLVM::ExtractElementOp>(
               rl, readable, rb.create<arith::ConstantIntOp>(rl, 0, 32));
           Value same = rb.create<arith::CmpIOp>(
-              rl, arith::CmpIPredicate::eq, readable, local.splat(first, lanes));
+              rl, arith::CmpIPredicate::eq, readable,
+              local.splat(first, lanes));
           Value sameBits =
               rb.create<LLVM::BitcastOp>(rl, rb.getIntegerType(lanes), same);
           Value uniform = rb.create<arith::CmpIOp>(
@@ -753,7 +755,8 @@ static void emitHostRowMapKernel(const SegmentProgram &program,
           emitter.emitSegment(ub, rl, first, KernelCodeBuilder(ub, rl).i64(1),
                               vectorRow, combineNothing, Value(), valid);
           OpBuilder gb = ifUniform.getElseBodyBuilder();
-          emitter.emitSegment(gb, rl, readable, KernelCodeBuilder(gb, rl).i64(1),
+          emitter.emitSegment(gb, rl, readable,
+                              KernelCodeBuilder(gb, rl).i64(1),
                               vectorRow, combineNothing, Value(), valid);
           rb.create<scf::YieldOp>(rl, ValueRange{problems});
         });
