@@ -37,6 +37,14 @@ CHECK = textwrap.dedent("""
                segops.segmented_max):
         assert torch.autograd.gradcheck(lambda t: op(t, idx, 4), (x,))
         assert torch.autograd.gradgradcheck(lambda t: op(t, idx, 4), (x,))
+    # Rows of 16 features and of (2, 3): no kernel ships for them, and the
+    # wheel has no compiler: they run by columns (segops._columns).
+    wide = torch.randn(6, 16, dtype=torch.float64, requires_grad=True)
+    torch.testing.assert_close(segops.segmented_mean(wide, idx, 4)[3], wide[3:].mean(0))
+    torch.testing.assert_close(segops.segmented_max(wide, idx, 4)[3], wide[3:].max(0).values)
+    blocks = torch.randn(6, 2, 3, dtype=torch.float64, requires_grad=True)
+    torch.testing.assert_close(segops.segmented_sum(blocks, idx, 4)[3], blocks[3:].sum(0))
+    assert torch.autograd.gradgradcheck(lambda t: segops.segmented_rms_norm(t, idx, 4), (wide,))
     maps = open("/proc/self/maps").read()
     loaded = sorted({line.split()[-1] for line in maps.splitlines()
                      if "libLLVM" in line or "libMLIR" in line})
@@ -56,7 +64,7 @@ CHECK = textwrap.dedent("""
             assert "not part of this install" in str(error), error
         else:
             raise AssertionError("segops.fusion enabled without a compiler")
-    print("wheel check: library ops, gradients, no LLVM/MLIR loaded: ok")
+    print("wheel check: library ops, wide rows, gradients, no LLVM/MLIR loaded: ok")
 """)
 
 

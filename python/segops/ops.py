@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from segops import _extensions, _gpusim, _library, _output_cache, _validation
+from segops import _columns, _extensions, _gpusim, _library, _output_cache, _validation
 from segops._op_table import MAX_LEVEL, OPS, ROW, SegmentOp, check_dot_shapes, level_name
 from segops._validation import check_index_content, check_num_segments, check_tensor
 
@@ -284,10 +284,25 @@ def _has_trailing_shape(tensor: Tensor) -> bool:
     return tensor.dim() > 2 or (tensor.dim() == 2 and tensor.shape[1] == 1)
 
 
+def _by_columns(op: str, *args: Any) -> bool:
+    """Whether the op runs its (L, F) rows column by column (a width the op
+    library lacks, and no compiler: segops._columns), after the checks the
+    op would make."""
+    if not _columns.needed(args[0]):
+        return False
+    OPS[op].validate(*args)
+    check_index_content(op, args[-2], args[-1])
+    return True
+
+
 def _reduce_rows(op: str, x: Tensor, idx: Tensor, num_segments: object) -> Tensor:
     """A reduction of (N, *f) rows to (S, *f): the kernel runs on (N, F)."""
     count = _check_types(op, {"x": x, "idx": idx}, num_segments)
-    out = getattr(torch.ops.segops, op)(_as_feature_rows(x), idx, count)
+    rows = _as_feature_rows(x)
+    if _by_columns(op, rows, idx, count):
+        out = _columns.reduce(op, rows, idx, count)
+    else:
+        out = getattr(torch.ops.segops, op)(rows, idx, count)
     return out.reshape(count, *x.shape[1:]) if _has_trailing_shape(x) else out
 
 
@@ -313,7 +328,10 @@ def segmented_rms_norm(x: Tensor, idx: Tensor, num_segments: int) -> Tensor:
     over all their features: (num_segments,); 0 for an empty segment; the
     gradient at an all-zero segment is 0."""
     num_segments = _check_types("segmented_rms_norm", {"x": x, "idx": idx}, num_segments)
-    return torch.ops.segops.segmented_rms_norm(_as_feature_rows(x), idx, num_segments)
+    rows = _as_feature_rows(x)
+    if _by_columns("segmented_rms_norm", rows, idx, num_segments):
+        return _columns.rms_norm(rows, idx, num_segments)
+    return torch.ops.segops.segmented_rms_norm(rows, idx, num_segments)
 
 
 def segmented_dot(x: Tensor, y: Tensor, idx: Tensor, num_segments: int) -> Tensor:
@@ -321,15 +339,21 @@ def segmented_dot(x: Tensor, y: Tensor, idx: Tensor, num_segments: int) -> Tenso
     all their features: (num_segments,)."""
     num_segments = _check_types("segmented_dot", {"x": x, "y": y, "idx": idx}, num_segments)
     check_dot_shapes(x, y)
-    return torch.ops.segops.segmented_dot(_as_feature_rows(x), _as_feature_rows(y), idx,
-                                          num_segments)
+    x, y = _as_feature_rows(x), _as_feature_rows(y)
+    if _by_columns("segmented_dot", x, y, idx, num_segments):
+        return _columns.dot(x, y, idx, num_segments)
+    return torch.ops.segops.segmented_dot(x, y, idx, num_segments)
 
 
 def segmented_mul(x: Tensor, y: Tensor, idx: Tensor, num_segments: int) -> Tensor:
     """Scale rows (N, *f) by their segment's scalar: ``out[i] = x[i] *
     y[idx[i]]``. num_segments must equal y.shape[0]."""
     num_segments = _check_types("segmented_mul", {"x": x, "y": y, "idx": idx}, num_segments)
-    out = torch.ops.segops.segmented_mul(_as_feature_rows(x), y, idx, num_segments)
+    rows = _as_feature_rows(x)
+    if _by_columns("segmented_mul", rows, y, idx, num_segments):
+        out = _columns.mul(rows, y, idx, num_segments)
+    else:
+        out = torch.ops.segops.segmented_mul(rows, y, idx, num_segments)
     return out.reshape(x.shape) if _has_trailing_shape(x) else out
 
 
@@ -344,7 +368,11 @@ def segmented_gather(y: Tensor, idx: Tensor) -> Tensor:
     """Broadcast per-segment rows to their segment's rows: ``out[i] = y[idx[i]]``
     (the adjoint of segmented_sum)."""
     _check_types("segmented_gather", {"y": y, "idx": idx}, 0)
-    out = torch.ops.segops.segmented_gather(_as_feature_rows(y), idx, y.shape[0])
+    rows = _as_feature_rows(y)
+    if _by_columns("segmented_gather", rows, idx, y.shape[0]):
+        out = _columns.gather(rows, idx)
+    else:
+        out = torch.ops.segops.segmented_gather(rows, idx, y.shape[0])
     return out.reshape(idx.shape[0], *y.shape[1:]) if _has_trailing_shape(y) else out
 
 

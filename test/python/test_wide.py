@@ -402,3 +402,73 @@ def test_widths_without_a_compiler_say_what_they_need(monkeypatch: pytest.Monkey
         segops.segmented_sum(torch.zeros(3, 37), idx, 2)
     torch.testing.assert_close(segops.segmented_sum(torch.ones(3, 3), idx, 2),
                                torch.tensor([[2.0] * 3, [1.0] * 3]))
+
+
+# --------------------------------------------------------------------------
+# Without the compiler (the runtime wheel): rows by columns (segops._columns).
+# --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def no_compiler(monkeypatch: pytest.MonkeyPatch):
+    """Widths run as the runtime wheel runs them: no run-time compilation."""
+    from segops import _columns, _wide
+
+    monkeypatch.setattr(_columns, "compiler_available", lambda: False)
+    before = len(_wide.programs())
+    yield
+    assert len(_wide.programs()) == before, "a width was compiled"
+
+
+@pytest.mark.parametrize("features", [(2,), (5,), (64,), (2, 3)], ids=_shape_id)
+def test_columns_match_pytorch_without_a_compiler(features: tuple[int, ...],
+                                                  no_compiler: None) -> None:
+    idx = layout(COUNTS)
+    s, n = len(COUNTS), idx.shape[0]
+    x, y = _rows((n, *features), torch.float64, 1), _rows((n, *features), torch.float64, 2)
+    scale, per_segment = _rows((s,), torch.float64, 3), _rows((s, *features), torch.float64, 4)
+    for fn, ref in REDUCTIONS.values():
+        torch.testing.assert_close(fn(x, idx, s), ref(x, idx, s))
+    torch.testing.assert_close(segops.segmented_gather(per_segment, idx),
+                               ref_gather(per_segment, idx))
+    torch.testing.assert_close(segops.segmented_mul(x, scale, idx, s), ref_mul(x, scale, idx, s))
+    torch.testing.assert_close(segops.segmented_dot(x, y, idx, s), ref_dot(x, y, idx, s))
+    torch.testing.assert_close(segops.segmented_rms_norm(x, idx, s), ref_rms_norm(x, idx, s))
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(6))
+    torch.testing.assert_close(segops.segmented_sum(x[order], idx[order], s), ref_sum(x, idx, s))
+
+
+def test_columns_to_second_order_without_a_compiler(no_compiler: None) -> None:
+    idx = layout([2, 0, 3, 1])
+    s, n = 4, idx.shape[0]
+
+    def leaf(shape, seed):
+        return _rows(shape, torch.float64, seed).requires_grad_()
+
+    x, y = leaf((n, 2, 3), 1), leaf((n, 2, 3), 2)
+    scale, per_segment = leaf((s,), 3), leaf((s, 4), 4)
+    x[0].detach().zero_()  # rms_norm of a segment with a zero row
+    cases = [
+        (lambda a: segops.segmented_sum(a, idx, s), (x,)),
+        (lambda a: segops.segmented_mean(a, idx, s), (x,)),
+        (lambda a: segops.segmented_max(a, idx, s), (x,)),
+        (lambda a: segops.segmented_min(a, idx, s), (x,)),
+        (lambda a: segops.segmented_gather(a, idx), (per_segment,)),
+        (lambda a, b: segops.segmented_mul(a, b, idx, s), (x, scale)),
+        (lambda a, b: segops.segmented_dot(a, b, idx, s), (x, y)),
+        (lambda a: segops.segmented_rms_norm(a, idx, s), (x,)),
+    ]
+    for fn, inputs in cases:
+        assert torch.autograd.gradcheck(fn, inputs)
+        assert torch.autograd.gradgradcheck(fn, inputs)
+    zeros = torch.zeros(n, 4, dtype=torch.float64, requires_grad=True)
+    (grad,) = torch.autograd.grad(segops.segmented_rms_norm(zeros, idx, s).sum(), zeros)
+    assert torch.equal(grad, torch.zeros_like(grad))
+
+
+def test_columns_check_the_index_without_a_compiler(no_compiler: None) -> None:
+    idx = torch.tensor([0, 1, 2], dtype=torch.int32)  # 2 is not in [0, 2)
+    with pytest.raises(ValueError, match="idx values must lie"):
+        segops.segmented_sum(torch.zeros(3, 4), idx, 2)
+    with pytest.raises(ValueError, match="x must have shape"):
+        segops.segmented_sum(torch.zeros(3, 0), idx, 3)

@@ -1,0 +1,111 @@
+"""Wide rows where no compiler is (the runtime wheel): each feature column
+as its own scalar rows, through the op library's kernels of one feature.
+
+The op library ships kernels for rows of 1 and 3 features; other widths are
+compiled at run time (segops._wide), which needs the compiler. Without it,
+(N, F) rows run as F·N scalar rows: the rows transposed to (F, N) (a copy),
+and a combined index ``f·S + idx`` that is sorted wherever idx is, over F·S
+segments. Every op of the table but matvec is feature-separable or a sum of
+per-feature terms (dot, rms_norm), so its result is the scalar kernels' per
+column, transposed back (and summed over features for dot and rms_norm).
+Gradients, to third order, are the scalar kernels' and the copies'.
+
+It moves about three times the bytes of a kernel of that width (the copies
+in and out, and the combined index): docs/benchmarks.md, "Wide rows".
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import torch
+from torch import Tensor
+
+from segops import _extensions
+
+# Widths the op library ships kernels for.
+SHIPPED_WIDTHS = (1, 3)
+
+
+@cache
+def compiler_available() -> bool:
+    """Whether widths can be compiled at run time (the compiler module, or a
+    compiler bundle in its place)."""
+    try:
+        _extensions.segc()
+    except RuntimeError:
+        return False
+    return True
+
+
+def needed(rows: Tensor) -> bool:
+    """Whether `rows` (as the kernels take them: (L,) or (L, F)) must run
+    by columns: a width the op library lacks, and no compiler."""
+    return rows.dim() == 2 and rows.shape[1] not in SHIPPED_WIDTHS and not compiler_available()
+
+
+def _column_index(idx: Tensor, features: int, num_segments: int) -> Tensor:
+    """f·S + idx[i] for each column f and row i, (F·N,) int32; rows whose
+    segment is outside [0, S) get -1, outside every column's segments, as
+    the kernels leave such rows out."""
+    if features * num_segments >= 2**31:
+        raise ValueError(f"rows of {features} features in {num_segments} segments need "
+                         "more than 2^31 - 1 column segments without the compiler")
+    index = idx.long()
+    valid = (index >= 0) & (index < num_segments)
+    columns = torch.arange(features, device=idx.device)[:, None] * num_segments
+    combined = torch.where(valid, columns + index, -1)
+    return combined.reshape(-1).to(torch.int32)
+
+
+def _columns(rows: Tensor) -> Tensor:
+    """(L, F) rows as F·L scalar rows, column by column."""
+    return rows.t().contiguous().reshape(-1)
+
+
+def reduce(op: str, rows: Tensor, idx: Tensor, num_segments: int) -> Tensor:
+    """sum, mean, max or min of (N, F) rows: (S, F)."""
+    features = rows.shape[1]
+    out = getattr(torch.ops.segops, op)(_columns(rows), _column_index(idx, features, num_segments),
+                                        features * num_segments)
+    return out.reshape(features, num_segments).t()
+
+
+def gather(per_segment: Tensor, idx: Tensor) -> Tensor:
+    """(S, F) per-segment rows at each row's segment: (N, F)."""
+    num_segments, features = per_segment.shape
+    out = torch.ops.segops.segmented_gather(
+        _columns(per_segment), _column_index(idx, features, num_segments),
+        features * num_segments)
+    return out.reshape(features, idx.shape[0]).t()
+
+
+def mul(rows: Tensor, scale: Tensor, idx: Tensor, num_segments: int) -> Tensor:
+    """(N, F) rows times their segment's scalar: (N, F)."""
+    features = rows.shape[1]
+    out = torch.ops.segops.segmented_mul(
+        _columns(rows), scale.repeat(features), _column_index(idx, features, num_segments),
+        features * num_segments)
+    return out.reshape(features, rows.shape[0]).t()
+
+
+def dot(x: Tensor, y: Tensor, idx: Tensor, num_segments: int) -> Tensor:
+    """Σ over a segment's rows and features of x·y: (S,)."""
+    features = x.shape[1]
+    per_column = torch.ops.segops.segmented_dot(
+        _columns(x), _columns(y), _column_index(idx, features, num_segments),
+        features * num_segments)
+    return per_column.reshape(features, num_segments).sum(0)
+
+
+def rms_norm(rows: Tensor, idx: Tensor, num_segments: int) -> Tensor:
+    """sqrt of a segment's mean of |x[i]|² over all features: (S,); 0 for an
+    empty or all-zero segment, whose gradient is 0 (to any order: the square
+    root is taken of 1 there, and its result replaced)."""
+    features = rows.shape[1]
+    squares = torch.ops.segops.segmented_mean(
+        _columns(rows * rows), _column_index(idx, features, num_segments),
+        features * num_segments).reshape(features, num_segments).sum(0)
+    positive = squares > 0
+    root = torch.sqrt(torch.where(positive, squares, torch.ones_like(squares)))
+    return torch.where(positive, root, torch.zeros_like(root))
