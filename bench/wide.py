@@ -5,18 +5,22 @@ copy of the same bytes, all measured in one run.
 
     python -m bench.wide [--device cpu|cuda] [--widths 16,64,256]
                          [--sizes 100000,1000000] [--lengths 10,100] [--budget 0.3]
+                         [--by-columns]
 
 (Also the `wide` section of `python -m bench`.) Ratios are segops / the best
 baseline of the row; "%copy" is the forward's bytes per second (inputs and
 output once each) as a share of a copy's between two written tensors.
+With --by-columns, segops runs as the runtime wheel does without a compiler
+(segops._columns: the shipped one-feature kernels over the transposed rows).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
@@ -78,6 +82,20 @@ def _segops(op: str, idx: Tensor, num_segments: int) -> Callable[[Tensor], Tenso
     fn = {"sum": segops.segmented_sum, "mean": segops.segmented_mean,
           "max": segops.segmented_max}[op]
     return lambda x: fn(x, idx, num_segments)
+
+
+@contextlib.contextmanager
+def by_columns() -> Iterator[None]:
+    """The public ops as the runtime wheel runs them: no compiler, so widths
+    the op library lacks go by columns (segops._columns)."""
+    from segops import _columns
+
+    available = _columns.compiler_available
+    _columns.compiler_available = lambda: False
+    try:
+        yield
+    finally:
+        _columns.compiler_available = available
 
 
 def _with_backward(fn: Callable[[Tensor], Tensor], x: Tensor) -> Callable[[], object]:
@@ -199,16 +217,24 @@ def main() -> int:
     parser.add_argument("--lengths", default=",".join(map(str, LENGTHS)))
     parser.add_argument("--budget", type=float, default=0.3)
     parser.add_argument("--out", default="docs/benchmarks")
+    parser.add_argument("--by-columns", action="store_true",
+                        help="segops as the runtime wheel runs it (no compiler)")
     args = parser.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         print("no CUDA device", file=sys.stderr)
         return 1
-    rows = run(args.device, [int(w) for w in args.widths.split(",")],
-               [int(n) for n in args.sizes.split(",")],
-               [int(n) for n in args.lengths.split(",")], args.budget)
+    with by_columns() if args.by_columns else contextlib.nullcontext():
+        rows = run(args.device, [int(w) for w in args.widths.split(",")],
+                   [int(n) for n in args.sizes.split(",")],
+                   [int(n) for n in args.lengths.split(",")], args.budget)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    report.write_csv(out / f"wide_{args.device}.csv", rows)
+    name = "wide_columns" if args.by_columns else "wide"
+    report.write_csv(out / f"{name}_{args.device}.csv", rows)
+    if args.by_columns:
+        for line in summarize(rows):
+            print(line)
+        return 0
     report.plot(plot_bandwidth, out / f"wide_bandwidth_{args.device}.png", rows,
                 f"segops wide rows, {torch.get_num_threads()} CPU threads")
     for line in summarize(rows):

@@ -46,16 +46,16 @@ def needed(rows: Tensor) -> bool:
 
 def _column_index(idx: Tensor, features: int, num_segments: int) -> Tensor:
     """f·S + idx[i] for each column f and row i, (F·N,) int32; rows whose
-    segment is outside [0, S) get -1, outside every column's segments, as
-    the kernels leave such rows out."""
-    if features * num_segments >= 2**31:
+    segment is outside [0, S) get a negative value in every column, outside
+    every column's segments, as the kernels leave such rows out."""
+    total = features * num_segments
+    if total >= 2**31:
         raise ValueError(f"rows of {features} features in {num_segments} segments need "
                          "more than 2^31 - 1 column segments without the compiler")
-    index = idx.long()
-    valid = (index >= 0) & (index < num_segments)
-    columns = torch.arange(features, device=idx.device)[:, None] * num_segments
-    combined = torch.where(valid, columns + index, -1)
-    return combined.reshape(-1).to(torch.int32)
+    valid = (idx >= 0) & (idx < num_segments)
+    rows = torch.where(valid, idx, -total).to(torch.int32)
+    columns = torch.arange(0, total, num_segments, dtype=torch.int32, device=idx.device)
+    return (columns[:, None] + rows[None, :]).reshape(-1)
 
 
 def _columns(rows: Tensor) -> Tensor:
