@@ -16,8 +16,6 @@ in and out, and the combined index): docs/benchmarks.md, "Wide rows".
 
 from __future__ import annotations
 
-from functools import cache
-
 import torch
 from torch import Tensor
 
@@ -27,15 +25,22 @@ from segops import _extensions
 SHIPPED_WIDTHS = (1, 3)
 
 
-@cache
+_COMPILER_AVAILABLE: bool | None = None
+
+
+@torch.compiler.assume_constant_result
 def compiler_available() -> bool:
     """Whether widths can be compiled at run time (the compiler module, or a
-    compiler bundle in its place)."""
-    try:
-        _extensions.segc()
-    except RuntimeError:
-        return False
-    return True
+    compiler bundle in its place); asked once. A constant to torch.compile,
+    which does not trace the compiler's import."""
+    global _COMPILER_AVAILABLE
+    if _COMPILER_AVAILABLE is None:
+        try:
+            _extensions.segc()
+            _COMPILER_AVAILABLE = True
+        except RuntimeError:
+            _COMPILER_AVAILABLE = False
+    return _COMPILER_AVAILABLE
 
 
 def needed(rows: Tensor) -> bool:

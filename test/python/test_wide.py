@@ -472,3 +472,15 @@ def test_columns_check_the_index_without_a_compiler(no_compiler: None) -> None:
         segops.segmented_sum(torch.zeros(3, 4), idx, 2)
     with pytest.raises(ValueError, match="x must have shape"):
         segops.segmented_sum(torch.zeros(3, 0), idx, 3)
+
+
+def test_columns_compile_fullgraph_without_a_compiler(no_compiler: None) -> None:
+    idx = layout([4, 0, 7, 3])
+    h = _rows((14, 12), torch.float64, 1).requires_grad_()
+    compiled = torch.compile(lambda h: segops.segmented_max(torch.tanh(h), idx, 4),
+                             fullgraph=True)
+    out = compiled(h)
+    expected = _ref_extreme("amax")(torch.tanh(h), idx, 4)
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(torch.autograd.grad(out.sum(), h),
+                               torch.autograd.grad(expected.sum(), h))
