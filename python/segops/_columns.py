@@ -10,8 +10,9 @@ per-feature terms (dot, rms_norm), so its result is the scalar kernels' per
 column, transposed back (and summed over features for dot and rms_norm).
 Gradients, to third order, are the scalar kernels' and the copies'.
 
-It moves about three times the bytes of a kernel of that width (the copies
-in and out, and the combined index): docs/benchmarks.md, "Wide rows".
+It is slow: the transposes and the F·N-entry combined index cost more than
+the kernels (1.1-30x PyTorch's own ops at N = 1e6: docs/benchmarks.md,
+"Wide rows"); a source install compiles each width instead.
 """
 
 from __future__ import annotations
