@@ -141,8 +141,11 @@ def test_index_dtypes_and_unsorted_rows(index_dtype: torch.dtype) -> None:
                                ref_dot(x, x, idx, s))
 
 
-@pytest.mark.parametrize("features", [(2,), (5,), (2, 3)], ids=_shape_id)
-def test_gradients_to_second_order(features: tuple[int, ...]) -> None:
+def _check_every_op_to_second_order(features: tuple[int, ...],
+                                    zero_first_row: bool = False) -> None:
+    """gradcheck and gradgradcheck of all eight ops (matvec aside) on float64
+    rows of `features`, with an empty segment (and, optionally, an all-zero
+    first row: rms_norm at a zero)."""
     idx = layout([2, 0, 3, 1])
     s, n = 4, idx.shape[0]
 
@@ -151,6 +154,8 @@ def test_gradients_to_second_order(features: tuple[int, ...]) -> None:
 
     x, y = leaf((n, *features), 1), leaf((n, *features), 2)
     scale, per_segment = leaf((s,), 3), leaf((s, *features), 4)
+    if zero_first_row:
+        x[0].detach().zero_()
     cases = [
         (lambda a: segops.segmented_sum(a, idx, s), (x,)),
         (lambda a: segops.segmented_mean(a, idx, s), (x,)),
@@ -164,6 +169,11 @@ def test_gradients_to_second_order(features: tuple[int, ...]) -> None:
     for fn, inputs in cases:
         assert torch.autograd.gradcheck(fn, inputs)
         assert torch.autograd.gradgradcheck(fn, inputs)
+
+
+@pytest.mark.parametrize("features", [(2,), (5,), (2, 3)], ids=_shape_id)
+def test_gradients_to_second_order(features: tuple[int, ...]) -> None:
+    _check_every_op_to_second_order(features)
 
 
 def test_third_order_of_a_wide_rms_norm() -> None:
@@ -439,28 +449,9 @@ def test_columns_match_pytorch_without_a_compiler(features: tuple[int, ...],
 
 
 def test_columns_to_second_order_without_a_compiler(no_compiler: None) -> None:
+    _check_every_op_to_second_order((2, 3), zero_first_row=True)
     idx = layout([2, 0, 3, 1])
     s, n = 4, idx.shape[0]
-
-    def leaf(shape, seed):
-        return _rows(shape, torch.float64, seed).requires_grad_()
-
-    x, y = leaf((n, 2, 3), 1), leaf((n, 2, 3), 2)
-    scale, per_segment = leaf((s,), 3), leaf((s, 4), 4)
-    x[0].detach().zero_()  # rms_norm of a segment with a zero row
-    cases = [
-        (lambda a: segops.segmented_sum(a, idx, s), (x,)),
-        (lambda a: segops.segmented_mean(a, idx, s), (x,)),
-        (lambda a: segops.segmented_max(a, idx, s), (x,)),
-        (lambda a: segops.segmented_min(a, idx, s), (x,)),
-        (lambda a: segops.segmented_gather(a, idx), (per_segment,)),
-        (lambda a, b: segops.segmented_mul(a, b, idx, s), (x, scale)),
-        (lambda a, b: segops.segmented_dot(a, b, idx, s), (x, y)),
-        (lambda a: segops.segmented_rms_norm(a, idx, s), (x,)),
-    ]
-    for fn, inputs in cases:
-        assert torch.autograd.gradcheck(fn, inputs)
-        assert torch.autograd.gradgradcheck(fn, inputs)
     zeros = torch.zeros(n, 4, dtype=torch.float64, requires_grad=True)
     (grad,) = torch.autograd.grad(segops.segmented_rms_norm(zeros, idx, s).sum(), zeros)
     assert torch.equal(grad, torch.zeros_like(grad))
