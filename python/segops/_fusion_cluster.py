@@ -27,7 +27,7 @@ from segops._fusion_translate import (
     segment_op_level,
     size_expr,
 )
-from segops._jit_trace import SUPPORTED_ATEN, VIEWS
+from segops._jit_trace import SUPPORTED_ATEN, VIEWS, is_feature_tail
 from segops._op_table import OPS
 
 _FLOATS = (torch.float32, torch.float64)
@@ -35,8 +35,7 @@ _FLOATS = (torch.float32, torch.float64)
 def _is_kernel_tail(tail: tuple) -> bool:
     """An element shape kernels hold: a scalar, a (1,) column, a row of F
     static features (3-vectors, wide feature rows) or a 3x3 matrix."""
-    return tail in ((), (3, 3)) or (len(tail) == 1 and isinstance(tail[0], int)
-                                    and tail[0] >= 1)
+    return tail in ((), (1,), (3, 3)) or is_feature_tail(tail)
 
 # Row producers a backward cluster reads saved rather than recomputing:
 # polynomial transcendentals, recomputed once per pass of the backward

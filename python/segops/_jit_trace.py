@@ -45,9 +45,9 @@ def uniform_tail(shape: tuple[int, ...]) -> tuple[int, ...] | None:
 
 
 def is_feature_tail(tail: tuple[int, ...]) -> bool:
-    """Whether an element shape is a row of F features ((3,) vectors, wide
-    rows; not the (1,) of a scalar column)."""
-    return len(tail) == 1 and tail != (1,)
+    """Whether an element shape is a row of F features, F static ((3,)
+    vectors, wide rows; not the (1,) of a scalar column)."""
+    return len(tail) == 1 and isinstance(tail[0], int) and tail[0] >= 2
 
 # Elementwise aten ops with one tensor operand -> MLIR op.
 _UNARY = {

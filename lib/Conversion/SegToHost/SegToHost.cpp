@@ -245,13 +245,7 @@ emitVectorRowLoop(OpBuilder &b, Location loc, Value rowBegin, Value rowEnd,
   }
   llvm::append_range(partials, interleaved.getResults().drop_front(width));
   SmallVector<Value> sums = sumVectorGroups(b, loc, partials, kinds);
-  auto scalars = b.create<scf::ForOp>(
-      loc, scalarBegin, rowEnd, code.i64(1), sums,
-      [&](OpBuilder &lb, Location ll, Value row, ValueRange acc) {
-        lb.create<scf::YieldOp>(
-            ll, body(lb, ll, row, /*lanes=*/1, /*laneMask=*/Value(), acc));
-      });
-  return SmallVector<Value>(scalars.getResults());
+  return emitScalarRowLoop(b, loc, scalarBegin, rowEnd, sums, body);
 }
 
 // A segment of at most kShortSegmentRows rows whose block of
