@@ -89,6 +89,8 @@ SUPPORTED_ATEN = (
         "pow",
         "square",
         "sum",
+        "amax",
+        "amin",
         "linalg_vector_norm",
         "slice_scatter",
     }

@@ -171,9 +171,53 @@ def _check_every_op_to_second_order(features: tuple[int, ...],
         assert torch.autograd.gradgradcheck(fn, inputs)
 
 
-@pytest.mark.parametrize("features", [(2,), (5,), (2, 3)], ids=_shape_id)
+# 5 and (2, 3): rows as vectors of rows; 10 and 16: one row at a time.
+@pytest.mark.parametrize("features", [(2,), (5,), (2, 3), (10,), (16,)], ids=_shape_id)
 def test_gradients_to_second_order(features: tuple[int, ...]) -> None:
     _check_every_op_to_second_order(features)
+
+
+@pytest.mark.parametrize("features", [5, 16], ids=["vector-rows", "single-rows"])
+def test_float32_derivative_levels_match_float64(features: int) -> None:
+    """First, second and third derivative kernels of every op in float32,
+    against the same derivatives in float64 (the reference levels, checked
+    above by gradcheck), on both sides of the row-vector threshold."""
+    idx = layout(COUNTS)
+    s, n = len(COUNTS), idx.shape[0]
+    # Rows of scale 0.2: segment results of order 1, so that sin's
+    # derivatives do not amplify float32 rounding of large arguments.
+    inputs64 = {"x": 0.2 * _rows((n, features), torch.float64, 1),
+                "y": 0.2 * _rows((n, features), torch.float64, 2),
+                "scale": _rows((s,), torch.float64, 3),
+                "per_segment": _rows((s, features), torch.float64, 4)}
+    cases = {
+        "sum": (lambda t: segops.segmented_sum(t["x"], idx, s), ["x"]),
+        "mean": (lambda t: segops.segmented_mean(t["x"], idx, s), ["x"]),
+        "max": (lambda t: segops.segmented_max(t["x"], idx, s), ["x"]),
+        "min": (lambda t: segops.segmented_min(t["x"], idx, s), ["x"]),
+        "gather": (lambda t: segops.segmented_gather(t["per_segment"], idx), ["per_segment"]),
+        "mul": (lambda t: segops.segmented_mul(t["x"], t["scale"], idx, s), ["x", "scale"]),
+        "dot": (lambda t: segops.segmented_dot(t["x"], t["y"], idx, s), ["x", "y"]),
+        "rms_norm": (lambda t: segops.segmented_rms_norm(t["x"], idx, s), ["x"]),
+    }
+
+    def third_order(fn, names, dtype):
+        leaves = {k: v.to(dtype).clone().requires_grad_(k in names)
+                  for k, v in inputs64.items()}
+        wrt = [leaves[k] for k in names]
+        first = torch.autograd.grad(fn(leaves).sin().sum(), wrt, create_graph=True)
+        second = torch.autograd.grad(sum(g.square().sum() for g in first), wrt,
+                                     create_graph=True)
+        third = torch.autograd.grad(sum(g.sin().sum() for g in second), wrt)
+        return [t.double() for t in (*first, *second, *third)]
+
+    for name, (fn, names) in cases.items():
+        expected = third_order(fn, names, torch.float64)
+        for actual, wanted in zip(third_order(fn, names, torch.float32), expected):
+            # float32 rounding, relative to each derivative's magnitude.
+            scale = float(wanted.abs().max().clamp(min=1.0))
+            torch.testing.assert_close(actual, wanted, rtol=1e-3, atol=1e-4 * scale,
+                                       msg=lambda m, name=name: f"{name}: {m}")
 
 
 def test_third_order_of_a_wide_rms_norm() -> None:
@@ -214,6 +258,17 @@ def test_one_segment_of_a_million_wide_rows(features: int) -> None:
     torch.testing.assert_close(segops.segmented_sum(x, idx, 1), x.sum(0, keepdim=True))
     torch.testing.assert_close(segops.segmented_max(x, idx, 1), x.amax(0, keepdim=True))
     torch.testing.assert_close(segops.segmented_mean(x, idx, 1), x.mean(0, keepdim=True))
+    # The backward levels over the long segment (split into tiles where a
+    # level only adds).
+    leaf = x.requires_grad_()
+    for op in (segops.segmented_mean, segops.segmented_max, segops.segmented_rms_norm):
+        (grad,) = torch.autograd.grad(op(leaf, idx, 1).sum(), leaf)
+        reference = leaf.detach().clone().requires_grad_()
+        expected_op = {segops.segmented_mean: lambda t: t.mean(0),
+                       segops.segmented_max: lambda t: t.amax(0),
+                       segops.segmented_rms_norm: lambda t: t.square().sum().div(n).sqrt()}[op]
+        (expected,) = torch.autograd.grad(expected_op(reference).sum(), reference)
+        torch.testing.assert_close(grad, expected)
 
 
 def test_readout_with_linear_compiles_fullgraph() -> None:
@@ -340,7 +395,8 @@ def test_wide_rows_on_the_simulated_gpu_kernels() -> None:
     the warp and long-segment kernels over wide rows, forward, gradients to
     second order and segops.jit."""
     selection = ("reductions_match_pytorch and (5- or 16-f32 or 130-f64 or 2x3x5) or "
-                 "row_ops and (16-f64 or 130-f32) or gradients or jit_softmax or million")
+                 "row_ops and (16-f64 or 130-f32) or gradients or float32_derivative or "
+                 "jit_softmax or million")
     env = dict(os.environ, SEGOPS_SIMULATE_GPU="1")
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                              "test_wide.py", "-k", selection, "-m", "not simulator"],
@@ -348,6 +404,25 @@ def test_wide_rows_on_the_simulated_gpu_kernels() -> None:
                             cwd=Path(__file__).parent, env=env)
     assert result.returncode == 0 and " passed" in result.stdout, (
         f"exit {result.returncode}\n{result.stdout[-4000:]}\n{result.stderr[-2000:]}")
+
+
+def test_fusion_fuses_a_per_row_feature_maximum(fresh_fusion_compilation) -> None:
+    import segops.fusion as fusion
+
+    idx = layout([3, 0, 4])
+
+    def spread(h, idx, num_segments):
+        return segops.segmented_sum(h.amax(-1) - h.amin(-1), idx, num_segments)
+
+    h = _rows((7, 12), torch.float64, 1).requires_grad_()
+    compiled = torch.compile(spread, options=fusion.options(strict=True))
+    out = compiled(h, idx, 3)
+    expected = ref_sum(h.amax(-1) - h.amin(-1), idx, 3)
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(torch.autograd.grad(out.sum(), h),
+                               torch.autograd.grad(expected.sum(), h))
+    fused = [op for report in fusion.reports() for op in report.ops]
+    assert any("amax" in op for op in fused) and any("amin" in op for op in fused), fused
 
 
 def test_fusion_fuses_a_softmax_aggregation_of_wide_rows(fresh_fusion_compilation) -> None:
