@@ -34,6 +34,7 @@ from torch import Tensor
 
 from segops import _compiler, _extensions, _gpusim, _library, _validation
 from segops import ops as _ops
+from segops._jit_stages import StagedFunction, uses_several_indices
 from segops._jit_trace import (
     _ELEMENT_TYPES,
     _INDEX_DTYPES,
@@ -484,6 +485,8 @@ class JitFunction:
                                   for p in parameters) else len(parameters)
         self._specializations: dict[tuple, _Specialization] = {}
         self._lock = threading.Lock()
+        # Calls with several indices (message passing): kernels in sequence.
+        self._staged = StagedFunction(fn, JitFunction)
 
         def call_in_graph(*args: Any) -> Any:
             return self._run(*args)
@@ -555,6 +558,8 @@ class JitFunction:
         return self._run(*_as_counts(args))
 
     def _run(self, *args: Any) -> Any:
+        if uses_several_indices(args):
+            return self._staged(args)
         key, spec = self._lookup(args)
         if spec is None:
             spec = self._specialize(key, args)
@@ -596,6 +601,8 @@ class JitFunction:
         if kwargs or len(args) != self._arity:
             args = self._bind(args, kwargs)
         args = _as_counts(args)
+        if uses_several_indices(args):
+            return self._staged.mlir(args)
         spec = self._specialize(self._lookup(args)[0], args)
         if order == 0:
             return spec.source

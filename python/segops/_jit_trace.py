@@ -133,6 +133,9 @@ class Signature:
 def source_line(fn: Callable, frames: Sequence[traceback.FrameSummary]) -> str:
     """The innermost frame of `frames` in the user's function's file, as
     'file:line: code'."""
+    # Functions segops.jit makes (the steps of a several-index function)
+    # name the user's function they come from.
+    fn = getattr(fn, "segops_source", fn)
     filename = inspect.getsourcefile(fn) or fn.__code__.co_filename
     for frame in reversed(list(frames)):
         if frame.filename == filename:

@@ -218,12 +218,8 @@ BoundBuffers bindBuffers(const OperatorCall &call, at::Tensor kernelIdx) {
 }
 
 segrt::IndexCheck runOnSortedRows(const OperatorCall &call,
-                                  at::Tensor kernelIdx, BoundBuffers &bound,
+                                  const SortedRows &rows, BoundBuffers &bound,
                                   const KernelRun &run) {
-  // A stable sort: each segment's rows keep their order, so the results
-  // are deterministic (those of the sorted rows, bitwise).
-  auto [sortedIdx, order] =
-      at::sort(kernelIdx, /*stable=*/true, /*dim=*/0, /*descending=*/false);
   OperatorCall sorted = call;
   size_t next = 0;
   for (const Buffer &buffer : call.variant->buffers) {
@@ -231,9 +227,9 @@ segrt::IndexCheck runOnSortedRows(const OperatorCall &call,
       continue;
     at::Tensor &input = sorted.floats[next++];
     if (buffer.isRead && buffer.shape.front() == kRows)
-      input = input.index_select(0, order);
+      input = input.index_select(0, rows.order);
   }
-  bound = bindBuffers(sorted, sortedIdx.contiguous());
+  bound = bindBuffers(sorted, rows.sortedIdx);
   const Variant &variant = *call.variant;
   segrt::IndexCheck check = run(bound);
   size_t output = 0;
@@ -242,9 +238,20 @@ segrt::IndexCheck runOnSortedRows(const OperatorCall &call,
       continue;
     at::Tensor &result = bound.outputs[output++];
     if (buffer.shape.front() == kRows)
-      result = at::empty_like(result).index_copy_(0, order, result);
+      result = at::empty_like(result).index_copy_(0, rows.order, result);
   }
   return check;
+}
+
+at::Tensor narrowedIndex(const at::Tensor &idx, int64_t numSegments,
+                         int numThreads) {
+  if (at::Tensor cached = cachedNarrowing(idx, numSegments); cached.defined())
+    return cached;
+  at::Tensor narrowed =
+      narrowHostIndex(contiguousInput(idx), numSegments, numThreads);
+  if (narrowed.defined())
+    rememberNarrowing(idx, numSegments, narrowed);
+  return narrowed;
 }
 
 c10::SmallVector<at::Tensor, 4> runHostCall(const OperatorLevel &level,
@@ -259,26 +266,44 @@ c10::SmallVector<at::Tensor, 4> runHostCall(const OperatorLevel &level,
   // idx is checked as the kernels read it (one pass over idx), at every
   // level: values in [0, S), in any order. An int64 index is checked for
   // range as it is narrowed to the int32 the kernels read (one pass too).
+  auto run = [&](BoundBuffers &buffers) {
+    return segrt::checkIndexAndCallHostKernel(
+        variant.symbol, buffers.pointers,
+        buffers.kernelIdx.data_ptr<int32_t>(), numRows, numSegments, threads,
+        variant.range, variant.split.rows ? &variant.split : nullptr);
+  };
+  // An index whose sorted rows are known (an unsorted one seen before, with
+  // the same content) runs on them at once: no narrowing, no sort.
+  std::optional<SortedRows> known;
+  if (variant.range == segrt::HostRange::Segments)
+    known = cachedSortedRows(idx);
+  BoundBuffers bound;
+  if (known) {
+    if (numRows > 0 || numSegments > 0) {
+      if (runOnSortedRows(call, *known, bound, run).problem !=
+          segrt::IndexProblem::None)
+        reportInvalid(level, call.floats, idx, numSegments,
+                      "idx is out of range");
+    } else {
+      bound = bindBuffers(call, known->sortedIdx);
+    }
+    return std::move(bound.outputs);
+  }
   at::Tensor kernelIdx = contiguousInput(idx);
   if (idx.scalar_type() == at::kLong) {
-    kernelIdx = narrowHostIndex(kernelIdx, numSegments, threads);
+    kernelIdx = narrowedIndex(idx, numSegments, threads);
     if (!kernelIdx.defined())
       reportInvalid(level, call.floats, idx, numSegments,
                     "idx is out of range");
   }
-  BoundBuffers bound = bindBuffers(call, kernelIdx);
+  bound = bindBuffers(call, kernelIdx);
   if (numRows > 0 || numSegments > 0) {
-    auto run = [&](BoundBuffers &buffers) {
-      return segrt::checkIndexAndCallHostKernel(
-          variant.symbol, buffers.pointers,
-          buffers.kernelIdx.data_ptr<int32_t>(), numRows, numSegments, threads,
-          variant.range, variant.split.rows ? &variant.split : nullptr);
-    };
     segrt::IndexCheck check = run(bound);
     // Segment kernels walk sorted rows: an unsorted index runs again on
-    // its rows in sorted order (sorted ones cost nothing more).
+    // its rows in sorted order (sorted ones cost nothing more), which are
+    // remembered for the next call with this index.
     if (check.problem == segrt::IndexProblem::Unsorted)
-      check = runOnSortedRows(call, bound.kernelIdx, bound, run);
+      check = runOnSortedRows(call, sortRows(idx, bound.kernelIdx), bound, run);
     if (check.problem != segrt::IndexProblem::None)
       reportInvalid(level, call.floats, idx, numSegments,
                     "idx is out of range");
@@ -372,8 +397,11 @@ runSimulatedCall(const OperatorLevel &level, const OperatorCall &call,
     return segrt::IndexCheck();
   };
   // GPU segment kernels walk sorted rows, as the host's do.
-  if (unsorted)
-    runOnSortedRows(call, bound.kernelIdx, bound, run);
+  if (unsorted) {
+    std::optional<SortedRows> known = cachedSortedRows(idx);
+    runOnSortedRows(call, known ? *known : sortRows(idx, bound.kernelIdx),
+                    bound, run);
+  }
   else
     run(bound);
   return std::move(bound.outputs);
@@ -537,8 +565,7 @@ private:
     if (!segments || idx.scalar_type() != at::kLong || idx.dim() != 1 ||
         dataKeys != c10::DispatchKeySet(c10::DispatchKey::CPU))
       return {};
-    return narrowHostIndex(contiguousInput(idx), *segments,
-                           at::get_num_threads());
+    return narrowedIndex(idx, *segments, at::get_num_threads());
   }
 
   std::shared_ptr<const OperatorLevel> level;
@@ -686,6 +713,21 @@ PYBIND11_MODULE(_torchops, m) {
         "How many times these kernels checked idx again after running (they "
         "saw a problem, or their rows did not meet): never for a valid "
         "index.");
+  m.def(
+      "sorted_rows",
+      [](const at::Tensor &idx) {
+        std::optional<SortedRows> known = cachedSortedRows(idx);
+        SortedRows rows = known ? *known : sortRows(idx, kernelIndex(idx));
+        return std::make_pair(rows.sortedIdx, rows.order);
+      },
+      py::arg("idx"),
+      "idx's rows in a stable sort (int32 sorted values, int64 order), "
+      "remembered for idx's current content: the kernels reducing by idx "
+      "then run on them without sorting. The caller checks idx first.");
+  m.def("index_sorts", &indexSorts,
+        "How many times the kernels sorted an index (no remembered order).");
+  m.def("clear_index_cache", &clearIndexCache,
+        "Forgets every remembered narrowing and sorted order.");
   m.def("has_cuda_kernels", &cudaKernelsBuilt,
         "Whether the CUDA kernels were built (against a PyTorch with CUDA); "
         "register_level then registers them too.");

@@ -10,6 +10,7 @@
 #ifndef SEGOPS_PYTHON_TORCH_OPS_H
 #define SEGOPS_PYTHON_TORCH_OPS_H
 
+#include "index_cache.h"
 #include "segrt/Cuda.h"
 #include "segrt/GpuLauncher.h"
 #include "segrt/Host.h"
@@ -181,14 +182,18 @@ BoundBuffers bindBuffers(const OperatorCall &call, at::Tensor kernelIdx);
 at::Tensor narrowHostIndex(const at::Tensor &idx, int64_t numSegments,
                            int numThreads);
 
+/// `idx` (a 1-D int64 host index) narrowed as narrowHostIndex does, or the
+/// narrowing remembered for its current content (index_cache.h).
+at::Tensor narrowedIndex(const at::Tensor &idx, int64_t numSegments,
+                         int numThreads);
+
 /// Runs `call`'s kernel (`run`, on the buffers it is given) on its rows
-/// taken in a stable sort of `kernelIdx` (an int32 index whose values lie
-/// in [0, S), in any order), into `bound`; row outputs are put back in the
-/// caller's row order. Returns what `run` returns (the index check of the
-/// sorted run).
+/// taken in the order of `rows` (the index's sorted rows), into `bound`;
+/// row outputs are put back in the caller's row order. Returns what `run`
+/// returns (the index check of the sorted run).
 using KernelRun = std::function<segrt::IndexCheck(BoundBuffers &)>;
 segrt::IndexCheck runOnSortedRows(const OperatorCall &call,
-                                  at::Tensor kernelIdx, BoundBuffers &bound,
+                                  const SortedRows &rows, BoundBuffers &bound,
                                   const KernelRun &run);
 
 /// Runs `call`'s GPU kernels on `module` through segrt's GPU launcher (the

@@ -55,11 +55,24 @@ private:
 c10::SmallVector<at::Tensor, 4> runCudaCall(const OperatorLevel &,
                                             const OperatorCall &call) {
   c10::cuda::CUDAGuard guard(call.idx.device());
-  BoundBuffers bound = bindBuffers(call, kernelIndex(call.idx));
   int device = call.idx.device().index();
-  runGpuCall(call, bound, call.variant->gpuModules->onDevice(device),
-             reinterpret_cast<uintptr_t>(
-                 c10::cuda::getCurrentCUDAStream(device).stream()));
+  segrt::CudaModule &module = call.variant->gpuModules->onDevice(device);
+  uintptr_t stream = reinterpret_cast<uintptr_t>(
+      c10::cuda::getCurrentCUDAStream(device).stream());
+  // Segment kernels walk sorted rows. Whether idx is sorted costs a sync to
+  // find out, so only an index whose sorted rows were computed before (a
+  // segops.Graph's senders, segops.sorted_order) runs on them.
+  if (call.variant->range == segrt::HostRange::Segments)
+    if (std::optional<SortedRows> known = cachedSortedRows(call.idx)) {
+      BoundBuffers bound;
+      runOnSortedRows(call, *known, bound, [&](BoundBuffers &buffers) {
+        runGpuCall(call, buffers, module, stream);
+        return segrt::IndexCheck();
+      });
+      return std::move(bound.outputs);
+    }
+  BoundBuffers bound = bindBuffers(call, kernelIndex(call.idx));
+  runGpuCall(call, bound, module, stream);
   return std::move(bound.outputs);
 }
 

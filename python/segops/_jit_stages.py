@@ -1,0 +1,390 @@
+"""segops.jit functions of several index tensors: message passing and
+readouts as a few single-index kernels in sequence.
+
+A function such as
+
+    rij = segmented_gather(pos, senders) - segmented_gather(pos, receivers)
+    e_atom = segmented_sum(pair_energy(rij), receivers, num_atoms)
+    return segmented_sum(e_atom, batch, num_systems)
+
+uses three indices. Each index that a reduction uses (receivers, batch)
+must be sorted and owns kernels: its *stage*. The function is traced once
+(make_fx, with sizes of its own), each node is labelled with the stage
+that computes it (a segment op by its index; an elementwise op by its
+operands' stage, where its length is that stage's rows or segments), and
+the nodes are grouped into *steps*: the largest groups of one stage that
+the data dependences allow, in order. Each kernel step is itself a
+single-index segops.jit function (one fused kernel, derived gradients to
+any order); the rest runs as it is written, between them:
+
+* gathers by an index no reduction uses (the senders: any order), as
+  segops.segmented_gather, whose adjoint is a sum by the senders over their
+  transposed order (computed once per sender tensor and remembered, so
+  every level is a sorted, deterministic reduction);
+* arithmetic on uniform values only (`sigma ** 6`), passed to the kernels
+  as uniform arguments (with their gradients).
+
+PyTorch's autograd chains the steps, so derivatives of any order run on
+compiler-derived kernels. What crosses steps is written out: the gathered
+sender rows (E rows) and each stage's results.
+"""
+
+from __future__ import annotations
+
+import inspect
+import struct
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx
+from torch import Tensor
+from torch.utils._python_dispatch import _disable_current_modes
+
+from segops._jit_trace import _ELEMENT_TYPES, _INDEX_DTYPES, JitError, concrete, trace
+from segops._op_table import OPS, SEGMENT
+from segops.graph import Graph
+
+# The lengths the function is traced with, one per class of equal sizes
+# (index lengths and counts), distinct from any feature width.
+_TRACE_SIZES = (1009, 1013, 1019, 1021, 1031, 1033, 1039, 1049, 1051, 1061, 1063, 1069)
+
+
+def _segment_op(node: torch.fx.Node) -> str | None:
+    """The op table name of a segops op node, else None."""
+    if node.op != "call_function" or getattr(node.target, "namespace", "") != "segops":
+        return None
+    name = node.target.__name__.split(".")[0]
+    return name if name in OPS else None
+
+
+def _is_index(value: Any) -> bool:
+    return isinstance(value, Tensor) and value.dim() == 1 and value.dtype in _INDEX_DTYPES
+
+
+def uses_several_indices(args: Sequence[Any]) -> bool:
+    """Whether a call passes more than one index tensor (or a Graph)."""
+    count = 0
+    for a in args:
+        if isinstance(a, Graph):
+            return True
+        count += _is_index(a)
+    return count > 1
+
+
+def _flatten(args: Sequence[Any]) -> tuple[list[Any], list[int]]:
+    """Graph arguments as their parts (receivers, senders, num_nodes); per
+    argument, how many flat values it became."""
+    flat: list[Any] = []
+    widths: list[int] = []
+    for a in args:
+        parts = a._parts() if isinstance(a, Graph) else (a,)
+        flat.extend(parts)
+        widths.append(len(parts))
+    return flat, widths
+
+
+def _unflatten(flat: Sequence[Any], widths: Sequence[int], graphs: Sequence[bool]) -> list[Any]:
+    args, at = [], 0
+    for width, is_graph in zip(widths, graphs):
+        args.append(Graph._of_parts(*flat[at:at + width]) if is_graph else flat[at])
+        at += width
+    return args
+
+
+@dataclass
+class _Step:
+    """Nodes of the traced function run together: one kernel (a stage's
+    index), or eager ops."""
+
+    index: torch.fx.Node | None  # None: eager
+    nodes: list[torch.fx.Node] = field(default_factory=list)
+    inputs: list[torch.fx.Node] = field(default_factory=list)
+    outputs: list[torch.fx.Node] = field(default_factory=list)
+    kernel: Any = None  # the step's JitFunction
+    count_class: int | None = None  # its segment count's size class
+
+
+@dataclass
+class _Plan:
+    module: torch.fx.GraphModule
+    placeholders: list[torch.fx.Node]
+    steps: list[_Step]
+    results: Any  # the output node's argument
+    trace_sizes: dict[int, int]  # traced size -> class
+
+
+class StagedFunction:
+    """The several-index part of a segops.jit function (JitFunction hands
+    calls with more than one index tensor, or a Graph, here)."""
+
+    def __init__(self, fn: Callable, jit: Callable[[Callable], Any]) -> None:
+        self.fn = fn
+        self._jit = jit  # segops.jit, for the kernel steps
+        self._plans: dict[tuple, _Plan] = {}
+
+    # -- specialization -----------------------------------------------------
+
+    @staticmethod
+    def _classes(flat: Sequence[Any]) -> dict[int, int]:
+        """Size classes: each distinct index length and count, numbered in
+        order of appearance."""
+        classes: dict[int, int] = {}
+        for a in flat:
+            size = None
+            if _is_index(a):
+                size = concrete(a.shape[0])
+            elif type(a) is int or isinstance(a, torch.SymInt):
+                size = concrete(a)
+            if size is not None and size not in classes:
+                classes[size] = len(classes)
+        return classes
+
+    def _key(self, flat: Sequence[Any], widths: Sequence[int],
+             classes: dict[int, int]) -> tuple:
+        key: list[Any] = [tuple(widths)]
+        for a in flat:
+            if isinstance(a, Tensor):
+                shape = tuple(concrete(d) for d in a.shape)
+                length = classes.get(shape[0]) if shape else None
+                key.append((a.dtype, shape[1:], a.device.type, length,
+                            shape if length is None else None))
+            elif type(a) is int or isinstance(a, torch.SymInt):
+                key.append(("count", classes[concrete(a)]))
+            elif type(a) is float:
+                key.append((float, struct.pack("<d", a)))
+            else:
+                key.append((type(a), a))
+        return tuple(key)
+
+    def __call__(self, args: Sequence[Any]) -> Any:
+        flat, widths = _flatten(args)
+        graphs = [isinstance(a, Graph) for a in args]
+        classes = self._classes(flat)
+        key = self._key(flat, widths, classes)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = self._plan(flat, widths, graphs, classes)
+        return self._execute(plan, flat, self._sizes(flat, classes))
+
+    @staticmethod
+    def _sizes(flat: Sequence[Any], classes: dict[int, int]) -> dict[int, Any]:
+        """Per size class, the call's size (symbolic inside torch.compile)."""
+        sizes: dict[int, Any] = {}
+        for a in flat:
+            if _is_index(a):
+                sizes.setdefault(classes[concrete(a.shape[0])], a.shape[0])
+            elif type(a) is int or isinstance(a, torch.SymInt):
+                sizes.setdefault(classes[concrete(a)], a)
+        return sizes
+
+    def mlir(self, args: Sequence[Any]) -> str:
+        """The kernel steps' seg IR, in order."""
+        flat, widths = _flatten(args)
+        graphs = [isinstance(a, Graph) for a in args]
+        classes = self._classes(flat)
+        plan = self._plan(flat, widths, graphs, classes)
+        env = self._run_steps(plan, flat, self._sizes(flat, classes), want_ir=True)
+        return "\n".join(env)
+
+    # -- tracing and planning -----------------------------------------------
+
+    def _stand_ins(self, flat: Sequence[Any], classes: dict[int, int]) -> list[Any]:
+        """Tensors and counts with the trace's sizes (no data is read)."""
+        result = []
+        for a in flat:
+            if isinstance(a, Tensor):
+                shape = [concrete(d) for d in a.shape]
+                if shape and shape[0] in classes:
+                    shape[0] = _TRACE_SIZES[classes[shape[0]]]
+                result.append(torch.empty(shape, dtype=a.dtype))
+            elif type(a) is int or isinstance(a, torch.SymInt):
+                result.append(_TRACE_SIZES[classes[concrete(a)]])
+            else:
+                result.append(a)
+        return result
+
+    def _plan(self, flat: Sequence[Any], widths: Sequence[int], graphs: Sequence[bool],
+              classes: dict[int, int]) -> _Plan:
+        name = self.fn.__name__
+        if len(classes) > len(_TRACE_SIZES):
+            raise JitError(f"segops.jit: {name} has more than {len(_TRACE_SIZES)} distinct "
+                           "index lengths and counts")
+        dtypes = {a.dtype for a in flat if isinstance(a, Tensor) and a.is_floating_point()}
+        if not dtypes <= set(_ELEMENT_TYPES) or len(dtypes) > 1:
+            found = ", ".join(sorted(str(d) for d in dtypes))
+            raise JitError(f"segops.jit: {name}: float tensors must all be float32 or all "
+                           f"float64 (found {found})")
+        fn = self.fn
+
+        def flat_fn(*values: Any) -> Any:
+            return fn(*_unflatten(values, widths, graphs))
+
+        flat_fn.__name__ = name
+        flat_fn.segops_source = fn  # type: ignore[attr-defined]  # errors name the user's lines
+        with torch._guards.tracing(None), _disable_current_modes():
+            module = trace(flat_fn, self._stand_ins(flat, classes))
+        trace_sizes = {size: cls for cls, size in enumerate(_TRACE_SIZES[:len(classes)])}
+        placeholders = [n for n in module.graph.nodes if n.op == "placeholder"]
+        labels = self._labels(module, trace_sizes)
+        steps = self._steps(module, labels)
+        output = next(n for n in module.graph.nodes if n.op == "output")
+        for number, step in enumerate(steps):
+            if step.index is not None:
+                self._make_kernel(step, number, trace_sizes)
+        return _Plan(module, placeholders, steps, output.args[0], trace_sizes)
+
+    def _size_class(self, node: Any, trace_sizes: dict[int, int]) -> int | None:
+        value = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+        if not isinstance(value, Tensor) or value.dim() == 0:
+            return None
+        return trace_sizes.get(int(value.shape[0]))
+
+    def _labels(self, module: torch.fx.GraphModule,
+                trace_sizes: dict[int, int]) -> dict[torch.fx.Node, torch.fx.Node | None]:
+        """Per computed node, the index of the stage that computes it, or
+        None (run eagerly)."""
+        name = self.fn.__name__
+        stages: dict[torch.fx.Node, tuple[int | None, int | None]] = {}
+        for node in module.graph.nodes:
+            op = _segment_op(node)
+            if op is None:
+                continue
+            idx = node.args[OPS[op].num_tensors]
+            if not isinstance(idx, torch.fx.Node) or idx.op != "placeholder":
+                raise JitError(f"segops.jit: {name}: {op} takes an index computed in the "
+                               "function; indices must be arguments")
+            if OPS[op].result_space == SEGMENT:
+                stages[idx] = (self._size_class(idx, trace_sizes),
+                               self._size_class(node, trace_sizes))
+        labels: dict[torch.fx.Node, torch.fx.Node | None] = {}
+        for node in module.graph.nodes:
+            if node.op != "call_function":
+                continue
+            op = _segment_op(node)
+            if op is not None:
+                idx = node.args[OPS[op].num_tensors]
+                labels[node] = idx if idx in stages else None
+                continue
+            size = self._size_class(node, trace_sizes)
+            candidates = [k for k, spaces in stages.items() if size is not None and size in spaces]
+            label = None
+            for operand in reversed(node.all_input_nodes):
+                if labels.get(operand) in candidates:
+                    label = labels[operand]
+                    break
+            labels[node] = label if label is not None else (candidates[0] if candidates else None)
+        return labels
+
+    @staticmethod
+    def _steps(module: torch.fx.GraphModule,
+               labels: dict[torch.fx.Node, torch.fx.Node | None]) -> list[_Step]:
+        """Groups nodes into steps: as early as their operands allow
+        (a kernel's operands from other steps come first), kernel nodes then
+        as late as their users allow, so that a stage's nodes meet."""
+        nodes = [n for n in module.graph.nodes if n.op == "call_function"]
+
+        def after(operand: torch.fx.Node, node: torch.fx.Node) -> int:
+            """How many waves `node` comes after `operand`, at least."""
+            same = labels[operand] is labels[node]
+            return 0 if same else 1
+
+        wave: dict[torch.fx.Node, int] = {}
+        for node in nodes:
+            wave[node] = max((wave[m] + after(m, node) for m in node.all_input_nodes
+                              if m in labels), default=0)
+        for node in reversed(nodes):
+            if labels[node] is None:
+                continue
+            limits = [wave[u] - after(node, u) for u in node.users if u in labels]
+            if limits:
+                wave[node] = max(wave[node], min(limits))
+        groups: dict[tuple[int, int, int], _Step] = {}
+        for node in nodes:
+            label = labels[node]
+            order = (wave[node], 0 if label is None else 1,
+                     0 if label is None else id(label))
+            groups.setdefault(order, _Step(label)).nodes.append(node)
+        steps = [groups[k] for k in sorted(groups, key=lambda k: (k[0], k[1]))]
+        where = {n: s for s in steps for n in s.nodes}
+        for step in steps:
+            for node in step.nodes:
+                for operand in node.all_input_nodes:
+                    if where.get(operand) is not step and operand not in step.inputs \
+                            and operand is not step.index:
+                        step.inputs.append(operand)
+                for user in node.users:
+                    if where.get(user) is not step and node not in step.outputs:
+                        step.outputs.append(node)
+        return steps
+
+    def _make_kernel(self, step: _Step, number: int, trace_sizes: dict[int, int]) -> None:
+        """The step's single-index segops.jit function: its inputs, the
+        index and the count in, its outputs out."""
+        counts = {node.args[OPS[_segment_op(node)].num_tensors + 1]
+                  for node in step.nodes if _segment_op(node) is not None
+                  and OPS[_segment_op(node)].result_space == SEGMENT}
+        count = counts.pop() if len(counts) == 1 else None
+        step.count_class = trace_sizes.get(count) if isinstance(count, int) else None
+        if step.count_class is None:
+            raise JitError(f"segops.jit: {self.fn.__name__}: the reductions by one index must "
+                           "share one count")
+        nodes, inputs, outputs, index = step.nodes, step.inputs, step.outputs, step.index
+
+        def stage(*values: Any) -> Any:
+            env: dict[torch.fx.Node, Any] = dict(zip(inputs, values[:-2]))
+            env[index] = values[-2]
+            for node in nodes:
+                env[node] = _run_node(node, env, lambda size: values[-1], trace_sizes)
+            results = [env[n] for n in outputs]
+            return results[0] if len(results) == 1 else tuple(results)
+
+        stage.__name__ = f"{self.fn.__name__}_stage{number}"
+        stage.segops_source = self.fn  # type: ignore[attr-defined]
+        parameters = [inspect.Parameter(f"a{i}", inspect.Parameter.POSITIONAL_ONLY)
+                      for i in range(len(inputs) + 2)]
+        stage.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+        step.kernel = self._jit(stage)
+
+    # -- running ------------------------------------------------------------
+
+    def _execute(self, plan: _Plan, flat: Sequence[Any], sizes: dict[int, int]) -> Any:
+        env = self._run_steps(plan, flat, sizes)
+        return torch.fx.node.map_arg(plan.results, lambda n: env[n])
+
+    def _run_steps(self, plan: _Plan, flat: Sequence[Any], sizes: dict[int, int],
+                   want_ir: bool = False) -> Any:
+        env: dict[torch.fx.Node, Any] = dict(zip(plan.placeholders, flat))
+        for node in plan.module.graph.nodes:
+            if node.op == "get_attr":
+                env[node] = getattr(plan.module, node.target)
+        sources = []
+        for step in plan.steps:
+            if step.index is None:
+                for node in step.nodes:
+                    env[node] = _run_node(node, env, sizes.__getitem__, plan.trace_sizes)
+                continue
+            args = [env[n] for n in step.inputs] + [env[step.index], sizes[step.count_class]]
+            if want_ir:
+                sources.append(step.kernel.mlir(*args))
+            results = step.kernel._run(*args)
+            results = results if isinstance(results, tuple) else (results,)
+            env.update(zip(step.outputs, results))
+        return sources if want_ir else env
+
+
+def _run_node(node: torch.fx.Node, env: dict[torch.fx.Node, Any],
+              size_of: Callable[[int], Any], trace_sizes: dict[int, int]) -> Any:
+    """Runs one traced node on `env`'s values, the sizes it was traced with
+    replaced by the call's (`size_of(class)`)."""
+    def size(value: Any) -> Any:
+        if type(value) is int and value in trace_sizes:
+            return size_of(trace_sizes[value])
+        if isinstance(value, (list, tuple)):
+            return type(value)(size(v) for v in value)
+        return value
+
+    args = torch.fx.node.map_arg(node.args, lambda n: env[n])
+    kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env[n])
+    return node.target(*size(tuple(args)), **{k: size(v) for k, v in kwargs.items()})
