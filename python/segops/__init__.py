@@ -21,6 +21,7 @@ _build.check_build()  # before any extension loads: a clear error on a PyTorch m
 from segops._jit import JitError, jit
 from segops._output_cache import empty_output_cache, output_cache_info, set_output_cache_limit
 from segops._validation import DTypeError, set_debug_checks
+from segops.graph import Graph, clear_index_cache
 from segops.ops import (
     segmented_dot,
     segmented_gather,
@@ -46,6 +47,8 @@ __all__ = [
     "segmented_min",
     "jit",
     "JitError",
+    "Graph",
+    "clear_index_cache",
     "set_debug_checks",
     "output_cache_info",
     "empty_output_cache",

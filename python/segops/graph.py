@@ -22,9 +22,18 @@ from torch import Tensor
 
 from segops import ops as _ops
 
-__all__ = ["Graph"]
+__all__ = ["Graph", "clear_index_cache"]
 
 _INT32_MAX = 2**31 - 1
+
+
+def clear_index_cache() -> None:
+    """Forgets the int32 narrowings and transposed orders the kernels
+    remember per index tensor (they are dropped anyway when the tensor is
+    freed or written in place)."""
+    native = _ops.native_kernels()
+    if native is not None:
+        native.clear_index_cache()
 
 
 def _check_index_tensor(name: str, value: object) -> Tensor:
