@@ -1,7 +1,8 @@
 """The segops benchmark suite: one command, one run, every baseline.
 
     python -m bench [--device cpu|cuda] [--quick] [--out docs/benchmarks]
-                    [--sections ops,index64,overhead,compile,jit,fusion,wide] [--budget 0.5]
+                    [--sections ops,index64,overhead,compile,jit,fusion,wide,message_passing]
+                    [--budget 0.5]
 
 Sections:
   ops       each op forward and forward+backward, N in {1e3, 1e5, 1e6, 1e7}
@@ -24,7 +25,12 @@ Sections:
   wide      sum, mean, max and gather over (N, F) rows (bench/wide.py), F in
             {16, 64, 256}, N in {1e5, 1e6} (--quick: 1e5), segments of 10 and
             100 rows, forward and forward+backward, against index_add_ /
-            index_reduce_ / index_select (and torch_scatter where installed).
+            index_reduce_ / index_select (and torch_scatter where installed);
+  message_passing  Lennard-Jones (LAMMPS in.lj, 4,000 and 32,000 atoms;
+            --quick: 4,000) energy+forces and a force-matching training
+            step, and a SchNet-style F = 32 filter convolution, against
+            eager PyTorch and torch.compile, with forward peak memory
+            (bench/message_passing.py; CPU only).
 Prints tables, a summary against the performance targets, and writes CSV
 files and PNG plots into --out. Ratios are segops / baseline from this run.
 """
@@ -40,7 +46,7 @@ from pathlib import Path
 import torch
 
 import segops
-from bench import compile_time, fusion, jit, ops, overhead, report, wide
+from bench import compile_time, fusion, jit, message_passing, ops, overhead, report, wide
 
 
 def machine(device: str) -> str:
@@ -102,7 +108,8 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="N up to 1e6 only")
     parser.add_argument("--sizes", help="comma-separated N (overrides --quick)")
     parser.add_argument("--out", default="docs/benchmarks", help="CSV and PNG directory")
-    parser.add_argument("--sections", default="ops,index64,overhead,compile,jit,fusion,wide")
+    parser.add_argument("--sections", default="ops,index64,overhead,compile,jit,fusion,wide,"
+                        "message_passing")
     parser.add_argument("--budget", type=float, default=0.5,
                         help="seconds of sampling per measurement (at least 3 samples)")
     parser.add_argument("--max-single-segment", type=int,
@@ -197,12 +204,24 @@ def main() -> int:
         report.plot(wide.plot_bandwidth, out / f"wide_bandwidth_{args.device}.png", wide_rows,
                     machine(args.device))
 
+    message_rows: list[dict] = []
+    if "message_passing" in sections:
+        if args.device != "cpu":
+            print("\n## message passing: CPU only (skipped)")
+        else:
+            print("\n## message passing: Lennard-Jones and SchNet over a neighbour list")
+            atoms = message_passing.ATOMS[:1] if args.quick else message_passing.ATOMS
+            message_rows = message_passing.run(list(atoms), 4 * args.budget)
+            report.write_csv(out / "message_passing_cpu.csv", message_rows)
+
     print("\n## summary")
     for line in summarize(op_rows, overhead_rows, compile_rows, index_rows):
         print(line)
     for line in fusion.summarize(fusion_rows):
         print(line)
     for line in wide.summarize(wide_rows):
+        print(line)
+    for line in message_passing.summarize(message_rows):
         print(line)
     print(f"(suite took {time.perf_counter() - started:.0f} s; CSV and PNG in {out}/)")
     return 0

@@ -27,8 +27,9 @@ rise of the process's resident set (VmHWM, reset through
 from __future__ import annotations
 
 import argparse
-import ctypes
 import gc
+import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -135,15 +136,6 @@ def schnet_segops(pos: Tensor, x: Tensor, mu: Tensor, w: Tensor, i: Tensor, j: T
 # -- measurement --------------------------------------------------------------
 
 
-def _trim() -> None:
-    gc.collect()
-    segops.empty_output_cache()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except OSError:
-        pass
-
-
 def _status_kib(field: str) -> int:
     with open("/proc/self/status") as status:
         for line in status:
@@ -152,21 +144,40 @@ def _status_kib(field: str) -> int:
     raise KeyError(field)
 
 
-def peak_bytes(fn: Callable[[], object]) -> int | None:
-    """How far the resident set rises above its level before one call of
-    fn (None where /proc/self/clear_refs is not writable)."""
+def _forward_peak_here(workload: str, atoms: int, variant: str) -> int:
+    """In a process started by forward_peak: the rise of the resident set
+    above its level before one forward (energy, with positions that require
+    grad, so what the backward needs is kept), after two warm-up calls."""
+    fns = _forwards(workload, atoms)
+    fn = fns[variant]
     fn()
-    _trim()
-    try:
-        with open("/proc/self/clear_refs", "w") as refs:
-            refs.write("5")  # VmHWM := VmRSS
-    except OSError:
-        return None
+    fn()
+    gc.collect()
+    with open("/proc/self/clear_refs", "w") as refs:
+        refs.write("5")  # VmHWM := VmRSS
     before = _status_kib("VmRSS")
     result = fn()
     peak = _status_kib("VmHWM")
     del result
     return (peak - before) * 1024
+
+
+def forward_peak(workload: str, atoms: int, variant: str) -> int | None:
+    """A forward's peak memory, measured in a fresh process in which every
+    large allocation is its own mapping (glibc's mmap threshold fixed, no
+    output buffer cache), so that memory freed by earlier calls is not
+    reused unseen: the resident set's rise is what the call holds at its
+    peak. None where /proc/self/clear_refs is missing."""
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", SEGOPS_OUTPUT_CACHE_MB="0",
+               PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[1]),
+                                           os.environ.get("PYTHONPATH", "")]))
+    result = subprocess.run([sys.executable, "-m", "bench.message_passing", "--peak-of",
+                             f"{workload}:{atoms}:{variant}"], env=env, capture_output=True,
+                            text=True)
+    if result.returncode != 0:
+        print(f"peak memory of {workload} {variant}: {result.stderr.strip()[-500:]}")
+        return None
+    return int(result.stdout.split()[-1])
 
 
 def _energy_forces(energy: Callable[..., Tensor]) -> Callable[..., tuple[Tensor, Tensor]]:
@@ -183,6 +194,35 @@ def _loss(energy: Callable[..., Tensor], e_ref: Tensor, f_ref: Tensor
         forces = -torch.autograd.grad(e.sum(), pos, create_graph=True)[0]
         return ((e - e_ref) ** 2).sum() + ((forces - f_ref) ** 2).mean()
     return loss
+
+
+def _forwards(workload: str, atoms: int) -> dict[str, Callable[[], object]]:
+    """Each variant's forward (the energy) of a workload, for peak memory."""
+    pos0, box = fcc_system(atoms)
+    i, j, shift = neighbour_list(pos0, box)
+    dtype = torch.float32
+    pos = pos0.to(dtype).requires_grad_()
+    shift = shift.to(dtype)
+    i32, j32 = i.to(torch.int32), j.to(torch.int32)
+    batch = torch.zeros(atoms, dtype=torch.int32)
+    if workload == "lj":
+        eps = torch.tensor(1.0, dtype=dtype, requires_grad=True)
+        sigma = torch.tensor(1.0, dtype=dtype, requires_grad=True)
+        reference, fused = lj_torch, lj_segops
+        torch_args: tuple = (eps, sigma, i, j, shift)
+        segops_args: tuple = (eps, sigma, i32, j32, shift, batch, atoms, 1)
+    else:
+        generator = torch.Generator().manual_seed(1)
+        x = torch.randn(atoms, FEATURES, generator=generator, dtype=dtype)
+        mu = torch.linspace(0.5, CUTOFF, FEATURES, dtype=dtype)
+        w = torch.randn(FEATURES, generator=generator, dtype=dtype)
+        reference, fused = schnet_torch, schnet_segops
+        torch_args = (x, mu, w, i, j, shift)
+        segops_args = (x, mu, w, i32, j32, shift, batch, atoms, 1)
+    compiled = torch.compile(reference)
+    return {"eager": lambda: reference(pos, *torch_args),
+            "compile": lambda: compiled(pos, *torch_args),
+            "segops": lambda: fused(pos, *segops_args)}
 
 
 def run_lj(atoms: int, budget: float) -> list[dict]:
@@ -237,10 +277,7 @@ def run_lj(atoms: int, budget: float) -> list[dict]:
                     return torch.autograd.grad(loss(pos, *args), (eps, sigma))
             fns[name] = call
             if task == "energy+forces":
-                forward = (lambda energy=energy, args=args: energy(pos, *args))
-                if name == "compile":
-                    forward = (lambda args=args: compiled_energy(pos, *args))
-                peaks[name] = peak_bytes(forward)
+                peaks[name] = forward_peak("lj", atoms, name)
         _check(fns)
         seconds = dict(zip(fns, interleaved_median_seconds(list(fns.values()), "cpu",
                                                            budget_s=budget)))
@@ -279,10 +316,7 @@ def run_schnet(atoms: int, budget: float) -> list[dict]:
         "segops": lambda: _energy_forces(schnet_segops)(pos, *segops_args),
     }
     _check(fns)
-    compiled_energy = torch.compile(schnet_torch)
-    peaks = {"eager": peak_bytes(lambda: schnet_torch(pos, *torch_args)),
-             "compile": peak_bytes(lambda: compiled_energy(pos, *torch_args)),
-             "segops": peak_bytes(lambda: schnet_segops(pos, *segops_args))}
+    peaks = {name: forward_peak("schnet", atoms, name) for name in fns}
     seconds = dict(zip(fns, interleaved_median_seconds(list(fns.values()), "cpu",
                                                        budget_s=budget)))
     row = {"workload": "schnet F=32", "atoms": atoms, "edges": int(i.shape[0]),
@@ -351,7 +385,12 @@ def main() -> int:
     parser.add_argument("--budget", type=float, default=2.0,
                         help="seconds of timing per table row")
     parser.add_argument("--out", default="docs/benchmarks")
+    parser.add_argument("--peak-of", help=argparse.SUPPRESS)  # workload:atoms:variant
     args = parser.parse_args()
+    if args.peak_of:
+        workload, atoms, variant = args.peak_of.split(":")
+        print(_forward_peak_here(workload, int(atoms), variant))
+        return 0
     rows = run([int(a) for a in args.atoms.split(",")], args.budget)
     for line in summarize(rows):
         print(line)

@@ -81,6 +81,9 @@ public:
   Value loadVector(Value base, Type elementType, Value index, int64_t lanes);
   /// Stores a vector to `base[index]`, `base[index + 1]`, ...
   void storeVector(Value vector, Value base, Value index);
+  /// Stores the lanes of a vector where `mask` (a vector of i1 of its
+  /// length) is set; the others' memory is not touched.
+  void storeVectorMasked(Value vector, Value base, Value index, Value mask);
   /// A vector of `lanes` copies of a scalar.
   Value splat(Value scalar, int64_t lanes);
   /// llvm.shufflevector of two vectors of the same type.

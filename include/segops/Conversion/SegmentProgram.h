@@ -164,8 +164,8 @@ public:
   /// scalar becomes a vector of `lanes`, one lane per row, accumulators
   /// included), given the loop-carried accumulators; returns the next ones.
   /// With `laneMask` (a vector of i1, or null for all lanes), rows whose
-  /// lane is false add nothing and leave their row outputs as they were
-  /// (their old values are read and stored back).
+  /// lane is false add nothing and their row outputs are not written
+  /// (masked stores).
   using RowBody = function_ref<SmallVector<Value>(
       OpBuilder &, Location, Value row, int64_t lanes, Value laneMask,
       ValueRange acc)>;
@@ -174,8 +174,7 @@ public:
   /// accumulators (`init` holds scalar zeros; a loop running the body with
   /// lanes > 1 makes its own vector accumulators and adds their lanes up).
   /// `storesRows` says whether the body stores row outputs (a loop running
-  /// it on rows past the segment's end must then mask them, and must own
-  /// those rows: the body reads and rewrites them).
+  /// it on rows past the segment's end must then mask them).
   using RowLoopBuilder = std::function<SmallVector<Value>(
       OpBuilder &, Location, ValueRange init, RowBody, bool storesRows)>;
   /// Combines one thread's partial accumulator into the total over the

@@ -302,12 +302,14 @@ static int64_t rowOutputComponents(const SegmentProgram &program) {
 
 /// A segment's row loop: the short-segment block where it applies (a
 /// segment of at most kShortSegmentRows rows whose block ends within
-/// `numRows`, or, for a body storing rows, within `ownedRowsEnd`: the rows
-/// of the call's own segments, which no other thread writes; and only if
-/// it stores few vectors), else the vector loop.
+/// `numRows`, and, for a body storing rows, only if it stores few vectors),
+/// else the vector loop. Masked lanes are not stored (masked stores), so
+/// the block and the masked tail never write rows of other segments, and
+/// whether they run depends on the segment and N alone, never on which
+/// rows a thread's call covers: results do not depend on the thread split.
 static SmallVector<Value>
 emitSegmentRowLoop(OpBuilder &b, Location loc, Value rowBegin, Value rowEnd,
-                   Value numRows, Value ownedRowsEnd, ValueRange init,
+                   Value numRows, ValueRange init,
                    ArrayRef<arith::AtomicRMWKind> kinds,
                    SegmentProgramEmitter::RowBody body, bool storesRows,
                    const SegmentProgram &program, int64_t lanes,
@@ -316,9 +318,9 @@ emitSegmentRowLoop(OpBuilder &b, Location loc, Value rowBegin, Value rowEnd,
     return emitScalarRowLoop(b, loc, rowBegin, rowEnd, init, body);
   int64_t storeVectors =
       rowOutputComponents(program) * (kShortSegmentRows / lanes);
-  // Masked vectors (the short-segment block, the tail) read, and for a
-  // body storing rows rewrite, rows past the segment: all below this.
-  Value maskedRowsEnd = storesRows ? ownedRowsEnd : numRows;
+  // Masked vectors (the short-segment block, the tail) read rows past the
+  // segment: all below N.
+  Value maskedRowsEnd = numRows;
   if (storesRows && storeVectors > kMaxShortBlockStoreVectors)
     return emitVectorRowLoop(b, loc, rowBegin, rowEnd, init, kinds, body,
                              lanes, interleave, maskedRowsEnd);
@@ -561,12 +563,6 @@ static void emitHostKernel(const SegmentProgram &program, func::FuncOp kernel,
                                         idx, code.i64(0), numRows, begin));
       });
   Value firstRow = ifHinted.getResult(0);
-  // Rows of this call's segments end where segment `end` begins: short
-  // blocks of passes storing rows stay below it (other threads write the
-  // rows after; rows of invalid segments are zeroed below, first).
-  Value ownedRowsEnd = program.hasRowOutputs
-                           ? code.lowerBound(idx, firstRow, numRows, end)
-                           : numRows;
   if (program.hasRowOutputs) {
     Value isFirst = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
                                             begin, code.i64(0));
@@ -612,7 +608,7 @@ static void emitHostKernel(const SegmentProgram &program, func::FuncOp kernel,
                                  SegmentProgramEmitter::RowBody body,
                                  bool storesRows) {
       return emitSegmentRowLoop(
-          rb, rl, rowBegin, rowEnd, numRows, ownedRowsEnd, init,
+          rb, rl, rowBegin, rowEnd, numRows, init,
           program.combiningKinds(emitter.currentPass()), body, storesRows,
           program, rowLanes(program, vectorBits), interleave);
     };

@@ -136,6 +136,18 @@ void KernelCodeBuilder::storeVector(Value vector, Value base, Value index) {
   builder.create<LLVM::StoreOp>(loc, vector, address, alignment);
 }
 
+void KernelCodeBuilder::storeVectorMasked(Value vector, Value base,
+                                          Value index, Value mask) {
+  Type elementType = cast<VectorType>(vector.getType()).getElementType();
+  auto ptrType = LLVM::LLVMPointerType::get(builder.getContext());
+  Value address = builder.create<LLVM::GEPOp>(loc, ptrType, elementType, base,
+                                              ValueRange{index},
+                                              /*inbounds=*/true);
+  builder.create<LLVM::MaskedStoreOp>(
+      loc, vector, address, mask,
+      static_cast<uint32_t>(elementType.getIntOrFloatBitWidth() / 8));
+}
+
 Value KernelCodeBuilder::splat(Value scalar, int64_t lanes) {
   auto vectorType = VectorType::get({lanes}, scalar.getType());
   Value poison = builder.create<LLVM::PoisonOp>(loc, vectorType);

@@ -109,8 +109,11 @@ static Value concatVectors(KernelCodeBuilder &code, ArrayRef<Value> vectors) {
 
 /// Stores the components of elements [element, element + lanes) (scalars
 /// for one lane, else one vector per component, interleaved back).
+/// Stores an element (`lanes` of them as vectors); with `laneMask` (a
+/// vector of i1 per lane) only the lanes set, the others' memory untouched.
 static void storeElement(KernelCodeBuilder &code, Value buffer, Value element,
-                         ArrayRef<Value> components, int64_t lanes = 1) {
+                         ArrayRef<Value> components, int64_t lanes = 1,
+                         Value laneMask = {}) {
   int64_t numComponents = components.size();
   Value base = code.builder.create<arith::MulIOp>(code.loc, element,
                                                   code.i64(numComponents));
@@ -123,7 +126,18 @@ static void storeElement(KernelCodeBuilder &code, Value buffer, Value element,
           interleaved.push_back(c * lanes + l);
       all = code.shuffle(all, all, interleaved);
     }
-    code.storeVector(all, buffer, base);
+    if (!laneMask) {
+      code.storeVector(all, buffer, base);
+      return;
+    }
+    // The interleaved vector holds each lane's components together.
+    SmallVector<int32_t> laneOfElement;
+    for (int64_t l = 0; l < lanes; ++l)
+      laneOfElement.append(numComponents, l);
+    Value mask = numComponents > 1
+                     ? code.shuffle(laneMask, laneMask, laneOfElement)
+                     : laneMask;
+    code.storeVectorMasked(all, buffer, base, mask);
     return;
   }
   for (auto [c, value] : llvm::enumerate(components))
@@ -405,15 +419,9 @@ void SegmentProgramEmitter::emitSegment(OpBuilder &b, Location loc,
                 component =
                     lb.create<arith::SelectOp>(ll, rowOutputMask, component,
                                                local.zero(component.getType()));
-            if (laneMask) {
-              Components old =
-                  loadElement(local, outputBuffer(i), program.elementType, row,
-                              value.size(), lanes);
-              for (auto [component, kept] : llvm::zip(value, old))
-                component =
-                    lb.create<arith::SelectOp>(ll, laneMask, component, kept);
-            }
-            storeElement(local, outputBuffer(i), row, value, lanes);
+            // Masked lanes (rows past the segment, which other threads may
+            // write) are not stored.
+            storeElement(local, outputBuffer(i), row, value, lanes, laneMask);
           }
           return next;
         },
