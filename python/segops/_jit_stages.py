@@ -63,6 +63,39 @@ def _is_index(value: Any) -> bool:
     return isinstance(value, Tensor) and value.dim() == 1 and value.dtype in _INDEX_DTYPES
 
 
+def _is_row_block(value: Any) -> bool:
+    """A float tensor of rows with features ((L, F) or wider): its length is
+    a size (of nodes, edges or systems) the function may use as a count."""
+    return isinstance(value, Tensor) and value.dim() >= 2 and value.is_floating_point()
+
+
+def _gathers_as_segment_ops(module: torch.fx.GraphModule) -> None:
+    """`x[j]` and `x.index_select(0, j)` by an index argument become
+    segmented_gather: in a kernel step where j is its index, a gather in
+    registers; otherwise a gather whose adjoint runs over j's transposed
+    order (deterministic), where aten's would scatter."""
+    aten = torch.ops.aten
+    for node in module.graph.nodes:
+        if node.op != "call_function":
+            continue
+        if node.target is aten.index.Tensor and len(node.args) == 2 \
+                and isinstance(node.args[1], (list, tuple)) and len(node.args[1]) == 1:
+            x, index = node.args[0], node.args[1][0]
+        elif node.target is aten.index_select.default and node.args[1] == 0:
+            x, index = node.args[0], node.args[2]
+        else:
+            continue
+        value = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
+        if not (isinstance(index, torch.fx.Node) and index.op == "placeholder"
+                and _is_index(index.meta.get("val")) and isinstance(value, Tensor)
+                and value.is_floating_point() and value.dim() in (1, 2)):
+            continue
+        node.target = torch.ops.segops.segmented_gather.default
+        node.args = (x, index, int(value.shape[0]))
+        node.kwargs = {}
+    module.recompile()
+
+
 def uses_several_indices(args: Sequence[Any]) -> bool:
     """Whether a call passes more than one index tensor (or a Graph)."""
     count = 0
@@ -133,7 +166,7 @@ class StagedFunction:
         classes: dict[int, int] = {}
         for a in flat:
             size = None
-            if _is_index(a):
+            if _is_index(a) or _is_row_block(a):
                 size = concrete(a.shape[0])
             elif type(a) is int or isinstance(a, torch.SymInt):
                 size = concrete(a)
@@ -173,7 +206,7 @@ class StagedFunction:
         """Per size class, the call's size (symbolic inside torch.compile)."""
         sizes: dict[int, Any] = {}
         for a in flat:
-            if _is_index(a):
+            if _is_index(a) or _is_row_block(a):
                 sizes.setdefault(classes[concrete(a.shape[0])], a.shape[0])
             elif type(a) is int or isinstance(a, torch.SymInt):
                 sizes.setdefault(classes[concrete(a)], a)
@@ -225,6 +258,7 @@ class StagedFunction:
         flat_fn.segops_source = fn  # type: ignore[attr-defined]  # errors name the user's lines
         with torch._guards.tracing(None), _disable_current_modes():
             module = trace(flat_fn, self._stand_ins(flat, classes))
+        _gathers_as_segment_ops(module)
         trace_sizes = {size: cls for cls, size in enumerate(_TRACE_SIZES[:len(classes)])}
         placeholders = [n for n in module.graph.nodes if n.op == "placeholder"]
         labels = self._labels(module, trace_sizes)

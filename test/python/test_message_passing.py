@@ -304,7 +304,8 @@ def test_graph_sorts_edges_by_receiver_and_permutes_features() -> None:
 
 
 @pytest.mark.parametrize("make, message", [
-    (lambda e: segops.Graph(e), "needs edge_index"),
+    (lambda e: segops.Graph(), "needs edge_index"),
+    (lambda e: segops.Graph(e), "name the rows' roles"),
     (lambda e: segops.Graph(e, senders=0, receivers=0), "name the rows' roles"),
     (lambda e: segops.Graph(e[:1], senders=0, receivers=1), "must be a \\(2, E\\) tensor"),
     (lambda e: segops.Graph(receivers=e[0], senders=e[1][:-1]), "must have one length"),
@@ -376,6 +377,33 @@ def test_a_gnn_layer_over_wide_rows() -> None:
     weight = torch.randn_like(got)
     for a, b in zip(torch.autograd.grad((got * weight).sum(), (pos, x)),
                     torch.autograd.grad((want * weight).sum(), (pos, x))):
+        torch.testing.assert_close(a, b)
+
+
+def test_pyg_style_indexing_and_counts_from_shapes() -> None:
+    """`pos[j]` and `index_select` by an index argument are gathers (in the
+    receivers' kernel for i; by the transposed order's adjoint for j), and
+    a count may be a tensor's length."""
+    system = lattice_system(2, 3, torch.float64, seed=11)
+
+    @segops.jit
+    def energy(pos: Tensor, eps: Tensor, sigma: Tensor, i: Tensor, j: Tensor, batch: Tensor,
+               systems: int) -> Tensor:
+        rij = pos[j] - pos.index_select(0, i)
+        s6 = (sigma * sigma / (rij * rij).sum(-1)) ** 3
+        e = segops.segmented_sum(2.0 * eps * (s6 * s6 - s6), i, pos.shape[0])
+        return segops.segmented_sum(e, batch, systems)
+
+    pos = system["pos"].clone().requires_grad_()
+    eps = torch.tensor(1.0, dtype=torch.float64, requires_grad=True)
+    sigma = torch.tensor(0.9, dtype=torch.float64, requires_grad=True)
+    args = (system["i"], system["j"], system["batch"])
+    got = energy(pos, eps, sigma, *args, system["systems"])
+    want = lj_reference(pos, eps, sigma, *args, system["atoms"], system["systems"])
+    torch.testing.assert_close(got, want)
+    assert energy.mlir(pos, eps, sigma, *args, system["systems"]).count("func.func") == 2
+    for a, b in zip(torch.autograd.grad(got.sum(), (pos, eps, sigma)),
+                    torch.autograd.grad(want.sum(), (pos, eps, sigma))):
         torch.testing.assert_close(a, b)
 
 
