@@ -41,6 +41,8 @@ static llvm::json::Object describeHost(const SegmentProgram &program) {
   llvm::json::Object host{
       {"symbol", name},
       {"range", program.mapsRowsOnly() ? "rows" : "segments"}};
+  if (std::optional<unsigned> summed = program.summedRowBuffer())
+    host["sums_rows_of"] = *summed;
   if (!program.mapsRowsOnly()) {
     llvm::json::Array passTotals, combine;
     for (unsigned pass = 0; pass < program.numPasses; ++pass) {

@@ -397,6 +397,7 @@ def native_variant(prog: _Program, level: int) -> dict[str, Any]:
     return {
         "kernel": entry["name"], "address": address, "buffers": entry["buffers"],
         "row_range": host.get("range") == "rows", "split": split, "gpu": entry["gpu"],
+        "sums_rows_of": host.get("sums_rows_of"),
         "saved_for_backward": [True] * num_floats,
         "ptx_source": functools.partial(prog.ptx, level),
         "simulator_image": prog.simulator_image(level) if _gpusim.ENABLED else None,

@@ -150,13 +150,17 @@ def _native_variants(spec: SegmentOp, level: int) -> dict[str, dict]:
                 continue
             unused = (_unused_inputs(spec.kernel_name(dtype, width, level + 1))
                       if level < MAX_LEVEL else frozenset())
+            entry = _library.kernel_entry(kernel)
+            host = entry.get("host", {})
             variants[f"{dtype}_w{width}"] = {
                 "kernel": kernel,
-                "buffers": _library.kernel_entry(kernel)["buffers"],
+                "buffers": entry["buffers"],
                 "row_range": _library.kernel(kernel).host_rows,
-                "split": _library.kernel_entry(kernel).get("host", {}).get("split"),
-                "gpu": _library.kernel_entry(kernel)["gpu"],
+                "split": host.get("split"),
+                "gpu": entry["gpu"],
                 "saved_for_backward": [i not in unused for i in range(num_floats)],
+                # A kernel that only sums these rows (by chunks where unsorted).
+                "sums_rows_of": host.get("sums_rows_of"),
             }
     return variants
 

@@ -33,7 +33,7 @@ struct ContentKey {
   }
 };
 
-enum class Fact { SortedRows, Narrowing };
+enum class Fact { SortedRows, Narrowing, Unsorted };
 
 struct Entry {
   ContentKey key;
@@ -122,6 +122,16 @@ void remember(const at::Tensor &idx, Fact fact, int64_t numSegments,
                      ++clock});
 }
 
+/// The tensor a one-tensor fact remembers for idx's content, or undefined.
+at::Tensor cachedTensor(const at::Tensor &idx, Fact fact, int64_t numSegments) {
+  std::optional<ContentKey> key = keyOf(idx);
+  if (!key)
+    return {};
+  std::lock_guard<std::mutex> lock(cacheMutex);
+  Entry *entry = find(*key, fact, numSegments);
+  return entry ? entry->first : at::Tensor();
+}
+
 } // namespace
 
 SortedRows sortRows(const at::Tensor &idx, const at::Tensor &kernelIdx) {
@@ -145,17 +155,21 @@ std::optional<SortedRows> cachedSortedRows(const at::Tensor &idx) {
 }
 
 at::Tensor cachedNarrowing(const at::Tensor &idx, int64_t numSegments) {
-  std::optional<ContentKey> key = keyOf(idx);
-  if (!key)
-    return {};
-  std::lock_guard<std::mutex> lock(cacheMutex);
-  Entry *entry = find(*key, Fact::Narrowing, numSegments);
-  return entry ? entry->first : at::Tensor();
+  return cachedTensor(idx, Fact::Narrowing, numSegments);
 }
 
 void rememberNarrowing(const at::Tensor &idx, int64_t numSegments,
                        const at::Tensor &narrowed) {
   remember(idx, Fact::Narrowing, numSegments, narrowed, at::Tensor());
+}
+
+at::Tensor cachedUnsortedIndex(const at::Tensor &idx, int64_t numSegments) {
+  return cachedTensor(idx, Fact::Unsorted, numSegments);
+}
+
+void rememberUnsortedIndex(const at::Tensor &idx, int64_t numSegments,
+                           const at::Tensor &kernelIdx) {
+  remember(idx, Fact::Unsorted, numSegments, kernelIdx, at::Tensor());
 }
 
 int64_t indexSorts() { return sorts.load(); }

@@ -1,11 +1,12 @@
 //===- index_cache.h - facts derived once per index tensor ------*- C++ -*-===//
 //
 // What the kernels derive from an index's content and may reuse while the
-// content stays the same: an int64 index's int32 narrowing, and the
-// transposed order of an index (its rows in a stable sort by segment: what
-// a reduction by an unsorted sender index, the adjoint of a gather by it,
-// walks). A neighbour list is built once and used by every forward and
-// backward of a training run: each fact is computed once for it.
+// content stays the same: an int64 index's int32 narrowing, the transposed
+// order of an index (its rows in a stable sort by segment: what a reduction
+// by an unsorted sender index, the adjoint of a gather by it, walks), and
+// that an index is unsorted (a sum by it runs by chunks). A neighbour list
+// is built once and used by every forward and backward of a training run:
+// each fact is computed once for it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,6 +43,14 @@ at::Tensor cachedNarrowing(const at::Tensor &idx, int64_t numSegments);
 /// Remembers `narrowed` as `idx`'s narrowing checked against `numSegments`.
 void rememberNarrowing(const at::Tensor &idx, int64_t numSegments,
                        const at::Tensor &narrowed);
+
+/// `idx`'s int32 kernel index, if remembered as unsorted with every value in
+/// [0, numSegments) for its current content; else an undefined tensor.
+at::Tensor cachedUnsortedIndex(const at::Tensor &idx, int64_t numSegments);
+/// Remembers that `idx` (as the int32 `kernelIdx`) is unsorted, with every
+/// value in [0, numSegments).
+void rememberUnsortedIndex(const at::Tensor &idx, int64_t numSegments,
+                           const at::Tensor &kernelIdx);
 
 /// How many times an index was sorted (a cache miss), for tests.
 int64_t indexSorts();

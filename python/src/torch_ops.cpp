@@ -17,6 +17,7 @@
 #include "torch_ops.h"
 
 #include "gpu_program.h"
+#include "scatter_sum.h"
 #include "segrt/BufferCache.h"
 #include "segrt/Host.h"
 #include "segrt/IndexCheck.h"
@@ -307,6 +308,46 @@ at::Tensor narrowedIndex(const at::Tensor &idx, int64_t numSegments,
   return narrowed;
 }
 
+/// Runs a kernel that only sums one input's rows (Variant::summedRowBuffer)
+/// on the unsorted int32 `kernelIdx` by chunks (scatter_sum.h), if the sizes
+/// suit that: true, with its result in `outputs`; false, having done
+/// nothing, if they do not.
+static bool sumRowsByChunksIfSuited(const OperatorLevel &level,
+                                    const OperatorCall &call,
+                                    const at::Tensor &kernelIdx,
+                                    c10::SmallVector<at::Tensor, 4> &outputs) {
+  const Variant &variant = *call.variant;
+  if (variant.summedRowBuffer < 0)
+    return false;
+  size_t rowsArgument = 0;
+  const Buffer *output = nullptr;
+  for (size_t position = 0; position < variant.buffers.size(); ++position) {
+    const Buffer &buffer = variant.buffers[position];
+    if (buffer.isOutput)
+      output = &buffer;
+    else if (!buffer.isIndex &&
+             position < static_cast<size_t>(variant.summedRowBuffer))
+      ++rowsArgument;
+  }
+  const at::Tensor &rows = call.floats[rowsArgument];
+  int64_t numRows = call.idx.size(0), numSegments = call.numSegments;
+  at::DimVector shape{numSegments};
+  int64_t width = 1;
+  for (size_t d = 1; d < output->shape.size(); ++d) {
+    shape.push_back(output->shape[d]);
+    width *= output->shape[d];
+  }
+  if (!sumsByChunks(numRows, numSegments, width, rows.element_size()))
+    return false;
+  at::Tensor sums = emptyHostOutput(shape, output->dtype);
+  if (!sumRowsByChunks(contiguousInput(rows), kernelIdx.data_ptr<int32_t>(),
+                       numSegments, sums))
+    reportInvalid(level, call.floats, call.idx, numSegments,
+                  "idx is out of range");
+  outputs = {sums};
+  return true;
+}
+
 c10::SmallVector<at::Tensor, 4> runHostCall(const OperatorLevel &level,
                                             const OperatorCall &call) {
   const Variant &variant = *call.variant;
@@ -328,8 +369,22 @@ c10::SmallVector<at::Tensor, 4> runHostCall(const OperatorLevel &level,
   // An index whose sorted rows are known (an unsorted one seen before, with
   // the same content) runs on them at once: no narrowing, no sort.
   std::optional<SortedRows> known;
-  if (variant.range == segrt::HostRange::Segments)
+  c10::SmallVector<at::Tensor, 4> sums;
+  if (variant.range == segrt::HostRange::Segments) {
     known = cachedSortedRows(idx);
+    // A sum by an index known to be unsorted (remembered as such, or with
+    // a transposed order) runs by chunks, on the index as it is.
+    if (variant.summedRowBuffer >= 0) {
+      at::Tensor unsorted = cachedUnsortedIndex(idx, numSegments);
+      if (!unsorted.defined() && known)
+        unsorted = idx.scalar_type() == at::kLong
+                       ? narrowedIndex(idx, numSegments, threads)
+                       : contiguousInput(idx);
+      if (unsorted.defined() &&
+          sumRowsByChunksIfSuited(level, call, unsorted, sums))
+        return sums;
+    }
+  }
   BoundBuffers bound;
   if (known) {
     if (numRows > 0 || numSegments > 0) {
@@ -355,8 +410,12 @@ c10::SmallVector<at::Tensor, 4> runHostCall(const OperatorLevel &level,
     // Segment kernels walk sorted rows: an unsorted index runs again on
     // its rows in sorted order (sorted ones cost nothing more), which are
     // remembered for the next call with this index.
-    if (check.problem == segrt::IndexProblem::Unsorted)
+    if (check.problem == segrt::IndexProblem::Unsorted) {
+      rememberUnsortedIndex(idx, numSegments, bound.kernelIdx);
+      if (sumRowsByChunksIfSuited(level, call, bound.kernelIdx, sums))
+        return sums;
       check = runOnSortedRows(call, sortRows(idx, bound.kernelIdx), bound, run);
+    }
     if (check.problem != segrt::IndexProblem::None)
       reportInvalid(level, call.floats, idx, numSegments,
                     "idx is out of range");
@@ -697,6 +756,8 @@ Variant parseVariant(const py::dict &entry) {
   }
   variant.savedForBackward =
       entry["saved_for_backward"].cast<std::vector<bool>>();
+  if (entry.contains("sums_rows_of") && !entry["sums_rows_of"].is_none())
+    variant.summedRowBuffer = entry["sums_rows_of"].cast<int>();
   return variant;
 }
 

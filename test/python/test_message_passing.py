@@ -239,20 +239,27 @@ def test_scatter_by_senders_is_deterministic_and_sorts_once() -> None:
 
 @pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64])
 def test_in_place_change_of_the_index_invalidates_its_order(index_dtype: torch.dtype) -> None:
+    """A mean walks the transposed order (a plain sum runs by chunks,
+    test_sums_by_chunks.py)."""
     generator = torch.Generator().manual_seed(6)
     j = torch.randint(0, 50, (3000,), generator=generator).to(index_dtype)
     x = torch.randn(3000, dtype=torch.float64, generator=generator)
     native = ops.native_kernels()
-    segops.segmented_sum(x, j, 50)
+
+    def want() -> Tensor:
+        total = torch.zeros(50, dtype=torch.float64).index_add_(0, j.long(), x)
+        count = torch.zeros(50, dtype=torch.float64).index_add_(
+            0, j.long(), torch.ones_like(x))
+        return total / count.clamp(min=1)
+
+    segops.segmented_mean(x, j, 50)
     sorts = native.index_sorts()
     j[:10] = 49 - j[:10]  # in place: the version counter moves
-    got = segops.segmented_sum(x, j, 50)
+    got = segops.segmented_mean(x, j, 50)
     assert native.index_sorts() == sorts + 1
-    want = torch.zeros(50, dtype=torch.float64).index_add_(0, j.long(), x)
-    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(got, want())
     j.copy_(torch.flip(j, [0]))
-    torch.testing.assert_close(segops.segmented_sum(x, j, 50),
-                               torch.zeros(50, dtype=torch.float64).index_add_(0, j.long(), x))
+    torch.testing.assert_close(segops.segmented_mean(x, j, 50), want())
 
 
 def test_a_freed_index_never_hits_another_tensors_order() -> None:

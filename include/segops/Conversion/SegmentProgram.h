@@ -27,7 +27,9 @@
 #include "segops/Dialect/Seg/Analysis/ValueSpaces.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
+
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace mlir {
@@ -102,6 +104,12 @@ public:
   bool hasLongSegmentKernels() const {
     return !mapsRowsOnly() && reducesBySumsOnly();
   }
+
+  /// The buffer whose rows the program only sums by idx, if it is exactly
+  /// that (one result, `seg.sum` of a float argument: segmented_sum, and
+  /// segmented_gather's adjoint). The runtime may then add the rows of an
+  /// unsorted index in any fixed grouping, without sorting them.
+  std::optional<unsigned> summedRowBuffer() const;
 
   /// How each accumulator of pass `pass` combines, in accumulator order.
   SmallVector<arith::AtomicRMWKind> combiningKinds(unsigned pass) const;

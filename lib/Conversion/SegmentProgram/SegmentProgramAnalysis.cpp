@@ -376,6 +376,22 @@ bool SegmentProgram::reducesBySumsOnly() const {
                       });
 }
 
+std::optional<unsigned> SegmentProgram::summedRowBuffer() const {
+  Block &body = func.getBody().front();
+  ValueRange results = body.getTerminator()->getOperands();
+  auto sum = results.size() == 1 ? results.front().getDefiningOp<SumOp>()
+                                 : SumOp();
+  auto rows = sum ? dyn_cast<BlockArgument>(sum.getX()) : BlockArgument();
+  if (!rows || !hasInfo(rows) || info(rows).space != ValueSpace::Row)
+    return std::nullopt;
+  // Nothing else computed: only the sum and what its count is read from.
+  for (Operation &op : body.without_terminator())
+    if (&op != sum.getOperation() &&
+        !isa<tensor::DimOp, arith::ConstantOp>(op))
+      return std::nullopt;
+  return argumentBuffer[rows.getArgNumber()];
+}
+
 SmallVector<arith::AtomicRMWKind>
 SegmentProgram::combiningKinds(unsigned pass) const {
   SmallVector<arith::AtomicRMWKind> kinds;
