@@ -87,8 +87,9 @@ bool sumByChunks(const T *rows, const int32_t *idx, int64_t numRows,
 
 bool sumsByChunks(int64_t numRows, int64_t numSegments, int64_t width,
                   int64_t elementSize) {
+  // Divided, not multiplied: a huge S must not wrap around.
   return numRows > 0 && width > 0 &&
-         numSegments * width * elementSize <= kMaxTableBytes;
+         numSegments <= kMaxTableBytes / (width * elementSize);
 }
 
 bool sumRowsByChunks(const at::Tensor &rows, const int32_t *idx,
