@@ -11,8 +11,9 @@
 namespace segops_torch {
 namespace {
 
-// A chunk's table is at most this large: it stays in a core's L2.
-constexpr int64_t kMaxTableBytes = int64_t(1) << 20;
+// A chunk's table is at most this large (measured in docs/benchmarks.md:
+// up to 8 MiB, adding rows into it beats reading them in sender order).
+constexpr int64_t kMaxTableBytes = int64_t(1) << 23;
 // At most this many chunks (tables to clear and add), so at most this many
 // threads work on one sum.
 constexpr int64_t kMaxChunks = 16;

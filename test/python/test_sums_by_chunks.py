@@ -21,7 +21,7 @@ from segops import ops
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 # python/src/scatter_sum.cpp's thresholds.
-MAX_TABLE_BYTES = 1 << 20
+MAX_TABLE_BYTES = 1 << 23
 MIN_CHUNK_ROWS = 16384
 MAX_CHUNKS = 16
 
