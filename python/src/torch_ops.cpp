@@ -308,7 +308,7 @@ at::Tensor narrowedIndex(const at::Tensor &idx, int64_t numSegments,
   return narrowed;
 }
 
-/// Runs a kernel that only sums one input's rows (Variant::summedRowBuffer)
+/// Runs a kernel that only sums one input's rows (Variant::summedFloatArgument)
 /// on the unsorted int32 `kernelIdx` by chunks (scatter_sum.h), if the sizes
 /// suit that: true, with its result in `outputs`; false, having done
 /// nothing, if they do not.
@@ -317,19 +317,10 @@ static bool sumRowsByChunksIfSuited(const OperatorLevel &level,
                                     const at::Tensor &kernelIdx,
                                     c10::SmallVector<at::Tensor, 4> &outputs) {
   const Variant &variant = *call.variant;
-  if (variant.summedRowBuffer < 0)
+  if (variant.summedFloatArgument < 0)
     return false;
-  size_t rowsArgument = 0;
-  const Buffer *output = nullptr;
-  for (size_t position = 0; position < variant.buffers.size(); ++position) {
-    const Buffer &buffer = variant.buffers[position];
-    if (buffer.isOutput)
-      output = &buffer;
-    else if (!buffer.isIndex &&
-             position < static_cast<size_t>(variant.summedRowBuffer))
-      ++rowsArgument;
-  }
-  const at::Tensor &rows = call.floats[rowsArgument];
+  const Buffer *output = &variant.buffers.back(); // the one result
+  const at::Tensor &rows = call.floats[variant.summedFloatArgument];
   int64_t numRows = call.idx.size(0), numSegments = call.numSegments;
   at::DimVector shape{numSegments};
   int64_t width = 1;
@@ -374,7 +365,7 @@ c10::SmallVector<at::Tensor, 4> runHostCall(const OperatorLevel &level,
     known = cachedSortedRows(idx);
     // A sum by an index known to be unsorted (remembered as such, or with
     // a transposed order) runs by chunks, on the index as it is.
-    if (variant.summedRowBuffer >= 0) {
+    if (variant.summedFloatArgument >= 0) {
       at::Tensor unsorted = cachedUnsortedIndex(idx, numSegments);
       if (!unsorted.defined() && known)
         unsorted = idx.scalar_type() == at::kLong
@@ -756,8 +747,13 @@ Variant parseVariant(const py::dict &entry) {
   }
   variant.savedForBackward =
       entry["saved_for_backward"].cast<std::vector<bool>>();
-  if (entry.contains("sums_rows_of") && !entry["sums_rows_of"].is_none())
-    variant.summedRowBuffer = entry["sums_rows_of"].cast<int>();
+  if (entry.contains("sums_rows_of") && !entry["sums_rows_of"].is_none()) {
+    // Buffers before it, but idx, are the float arguments before it.
+    auto summed = entry["sums_rows_of"].cast<size_t>();
+    variant.summedFloatArgument = 0;
+    for (size_t position = 0; position < summed; ++position)
+      variant.summedFloatArgument += !variant.buffers[position].isIndex;
+  }
   return variant;
 }
 

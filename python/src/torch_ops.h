@@ -90,9 +90,10 @@ struct Variant {
   /// Per float argument: whether the next level's kernel reads it (what the
   /// backward must save).
   std::vector<bool> savedForBackward;
-  /// The buffer whose rows the kernel only sums by idx (the manifest's
-  /// sums_rows_of), or -1: an unsorted index may then run by chunks.
-  int summedRowBuffer = -1;
+  /// The float argument whose rows the kernel only sums by idx (the
+  /// manifest's sums_rows_of, a buffer), or -1: an unsorted index may then
+  /// run by chunks.
+  int summedFloatArgument = -1;
 };
 
 /// One level of an operator (`segops::segmented_sum_grad` is level 1 of
