@@ -3,6 +3,7 @@
 #include "segops/Target/OpLibrary.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/Threading.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Export.h"
@@ -54,6 +55,12 @@ static void optimize(llvm::Module &module, llvm::TargetMachine &machine,
 static FailureOr<std::string> emitObject(ModuleOp module, StringRef cpu,
                                          StringRef name,
                                          unsigned optLevel = 3) {
+  // The trailing parameters' names (seg.param) are for reading the IR;
+  // LLVM IR has no place for them.
+  module.walk([](LLVM::LLVMFuncOp function) {
+    for (unsigned i = 0, e = function.getNumArguments(); i < e; ++i)
+      function.removeArgAttr(i, "seg.param");
+  });
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> llvmModule =
       translateModuleToLLVMIR(module, llvmContext, name);

@@ -112,8 +112,16 @@ static llvm::json::Object describeKernel(const SegmentProgram &program,
     };
     if (!buffer.isOutput)
       description["read"] = buffer.isRead;
+    if (buffer.sumsBy >= 0) {
+      description["sums_by"] = buffer.sumsBy;
+      description["into_rows_of"] = buffer.sumsIntoRowsOf;
+    }
     buffers.push_back(std::move(description));
   }
+  llvm::json::Array gathers;
+  for (const TableGather &gather : program.gathers)
+    gathers.push_back(llvm::json::Object{{"index", gather.indexBuffer},
+                                         {"table", gather.tableBuffer}});
   llvm::json::Array ops;
   program.func.walk([&](Operation *op) {
     if (isa<SegDialect>(op->getDialect()))
@@ -124,6 +132,8 @@ static llvm::json::Object describeKernel(const SegmentProgram &program,
       {"ops", std::move(ops)},
       {"dtype", typeName(program.elementType)},
       {"buffers", std::move(buffers)},
+      // Second indices: the table buffers read at their values' rows.
+      {"gathers", std::move(gathers)},
       {"sizes", llvm::json::Array{"N", "S"}},
       {"passes", program.numPasses},
       {"gpu", describeGPU(program, blockSize)},

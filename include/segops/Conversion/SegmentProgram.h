@@ -49,6 +49,21 @@ struct KernelBuffer {
   Type elementType;
   /// Symbolic shape: "N" or "S", then the element shape ("3").
   SmallVector<std::string, 3> shape;
+  /// Outputs of seg.scatter_sum: the kernel writes the N rows to sum, and
+  /// the runtime sums them by the index in buffer `sumsBy` into as many
+  /// rows as buffer `sumsIntoRowsOf` has. -1 for other buffers.
+  int sumsBy = -1;
+  int sumsIntoRowsOf = -1;
+};
+
+/// A table read by a second index (seg.gather_rows): the runtime checks
+/// that the index buffer's values are rows of the table buffer.
+struct TableGather {
+  unsigned indexBuffer;
+  unsigned tableBuffer;
+  bool operator==(const TableGather &other) const {
+    return indexBuffer == other.indexBuffer && tableBuffer == other.tableBuffer;
+  }
 };
 
 /// The analysis of one kernel function.
@@ -156,6 +171,8 @@ public:
   /// True if the program has row outputs (so rows outside every valid
   /// segment must be zeroed).
   bool hasRowOutputs = false;
+  /// The tables the program reads by second indices, once each.
+  SmallVector<TableGather, 2> gathers;
 
 private:
   DenseMap<Value, Info> infos;

@@ -59,6 +59,7 @@ private:
   LogicalResult findIndex();
   LogicalResult assignSpaces();
   LogicalResult checkSizes();
+  LogicalResult checkSecondIndices();
   void eraseDeadOps();
   void assignPasses();
   LogicalResult buildBuffers();
@@ -132,8 +133,11 @@ LogicalResult SegmentProgramAnalysis::findIndex() {
   SmallVector<BlockArgument> indices;
   for (BlockArgument arg : body.getArguments()) {
     auto tensor = dyn_cast<RankedTensorType>(arg.getType());
+    bool isSecondIndex = llvm::any_of(arg.getUsers(), [](Operation *user) {
+      return isa<GatherRowsOp, ScatterSumOp>(user);
+    });
     if (tensor && tensor.getRank() == 1 &&
-        isa<IntegerType>(tensor.getElementType()))
+        isa<IntegerType>(tensor.getElementType()) && !isSecondIndex)
       indices.push_back(arg);
   }
   if (indices.size() != 1)
@@ -172,6 +176,41 @@ LogicalResult SegmentProgramAnalysis::assignSpaces() {
       info.shape.assign(tensor.getShape().drop_front().begin(),
                         tensor.getShape().drop_front().end());
     program.infos[value] = info;
+  }
+  return success();
+}
+
+// seg.gather_rows reads an argument's rows by an argument index; a
+// seg.scatter_sum is returned as it is (the runtime sums the rows the
+// kernel writes), into as many rows as an argument has. In the program a
+// scatter_sum's result is its rows: per row.
+LogicalResult SegmentProgramAnalysis::checkSecondIndices() {
+  Block &body = func.getBody().front();
+  for (Operation &op : body.without_terminator()) {
+    if (auto gather = dyn_cast<GatherRowsOp>(op)) {
+      if (!isa<BlockArgument>(gather.getTable()))
+        return fail("seg.gather_rows reads its table at random rows, so the "
+                    "table must be a function argument");
+      if (!isa<BlockArgument>(gather.getJ()))
+        return fail("seg.gather_rows' index must be a function argument");
+      continue;
+    }
+    auto scatter = dyn_cast<ScatterSumOp>(op);
+    if (!scatter)
+      continue;
+    if (!isa<BlockArgument>(scatter.getJ()))
+      return fail("seg.scatter_sum's index must be a function argument");
+    if (!llvm::all_of(scatter->getUsers(), [](Operation *user) {
+          return isa<func::ReturnOp>(user);
+        }))
+      return fail("seg.scatter_sum's result must be returned as it is (the "
+                  "kernel writes the rows to sum, the runtime sums them)");
+    auto dim = scatter.getNumRows().getDefiningOp<tensor::DimOp>();
+    if (!dim || dim.getConstantIndex() != std::optional<int64_t>(0) ||
+        !isa<BlockArgument>(dim.getSource()))
+      return fail("seg.scatter_sum's num_rows must be the length of a tensor "
+                  "argument");
+    program.infos[scatter.getResult()].space = ValueSpace::Row;
   }
   return success();
 }
@@ -284,6 +323,26 @@ LogicalResult SegmentProgramAnalysis::buildBuffers() {
     if (info.space == ValueSpace::Row)
       program.hasRowOutputs = true;
     addBuffer(result, "result" + std::to_string(i), /*isOutput=*/true);
+    if (auto scatter = result.getDefiningOp<ScatterSumOp>()) {
+      auto into = cast<BlockArgument>(
+          scatter.getNumRows().getDefiningOp<tensor::DimOp>().getSource());
+      program.buffers.back().sumsBy = program.argumentBuffer[cast<BlockArgument>(
+          scatter.getJ()).getArgNumber()];
+      program.buffers.back().sumsIntoRowsOf =
+          program.argumentBuffer[into.getArgNumber()];
+    }
+  }
+  for (Operation &op : body.without_terminator()) {
+    auto gather = dyn_cast<GatherRowsOp>(op);
+    if (!gather)
+      continue;
+    TableGather use{
+        unsigned(program.argumentBuffer[cast<BlockArgument>(gather.getJ())
+                                            .getArgNumber()]),
+        unsigned(program.argumentBuffer[cast<BlockArgument>(gather.getTable())
+                                            .getArgNumber()])};
+    if (!llvm::is_contained(program.gathers, use))
+      program.gathers.push_back(use);
   }
   return success();
 }
@@ -304,7 +363,8 @@ FailureOr<SegmentProgram> SegmentProgramAnalysis::run() {
       return fail("result #" + Twine(i) + " is not a tensor (it has type " +
                   typeString(type) + ")");
   if (failed(checkElementTypes()) || failed(findIndex()) ||
-      failed(assignSpaces()) || failed(checkSizes()))
+      failed(assignSpaces()) || failed(checkSizes()) ||
+      failed(checkSecondIndices()))
     return failure();
   eraseDeadOps();
   assignPasses();

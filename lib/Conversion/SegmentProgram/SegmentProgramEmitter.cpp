@@ -297,6 +297,29 @@ Components SegmentProgramEmitter::rowValue(OpBuilder &b, Location loc,
               return Components(program.info(value).numComponents(),
                                 segment_(splat.getInput())[0]);
             })
+            .Case<GatherRowsOp>([&](GatherRowsOp gather) {
+              // The table's rows at j's values for these rows: scalar
+              // loads, one per lane (the runtime checked j's range).
+              Value j = bufferOf(gather.getJ());
+              Value rows =
+                  lanes == 1
+                      ? code.load(j, b.getI32Type(), row)
+                      : code.loadVector(j, b.getI32Type(), row, lanes);
+              Type wide = lanes == 1 ? Type(b.getI64Type())
+                                     : VectorType::get({lanes}, b.getI64Type());
+              rows = b.create<arith::ExtSIOp>(loc, wide, rows);
+              auto table = cast<RankedTensorType>(gather.getTable().getType());
+              int64_t components = 1;
+              for (int64_t d : table.getShape().drop_front())
+                components *= d;
+              return loadElement(code, bufferOf(gather.getTable()),
+                                 program.elementType, rows, components);
+            })
+            .Case<ScatterSumOp>([&](ScatterSumOp scatter) {
+              // The kernel's part of the sum: the rows; the runtime adds
+              // them by j.
+              return row_(scatter.getX());
+            })
             .Default([&](Operation *other) {
               SmallVector<Components> operands;
               for (Value operand : other->getOperands())

@@ -132,3 +132,35 @@ func.func @two_indices(%x: tensor<?xf32> {seg.space = "row"}, %a: tensor<?xi32>,
   return %0 : tensor<?xf32>
 }
 
+
+// -----
+
+// A table is read at random rows: it must be in memory, an argument.
+// expected-error @+1 {{'gather_computed' is not a seg kernel function: seg.gather_rows reads its table at random rows, so the table must be a function argument}}
+func.func @gather_computed(%x: tensor<?xf32>, %j: tensor<?xi32>, %idx: tensor<?xi32>, %n: index) -> tensor<?xf32> {
+  %t = arith.mulf %x, %x : tensor<?xf32>
+  %g = seg.gather_rows %t, %j : tensor<?xf32>, tensor<?xi32> -> tensor<?xf32>
+  %0 = seg.sum %g, %idx, %n : tensor<?xf32>, tensor<?xi32> -> tensor<?xf32>
+  return %0 : tensor<?xf32>
+}
+
+// -----
+
+// The runtime sums a scatter_sum's rows after the kernel: nothing in the
+// kernel can use the sums.
+// expected-error @+1 {{'scatter_used' is not a seg kernel function: seg.scatter_sum's result must be returned as it is (the kernel writes the rows to sum, the runtime sums them)}}
+func.func @scatter_used(%x: tensor<?xf32>, %t: tensor<?xf32>, %j: tensor<?xi32>, %idx: tensor<?xi32>) -> tensor<?xf32> {
+  %c0 = arith.constant 0 : index
+  %m = tensor.dim %t, %c0 : tensor<?xf32>
+  %0 = seg.scatter_sum %x, %j, %m : tensor<?xf32>, tensor<?xi32> -> tensor<?xf32>
+  %1 = arith.mulf %0, %0 : tensor<?xf32>
+  return %1 : tensor<?xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'scatter_count' is not a seg kernel function: seg.scatter_sum's num_rows must be the length of a tensor argument}}
+func.func @scatter_count(%x: tensor<?xf32>, %j: tensor<?xi32>, %idx: tensor<?xi32>, %m: index) -> tensor<?xf32> {
+  %0 = seg.scatter_sum %x, %j, %m : tensor<?xf32>, tensor<?xi32> -> tensor<?xf32>
+  return %0 : tensor<?xf32>
+}

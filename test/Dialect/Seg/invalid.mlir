@@ -312,3 +312,44 @@ func.func @broadcast_to_dynamic_width(%x: tensor<?xf32>) -> tensor<?x?xf32> {
   %0 = seg.broadcast %x : tensor<?xf32> -> tensor<?x?xf32>
   return %0 : tensor<?x?xf32>
 }
+
+// -----
+
+func.func @gather_rows_width(%t: tensor<?x3xf32>, %j: tensor<?xi32>) {
+  // expected-error @+1 {{'seg.gather_rows' op expects result to have the row width of table (3), but got 4}}
+  %0 = seg.gather_rows %t, %j : tensor<?x3xf32>, tensor<?xi32> -> tensor<?x4xf32>
+  return
+}
+
+// -----
+
+func.func @gather_rows_table_rank(%t: tensor<?x3x3xf32>, %j: tensor<?xi32>) {
+  // expected-error @+1 {{'seg.gather_rows' op expects table to have shape (M) or (M,F) with a static F >= 1, but got 'tensor<?x3x3xf32>'}}
+  %0 = seg.gather_rows %t, %j : tensor<?x3x3xf32>, tensor<?xi32> -> tensor<?x3xf32>
+  return
+}
+
+// -----
+
+func.func @gather_rows_rows(%t: tensor<?xf32>, %j: tensor<5xi32>) {
+  // expected-error @+1 {{'seg.gather_rows' op expects result and j to have the same leading dimension, but got 4 and 5}}
+  %0 = seg.gather_rows %t, %j : tensor<?xf32>, tensor<5xi32> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @scatter_sum_type(%x: tensor<?xf32>, %j: tensor<?xi32>, %m: index) {
+  // expected-error @+1 {{'seg.scatter_sum' op expects x and result to have the same element type, but got 'f32' and 'f64'}}
+  %0 = seg.scatter_sum %x, %j, %m : tensor<?xf32>, tensor<?xi32> -> tensor<?xf64>
+  return
+}
+
+// -----
+
+func.func @scatter_sum_rows(%x: tensor<?x3xf32>, %j: tensor<?xi32>) {
+  %m = arith.constant 4 : index
+  // expected-error @+1 {{'seg.scatter_sum' op expects result to have num_rows (4) rows, but got 5}}
+  %0 = seg.scatter_sum %x, %j, %m : tensor<?x3xf32>, tensor<?xi32> -> tensor<5x3xf32>
+  return
+}

@@ -21,6 +21,8 @@ StringRef mlir::seg::stringifyValueSpace(ValueSpace space) {
     return "size";
   case ValueSpace::Scalar:
     return "scalar";
+  case ValueSpace::Table:
+    return "table";
   }
   llvm_unreachable("unknown value space");
 }
@@ -29,6 +31,20 @@ StringRef mlir::seg::stringifyValueSpace(ValueSpace space) {
 /// on same-shaped tensors (or scalars), and per-element shape changes.
 static bool isElementwise(Operation *op) {
   return isKernelElementwiseOp(op) || isa<ComponentOpInterface>(op);
+}
+
+/// How a diagnostic names a space.
+static std::string describe(ValueSpace space) {
+  switch (space) {
+  case ValueSpace::Row:
+    return "per row";
+  case ValueSpace::Segment:
+    return "per segment";
+  case ValueSpace::Table:
+    return "as a table summed by a second index";
+  default:
+    return ("as a " + stringifyValueSpace(space)).str();
+  }
 }
 
 namespace {
@@ -62,7 +78,13 @@ LogicalResult SpaceInference::assign(Value value, ValueSpace space) {
     return success();
   }
   if (it->second != space) {
-    fail("a value is used both per row and per segment")
+    bool rowAndSegment =
+        llvm::is_contained({ValueSpace::Row, ValueSpace::Segment}, space) &&
+        llvm::is_contained({ValueSpace::Row, ValueSpace::Segment}, it->second);
+    fail(rowAndSegment ? std::string("a value is used both per row and per "
+                                     "segment")
+                       : "a value is used both " + describe(it->second) +
+                             " and " + describe(space))
             .attachNote(value.getLoc())
         << "this value";
     return failure();
@@ -117,6 +139,18 @@ LogicalResult SpaceInference::assignSpaces() {
               return assign(segOp->getResult(0),
                             segOp.getSegmentCount() ? ValueSpace::Segment
                                                     : ValueSpace::Row);
+            })
+            .Case<GatherRowsOp>([&](GatherRowsOp gather) {
+              // The table is read at random rows: any argument will do.
+              if (failed(assign(gather.getJ(), ValueSpace::Row)))
+                return failure();
+              return assign(gather.getResult(), ValueSpace::Row);
+            })
+            .Case<ScatterSumOp>([&](ScatterSumOp scatter) {
+              if (failed(assign(scatter.getX(), ValueSpace::Row)) ||
+                  failed(assign(scatter.getJ(), ValueSpace::Row)))
+                return failure();
+              return assign(scatter.getResult(), ValueSpace::Table);
             })
             .Case<arith::ConstantOp>([&](arith::ConstantOp constant) {
               if (isa<IndexType>(constant.getType()))

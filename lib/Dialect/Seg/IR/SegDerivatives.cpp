@@ -157,6 +157,27 @@ LogicalResult GatherOp::buildAdjoints(OpBuilder &b, ArrayRef<Value> results,
   return success();
 }
 
+// gather_rows: out[i] = t[j[i]]  =>  t̄ = scatter_sum(ḡ, j) into t's rows
+LogicalResult GatherRowsOp::buildAdjoints(OpBuilder &b, ArrayRef<Value> results,
+                                          SmallVectorImpl<Value> &operands) {
+  operands.assign(getNumOperands(), Value());
+  if (Value g = results[0])
+    operands[0] =
+        b.create<ScatterSumOp>(getLoc(), getTable().getType(), g, getJ(),
+                               leadingDim(b, getLoc(), getTable()));
+  return success();
+}
+
+// scatter_sum: out[m] = Σ_{j[i]=m} x[i]  =>  x̄ = gather_rows(ḡ, j)
+LogicalResult ScatterSumOp::buildAdjoints(OpBuilder &b, ArrayRef<Value> results,
+                                          SmallVectorImpl<Value> &operands) {
+  operands.assign(getNumOperands(), Value());
+  if (Value g = results[0])
+    operands[0] =
+        b.create<GatherRowsOp>(getLoc(), getX().getType(), g, getJ());
+  return success();
+}
+
 // outer_sum: M[s] = Σ v[i] g[i]ᵀ  =>  v̄[i] = M̄[s] g[i], ḡ[i] = M̄[s]ᵀ v[i]
 LogicalResult OuterSumOp::buildAdjoints(OpBuilder &b, ArrayRef<Value> results,
                                         SmallVectorImpl<Value> &operands) {

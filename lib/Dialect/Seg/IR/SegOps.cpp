@@ -235,6 +235,50 @@ LogicalResult GatherOp::verify() {
   return success();
 }
 
+LogicalResult GatherRowsOp::verify() {
+  Rows table{*this, getTable(), "table"}, j{*this, getJ(), "j"},
+      out{*this, getResult(), "result"};
+  FailureOr<int64_t> tableWidth = verifyRowTensor(table, "M");
+  if (failed(tableWidth))
+    return failure();
+  FailureOr<int64_t> outWidth = verifyRowTensor(out);
+  if (failed(outWidth))
+    return failure();
+  if (*tableWidth != *outWidth)
+    return emitOpError() << "expects result to have the row width of table ("
+                         << *tableWidth << "), but got " << *outWidth;
+  if (failed(verifySameElementType({table, out})) ||
+      failed(verifySameLeadingDim(out, j)))
+    return failure();
+  return success();
+}
+
+LogicalResult ScatterSumOp::verify() {
+  Rows x{*this, getX(), "x"}, j{*this, getJ(), "j"},
+      out{*this, getResult(), "result"};
+  FailureOr<int64_t> xWidth = verifyRowTensor(x);
+  if (failed(xWidth))
+    return failure();
+  FailureOr<int64_t> outWidth = verifyRowTensor(out, "M");
+  if (failed(outWidth))
+    return failure();
+  if (*xWidth != *outWidth)
+    return emitOpError() << "expects result to have the row width of x ("
+                         << *xWidth << "), but got " << *outWidth;
+  if (failed(verifySameElementType({x, out})) ||
+      failed(verifySameLeadingDim(x, j)))
+    return failure();
+  std::optional<int64_t> numRows = getConstantIntValue(getNumRows());
+  if (numRows && *numRows < 0)
+    return emitOpError() << "expects num_rows to be non-negative, but got "
+                         << *numRows;
+  int64_t dim = out.type().getDimSize(0);
+  if (numRows && !ShapedType::isDynamic(dim) && dim != *numRows)
+    return emitOpError() << "expects result to have num_rows (" << *numRows
+                         << ") rows, but got " << dim;
+  return success();
+}
+
 LogicalResult OuterSumOp::verify() {
   Rows v{*this, getV(), "v"}, g{*this, getG(), "g"},
       idx{*this, getIdx(), "idx"}, out{*this, getResult(), "result"};

@@ -4,6 +4,9 @@
 // or per segment (S segments). Seg ops fix the spaces of their operands and
 // results; elementwise ops and splats share one space among their tensors.
 // A (?, 3, 3) argument is per segment (matrices exist only per segment).
+// A table that seg.gather_rows reads by a second index gets no space from
+// it (any argument can be read at random rows); seg.scatter_sum's result
+// is a table of its own.
 // A `seg.space = "row" | "segment"` argument attribute fixes an argument's
 // space where no op does (seg-differentiate writes it on gradient
 // functions, whose zero gradients may not touch any seg op).
@@ -24,6 +27,7 @@ enum class ValueSpace {
   Segment, // one element per segment
   Size,    // an index: N, S or a constant
   Scalar,  // a floating-point scalar constant
+  Table,   // rows by a second index: a seg.scatter_sum's result
 };
 
 /// The name of the argument attribute that fixes an argument's space.

@@ -298,6 +298,75 @@ def Seg_CountOp : Seg_Op<"count", [Pure,
 }
 
 //===----------------------------------------------------------------------===//
+// Message passing: rows of a table by a second index, and its adjoint.
+//===----------------------------------------------------------------------===//
+
+def Seg_GatherRowsOp : Seg_Op<"gather_rows", [Pure,
+    DeclareOpInterfaceMethods<Seg_ReverseDifferentiableOpInterface>]> {
+  let summary = "Gather rows of a table by a second index, in any order";
+  let description = [{
+    `out[i] = table[j[i]]`: the sender side of message passing (`pos[j]`
+    with `j` the unsorted senders of edges grouped by receiver). `j` is an
+    index other than the function's segment index, one `i32` per row, in
+    any order; `table` is `(M)` or `(M,F)`, a function argument in kernel
+    functions (its rows are read at random), and the result `(N)` or
+    `(N,F)` with `N` the length of `j`. Kernels read the table where the
+    gathered value is used (it stays in registers); `j`'s values must lie
+    in `[0, M)`, which the runtime checks before a kernel runs (kernels do
+    not see M).
+
+    Its adjoint is `seg.scatter_sum` by the same `j` into the table's M
+    rows, whose adjoint is this op again: the pair is closed under
+    differentiation.
+
+    Example:
+
+    ```mlir
+    %pj = seg.gather_rows %pos, %j
+        : tensor<?x3xf32>, tensor<?xi32> -> tensor<?x3xf32>
+    ```
+  }];
+  let arguments = (ins Seg_FloatTensor:$table, Seg_IndexTensor:$j);
+  let results = (outs Seg_FloatTensor:$result);
+  let assemblyFormat = [{
+    $table `,` $j attr-dict `:` type($table) `,` type($j) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Seg_ScatterSumOp : Seg_Op<"scatter_sum", [Pure,
+    DeclareOpInterfaceMethods<Seg_ReverseDifferentiableOpInterface>]> {
+  let summary = "Sum rows into a table's rows by a second index";
+  let description = [{
+    `out[m] = sum_{i : j[i] == m} x[i]` for `m` in `[0, num_rows)`: the
+    adjoint of `seg.gather_rows` (forces on senders). `j` is a second index
+    in any order, as for `seg.gather_rows`; `x` is `(N)` or `(N,F)` and the
+    result `(M)` or `(M,F)` with M = `num_rows`.
+
+    In kernel functions its result must be returned as it is: the kernel
+    writes the N rows of `x` and the runtime sums them by `j`, in a
+    grouping fixed by N and M alone (chunks of rows, or `j`'s transposed
+    order), so results are bitwise the same on any thread count.
+
+    Example:
+
+    ```mlir
+    %m = tensor.dim %pos, %c0 : tensor<?x3xf32>
+    %f = seg.scatter_sum %g, %j, %m
+        : tensor<?x3xf32>, tensor<?xi32> -> tensor<?x3xf32>
+    ```
+  }];
+  let arguments = (ins Seg_FloatTensor:$x, Seg_IndexTensor:$j,
+                       Index:$num_rows);
+  let results = (outs Seg_FloatTensor:$result);
+  let assemblyFormat = [{
+    $x `,` $j `,` $num_rows attr-dict `:` type($x) `,` type($j)
+    `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Per-element shape changes (no segment index): broadcast and component sum.
 //===----------------------------------------------------------------------===//
 
