@@ -38,6 +38,7 @@ from segops._jit_stages import StagedFunction, uses_several_indices
 from segops._jit_trace import (
     _ELEMENT_TYPES,
     _INDEX_DTYPES,
+    TABLE,
     JitError,
     Signature,
     Traced,
@@ -360,9 +361,15 @@ def fake_outputs(program: str, args: list[Tensor], num_segments: int) -> list[Te
 def _fake_jit_call(program: str, args: list[Tensor], num_segments: int) -> list[Tensor]:
     prog, level = split_program(program)
     idx = args[prog.idx_position]
-    return [idx.new_empty(_library.buffer_shape(b["shape"], idx.shape[0], num_segments),
-                          dtype=_library.TORCH_DTYPES[b["dtype"]])
-            for b in prog.entry(level)["buffers"] if b["role"] == "output"]
+    outputs = []
+    for b in prog.entry(level)["buffers"]:
+        if b["role"] != "output":
+            continue
+        shape = _library.buffer_shape(b["shape"], idx.shape[0], num_segments)
+        if "sums_by" in b:  # N rows summed into the rows of a table
+            shape[0] = args[b["into_rows_of"]].shape[0]
+        outputs.append(idx.new_empty(shape, dtype=_library.TORCH_DTYPES[b["dtype"]]))
+    return outputs
 
 
 def _validator(program: _Program, level: int) -> Callable[..., None]:
@@ -398,6 +405,7 @@ def native_variant(prog: _Program, level: int) -> dict[str, Any]:
         "kernel": entry["name"], "address": address, "buffers": entry["buffers"],
         "row_range": host.get("range") == "rows", "split": split, "gpu": entry["gpu"],
         "sums_rows_of": host.get("sums_rows_of"),
+        "gathers": entry.get("gathers", []),
         "saved_for_backward": [True] * num_floats,
         "ptx_source": functools.partial(prog.ptx, level),
         "simulator_image": prog.simulator_image(level) if _gpusim.ENABLED else None,
@@ -476,9 +484,17 @@ def _as_counts(args: tuple) -> tuple:
 class JitFunction:
     """A segops.jit function: call it like the Python function."""
 
-    def __init__(self, fn: Callable) -> None:
+    def __init__(self, fn: Callable, segment_index: int | None = None,
+                 tables: Sequence[int] = ()) -> None:
+        """`segment_index`, `tables`: for the kernel steps of a function of
+        several indices (StagedFunction), the position of the reductions'
+        index, and of the arguments read at the rows that other index
+        arguments name (seg.gather_rows); the other index arguments are
+        those second indices."""
         functools.update_wrapper(self, fn)
         self.fn = fn
+        self._segment_index = segment_index
+        self._tables = frozenset(tables)
         self._signature_of_fn = inspect.signature(fn)
         parameters = list(self._signature_of_fn.parameters.values())
         # Calls with exactly these many positional arguments need no binding.
@@ -559,7 +575,7 @@ class JitFunction:
         return self._run(*_as_counts(args))
 
     def _run(self, *args: Any) -> Any:
-        if uses_several_indices(args):
+        if self._segment_index is None and uses_several_indices(args):
             return self._staged(args)
         key, spec = self._lookup(args)
         if spec is None:
@@ -602,7 +618,7 @@ class JitFunction:
         if kwargs or len(args) != self._arity:
             args = self._bind(args, kwargs)
         args = _as_counts(args)
-        if uses_several_indices(args):
+        if self._segment_index is None and uses_several_indices(args):
             return self._staged.mlir(args)
         spec = self._specialize(self._lookup(args)[0], args)
         if order == 0:
@@ -628,6 +644,11 @@ class JitFunction:
         if not sizes and len(indices) == 2 and len(counts) == 1:
             raise JitError(f"segops.jit: {name}: num_segments must be an int (or a 0-d integer "
                            f"tensor), got a tensor of shape {tuple(args[counts[0]].shape)}")
+        gather_indices: tuple[int, ...] = ()
+        if self._segment_index is not None:
+            gather_indices = tuple(i for i in indices if i != self._segment_index)
+            indices = [self._segment_index]
+            floats = [i for i in floats if i not in self._tables]
         if len(indices) != 1:
             raise JitError(f"segops.jit: {name} takes {len(indices)} integer tensors; it needs "
                            "exactly one segment index (int32 or int64)")
@@ -638,7 +659,7 @@ class JitFunction:
             raise JitError(f"segops.jit: {name} takes {len(sizes)} int arguments; it needs "
                            "exactly one, num_segments, which must be an int (or a 0-d integer "
                            "tensor)")
-        dtypes = {args[i].dtype for i in floats}
+        dtypes = {args[i].dtype for i in floats} | {args[i].dtype for i in self._tables}
         if not dtypes or not dtypes <= set(_ELEMENT_TYPES) or len(dtypes) > 1:
             found = ", ".join(sorted(str(d) for d in dtypes)) or "none"
             raise JitError(f"segops.jit: {name}: float tensors must all be float32 or all "
@@ -647,6 +668,8 @@ class JitFunction:
         spaces: list[str | None] = [None] * len(args)
         for i in floats:
             spaces[i] = self._space_of(i, args[i], rows, segments)
+        for i in self._tables:
+            spaces[i] = TABLE
         devices = {args[i].device for i in tensors}
         if any(d.type not in ("cpu", "cuda") for d in devices):
             raise JitError(f"segops.jit: {name}: tensors must be on CPU or CUDA, got "
@@ -654,7 +677,8 @@ class JitFunction:
         if len(devices) > 1:
             raise JitError(f"segops.jit: {name}: all tensors must be on one device, got "
                            f"{sorted(str(d) for d in devices)}")
-        return (Signature(tensors, indices[0], sizes[0]), _ELEMENT_TYPES[dtypes.pop()], spaces)
+        return (Signature(tensors, indices[0], sizes[0], gather_indices=gather_indices),
+                _ELEMENT_TYPES[dtypes.pop()], spaces)
 
     def _space_of(self, position: int, value: Tensor, rows: int | None,
                   segments: int | None) -> str:
@@ -710,7 +734,7 @@ class JitFunction:
             return to_mlir(self.fn, "jit_kernel", args, signature, element, spaces,
                            on_source=self._compile_ahead(args, signature))
         except JitError as error:
-            small = [i for i, space in enumerate(spaces) if space is not None
+            small = [i for i, space in enumerate(spaces) if space not in (None, TABLE)
                      and args[i].dim() == 1 and uniform_tail(tuple(args[i].shape)) is not None]
             as_uniform = [i for i in small if spaces[i] != "uniform"]
             if as_uniform:

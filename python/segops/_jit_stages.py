@@ -96,6 +96,14 @@ def _gathers_as_segment_ops(module: torch.fx.GraphModule) -> None:
     module.recompile()
 
 
+def _gathers_an_argument(node: torch.fx.Node) -> bool:
+    """Whether `node` is segmented_gather of an argument (a table) by an
+    index argument."""
+    return (_segment_op(node) == "segmented_gather"
+            and isinstance(node.args[0], torch.fx.Node) and node.args[0].op == "placeholder"
+            and isinstance(node.args[1], torch.fx.Node) and node.args[1].op == "placeholder")
+
+
 def uses_several_indices(args: Sequence[Any]) -> bool:
     """Whether a call passes more than one index tensor (or a Graph)."""
     count = 0
@@ -135,6 +143,10 @@ class _Step:
     nodes: list[torch.fx.Node] = field(default_factory=list)
     inputs: list[torch.fx.Node] = field(default_factory=list)
     outputs: list[torch.fx.Node] = field(default_factory=list)
+    # Gathers by a second index in the kernel: each reads its table from an
+    # argument of its own (so that the table's gradient is one sum by that
+    # index, apart from any other use of the same tensor).
+    tables: list[torch.fx.Node] = field(default_factory=list)
     kernel: Any = None  # the step's JitFunction
     count_class: int | None = None  # its segment count's size class
 
@@ -309,6 +321,17 @@ class StagedFunction:
                     label = labels[operand]
                     break
             labels[node] = label if label is not None else (candidates[0] if candidates else None)
+        # A gather of an argument by an index no reduction uses (the
+        # senders) joins the kernel of the stage that uses it, where its
+        # rows are that stage's rows: the gathered rows stay in registers
+        # (seg.gather_rows), and its adjoint is a sum by that index.
+        for node in module.graph.nodes:
+            if labels.get(node, 0) is not None or not _gathers_an_argument(node):
+                continue
+            users = {labels.get(user) for user in node.users}
+            label = users.pop() if len(users) == 1 else None
+            if label is not None and self._size_class(node, trace_sizes) == stages[label][0]:
+                labels[node] = label
         return labels
 
     @staticmethod
@@ -364,12 +387,25 @@ class StagedFunction:
         if step.count_class is None:
             raise JitError(f"segops.jit: {self.fn.__name__}: the reductions by one index must "
                            "share one count")
+        in_step = set(step.nodes)
+        step.tables = [n for n in step.nodes
+                       if _gathers_an_argument(n) and n.args[1] is not step.index]
+        # A table only gathered is passed as the gathers' tables only.
+        step.inputs = [n for n in step.inputs
+                       if not all(u in step.tables and u.args[0] is n and u.args[1] is not n
+                                  for u in n.users if u in in_step)]
         nodes, inputs, outputs, index = step.nodes, step.inputs, step.outputs, step.index
+        tables = {node: len(inputs) + k for k, node in enumerate(step.tables)}
 
         def stage(*values: Any) -> Any:
-            env: dict[torch.fx.Node, Any] = dict(zip(inputs, values[:-2]))
+            env: dict[torch.fx.Node, Any] = dict(zip(inputs, values[:len(inputs)]))
             env[index] = values[-2]
             for node in nodes:
+                if node in tables:
+                    table = values[tables[node]]
+                    env[node] = torch.ops.segops.segmented_gather.default(
+                        table, env[node.args[1]], table.shape[0])
+                    continue
                 env[node] = _run_node(node, env, lambda size: values[-1], trace_sizes)
             results = [env[n] for n in outputs]
             return results[0] if len(results) == 1 else tuple(results)
@@ -377,9 +413,10 @@ class StagedFunction:
         stage.__name__ = f"{self.fn.__name__}_stage{number}"
         stage.segops_source = self.fn  # type: ignore[attr-defined]
         parameters = [inspect.Parameter(f"a{i}", inspect.Parameter.POSITIONAL_ONLY)
-                      for i in range(len(inputs) + 2)]
+                      for i in range(len(inputs) + len(tables) + 2)]
         stage.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
-        step.kernel = self._jit(stage)
+        step.kernel = self._jit(stage, segment_index=len(inputs) + len(tables),
+                                tables=tables.values())
 
     # -- running ------------------------------------------------------------
 
@@ -399,7 +436,8 @@ class StagedFunction:
                 for node in step.nodes:
                     env[node] = _run_node(node, env, sizes.__getitem__, plan.trace_sizes)
                 continue
-            args = [env[n] for n in step.inputs] + [env[step.index], sizes[step.count_class]]
+            args = [env[n] for n in step.inputs] + [env[n.args[0]] for n in step.tables] \
+                + [env[step.index], sizes[step.count_class]]
             if want_ir:
                 sources.append(step.kernel.mlir(*args))
             results = step.kernel._run(*args)

@@ -22,6 +22,10 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 
 from segops._op_table import OPS, ROW, SEGMENT
 
+# The space of a table: an argument read at the rows a second index names
+# (any length), with no space of its own in the kernel.
+TABLE = "table"
+
 
 class JitError(ValueError):
     """A function segops.jit cannot compile (an unsupported construct)."""
@@ -105,14 +109,14 @@ class Value:
     or segment count arguments."""
 
     name: str
-    kind: str  # "float", "bool", "idx", "size"
+    kind: str  # "float", "bool", "idx", "size", "gidx" (a second index)
     tail: tuple[int, ...] = ()
     # The same in every row and segment (a uniform argument or constant, or
     # arithmetic on them only): held per segment, gathered where rows use it.
     uniform: bool = False
 
     def mlir_type(self, element: str) -> str:
-        if self.kind == "idx":
+        if self.kind in ("idx", "gidx"):
             return "tensor<?xi32>"
         if self.kind == "size":
             return "index"
@@ -128,6 +132,9 @@ class Signature:
     idx_position: int
     size_position: int | None
     scalar_values: dict[int, Any] = field(default_factory=dict)  # baked in
+    # Second indices: read only by gathers of tables (space TABLE), in any
+    # order (seg.gather_rows); the index above is the reductions'.
+    gather_indices: tuple[int, ...] = ()
 
 
 def source_line(fn: Callable, frames: Sequence[traceback.FrameSummary]) -> str:
@@ -193,6 +200,7 @@ class Translator:
         self.constants: list[torch.Tensor] = []  # lifted to trailing arguments
         self.constant_params: list[str] = []  # their parameters in the header
         self.gathered: dict[str, Value] = {}
+        self.tables: set[str] = set()  # arguments read by a second index
         self.lines: list[str] = []
         self.values: dict[torch.fx.Node, Value | float] = {}
         self.counter = 0
@@ -437,8 +445,8 @@ class Translator:
     def operand(self, node: torch.fx.Node, value: Any) -> Value | float:
         if isinstance(value, torch.fx.Node):
             result = self.values[value]
-            if isinstance(result, Value) and result.kind in ("size", "idx"):
-                what = "num_segments" if result.kind == "size" else "the index"
+            if isinstance(result, Value) and result.kind in ("size", "idx", "gidx"):
+                what = "num_segments" if result.kind == "size" else "an index"
                 raise self.fail(node, f"'{node.target}' uses {what} as a value, which "
                                       "segops.jit cannot hold")
             return result
@@ -466,6 +474,9 @@ class Translator:
                                       "or per-feature tensor)")
             tensors.append(self.place(node, tensor, space))
         idx = args[num_tensors]
+        if name == "segmented_gather" and isinstance(idx, torch.fx.Node) \
+                and isinstance(self.values.get(idx), Value) and self.values[idx].kind == "gidx":
+            return self.gather_rows(node, tensors[0], self.values[idx])
         if not isinstance(idx, torch.fx.Node) or self.values.get(idx) is None \
                 or self.values[idx].kind != "idx":
             raise self.fail(node, f"{name}: idx must be the function's index argument")
@@ -483,6 +494,17 @@ class Translator:
         if takes_count:
             operands += f", {self.size().name}"
         self.emit(f"{result.name} = {op} {operands} : {types} -> {self.ty(result)}")
+        return result
+
+    def gather_rows(self, node: torch.fx.Node, table: Value, index: Value) -> Value:
+        """x[j] by a second index j: the table's rows read in the kernel
+        (seg.gather_rows), where the table is an argument."""
+        if table.name not in self.tables:
+            raise self.fail(node, "a gather by a second index reads a table argument, not a "
+                                  "value computed in the function")
+        result = Value(self.fresh(), "float", table.tail)
+        self.emit(f"{result.name} = seg.gather_rows {table.name}, {index.name} : "
+                  f"{self.ty(table)}, tensor<?xi32> -> {self.ty(result)}")
         return result
 
     def size(self) -> Value:
@@ -676,12 +698,16 @@ class Translator:
             if isinstance(value, torch.Tensor):
                 if position == signature.idx_position:
                     v = Value("%idx", "idx")
+                elif position in signature.gather_indices:
+                    v = Value(f"%j{position}", "gidx")
                 elif self.spaces is not None and self.spaces[position] == "uniform":
                     v = Value(f"%a{position}", "float", uniform_tail(tuple(value.shape)),
                               uniform=True)
                 else:
                     v = Value(f"%a{position}", "float",
                               tuple(concrete(d) for d in value.shape[1:]))
+                    if self.spaces is not None and self.spaces[position] == TABLE:
+                        self.tables.add(v.name)
                 self.values[node] = v
                 params.append(f"{v.name}: {v.mlir_type(element)}{self.space(position)}")
             elif position == signature.size_position:
@@ -762,6 +788,8 @@ def trace(fn: Callable, args: Sequence[Any]) -> torch.fx.GraphModule:
 # both lengths equal.
 _TRACE_LENGTHS = ((13, 7), (19, 11))
 _EQUAL_LENGTHS = 17
+# Tables (read at rows a second index names) have a length of their own.
+_TABLE_LENGTH = 23
 
 
 def trace_arguments(args: Sequence[Any], spaces: Sequence[str | None], signature: Signature,
@@ -774,8 +802,11 @@ def trace_arguments(args: Sequence[Any], spaces: Sequence[str | None], signature
             result.append(segments)
         elif isinstance(value, torch.Tensor):
             tail = tuple(concrete(d) for d in value.shape[1:])
-            if position == signature.idx_position or space == ROW:
+            if position == signature.idx_position or space == ROW \
+                    or position in signature.gather_indices:
                 shape = (rows, *tail)
+            elif space == TABLE:
+                shape = (_TABLE_LENGTH, *tail)
             elif space == "uniform":
                 shape = tuple(concrete(d) for d in value.shape)
             else:  # per segment, or placed by the equal-lengths trace

@@ -13,9 +13,12 @@
 
 #include "torch_ops.h"
 
+#include "segrt/IndexCheck.h"
+
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/autograd/python_variable.h>
 
+#include <ATen/Parallel.h>
 #include <pybind11/stl.h>
 
 #include <map>
@@ -88,6 +91,111 @@ OperatorCall makeCall(const JitProgram &program, at::TensorList args,
   return call;
 }
 
+/// The float argument (a non-idx input) that buffer `position` binds.
+size_t floatArgument(const Variant &variant, int position) {
+  size_t argument = 0;
+  for (int b = 0; b < position; ++b)
+    argument += !variant.buffers[b].isOutput && !variant.buffers[b].isIndex;
+  return argument;
+}
+
+/// `index` (a second index on the call's device) as the int32 the kernels
+/// read, checked to hold values in [0, numRows): remembered per index
+/// content, so a neighbour list is checked (and an int64 one narrowed)
+/// once, not per call.
+at::Tensor checkedSecondIndex(const OperatorLevel &level,
+                              const OperatorCall &call, size_t argument,
+                              int64_t numRows, size_t table) {
+  const at::Tensor &index = call.floats[argument];
+  if (at::Tensor cached = cachedNarrowing(index, numRows); cached.defined())
+    return cached;
+  at::Tensor narrowed;
+  bool inRange = true;
+  if (index.is_cpu()) {
+    at::Tensor contiguous = index.contiguous();
+    if (index.scalar_type() == at::kLong) {
+      narrowed = narrowHostIndex(contiguous, numRows, at::get_num_threads());
+      inRange = narrowed.defined();
+    } else {
+      narrowed = contiguous;
+      inRange = index.numel() == 0 ||
+                segrt::checkIndex(contiguous.data_ptr<int32_t>(),
+                                  /*is64Bit=*/false, index.numel(), numRows,
+                                  at::get_num_threads(),
+                                  /*requireSorted=*/false)
+                        .problem == segrt::IndexProblem::None;
+    }
+  } else {
+    // One host sync per index content (then remembered): a value out of
+    // range would make the kernels read outside the table.
+    inRange = index.numel() == 0 ||
+              !((index < 0) | (index >= numRows)).any().item<bool>();
+    narrowed = index.to(at::kInt).contiguous();
+  }
+  if (!inRange) {
+    std::ostringstream problem;
+    problem << "tensor argument " << argument
+            << " (an index gathering rows of argument " << table
+            << ") has values outside [0, " << numRows << ")";
+    reportInvalid(level, call.floats, call.idx, call.numSegments,
+                  problem.str());
+  }
+  rememberNarrowing(index, numRows, narrowed);
+  return narrowed;
+}
+
+/// Second indices (read by seg.gather_rows, or summing a seg.scatter_sum's
+/// rows): each checked against the rows of the tables it indexes, and
+/// replaced in `call` by the int32 tensor the kernels read.
+void prepareSecondIndices(const OperatorLevel &level, OperatorCall &call) {
+  const Variant &variant = *call.variant;
+  // Per second index (a float argument), the fewest rows of its tables.
+  std::map<size_t, std::pair<int64_t, size_t>> limits;
+  auto limit = [&](int indexBuffer, int tableBuffer) {
+    size_t index = floatArgument(variant, indexBuffer);
+    size_t table = floatArgument(variant, tableBuffer);
+    int64_t rows = call.floats[table].size(0);
+    auto [it, inserted] = limits.try_emplace(index, rows, table);
+    if (!inserted && rows < it->second.first)
+      it->second = {rows, table};
+  };
+  for (auto [index, table] : variant.gathers)
+    limit(index, table);
+  for (const Buffer &buffer : variant.buffers)
+    if (buffer.sumsBy >= 0)
+      limit(buffer.sumsBy, buffer.sumsIntoRowsOf);
+  for (auto [index, rowsAndTable] : limits)
+    call.floats[index] = checkedSecondIndex(level, call, index,
+                                            rowsAndTable.first,
+                                            rowsAndTable.second);
+}
+
+/// seg.scatter_sum outputs: the kernel wrote their N rows; each is summed
+/// by its index into its table's rows by segops::segmented_sum (by chunks
+/// or over the index's transposed order: deterministic, no atomics).
+void sumScatteredOutputs(const OperatorCall &call,
+                         c10::SmallVector<at::Tensor, 4> &outputs) {
+  static c10::OperatorHandle sum =
+      c10::Dispatcher::singleton().findSchemaOrThrow("segops::segmented_sum",
+                                                     "");
+  const Variant &variant = *call.variant;
+  size_t output = 0;
+  for (const Buffer &buffer : variant.buffers) {
+    if (!buffer.isOutput)
+      continue;
+    at::Tensor &result = outputs[output++];
+    if (buffer.sumsBy < 0)
+      continue;
+    const at::Tensor &index = call.floats[floatArgument(variant, buffer.sumsBy)];
+    int64_t numRows =
+        call.floats[floatArgument(variant, buffer.sumsIntoRowsOf)].size(0);
+    torch::jit::Stack stack{c10::IValue(result), c10::IValue(index),
+                            c10::IValue(c10::SymInt(numRows))};
+    sum.callBoxed(&stack);
+    result = stack.back().toTensor();
+  }
+}
+
 /// jit_call's CPU kernel (the host kernels, or simulated GPU kernels) or
 /// CUDA kernel.
 class JitKernel final : public c10::OperatorKernel {
@@ -103,6 +211,7 @@ public:
     torch::jit::drop(stack, 3);
     const JitProgram &program = findProgram(name);
     OperatorCall call = makeCall(program, tensors, numSegments, deviceType);
+    prepareSecondIndices(*program.level, call);
     // On CUDA idx's content costs a host sync to check: only in debug mode,
     // as for the library ops.
     if (deviceType == c10::DeviceType::CUDA && debugChecks())
@@ -111,6 +220,7 @@ public:
         deviceType == c10::DeviceType::CUDA
             ? runCudaCall(*program.level, call)
             : runCpuCall(*program.level, call);
+    sumScatteredOutputs(call, outputs);
     stack->emplace_back(
         c10::List<at::Tensor>(std::vector<at::Tensor>(outputs.begin(),
                                                       outputs.end())));
@@ -142,7 +252,18 @@ struct JitCallBackward final : Node {
                             c10::IValue(numSegments)};
     op.callBoxed(&stack);
     std::vector<at::Tensor> result = stack.back().toTensorVector();
-    return variable_list(result.begin(), result.end());
+    // The next level returns gradients of the float arguments only: a
+    // second index (an integer tensor) gets none.
+    variable_list gradients;
+    size_t next = 0;
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (i == idxPosition)
+        continue;
+      bool isIndex = !isFloatingType(inputs[i].scalar_type());
+      gradients.push_back(isIndex || next == result.size() ? at::Tensor()
+                                                           : result[next++]);
+    }
+    return gradients;
   }
 
   void release_variables() override { args.clear(); }

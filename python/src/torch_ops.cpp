@@ -115,7 +115,12 @@ std::string mismatch(const Variant &variant, at::TensorList floats,
     if (next == floats.size())
       return "too few float arguments";
     const at::Tensor &tensor = floats[next++];
-    if (tensor.device() != device || tensor.scalar_type() != buffer.dtype ||
+    // A second index may be int64: it is narrowed (and checked) before
+    // the kernel runs.
+    bool dtypeFits = tensor.scalar_type() == buffer.dtype ||
+                     (buffer.dtype == at::kInt &&
+                      tensor.scalar_type() == at::kLong);
+    if (tensor.device() != device || !dtypeFits ||
         tensor.dim() != int64_t(buffer.shape.size())) {
       std::ostringstream out;
       out << "argument " << next - 1 << " must be a "
@@ -123,8 +128,10 @@ std::string mismatch(const Variant &variant, at::TensorList floats,
           << " of rank " << buffer.shape.size();
       return out.str();
     }
-    // An input the kernel never reads may have any number of rows.
-    for (size_t d = buffer.isRead ? 0 : 1; d < buffer.shape.size(); ++d)
+    // An input the kernel never reads, or reads at random rows (a table),
+    // may have any number of rows.
+    bool anyRows = !buffer.isRead || buffer.shape.front() == kAnyRows;
+    for (size_t d = anyRows ? 1 : 0; d < buffer.shape.size(); ++d)
       if (tensor.size(d) != extent(buffer.shape[d], numRows, numSegments)) {
         std::ostringstream out;
         out << "argument " << next - 1 << " has shape " << tensor.sizes()
@@ -534,7 +541,10 @@ segrt::HostLibrary *hostLibrary = nullptr;
 auto *registrations = new std::vector<std::unique_ptr<torch::Library>>();
 
 int64_t parseExtent(const std::string &symbol) {
-  return symbol == "N" ? kRows : symbol == "S" ? kSegments : std::stoll(symbol);
+  return symbol == "N"   ? kRows
+         : symbol == "S" ? kSegments
+         : symbol == "?" ? kAnyRows
+                         : std::stoll(symbol);
 }
 
 /// The CPU kernel of one operator level (boxed: one implementation serves
@@ -705,8 +715,18 @@ Variant parseVariant(const py::dict &entry) {
     for (const std::string &symbol :
          description["shape"].cast<std::vector<std::string>>())
       buffer.shape.push_back(parseExtent(symbol));
+    if (description.contains("sums_by")) {
+      buffer.sumsBy = description["sums_by"].cast<int>();
+      buffer.sumsIntoRowsOf = description["into_rows_of"].cast<int>();
+    }
     variant.buffers.push_back(std::move(buffer));
   }
+  if (entry.contains("gathers") && !entry["gathers"].is_none())
+    for (py::handle item : entry["gathers"].cast<py::list>()) {
+      py::dict gather = item.cast<py::dict>();
+      variant.gathers.emplace_back(gather["index"].cast<int>(),
+                                   gather["table"].cast<int>());
+    }
   variant.range = entry["row_range"].cast<bool>()
                       ? segrt::HostRange::Rows
                       : segrt::HostRange::Segments;

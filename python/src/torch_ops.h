@@ -39,9 +39,15 @@ struct Buffer {
   bool isIndex = false;
   bool isRead = true;
   at::ScalarType dtype = at::kFloat;
-  /// Per dimension: an extent, or kRows (N) or kSegments (S); parsed once
-  /// from the manifest's symbols.
+  /// Per dimension: an extent, or kRows (N), kSegments (S) or kAnyRows
+  /// (a table read at random rows: any length); parsed once from the
+  /// manifest's symbols.
   std::vector<int64_t> shape;
+  /// A seg.scatter_sum output: the kernel writes N rows, which are summed
+  /// by the second index in buffer `sumsBy` into as many rows as buffer
+  /// `sumsIntoRowsOf` has. -1 for other buffers.
+  int sumsBy = -1;
+  int sumsIntoRowsOf = -1;
 };
 
 /// Where a kernel's GPU code loads from, and the modules loaded from it:
@@ -94,6 +100,9 @@ struct Variant {
   /// manifest's sums_rows_of, a buffer), or -1: an unsorted index may then
   /// run by chunks.
   int summedFloatArgument = -1;
+  /// Second indices (int32 buffers other than idx) and the table buffers
+  /// read at their values (seg.gather_rows), as buffer positions.
+  std::vector<std::pair<int, int>> gathers;
 };
 
 /// One level of an operator (`segops::segmented_sum_grad` is level 1 of
@@ -122,7 +131,7 @@ struct OperatorLevel {
 /// by the level's provider (with the GIL, once); null if there is none.
 const Variant *findVariant(const OperatorLevel &level, const std::string &key);
 
-constexpr int64_t kRows = -1, kSegments = -2;
+constexpr int64_t kRows = -1, kSegments = -2, kAnyRows = -3;
 
 int64_t extent(int64_t dimension, int64_t numRows, int64_t numSegments);
 

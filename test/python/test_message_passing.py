@@ -99,9 +99,9 @@ def test_pair_potential_forces_and_training(energy, dtype: torch.dtype,
 
 
 def test_jit_with_three_indices_runs_kernel_steps() -> None:
-    """The receivers' stage is one kernel (both gathers by i, the pair
-    energy and the sum), the batch's another; the gather by the unsorted
-    senders runs between them."""
+    """The receivers' stage is one kernel (the gather by i, the gather by
+    the unsorted senders read in registers, the pair energy and the sum),
+    the batch's another."""
     system = lattice_system(1, 3, torch.float64)
     args = (system["pos"], torch.tensor(1.0, dtype=torch.float64),
             torch.tensor(1.0, dtype=torch.float64), system["i"], system["j"],
@@ -109,7 +109,8 @@ def test_jit_with_three_indices_runs_kernel_steps() -> None:
     ir = lj_jit.mlir(*args)
     assert ir.count("func.func") == 2
     first, second = ir.split("func.func")[1:]
-    assert "seg.gather" in first and "seg.sum" in first and "math" not in first
+    assert "seg.gather " in first and "seg.gather_rows" in first and "seg.sum" in first
+    assert "math" not in first
     assert second.count("seg.sum") == 1
 
 
