@@ -20,7 +20,13 @@ from segment_lengths import (
     lengths_around,
     long_segment_index,
 )
-from test_message_passing import forces_and_training, lattice_system, lj_jit, lj_reference
+from test_message_passing import (
+    _forces,
+    forces_and_training,
+    lattice_system,
+    lj_jit,
+    lj_reference,
+)
 from torch import Tensor
 
 import segops
@@ -179,22 +185,12 @@ def test_a_second_index_out_of_range_raises(index_dtype: torch.dtype) -> None:
         messages_jit(pos, x, w, i, j, k, atoms)
 
 
-def _forces_on_threads(system: dict, threads: int) -> tuple[Tensor, ...]:
-    previous = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        _, forces, grads = forces_and_training(lj_jit, system, torch.float32, torch.int32)
-        return forces, torch.stack(grads)
-    finally:
-        torch.set_num_threads(previous)
-
-
 def test_bitwise_identical_across_thread_counts() -> None:
     """The kernels' rows are fixed by idx alone, and the sums by j run in
     a grouping fixed by E and the atoms alone."""
     system = lattice_system(3, 12, torch.float64, cutoff=1.5)
     assert system["i"].numel() > 65536
-    one, two, again = (_forces_on_threads(system, t) for t in (1, 2, 2))
+    one, two, again = (_forces(system, t) for t in (1, 2, 2))
     for a, b, c in zip(one, two, again):
         assert torch.equal(a, b) and torch.equal(b, c)
 

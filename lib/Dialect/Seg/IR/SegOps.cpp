@@ -217,40 +217,35 @@ LogicalResult MatvecOp::verify() {
   return success();
 }
 
-LogicalResult GatherOp::verify() {
-  Rows y{*this, getY(), "y"}, idx{*this, getIdx(), "idx"},
-      out{*this, getResult(), "result"};
-  FailureOr<int64_t> yWidth = verifyRowTensor(y, "S");
-  if (failed(yWidth))
+/// A gather: `source` rows (leading extent `sourceRows`) read at `index`'s
+/// values, the result of the source's width with one row per index value.
+static LogicalResult verifyGather(Operation *op, const Rows &source,
+                                  StringRef sourceRows, const Rows &index) {
+  Rows out{op, op->getResult(0), "result"};
+  FailureOr<int64_t> sourceWidth = verifyRowTensor(source, sourceRows);
+  if (failed(sourceWidth))
     return failure();
   FailureOr<int64_t> outWidth = verifyRowTensor(out);
   if (failed(outWidth))
     return failure();
-  if (*yWidth != *outWidth)
-    return emitOpError() << "expects result to have the row width of y ("
-                         << *yWidth << "), but got " << *outWidth;
-  if (failed(verifySameElementType({y, out})) ||
-      failed(verifySameLeadingDim(out, idx)))
+  if (*sourceWidth != *outWidth)
+    return op->emitOpError()
+           << "expects result to have the row width of " << source.name << " ("
+           << *sourceWidth << "), but got " << *outWidth;
+  if (failed(verifySameElementType({source, out})) ||
+      failed(verifySameLeadingDim(out, index)))
     return failure();
   return success();
 }
 
+LogicalResult GatherOp::verify() {
+  return verifyGather(*this, Rows{*this, getY(), "y"}, "S",
+                      Rows{*this, getIdx(), "idx"});
+}
+
 LogicalResult GatherRowsOp::verify() {
-  Rows table{*this, getTable(), "table"}, j{*this, getJ(), "j"},
-      out{*this, getResult(), "result"};
-  FailureOr<int64_t> tableWidth = verifyRowTensor(table, "M");
-  if (failed(tableWidth))
-    return failure();
-  FailureOr<int64_t> outWidth = verifyRowTensor(out);
-  if (failed(outWidth))
-    return failure();
-  if (*tableWidth != *outWidth)
-    return emitOpError() << "expects result to have the row width of table ("
-                         << *tableWidth << "), but got " << *outWidth;
-  if (failed(verifySameElementType({table, out})) ||
-      failed(verifySameLeadingDim(out, j)))
-    return failure();
-  return success();
+  return verifyGather(*this, Rows{*this, getTable(), "table"}, "M",
+                      Rows{*this, getJ(), "j"});
 }
 
 LogicalResult ScatterSumOp::verify() {
