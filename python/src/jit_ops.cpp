@@ -91,14 +91,6 @@ OperatorCall makeCall(const JitProgram &program, at::TensorList args,
   return call;
 }
 
-/// The float argument (a non-idx input) that buffer `position` binds.
-size_t floatArgument(const Variant &variant, int position) {
-  size_t argument = 0;
-  for (int b = 0; b < position; ++b)
-    argument += !variant.buffers[b].isOutput && !variant.buffers[b].isIndex;
-  return argument;
-}
-
 /// `index` (a second index on the call's device) as the int32 the kernels
 /// read, checked to hold values in [0, numRows): remembered per index
 /// content, so a neighbour list is checked (and an int64 one narrowed)
@@ -149,21 +141,16 @@ at::Tensor checkedSecondIndex(const OperatorLevel &level,
 /// replaced in `call` by the int32 tensor the kernels read.
 void prepareSecondIndices(const OperatorLevel &level, OperatorCall &call) {
   const Variant &variant = *call.variant;
+  if (variant.indexedTables.empty())
+    return;
   // Per second index (a float argument), the fewest rows of its tables.
   std::map<size_t, std::pair<int64_t, size_t>> limits;
-  auto limit = [&](int indexBuffer, int tableBuffer) {
-    size_t index = floatArgument(variant, indexBuffer);
-    size_t table = floatArgument(variant, tableBuffer);
+  for (auto [index, table] : variant.indexedTables) {
     int64_t rows = call.floats[table].size(0);
     auto [it, inserted] = limits.try_emplace(index, rows, table);
     if (!inserted && rows < it->second.first)
       it->second = {rows, table};
-  };
-  for (auto [index, table] : variant.gathers)
-    limit(index, table);
-  for (const Buffer &buffer : variant.buffers)
-    if (buffer.sumsBy >= 0)
-      limit(buffer.sumsBy, buffer.sumsIntoRowsOf);
+  }
   for (auto [index, rowsAndTable] : limits)
     call.floats[index] = checkedSecondIndex(level, call, index,
                                             rowsAndTable.first,
@@ -179,6 +166,8 @@ void sumScatteredOutputs(const OperatorCall &call,
       c10::Dispatcher::singleton().findSchemaOrThrow("segops::segmented_sum",
                                                      "");
   const Variant &variant = *call.variant;
+  if (variant.indexedTables.empty())
+    return; // no scatter outputs either
   size_t output = 0;
   for (const Buffer &buffer : variant.buffers) {
     if (!buffer.isOutput)
@@ -186,9 +175,8 @@ void sumScatteredOutputs(const OperatorCall &call,
     at::Tensor &result = outputs[output++];
     if (buffer.sumsBy < 0)
       continue;
-    const at::Tensor &index = call.floats[floatArgument(variant, buffer.sumsBy)];
-    int64_t numRows =
-        call.floats[floatArgument(variant, buffer.sumsIntoRowsOf)].size(0);
+    const at::Tensor &index = call.floats[buffer.sumsBy];
+    int64_t numRows = call.floats[buffer.sumsIntoRowsOf].size(0);
     torch::jit::Stack stack{c10::IValue(result), c10::IValue(index),
                             c10::IValue(c10::SymInt(numRows))};
     sum.callBoxed(&stack);

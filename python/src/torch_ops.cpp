@@ -715,17 +715,33 @@ Variant parseVariant(const py::dict &entry) {
     for (const std::string &symbol :
          description["shape"].cast<std::vector<std::string>>())
       buffer.shape.push_back(parseExtent(symbol));
-    if (description.contains("sums_by")) {
-      buffer.sumsBy = description["sums_by"].cast<int>();
-      buffer.sumsIntoRowsOf = description["into_rows_of"].cast<int>();
-    }
     variant.buffers.push_back(std::move(buffer));
+  }
+  // Buffers before a position, but idx and outputs, are the float
+  // arguments before it.
+  auto floatArgument = [&](size_t position) {
+    int argument = 0;
+    for (size_t b = 0; b < position; ++b)
+      argument += !variant.buffers[b].isIndex && !variant.buffers[b].isOutput;
+    return argument;
+  };
+  py::list descriptions = entry["buffers"].cast<py::list>();
+  for (size_t b = 0; b < variant.buffers.size(); ++b) {
+    py::dict description = descriptions[b].cast<py::dict>();
+    if (!description.contains("sums_by"))
+      continue;
+    Buffer &buffer = variant.buffers[b];
+    buffer.sumsBy = floatArgument(description["sums_by"].cast<size_t>());
+    buffer.sumsIntoRowsOf =
+        floatArgument(description["into_rows_of"].cast<size_t>());
+    variant.indexedTables.emplace_back(buffer.sumsBy, buffer.sumsIntoRowsOf);
   }
   if (entry.contains("gathers") && !entry["gathers"].is_none())
     for (py::handle item : entry["gathers"].cast<py::list>()) {
       py::dict gather = item.cast<py::dict>();
-      variant.gathers.emplace_back(gather["index"].cast<int>(),
-                                   gather["table"].cast<int>());
+      variant.indexedTables.emplace_back(
+          floatArgument(gather["index"].cast<size_t>()),
+          floatArgument(gather["table"].cast<size_t>()));
     }
   variant.range = entry["row_range"].cast<bool>()
                       ? segrt::HostRange::Rows
@@ -768,11 +784,8 @@ Variant parseVariant(const py::dict &entry) {
   variant.savedForBackward =
       entry["saved_for_backward"].cast<std::vector<bool>>();
   if (entry.contains("sums_rows_of") && !entry["sums_rows_of"].is_none()) {
-    // Buffers before it, but idx, are the float arguments before it.
-    auto summed = entry["sums_rows_of"].cast<size_t>();
-    variant.summedFloatArgument = 0;
-    for (size_t position = 0; position < summed; ++position)
-      variant.summedFloatArgument += !variant.buffers[position].isIndex;
+    variant.summedFloatArgument =
+        floatArgument(entry["sums_rows_of"].cast<size_t>());
   }
   return variant;
 }

@@ -44,8 +44,9 @@ struct Buffer {
   /// manifest's symbols.
   std::vector<int64_t> shape;
   /// A seg.scatter_sum output: the kernel writes N rows, which are summed
-  /// by the second index in buffer `sumsBy` into as many rows as buffer
-  /// `sumsIntoRowsOf` has. -1 for other buffers.
+  /// by the second index that is float argument `sumsBy` into as many rows
+  /// as float argument `sumsIntoRowsOf` has (the manifest's buffer
+  /// positions, mapped to arguments once). -1 for other buffers.
   int sumsBy = -1;
   int sumsIntoRowsOf = -1;
 };
@@ -100,9 +101,11 @@ struct Variant {
   /// manifest's sums_rows_of, a buffer), or -1: an unsorted index may then
   /// run by chunks.
   int summedFloatArgument = -1;
-  /// Second indices (int32 buffers other than idx) and the table buffers
-  /// read at their values (seg.gather_rows), as buffer positions.
-  std::vector<std::pair<int, int>> gathers;
+  /// Second indices (int32 buffers other than idx) and the tables read at
+  /// their values (seg.gather_rows), as float argument positions; with
+  /// the scatter outputs' (sumsBy, sumsIntoRowsOf) pairs: every second
+  /// index the runtime checks against a table's rows.
+  std::vector<std::pair<size_t, size_t>> indexedTables;
 };
 
 /// One level of an operator (`segops::segmented_sum_grad` is level 1 of
