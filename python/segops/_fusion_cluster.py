@@ -21,6 +21,7 @@ from typing import Any
 import sympy
 import torch
 
+from segops._fusion_index import IndexOp, index_op
 from segops._fusion_translate import (
     is_unused_placeholder,
     jit_program_level,
@@ -100,6 +101,8 @@ def segment_key(node: torch.fx.Node) -> Key | None:
     elif segment_op_level(node.target) is not None and len(node.args) >= 3:
         idx, size = node.args[-2], node.args[-1]
         first = _value(node.args[0])
+    elif (found := index_op(node)) is not None and found.kind == "sum":
+        idx, size, first = found.index, found.count_node, _value(found.values)
     else:
         return None
     idx_value = _value(idx)
@@ -149,6 +152,24 @@ def forward_node(node: torch.fx.Node) -> torch.fx.Node | None:
     return None
 
 
+def _is_second_sum(node: torch.fx.Node, key: Key) -> bool:
+    found = second_index_op(node, key)
+    return found is not None and found.kind == "sum"
+
+
+def operands(node: torch.fx.Node, key: Key) -> list[torch.fx.Node]:
+    """The values a cluster node reads: an index op's values and index (and
+    a sum by another index the zeros it sums into, whose length the kernel
+    takes; a sum by the cluster's index makes its own); any other node's
+    inputs."""
+    found = index_op(node)
+    if found is None:
+        return list(node.all_input_nodes)
+    if found.kind == "sum" and found.index is not key.idx:
+        return [found.values, found.index, found.base]
+    return [found.values, found.index]
+
+
 def is_tensor(node: Any) -> bool:
     return isinstance(_value(node), torch.Tensor)
 
@@ -164,6 +185,9 @@ def is_candidate(node: torch.fx.Node, key: Key) -> bool:
         source = node.args[0]
         return (isinstance(source, torch.fx.Node) and is_segment_node(source)
                 and is_candidate(source, key) and _fits(_value(node), key, (key.dtype,)))
+    found = index_op(node)
+    if found is not None:
+        return _index_op_fits(found, key)
     if getattr(node.target, "namespace", "") != "aten" or packet(node) not in SUPPORTED_ATEN:
         return False
     schema = getattr(node.target, "_schema", None)
@@ -173,8 +197,38 @@ def is_candidate(node: torch.fx.Node, key: Key) -> bool:
         return False
     # Non-tensor inputs are sizes (expand's shape); the translator takes
     # them from the graph's values.
-    return all(_fits(_value(arg), key, (key.dtype, torch.bool))
+    return all(_fits(_value(arg), key, (key.dtype, torch.bool)) or is_uniform(arg, key)
                for arg in node.all_input_nodes if is_tensor(arg))
+
+
+def is_uniform(node: Any, key: Key) -> bool:
+    """A 0-d tensor of the cluster's dtype (a learnable scalar): the kernel
+    takes it as a value per segment."""
+    value = _value(node)
+    return isinstance(value, torch.Tensor) and value.dim() == 0 and value.dtype == key.dtype
+
+
+def _index_op_fits(op: IndexOp, key: Key) -> bool:
+    """Whether a gather or sum by an index tensor can join a cluster with
+    `key`: by the cluster's index, a segment gather or sum; by another
+    index over the cluster's rows, a gather of a table's rows or a sum into
+    a table's rows (seg.gather_rows, seg.scatter_sum)."""
+    values = _value(op.values)
+    if values.dtype != key.dtype or not _is_kernel_tail(tuple(values.shape[1:])):
+        return False
+    if size_expr(_value(op.index).shape[0]) != key.rows_expr:
+        return False
+    if op.index is not key.idx:
+        return True
+    # By the cluster's index: a table of S rows, a sum into S rows.
+    return size_expr(op.count) == key.size_expr
+
+
+def second_index_op(node: torch.fx.Node, key: Key) -> IndexOp | None:
+    """The gather or sum `node` is, where it is by an index other than
+    `key`'s (its table an input of the cluster, its sum an output)."""
+    found = index_op(node)
+    return found if found is not None and found.index is not key.idx else None
 
 
 class ClusterFinder:
@@ -220,38 +274,74 @@ class ClusterFinder:
             between ^= low
         return True
 
+    def seeds(self) -> list[tuple[torch.fx.Node, Key]]:
+        """The nodes clusters grow from, with their keys: the reductions by
+        the index reduced by first (the receivers, in message passing) come
+        first, so that sums and gathers by other indices (the senders) join
+        its clusters rather than seed their own."""
+        found = [(n, key) for n in self.order
+                 if n.op == "call_function" and (key := segment_key(n)) is not None]
+        rank: dict[torch.fx.Node, int] = {}
+        for _, key in found:
+            rank.setdefault(key.idx, len(rank))
+        return sorted(found, key=lambda seed: (rank[seed[1].idx], self.position[seed[0]]))
+
     def find(self, excluded: set[torch.fx.Node]) -> list[Cluster]:
         assigned: set[torch.fx.Node] = set()
         clusters = []
-        for seed in self.order:
+        for seed, key in self.seeds():
             if seed in assigned or seed in excluded:
-                continue
-            key = segment_key(seed) if seed.op == "call_function" else None
-            if key is None:
                 continue
             backward = self.backward[seed]
             nodes = {seed}
-            frontier = [seed]
-            while frontier:
-                node = frontier.pop()
-                neighbours = list(node.all_input_nodes) + list(node.users)
-                for other in sorted(neighbours, key=self.position.get):
-                    if (other in nodes or other in assigned or other in excluded
-                            or self.backward[other] != backward
-                            or not is_candidate(other, key)):
-                        continue
-                    if other.target is operator.getitem and other.args[0] not in nodes:
-                        continue  # joins with the node it takes a result of
-
-                    if self.is_convex(nodes | {other}):
-                        nodes.add(other)
-                        frontier.append(other)
+            # Producers first: a consumer of the seed's sum that joins early
+            # would make the rows feeding another sum unreachable (outside
+            # the cluster, between two of its nodes).
+            for producers_only in (True, False):
+                frontier = self.sorted(nodes)
+                while frontier:
+                    node = frontier.pop()
+                    neighbours = list(node.all_input_nodes)
+                    if not producers_only:
+                        neighbours += list(node.users)
+                    for other in sorted(neighbours, key=self.position.get):
+                        if self._may_join(nodes, other, key, backward, assigned | excluded):
+                            nodes.add(other)
+                            frontier.append(other)
             assigned |= nodes
             clusters.append(Cluster(key, nodes, backward))
+        clusters.sort(key=lambda c: min(self.position[n] for n in c.nodes))
         for cluster in clusters:
             if cluster.backward:
                 self.add_recomputation(cluster, excluded)
         return clusters
+
+    def _may_join(self, nodes: set[torch.fx.Node], other: torch.fx.Node, key: Key,
+                  backward: bool, taken: set[torch.fx.Node]) -> bool:
+        if (other in nodes or other in taken or self.backward[other] != backward
+                or not is_candidate(other, key)):
+            return False
+        if other.target is operator.getitem and other.args[0] not in nodes:
+            return False  # joins with the node it takes a result of
+        return self._keeps_second_indices_apart(nodes, other, key) and \
+            self.is_convex(nodes | {other})
+
+    @staticmethod
+    def _keeps_second_indices_apart(nodes: set[torch.fx.Node], other: torch.fx.Node,
+                                    key: Key) -> bool:
+        """A kernel reads a table of a gather by another index as an
+        argument, and returns a sum by another index as it is (the runtime
+        sums its rows): neither a table nor a sum's user joins the cluster."""
+        for user in other.users:
+            found = second_index_op(user, key)
+            if found is not None and found.kind == "gather" and found.values is other:
+                return False
+        if any(arg in nodes and _is_second_sum(arg, key) for arg in other.all_input_nodes):
+            return False
+        found = second_index_op(other, key)
+        if found is not None and found.kind == "sum" and any(u in nodes for u in other.users):
+            return False
+        return True
 
     def add_recomputation(self, cluster: Cluster, excluded: set[torch.fx.Node]) -> None:
         """Copies into a backward cluster the forward nodes it reads that
@@ -266,12 +356,16 @@ class ClusterFinder:
                     or not is_candidate(node, cluster.key) or not self._is_row_map(node)):
                 continue
             cluster.recomputed.add(node)
-            pending.extend(node.all_input_nodes)
+            found = second_index_op(node, cluster.key)
+            pending.extend([] if found is not None else node.all_input_nodes)
 
     @staticmethod
     def _is_row_map(node: torch.fx.Node) -> bool:
         if jit_program_level(node) is not None or node.target is operator.getitem:
             return False
+        found = index_op(node)
+        if found is not None:
+            return found.kind == "gather"
         found = segment_op_level(node.target)
         if found is not None:
             public, level = found
@@ -284,7 +378,7 @@ class ClusterFinder:
         members = cluster.members()
         seen: dict[torch.fx.Node, None] = {}
         for node in sorted(members, key=self.position.get):
-            for arg in node.all_input_nodes:
+            for arg in operands(node, cluster.key):
                 if arg not in members and not is_unused_placeholder(arg) and (
                         is_tensor(arg) or arg is cluster.key.size):
                     seen.setdefault(arg)

@@ -20,7 +20,8 @@ import sympy
 import torch
 
 from segops import _extensions
-from segops._jit_trace import JitError, Translator, Value
+from segops._fusion_index import IndexOp
+from segops._jit_trace import ROW, SEGMENT, TABLE, JitError, Translator, Value
 from segops._op_table import OPS, op_level
 
 
@@ -127,10 +128,18 @@ class ClusterTranslator(Translator):
     the cluster's inputs (float tensors, idx, num_segments), the outputs
     the values used outside it."""
 
-    def __init__(self, name: str, args: Sequence[Any], rows: Any, segments: Any) -> None:
-        super().__init__(fn=_cluster_function, name=name, args=args)
+    def __init__(self, name: str, args: Sequence[Any], rows: Any, segments: Any,
+                 spaces: Sequence[str | None] | None = None,
+                 index_ops: dict[torch.fx.Node, IndexOp] | None = None) -> None:
+        """`spaces`: per argument "uniform" (a 0-d tensor), TABLE (read by a
+        second index) or None (rows or segments, from its length);
+        `index_ops`: the cluster graph's gathers and sums by index tensors
+        (their nodes, values, index and zeros are the graph's copies)."""
+        super().__init__(fn=_cluster_function, name=name, args=args,
+                         spaces=spaces if spaces is not None else [None] * len(args))
         self.rows = size_expr(rows)
         self.segments = size_expr(segments)
+        self.index_ops = dict(index_ops or {})
         # The derived functions the kernel calls: (symbol, source, function,
         # level, whether it takes its forward's results) each.
         self.callees: list[tuple[str, str, str, int, bool]] = []
@@ -144,7 +153,9 @@ class ClusterTranslator(Translator):
 
     def space(self, position: int) -> str:
         value = self.args[position]
-        if value.dim() == 3:
+        if self.spaces[position] == "uniform":
+            return ' {seg.space = "segment"}'
+        if value.dim() == 3 or self.spaces[position] == TABLE:
             return ""
         length = size_expr(value.shape[0])
         if length == self.rows and length != self.segments:
@@ -159,6 +170,9 @@ class ClusterTranslator(Translator):
             if not isinstance(results, tuple):
                 raise self.fail(node, "getitem of a single value")
             return results[node.args[1]]
+        index_op = self.index_ops.get(node)
+        if index_op is not None:
+            return self.by_index(node, index_op)
         found = segment_op_level(node.target)
         if found is not None:
             return self.inline(node, *found)
@@ -168,6 +182,39 @@ class ClusterTranslator(Translator):
         if is_unused_placeholder(node):
             return None  # stands for zeros, made where an op reads it
         return super().call(node)
+
+    def node_space(self, node: torch.fx.Node) -> str | None:
+        value = node.meta.get("val")
+        if not isinstance(value, torch.Tensor) or value.dim() == 0:
+            return None
+        length = size_expr(value.shape[0])
+        return ROW if length == self.rows else SEGMENT if length == self.segments else None
+
+    def by_index(self, node: torch.fx.Node, op: IndexOp) -> Value:
+        """A gather or sum by an index tensor: by the cluster's index, a
+        segment gather or sum; by a second index, seg.gather_rows of a
+        table argument or seg.scatter_sum into as many rows as its zeros
+        argument (the kernel writes the rows, the runtime sums them)."""
+        index = self.values[op.index]
+        values = self.tensor(node, op.values)
+        if index.kind == "idx":
+            name = "segmented_gather" if op.kind == "gather" else "segmented_sum"
+            space = SEGMENT if op.kind == "gather" else ROW
+            return self.apply_segment_op(node, name, [self.place(node, values, space)])
+        if index.kind != "gidx":
+            raise self.fail(node, "the index is neither the cluster's nor an argument")
+        if op.kind == "gather":
+            return self.gather_rows(node, values, index)
+        if values.uniform:
+            values = self.place(node, values, ROW)
+        base = self.tensor(node, op.base)
+        zero, rows = self.fresh(), self.fresh()
+        result = Value(self.fresh(), "float", values.tail)
+        self.emit(f"{zero} = arith.constant 0 : index")
+        self.emit(f"{rows} = tensor.dim {base.name}, {zero} : {self.ty(base)}")
+        self.emit(f"{result.name} = seg.scatter_sum {values.name}, {index.name}, {rows} : "
+                  f"{self.ty(values)}, tensor<?xi32> -> {self.ty(result)}")
+        return result
 
     def is_index(self, node: Any) -> bool:
         value = self.values.get(node) if isinstance(node, torch.fx.Node) else None

@@ -463,8 +463,7 @@ class Translator:
 
     def segment_op(self, node: torch.fx.Node, name: str) -> Value:
         segment_op = OPS[name]
-        op, num_tensors = segment_op.seg_op, segment_op.num_tensors
-        takes_count = segment_op.takes_count
+        num_tensors = segment_op.num_tensors
         args = list(node.args)
         tensors = []
         for a, space in zip(args[:num_tensors], segment_op.operand_spaces):
@@ -484,16 +483,22 @@ class Translator:
             raise self.fail(node, f"{name}: all segment ops must share one idx (this one "
                                   "uses a different index tensor)")
         self.idx_node = idx
+        return self.apply_segment_op(node, name, tensors)
+
+    def apply_segment_op(self, node: torch.fx.Node, name: str, tensors: list[Value]) -> Value:
+        """Seg op `name` of `tensors` (placed in its operands' spaces) by
+        the function's index; its result has the shape of `node`'s value."""
+        segment_op = OPS[name]
         if any(t.tail == (1,) for t in tensors):
             raise self.fail(node, f"{name}: a scalar column (N, 1) is not a row tensor")
-        meta = node.meta["val"]
-        tail = tuple(meta.shape[1:])
+        tail = tuple(node.meta["val"].shape[1:])
         result = Value(self.fresh(), "float", tail)
-        operands = ", ".join(t.name for t in tensors) + f", {self.values[idx].name}"
+        operands = ", ".join(t.name for t in tensors) + ", %idx"
         types = ", ".join(self.ty(t) for t in tensors) + ", tensor<?xi32>"
-        if takes_count:
+        if segment_op.takes_count:
             operands += f", {self.size().name}"
-        self.emit(f"{result.name} = {op} {operands} : {types} -> {self.ty(result)}")
+        self.emit(f"{result.name} = {segment_op.seg_op} {operands} : {types} -> "
+                  f"{self.ty(result)}")
         return result
 
     def gather_rows(self, node: torch.fx.Node, table: Value, index: Value) -> Value:
@@ -623,6 +628,8 @@ class Translator:
         if packet in ("expand", "expand_as"):
             x = self.tensor(node, args[0])
             tail = tuple(node.meta["val"].shape[1:])
+            if tail == x.tail and x.tail != (1,):
+                return x  # to its own shape
             if x.tail == (1,) and is_feature_tail(tail):
                 return self.broadcast(x, tail)
             raise self.fail(node, f"'{target}' is only supported from (N, 1) to (N, F)")
@@ -661,6 +668,10 @@ class Translator:
         self.constant_params.append(f"{value.name}: {value.mlir_type(self.element)}"
                                     ' {seg.space = "segment"}')
         return value
+
+    def is_table(self, position: int) -> bool:
+        """Whether argument `position` is read by a second index."""
+        return self.spaces is not None and self.spaces[position] == TABLE
 
     def space(self, position: int) -> str:
         """The argument's space: as given, or where its length tells it (the
@@ -706,7 +717,7 @@ class Translator:
                 else:
                     v = Value(f"%a{position}", "float",
                               tuple(concrete(d) for d in value.shape[1:]))
-                    if self.spaces is not None and self.spaces[position] == TABLE:
+                    if self.is_table(position):
                         self.tables.add(v.name)
                 self.values[node] = v
                 params.append(f"{v.name}: {v.mlir_type(element)}{self.space(position)}")

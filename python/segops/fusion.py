@@ -32,10 +32,13 @@ from segops._fusion_cluster import (
     ClusterFinder,
     forward_node,
     is_kernel_value,
+    is_uniform,
     is_view,
+    second_index_op,
 )
+from segops._fusion_index import index_op
 from segops._fusion_translate import ClusterError, ClusterTranslator, SymbolicSize
-from segops._jit_trace import _ELEMENT_TYPES, Signature
+from segops._jit_trace import _ELEMENT_TYPES, TABLE, Signature
 
 __all__ = ["enable", "disable", "options", "reports", "clear_reports", "FusionReport",
            "SegmentFusionPass"]
@@ -80,6 +83,7 @@ class _Plan:
     inputs: list[torch.fx.Node]
     outputs: list[torch.fx.Node]
     program: str
+    uniform: set[int] = dataclasses.field(default_factory=set)  # 0-d inputs' positions
 
 
 class _Rejected(Exception):
@@ -163,12 +167,32 @@ def _source_files() -> list[str]:
     return [m.__file__ for m in (_fusion_cluster, _fusion_translate, _jit_trace)] + [__file__]
 
 
+def _second_index_roles(cluster: Cluster) -> tuple[set[torch.fx.Node], set[torch.fx.Node],
+                                                   set[torch.fx.Node], set[torch.fx.Node]]:
+    """Of a cluster's gathers and sums by indices other than its own: the
+    tables they read, the indices, the zeros they sum into, and the sums."""
+    tables, indices, bases, sums = set(), set(), set(), set()
+    for node in cluster.members():
+        found = second_index_op(node, cluster.key)
+        if found is None:
+            continue
+        indices.add(found.index)
+        if found.kind == "gather":
+            tables.add(found.values)
+        else:
+            bases.add(found.base)
+            sums.add(node)
+    return tables, indices, bases, sums
+
+
 def _check_boundary(finder: ClusterFinder, cluster: Cluster, inputs: list[torch.fx.Node],
                     outputs: list[torch.fx.Node]) -> None:
     """Inputs and outputs a jit_call can take and return."""
     key = cluster.key
+    tables, indices, bases, sums = _second_index_roles(cluster)
     for node in inputs:
-        if node is key.idx or node is key.size:
+        if node is key.idx or node is key.size or node in indices or node in tables \
+                or node in bases or is_uniform(node, key):
             continue
         if not is_kernel_value(_example(node), key):
             consumer = min((u for u in node.users if u in cluster.members()),
@@ -178,7 +202,7 @@ def _check_boundary(finder: ClusterFinder, cluster: Cluster, inputs: list[torch.
     for node in outputs:
         if is_view(node):
             raise _Rejected(node, "a view used outside the cluster")
-        if not is_kernel_value(_example(node), key):
+        if node not in sums and not is_kernel_value(_example(node), key):
             raise _Rejected(node, "its value, used outside the cluster, is not a float "
                                   "row or segment tensor")
 
@@ -214,8 +238,20 @@ def _translate(finder: ClusterFinder, cluster: Cluster, clusters: list[Cluster],
     size_example = _example(key.size) if isinstance(key.size, torch.fx.Node) else key.size
     args = [_example(n) for n in tensors] + [size_example]
     idx_position = tensors.index(key.idx)
-    signature = Signature(list(range(len(tensors))), idx_position, len(tensors))
-    translator = ClusterTranslator("jit_kernel", args, _example(key.idx).shape[0], size_example)
+    tables, indices, _, _ = _second_index_roles(cluster)
+    spaces = ["uniform" if is_uniform(n, key) else TABLE if n in tables else None
+              for n in tensors] + [None]
+    signature = Signature(list(range(len(tensors))), idx_position, len(tensors),
+                          gather_indices=tuple(k for k, n in enumerate(tensors) if n in indices))
+    index_ops = {}
+    for copy, node in origin.items():
+        found = index_op(node)
+        if found is not None:
+            index_ops[copy] = dataclasses.replace(
+                found, values=env[found.values], index=env[found.index],
+                base=env.get(found.base) if found.base is not None else None)
+    translator = ClusterTranslator("jit_kernel", args, _example(key.idx).shape[0], size_example,
+                                   spaces, index_ops)
     for node in cluster.members():
         forward = forward_node(node)
         if forward is not None and forward in env:
@@ -243,7 +279,8 @@ def _translate(finder: ClusterFinder, cluster: Cluster, clusters: list[Cluster],
     if len(entry["buffers"]) > _jit.MAX_KERNEL_TENSORS:
         raise _Rejected(set(cluster.nodes), f"its kernel would take {len(entry['buffers'])} "
                         f"tensors (at most {_jit.MAX_KERNEL_TENSORS})")
-    return _Plan(cluster, tensors, outputs, program)
+    return _Plan(cluster, tensors, outputs, program,
+                 {k for k, n in enumerate(tensors) if is_uniform(n, key)})
 
 
 def _fake_mode(graph: torch.fx.Graph) -> Any:
@@ -275,6 +312,24 @@ def _plans_in(plans: list[_Plan], copies: dict[torch.fx.Node, torch.fx.Node]) ->
     return result
 
 
+def _per_segment(graph: torch.fx.Graph, scalar: torch.fx.Node, size: Any,
+                 fake_mode: Any) -> torch.fx.Node:
+    """A 0-d tensor as a kernel's uniform argument takes it: its value per
+    segment, (S,), contiguous."""
+    aten = torch.ops.aten
+    row = graph.call_function(aten.view.default, (scalar, [1]))
+    expanded = graph.call_function(aten.expand.default, (row, [size]))
+    result = graph.call_function(aten.clone.default, (expanded,),
+                                 {"memory_format": torch.contiguous_format})
+    size_example = size.meta["val"] if isinstance(size, torch.fx.Node) else size
+    with fake_mode:
+        value = scalar.meta["val"]
+        row.meta["val"] = value.view(1)
+        expanded.meta["val"] = row.meta["val"].expand(size_example)
+        result.meta["val"] = expanded.meta["val"].clone(memory_format=torch.contiguous_format)
+    return result
+
+
 def _rewrite(graph: torch.fx.Graph, plans: list[_Plan], fake_mode: Any,
              report: bool = True) -> None:
     """Replaces each planned cluster by one jit_call and its getitems
@@ -294,6 +349,8 @@ def _rewrite(graph: torch.fx.Graph, plans: list[_Plan], fake_mode: Any,
         size = cluster.key.size
         inputs = [replaced.get(n, n) for n in plan.inputs]
         with graph.inserting_before(last):
+            for position in plan.uniform:
+                inputs[position] = _per_segment(graph, inputs[position], size, fake_mode)
             call = graph.call_function(_JIT_CALL, (plan.program, inputs, size))
         size_example = size.meta["val"] if isinstance(size, torch.fx.Node) else size
         with fake_mode:
