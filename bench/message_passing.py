@@ -17,11 +17,14 @@ torch.compile, in one run.
     energy = sum_i x_i' . w; energy + forces.
 
 Variants: `eager` (index_select / index_add_), `compile` (torch.compile of
-the same code; steps with forces compiled with trace_autograd_ops), and
+the same code; steps with forces compiled with trace_autograd_ops),
 `segops` (a segops.jit function of three indices: receivers i, senders j,
-batch). torch_scatter is a baseline where installed. Peak memory is the
-rise of the process's resident set (VmHWM, reset through
-/proc/self/clear_refs) during one call, after warm-up.
+batch), and `fusion` (torch.compile with segops.fusion of PyTorch-style
+code: for LJ `lj_per_atom`, which sums pair energies into atoms with
+index_add as PyG and MACE do; for SchNet the eager code itself).
+torch_scatter is a baseline where installed. Peak memory is the rise of
+the process's resident set (VmHWM, reset through /proc/self/clear_refs)
+during one call, after warm-up.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import torch
 from torch import Tensor
 
 import segops
+import segops.fusion
 from bench import report
 from bench.timing import interleaved_median_seconds
 
@@ -92,6 +96,17 @@ def lj_torch(pos: Tensor, eps: Tensor, sigma: Tensor, i: Tensor, j: Tensor,
     s6 = (sigma * sigma / (rij * rij).sum(-1)) ** 3
     e = 2.0 * eps * (s6 * s6 - s6)  # 4 eps (...) / 2: each pair twice
     return e.sum().reshape(1)
+
+
+def lj_per_atom(pos: Tensor, eps: Tensor, sigma: Tensor, i: Tensor, j: Tensor,
+                shift: Tensor) -> Tensor:
+    """lj_torch as message-passing code writes it: pair energies summed
+    into their receiving atoms first (what segops.fusion fuses)."""
+    rij = pos[j] - pos[i] + shift
+    s6 = (sigma * sigma / (rij * rij).sum(-1)) ** 3
+    e = 2.0 * eps * (s6 * s6 - s6)
+    e_atom = torch.zeros(pos.shape[0], dtype=pos.dtype, device=pos.device).index_add(0, i, e)
+    return e_atom.sum().reshape(1)
 
 
 @segops.jit
@@ -208,7 +223,7 @@ def _forwards(workload: str, atoms: int) -> dict[str, Callable[[], object]]:
     if workload == "lj":
         eps = torch.tensor(1.0, dtype=dtype, requires_grad=True)
         sigma = torch.tensor(1.0, dtype=dtype, requires_grad=True)
-        reference, fused = lj_torch, lj_segops
+        reference, fused, plain = lj_torch, lj_segops, lj_per_atom
         torch_args: tuple = (eps, sigma, i, j, shift)
         segops_args: tuple = (eps, sigma, i32, j32, shift, batch, atoms, 1)
     else:
@@ -216,13 +231,15 @@ def _forwards(workload: str, atoms: int) -> dict[str, Callable[[], object]]:
         x = torch.randn(atoms, FEATURES, generator=generator, dtype=dtype)
         mu = torch.linspace(0.5, CUTOFF, FEATURES, dtype=dtype)
         w = torch.randn(FEATURES, generator=generator, dtype=dtype)
-        reference, fused = schnet_torch, schnet_segops
+        reference, fused, plain = schnet_torch, schnet_segops, schnet_torch
         torch_args = (x, mu, w, i, j, shift)
         segops_args = (x, mu, w, i32, j32, shift, batch, atoms, 1)
     compiled = torch.compile(reference)
+    with_fusion = torch.compile(plain, options=segops.fusion.options())
     return {"eager": lambda: reference(pos, *torch_args),
             "compile": lambda: compiled(pos, *torch_args),
-            "segops": lambda: fused(pos, *segops_args)}
+            "segops": lambda: fused(pos, *segops_args),
+            "fusion": lambda: with_fusion(pos, *torch_args)}
 
 
 def run_lj(atoms: int, budget: float) -> list[dict]:
@@ -256,6 +273,7 @@ def run_lj(atoms: int, budget: float) -> list[dict]:
         "eager": (lj_torch, torch_args),
         "compile": (compiled_energy, torch_args),
         "segops": (segops_energy, segops_args),
+        "fusion": (lj_per_atom, torch_args),
     }
     rows = []
     for task in ("energy+forces", "training step"):
@@ -265,6 +283,8 @@ def run_lj(atoms: int, budget: float) -> list[dict]:
                 step = _energy_forces(energy)
                 if name == "compile":
                     step = torch.compile(_energy_forces(lj_torch))
+                elif name == "fusion":
+                    step = torch.compile(step, options=segops.fusion.options())
 
                 def call(step=step, args=args) -> object:
                     return step(pos, *args)
@@ -272,6 +292,8 @@ def run_lj(atoms: int, budget: float) -> list[dict]:
                 loss = _loss(energy if name != "compile" else lj_torch, e_ref, f_ref)
                 if name == "compile":
                     loss = torch.compile(loss)
+                elif name == "fusion":
+                    loss = torch.compile(loss, options=segops.fusion.options())
 
                 def call(loss=loss, args=args) -> object:
                     return torch.autograd.grad(loss(pos, *args), (eps, sigma))
@@ -282,14 +304,8 @@ def run_lj(atoms: int, budget: float) -> list[dict]:
         seconds = dict(zip(fns, interleaved_median_seconds(list(fns.values()), "cpu",
                                                            budget_s=budget)))
         row = {"workload": "lennard-jones", "atoms": atoms, "edges": int(i.shape[0]),
-               "task": task, **{f"{k} ms": seconds[k] * 1e3 for k in seconds},
-               "segops vs compile": seconds["segops"] / seconds["compile"],
-               "segops vs eager": seconds["segops"] / seconds["eager"],
+               "task": task, **_ratios(seconds, peaks),
                "neighbour list s": list_seconds, "transposed order ms": order_seconds * 1e3}
-        if peaks:
-            row.update({f"{k} forward peak MiB": (v or 0) / 2**20 for k, v in peaks.items()})
-            if peaks.get("compile"):
-                row["segops vs compile peak"] = peaks["segops"] / peaks["compile"]
         rows.append(row)
         print(_line(row), flush=True)
     return rows
@@ -310,24 +326,39 @@ def run_schnet(atoms: int, budget: float) -> list[dict]:
     torch_args = (x, mu, w, i, j, shift)
     segops_args = (x, mu, w, i32, j32, shift, batch, atoms, 1)
     compiled = torch.compile(_energy_forces(schnet_torch))
+    with_fusion = torch.compile(_energy_forces(schnet_torch), options=segops.fusion.options())
     fns = {
         "eager": lambda: _energy_forces(schnet_torch)(pos, *torch_args),
         "compile": lambda: compiled(pos, *torch_args),
         "segops": lambda: _energy_forces(schnet_segops)(pos, *segops_args),
+        "fusion": lambda: with_fusion(pos, *torch_args),
     }
     _check(fns)
     peaks = {name: forward_peak("schnet", atoms, name) for name in fns}
     seconds = dict(zip(fns, interleaved_median_seconds(list(fns.values()), "cpu",
                                                        budget_s=budget)))
     row = {"workload": "schnet F=32", "atoms": atoms, "edges": int(i.shape[0]),
-           "task": "energy+forces", **{f"{k} ms": seconds[k] * 1e3 for k in seconds},
-           "segops vs compile": seconds["segops"] / seconds["compile"],
-           "segops vs eager": seconds["segops"] / seconds["eager"],
-           **{f"{k} forward peak MiB": (v or 0) / 2**20 for k, v in peaks.items()}}
-    if peaks.get("compile"):
-        row["segops vs compile peak"] = peaks["segops"] / peaks["compile"]
+           "task": "energy+forces", **_ratios(seconds, peaks)}
     print(_line(row), flush=True)
     return [row]
+
+
+_FUSED = ("segops", "fusion")
+
+
+def _ratios(seconds: dict[str, float], peaks: dict[str, int | None]) -> dict[str, float]:
+    """A row's times, peaks, and the fused variants' ratios to torch.compile
+    and eager PyTorch."""
+    row = {f"{k} ms": v * 1e3 for k, v in seconds.items()}
+    for name in _FUSED:
+        row[f"{name} vs compile"] = seconds[name] / seconds["compile"]
+        row[f"{name} vs eager"] = seconds[name] / seconds["eager"]
+    row.update({f"{k} forward peak MiB": (v or 0) / 2**20 for k, v in peaks.items()})
+    if peaks.get("compile"):
+        for name in _FUSED:
+            if peaks.get(name) is not None:
+                row[f"{name} vs compile peak"] = peaks[name] / peaks["compile"]
+    return row
 
 
 def _check(fns: dict[str, Callable[[], object]]) -> None:
@@ -347,9 +378,11 @@ def _line(row: dict) -> str:
     times = ", ".join(f"{k[:-3]} {row[k]:.1f} ms" for k in row if k.endswith(" ms")
                       and not k.startswith("transposed"))
     text = (f"{row['workload']:14s} {row['atoms']:6d} atoms {row['edges']:8d} edges "
-            f"{row['task']:14s} {times}; segops/compile {row['segops vs compile']:.2f}")
-    if "segops vs compile peak" in row:
-        text += f", forward peak segops/compile {row['segops vs compile peak']:.2f}"
+            f"{row['task']:14s} {times}")
+    for name in _FUSED:
+        text += f"; {name}/compile {row[f'{name} vs compile']:.2f}"
+        if f"{name} vs compile peak" in row:
+            text += f", forward peak {row[f'{name} vs compile peak']:.2f}"
     return text
 
 
@@ -360,13 +393,14 @@ def summarize(rows: list[dict]) -> list[str]:
     for row in rows:
         if row["workload"] != "lennard-jones" or row["atoms"] != max(ATOMS):
             continue
-        ratio = row["segops vs compile"]
-        lines.append(f"LJ {row['task']} at {row['atoms']} atoms: {ratio:.2f}x torch.compile "
-                     f"(target <= 0.3x): {'met' if ratio <= 0.3 else 'NOT met'}")
-        if "segops vs compile peak" in row:
-            peak = row["segops vs compile peak"]
-            lines.append(f"LJ forward peak memory: {peak:.2f}x torch.compile (target <= 0.5x): "
-                         f"{'met' if peak <= 0.5 else 'NOT met'}")
+        for name in _FUSED:
+            ratio = row[f"{name} vs compile"]
+            lines.append(f"LJ {row['task']} at {row['atoms']} atoms, {name}: {ratio:.2f}x "
+                         f"torch.compile (target <= 0.3x): {'met' if ratio <= 0.3 else 'NOT met'}")
+            if f"{name} vs compile peak" in row:
+                peak = row[f"{name} vs compile peak"]
+                lines.append(f"LJ forward peak memory, {name}: {peak:.2f}x torch.compile "
+                             f"(target <= 0.5x): {'met' if peak <= 0.5 else 'NOT met'}")
     return lines
 
 

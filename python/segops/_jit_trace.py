@@ -325,7 +325,14 @@ class Translator:
         # Columns and uniform scalars broadcast against rows of F features.
         broadcastable = all(len(o.tail) == 1 or (o.uniform and o.tail == ())
                             for o in operands if isinstance(o, Value))
+        # A uniform scalar meets a scalar column w[:, None] (both stored as
+        # one value per row): the result is the column.
+        column = broadcastable and any(isinstance(o, Value) and o.tail == (1,)
+                                       for o in operands)
         operands = self.place_uniform(node, operands)
+        if column:
+            operands = [Value(o.name, o.kind, (1,), o.uniform)
+                        if isinstance(o, Value) and o.tail == () else o for o in operands]
         tensors = [o for o in operands if isinstance(o, Value)]
         if not tensors:
             raise self.fail(node, f"'{node.target}' has no tensor operand")

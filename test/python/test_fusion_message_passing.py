@@ -1,0 +1,267 @@
+"""segops.fusion of message-passing code written for PyTorch: `pos[j]`,
+`index_select`, and `index_add` / `index_put` / `scatter_add` into zeros by
+the receivers, in compiled energy, force and force-matching steps, against
+the same code run eagerly."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch import Tensor
+
+import segops
+import segops.fusion as fusion
+from segops._fusion_index import index_op
+
+pytest.importorskip("segops._native._segc", reason="segops.fusion needs the compiler module")
+
+pytestmark = pytest.mark.compiler
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from bench.message_passing import (  # noqa: E402 - the benchmark's system and potential
+    fcc_system,
+    lj_per_atom,
+    neighbour_list,
+)
+
+ATOMS = 108  # 3 x 3 x 3 fcc cells: about 55 neighbours each
+
+
+@pytest.fixture(autouse=True)
+def fresh_compilation(fresh_fusion_compilation, monkeypatch):
+    monkeypatch.setattr(torch._dynamo.config, "trace_autograd_ops", True)
+
+
+def fused_compile(fn, **kwargs):
+    return torch.compile(fn, options=fusion.options(strict=True), **kwargs)
+
+
+def lj_index_select(pos, eps, sigma, i, j, shift):
+    """index_select and an in-place index_add_ into zeros."""
+    rij = pos.index_select(0, j) - pos.index_select(0, i) + shift
+    s6 = (sigma * sigma / (rij * rij).sum(-1)) ** 3
+    e = 2.0 * eps * (s6 * s6 - s6)
+    e_atom = pos.new_zeros(pos.shape[0])
+    e_atom.index_add_(0, i, e)
+    return e_atom.sum().reshape(1)
+
+
+def lj_scatter_add(pos, eps, sigma, i, j, shift):
+    """PyG's scatter idiom: scatter_add_ with the index expanded over the
+    features, into zeros_like; per-atom (N, 1) energies."""
+    rij = pos[j] - pos[i] + shift
+    s6 = (sigma * sigma / (rij * rij).sum(-1, keepdim=True)) ** 3
+    e = 2.0 * eps * (s6 * s6 - s6)
+    e_atom = torch.zeros_like(pos).scatter_add_(0, i[:, None].expand_as(rij), e.expand_as(rij))
+    return e_atom.sum().reshape(1) / 3.0
+
+
+def lj_segmented_sum(pos, eps, sigma, i, j, shift):
+    """The gather as PyTorch writes it, the sum a segops op."""
+    rij = pos[j] - pos[i] + shift
+    s6 = (sigma * sigma / (rij * rij).sum(-1)) ** 3
+    e = 2.0 * eps * (s6 * s6 - s6)
+    return segops.segmented_sum(e, i, pos.shape[0]).sum().reshape(1)
+
+
+POTENTIALS = {"index": lj_per_atom, "index_select": lj_index_select,
+              "scatter_add": lj_scatter_add, "segmented_sum": lj_segmented_sum}
+
+
+def system(dtype=torch.float64, index_dtype=torch.int64, atoms=ATOMS):
+    pos0, box = fcc_system(atoms)
+    i, j, shift = neighbour_list(pos0, box)
+    pos = pos0.to(dtype).requires_grad_()
+    eps = torch.tensor(1.1, dtype=dtype, requires_grad=True)
+    sigma = torch.tensor(0.95, dtype=dtype, requires_grad=True)
+    return pos, eps, sigma, i.to(index_dtype), j.to(index_dtype), shift.to(dtype)
+
+
+def energy_forces(energy):
+    def run(pos, *args):
+        e = energy(pos, *args)
+        return e.detach(), -torch.autograd.grad(e.sum(), pos)[0]
+    return run
+
+
+def force_matching(energy, e_ref: Tensor, f_ref: Tensor):
+    def loss(pos, *args):
+        e = energy(pos, *args)
+        forces = -torch.autograd.grad(e.sum(), pos, create_graph=True)[0]
+        return ((e - e_ref) ** 2).sum() + ((forces - f_ref) ** 2).mean()
+    return loss
+
+
+def assert_close(actual, expected, dtype):
+    tol = 1e-9 if dtype == torch.float64 else 2e-4
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a, e, rtol=tol, atol=tol * max(1.0, e.abs().max().item()))
+
+
+def fused_ops() -> list[str]:
+    return [op for r in fusion.reports() for op in r.ops]
+
+
+@pytest.mark.parametrize("style", sorted(POTENTIALS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_energy_and_forces_fuse_the_gathers_and_sums(style, dtype):
+    args = system(dtype)
+    step = energy_forces(POTENTIALS[style])
+    got = fused_compile(step, fullgraph=True)(*args)
+    assert_close(got, step(*args), dtype)
+    ops = fused_ops()
+    # The gathers by both indices and the sums of the forces' two halves,
+    # by the receivers and by the senders, are inside kernels.
+    gathers = [op for op in ops if op in ("aten.index.Tensor", "aten.index_select.default")]
+    assert len(gathers) >= 2, ops
+    assert sum(op == "aten.index_put.default" for op in ops) >= 2, ops
+    # No gradient flows out of the step: energy and forces are one kernel.
+    assert len(fusion.reports()) == 1, fusion.reports()
+
+
+def test_force_matching_gradient_with_respect_to_learnable_scalars():
+    args = system(torch.float64)
+    pos, eps, sigma = args[:3]
+    with torch.no_grad():
+        e_ref = lj_per_atom(*args) * 1.01
+    f_ref = -torch.autograd.grad(lj_per_atom(*args).sum(), pos)[0].detach() * 0.99
+    loss = force_matching(lj_per_atom, e_ref, f_ref)
+    compiled = fused_compile(loss, fullgraph=True)
+    got = torch.autograd.grad(compiled(*args), (eps, sigma))
+    want = torch.autograd.grad(loss(*args), (eps, sigma))
+    assert_close(got, want, torch.float64)
+    reports = fusion.reports()
+    assert any(not r.backward for r in reports) and any(r.backward for r in reports)
+    # The double backward gathers the force cotangent by both indices.
+    backward_ops = [op for r in reports if r.backward for op in r.ops]
+    assert backward_ops.count("aten.index.Tensor") >= 2
+
+
+def test_bitwise_identical_across_thread_counts_and_runs():
+    args = system(torch.float32)
+    compiled = fused_compile(energy_forces(lj_per_atom))
+    threads = torch.get_num_threads()
+    results = []
+    try:
+        for count in (1, 2, 2):
+            torch.set_num_threads(count)
+            results.append([t.detach().clone() for t in compiled(*args)])
+    finally:
+        torch.set_num_threads(threads)
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            assert torch.equal(a, b)
+
+
+def test_unsorted_receivers_and_int32_indices():
+    pos, eps, sigma, i, j, shift = system(torch.float64, torch.int32)
+    order = torch.randperm(len(i), generator=torch.Generator().manual_seed(3))
+    args = (pos, eps, sigma, i[order], j[order], shift[order])
+    step = energy_forces(lj_per_atom)
+    assert_close(fused_compile(step)(*args), step(*args), torch.float64)
+    assert fusion.reports()
+
+
+def test_an_in_place_change_of_the_senders_is_seen():
+    pos, eps, sigma, i, j, shift = system(torch.float64)
+    step = energy_forces(lj_per_atom)
+    compiled = fused_compile(step)
+    compiled(pos, eps, sigma, i, j, shift)
+    # Other senders for a few edges (the index cache must not keep the old
+    # content's facts), never the receiver itself.
+    j[:5] = (i[:5] + 1 + torch.arange(5)) % ATOMS
+    assert_close(compiled(pos, eps, sigma, i, j, shift),
+                 step(pos, eps, sigma, i, j, shift), torch.float64)
+
+
+def test_a_sender_out_of_range_raises():
+    pos, eps, sigma, i, j, shift = system(torch.float64)
+    compiled = fused_compile(energy_forces(lj_per_atom))
+    compiled(pos, eps, sigma, i, j, shift)
+    bad = j.clone()
+    bad[7] = ATOMS + 3
+    with pytest.raises((ValueError, IndexError, RuntimeError), match="out of range|index"):
+        compiled(pos, eps, sigma, i, bad, shift)
+
+
+def schnet_layer(pos, x, mu, i, j, shift):
+    """A continuous-filter convolution over (N, F) features: x[j] times a
+    radial filter, summed into the receivers with index_add."""
+    rij = pos[j] - pos[i] + shift
+    r = torch.sqrt((rij * rij).sum(-1))
+    d = r[:, None] - mu
+    message = x[j] * torch.exp(-4.0 * d * d)
+    h = torch.zeros_like(x).index_add(0, i, message)
+    return (h * h).sum().reshape(1)
+
+
+@pytest.mark.parametrize("features", [2, 8])
+def test_wide_rows_of_a_filter_convolution(features):
+    pos, _, _, i, j, shift = system(torch.float64)
+    generator = torch.Generator().manual_seed(2)
+    x = torch.randn(ATOMS, features, dtype=torch.float64, generator=generator,
+                    requires_grad=True)
+    mu = torch.linspace(0.5, 2.5, features, dtype=torch.float64)
+
+    def step(pos, x):
+        e = schnet_layer(pos, x, mu, i, j, shift)
+        return (e, *torch.autograd.grad(e.sum(), (pos, x)))
+
+    assert_close(fused_compile(step)(pos, x), step(pos, x), torch.float64)
+    assert "aten.index_put.default" in fused_ops()
+
+
+def test_sums_that_are_not_segment_sums_stay_outside():
+    """Into a tensor that is not zeros, or by a 2-D index of the user's: no
+    segment sum; the results are still right."""
+    pos, eps, sigma, i, j, shift = system(torch.float64)
+
+    def into_ones(pos, i, j, shift):
+        rij = pos[j] - pos[i] + shift
+        r2 = (rij * rij).sum(-1)
+        return torch.ones(pos.shape[0], dtype=pos.dtype).index_add(0, i, r2).sum().reshape(1)
+
+    def by_a_2d_index(pos, i, j, shift):
+        rij = pos[j] - pos[i] + shift
+        columns = torch.stack([i, j, i], 1)  # each column its own index
+        return torch.zeros_like(pos).scatter_add(0, columns, rij * rij).sum().reshape(1)
+
+    for fn in (into_ones, by_a_2d_index):
+        fusion.clear_reports()
+        step = energy_forces(fn)
+        assert_close(fused_compile(step)(pos, i, j, shift), step(pos, i, j, shift),
+                     torch.float64)
+        ops = fused_ops()
+        # The forces' two sums (of the gathers' adjoints) fuse; the sum into
+        # ones and the scatter by a 2-D index do not.
+        assert ops.count("aten.index_put.default") == 2, ops
+        assert "aten.scatter_add.default" not in ops
+
+
+def test_index_ops_recognised_in_an_aten_graph():
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def fn(x, src, i, j):
+        a = x[j]
+        b = x.index_select(0, i)
+        c = torch.zeros(4, 3, dtype=x.dtype).index_add(0, i, src)
+        d = torch.zeros(4, 3, dtype=x.dtype).scatter_add(0, i[:, None].expand(5, 3), src)
+        e = torch.full((4, 3), 2.0, dtype=x.dtype).index_add(0, i, src)  # not zeros
+        return a, b, c, d, e
+
+    x = torch.randn(4, 3)
+    src = torch.randn(5, 3)
+    i = torch.tensor([0, 0, 1, 3, 3])
+    j = torch.tensor([2, 0, 1, 1, 3])
+    graph = make_fx(fn, tracing_mode="fake")(x, src, i, j).graph
+    x_node, src_node, i_node, j_node = [n for n in graph.nodes if n.op == "placeholder"]
+    found = [op for n in graph.nodes if n.op == "call_function"
+             if (op := index_op(n)) is not None]
+    assert [(op.kind, op.values, op.index) for op in found] == [
+        ("gather", x_node, j_node), ("gather", x_node, i_node),
+        ("sum", src_node, i_node), ("sum", src_node, i_node)]
+    assert all(op.count == 4 for op in found)
