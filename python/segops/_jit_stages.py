@@ -42,7 +42,7 @@ import torch.fx
 from torch import Tensor
 from torch.utils._python_dispatch import _disable_current_modes
 
-from segops._jit_trace import _ELEMENT_TYPES, _INDEX_DTYPES, JitError, concrete, trace
+from segops._jit_trace import _ELEMENT_TYPES, _INDEX_DTYPES, VIEWS, JitError, concrete, trace
 from segops._op_table import OPS, SEGMENT
 from segops.graph import Graph
 
@@ -97,10 +97,12 @@ def _gathers_as_segment_ops(module: torch.fx.GraphModule) -> None:
 
 
 def _gathers_an_argument(node: torch.fx.Node) -> bool:
-    """Whether `node` is segmented_gather of an argument (a table) by an
-    index argument."""
-    return (_segment_op(node) == "segmented_gather"
-            and isinstance(node.args[0], torch.fx.Node) and node.args[0].op == "placeholder"
+    """Whether `node` is segmented_gather of an argument (a table; or a
+    view of one, taken before the kernel) by an index argument."""
+    table = node.args[0] if _segment_op(node) == "segmented_gather" else None
+    if isinstance(table, torch.fx.Node) and _is_free_view(table):
+        table = table.args[0]
+    return (isinstance(table, torch.fx.Node) and table.op == "placeholder"
             and isinstance(node.args[1], torch.fx.Node) and node.args[1].op == "placeholder")
 
 
@@ -277,6 +279,11 @@ class StagedFunction:
         steps = self._steps(module, labels)
         output = next(n for n in module.graph.nodes if n.op == "output")
         for number, step in enumerate(steps):
+            if step.index is not None and not _reduces(step):
+                # Nodes of a stage split off from its reductions (a view of
+                # an (N, 1) argument before its gather by the senders): no
+                # kernel of their own, they run as they are.
+                step.index = None
             if step.index is not None:
                 self._make_kernel(step, number, trace_sizes)
         return _Plan(module, placeholders, steps, output.args[0], trace_sizes)
@@ -312,6 +319,9 @@ class StagedFunction:
             if op is not None:
                 idx = node.args[OPS[op].num_tensors]
                 labels[node] = idx if idx in stages else None
+                continue
+            if _is_free_view(node):
+                labels[node] = None
                 continue
             size = self._size_class(node, trace_sizes)
             candidates = [k for k, spaces in stages.items() if size is not None and size in spaces]
@@ -396,6 +406,12 @@ class StagedFunction:
                                   for u in n.users if u in in_step)]
         nodes, inputs, outputs, index = step.nodes, step.inputs, step.outputs, step.index
         tables = {node: len(inputs) + k for k, node in enumerate(step.tables)}
+        rows_class = self._size_class(index, trace_sizes)
+
+        def size_in_stage(size_class: int, values: tuple) -> Any:
+            """A traced size (a view's shape) in the kernel: its rows or its
+            segment count."""
+            return values[-2].shape[0] if size_class == rows_class else values[-1]
 
         def stage(*values: Any) -> Any:
             env: dict[torch.fx.Node, Any] = dict(zip(inputs, values[:len(inputs)]))
@@ -406,7 +422,8 @@ class StagedFunction:
                     env[node] = torch.ops.segops.segmented_gather.default(
                         table, env[node.args[1]], table.shape[0])
                     continue
-                env[node] = _run_node(node, env, lambda size: values[-1], trace_sizes)
+                env[node] = _run_node(node, env, lambda size: size_in_stage(size, values),
+                                      trace_sizes)
             results = [env[n] for n in outputs]
             return results[0] if len(results) == 1 else tuple(results)
 
@@ -444,6 +461,24 @@ class StagedFunction:
             results = results if isinstance(results, tuple) else (results,)
             env.update(zip(step.outputs, results))
         return sources if want_ir else env
+
+
+def _is_free_view(node: torch.fx.Node) -> bool:
+    """A view of an argument, or one the function returns (an (N, 1)
+    column in and out of the library ops' (N,) tensors): taken as it is,
+    outside kernels, which neither take nor return columns."""
+    packet = getattr(node.target, "__name__", "").split(".")[0]
+    if getattr(node.target, "namespace", "") != "aten" or packet not in VIEWS:
+        return False
+    source = node.args[0]
+    return (isinstance(source, torch.fx.Node) and source.op == "placeholder") or \
+        any(user.op == "output" for user in node.users)
+
+
+def _reduces(step: _Step) -> bool:
+    """Whether a step holds a reduction into its index's segments."""
+    return any(_segment_op(node) is not None
+               and OPS[_segment_op(node)].result_space == SEGMENT for node in step.nodes)
 
 
 def _run_node(node: torch.fx.Node, env: dict[torch.fx.Node, Any],

@@ -616,6 +616,8 @@ class Translator:
             shape = tuple(node.meta["val"].shape)
             if x.tail == () and len(shape) == 2 and shape[1] == 1:
                 return Value(x.name, x.kind, (1,))
+            if x.tail == (1,) and len(shape) == 1:
+                return Value(x.name, x.kind, ())  # the column back to its scalars
             if tuple(node.meta["val"].shape[1:]) == x.tail:
                 return x
             raise self.fail(node, f"'{target}' to shape {tuple(shape)} is not supported "

@@ -14,6 +14,7 @@ import textwrap
 import pytest
 import torch
 from segment_lengths import (
+    GPU_THRESHOLDS,
     HOST_THRESHOLDS,
     assert_levels_close,
     derivative_levels,
@@ -149,6 +150,36 @@ def test_gradcheck_gradgradcheck_and_third_order() -> None:
     torch.testing.assert_close(third(messages_jit), third(messages_reference))
 
 
+@segops.jit
+def _column_messages(pos: Tensor, x: Tensor, i: Tensor, j: Tensor, atoms: int) -> Tensor:
+    rij = segops.segmented_gather(pos, j) - segops.segmented_gather(pos, i)
+    weight = torch.exp(-(rij * rij).sum(-1))[:, None]
+    return segops.segmented_sum(segops.segmented_gather(x, j) * weight, i, atoms)
+
+
+def test_one_feature_per_node_as_a_column() -> None:
+    """(N, 1) node features: the library ops' views of the column run
+    outside the kernel, x[j] inside it."""
+    pos, _, _, i, j, _, atoms = _message_inputs(1, seed=6)
+    pos = pos[:atoms].clone().requires_grad_()
+    x = torch.randn(atoms, 1, dtype=torch.float64, requires_grad=True)
+
+    def reference(pos: Tensor, x: Tensor) -> Tensor:
+        rij = pos[j] - pos[i]
+        weight = torch.exp(-(rij * rij).sum(-1))[:, None]
+        return torch.zeros(atoms, 1, dtype=x.dtype).index_add(0, i, x[j] * weight)
+
+    def fn(pos: Tensor, x: Tensor) -> Tensor:
+        return _column_messages(pos, x, i, j, atoms)
+
+    torch.testing.assert_close(fn(pos, x), reference(pos, x))
+    assert torch.autograd.gradcheck(fn, (pos, x))
+    assert torch.autograd.gradgradcheck(fn, (pos, x))
+    plan = next(iter(_column_messages._staged._plans.values()))
+    assert [s.index is not None for s in plan.steps].count(True) == 1
+    assert any(s.tables for s in plan.steps)
+
+
 def test_unsorted_receivers_rerun_on_sorted_rows() -> None:
     """An unsorted reduction index runs on its rows in sorted order: the
     second index's rows move with them."""
@@ -270,21 +301,18 @@ def _edge_messages(table: Tensor, rows: Tensor, i: Tensor, j: Tensor, s: int,
     return reduce(message * message, i, s)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("length", lengths_around(HOST_THRESHOLDS))
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_every_host_threshold_to_second_order(dtype: torch.dtype, length: int) -> None:
-    """One receiver of `length` edges between short ones (vectors, masked
-    tails, the short-segment block, threads, long-segment tiles; 1e6 rows),
-    its senders at random."""
+@segops.jit
+def _fused_edge_messages(table: Tensor, rows: Tensor, i: Tensor, j: Tensor, s: int) -> Tensor:
+    return _edge_messages(table, rows, i, j, s, segops.segmented_gather, segops.segmented_sum)
+
+
+def check_one_long_receiver(dtype: torch.dtype, length: int) -> None:
+    """One receiver of `length` edges between short ones, its senders at
+    random: the fused kernels against index_select / index_add_, to second
+    order."""
     i, s = long_segment_index(length)
     generator = torch.Generator().manual_seed(length)
     j = torch.randint(0, s, i.shape, generator=generator, dtype=torch.int32)
-
-    @segops.jit
-    def fused(table: Tensor, rows: Tensor, i: Tensor, j: Tensor, s: int) -> Tensor:
-        return _edge_messages(table, rows, i, j, s, segops.segmented_gather,
-                              segops.segmented_sum)
 
     def reference(table: Tensor, rows: Tensor) -> Tensor:
         return _edge_messages(table, rows, i, j, s, lambda v, n: v.index_select(0, n),
@@ -294,6 +322,36 @@ def test_every_host_threshold_to_second_order(dtype: torch.dtype, length: int) -
     inputs = [torch.randn(s, 3, dtype=torch.float64, generator=generator),
               torch.randn(i.numel(), 3, dtype=torch.float64, generator=generator)]
     expected = derivative_levels(reference, inputs, 2)
-    actual = derivative_levels(lambda t, r: fused(t, r, i, j, s), [t.to(dtype) for t in inputs],
-                               2)
+    actual = derivative_levels(lambda t, r: _fused_edge_messages(t, r, i, j, s),
+                               [t.to(dtype) for t in inputs], 2)
     assert_levels_close(actual, expected, f"gather_rows {dtype} over {length} rows")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("length", lengths_around(HOST_THRESHOLDS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_every_host_threshold_to_second_order(dtype: torch.dtype, length: int) -> None:
+    """Vectors, masked tails, the short-segment block, threads, long-segment
+    tiles; 1e6 rows."""
+    check_one_long_receiver(dtype, length)
+
+
+@pytest.mark.slow
+@pytest.mark.simulator
+def test_every_gpu_threshold_on_the_simulator() -> None:
+    """The GPU kernels (a warp's 32 rows, long segments from an aligned
+    1024-row tile) with a gather by j in them, on the simulated driver, to
+    second order, in f32 and f64."""
+    script = textwrap.dedent(f"""
+        import torch
+        from test_gather_rows import check_one_long_receiver
+        for dtype in (torch.float32, torch.float64):
+            for length in {lengths_around(GPU_THRESHOLDS, largest=None)!r}:
+                check_one_long_receiver(dtype, length)
+        print("ok")
+    """)
+    env = dict(os.environ, SEGOPS_SIMULATE_GPU="1")
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                            text=True, cwd=os.path.dirname(__file__), timeout=1200)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "ok" in result.stdout
