@@ -202,10 +202,17 @@ def is_candidate(node: torch.fx.Node, key: Key) -> bool:
 
 
 def is_uniform(node: Any, key: Key) -> bool:
-    """A 0-d tensor of the cluster's dtype (a learnable scalar): the kernel
-    takes it as a value per segment."""
+    """A 0-d or (F,) tensor of the cluster's dtype (a learnable scalar, a
+    per-feature weight) whose length cannot be taken for rows or segments:
+    the kernel takes it as a value per segment."""
     value = _value(node)
-    return isinstance(value, torch.Tensor) and value.dim() == 0 and value.dtype == key.dtype
+    if not isinstance(value, torch.Tensor) or value.dtype != key.dtype or value.dim() > 1:
+        return False
+    if value.dim() == 0:
+        return True
+    length = value.shape[0]
+    return isinstance(length, int) and is_feature_tail((length,)) and \
+        size_expr(length) not in (key.rows_expr, key.size_expr)
 
 
 def _index_op_fits(op: IndexOp, key: Key) -> bool:
@@ -371,7 +378,9 @@ class ClusterFinder:
             public, level = found
             # Level-0 ops without a segment count map rows (gather, mul, matvec).
             return level == 0 and not OPS[public].takes_count
-        return packet(node) not in SAVED_PRODUCERS
+        # A transcendental of rows of features is recomputed too: saving
+        # F values per row is what message passing cannot afford (E x F).
+        return packet(node) not in SAVED_PRODUCERS or tuple(_value(node).shape[1:]) != ()
 
 
     def inputs(self, cluster: Cluster) -> list[torch.fx.Node]:

@@ -314,18 +314,19 @@ def _plans_in(plans: list[_Plan], copies: dict[torch.fx.Node, torch.fx.Node]) ->
 
 def _per_segment(graph: torch.fx.Graph, scalar: torch.fx.Node, size: Any,
                  fake_mode: Any) -> torch.fx.Node:
-    """A 0-d tensor as a kernel's uniform argument takes it: its value per
-    segment, (S,), contiguous."""
+    """A 0-d or (F,) tensor as a kernel's uniform argument takes it: its
+    value per segment, (S,) or (S, F), contiguous."""
     aten = torch.ops.aten
-    row = graph.call_function(aten.view.default, (scalar, [1]))
-    expanded = graph.call_function(aten.expand.default, (row, [size]))
+    tail = list(scalar.meta["val"].shape)
+    row = graph.call_function(aten.view.default, (scalar, [1, *tail] if tail else [1]))
+    expanded = graph.call_function(aten.expand.default, (row, [size, *tail]))
     result = graph.call_function(aten.clone.default, (expanded,),
                                  {"memory_format": torch.contiguous_format})
     size_example = size.meta["val"] if isinstance(size, torch.fx.Node) else size
     with fake_mode:
         value = scalar.meta["val"]
-        row.meta["val"] = value.view(1)
-        expanded.meta["val"] = row.meta["val"].expand(size_example)
+        row.meta["val"] = value.view(1, *tail) if tail else value.view(1)
+        expanded.meta["val"] = row.meta["val"].expand(size_example, *tail)
         result.meta["val"] = expanded.meta["val"].clone(memory_format=torch.contiguous_format)
     return result
 

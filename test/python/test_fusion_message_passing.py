@@ -215,6 +215,25 @@ def test_wide_rows_of_a_filter_convolution(features):
     assert "aten.index_put.default" in fused_ops()
 
 
+def test_a_filter_convolution_saves_no_edge_rows_of_features():
+    """Backward of the layer compiled alone: the per-feature centres mu are
+    a uniform input, and the backward recomputes the E x F exp() rows
+    rather than having the forward save them."""
+    pos, _, _, i, j, shift = system(torch.float64)
+    generator = torch.Generator().manual_seed(4)
+    x = torch.randn(ATOMS, 8, dtype=torch.float64, generator=generator, requires_grad=True)
+    mu = torch.linspace(0.5, 2.5, 8, dtype=torch.float64)
+    compiled = fused_compile(schnet_layer)
+    got = compiled(pos, x, mu, i, j, shift)
+    want = schnet_layer(pos, x, mu, i, j, shift)
+    assert_close([got, *torch.autograd.grad(got.sum(), (pos, x))],
+                 [want, *torch.autograd.grad(want.sum(), (pos, x))], torch.float64)
+    (forward,) = [r for r in fusion.reports() if not r.backward]
+    (backward,) = [r for r in fusion.reports() if r.backward]
+    assert "aten.exp.default" in forward.ops
+    assert "aten.exp.default" in backward.recomputed
+
+
 def test_sums_that_are_not_segment_sums_stay_outside():
     """Into a tensor that is not zeros, or by a 2-D index of the user's: no
     segment sum; the results are still right."""

@@ -9,6 +9,7 @@
 #include "segops/Dialect/Seg/IR/SegOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
@@ -194,8 +195,29 @@ Components BroadcastOp::buildComponents(OpBuilder &, Location,
   return Components(width, operand[0]);
 }
 
+/// Rows this wide or wider sum their scalar components as one vector.
+static constexpr int64_t kVectorSumComponents = 8;
+
 Components ComponentSumOp::buildComponents(OpBuilder &b, Location loc,
                                            ValueRange operand) {
+  Type type = operand[0].getType();
+  if (static_cast<int64_t>(operand.size()) >= kVectorSumComponents &&
+      isa<FloatType>(type)) {
+    // The components as a vector, summed by an ordered reduction from -0
+    // (the same additions, in the same order, as the scalar chain below):
+    // the vector is a seed for LLVM's SLP vectoriser, which then computes
+    // the features' row code as vectors too.
+    auto vectorType = VectorType::get({int64_t(operand.size())}, type);
+    Value vector = b.create<LLVM::PoisonOp>(loc, vectorType);
+    for (auto [position, component] : llvm::enumerate(operand))
+      vector = b.create<LLVM::InsertElementOp>(
+          loc, vector, component,
+          b.create<arith::ConstantIntOp>(loc, position, 32));
+    Value negativeZero = b.create<arith::ConstantOp>(
+        loc, b.getFloatAttr(type, -0.0));
+    return {b.create<LLVM::vector_reduce_fadd>(loc, type, negativeZero,
+                                               vector)};
+  }
   Value total = operand[0];
   for (Value component : operand.drop_front())
     total = b.create<arith::AddFOp>(loc, total, component);
