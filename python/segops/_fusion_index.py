@@ -3,7 +3,8 @@
 Message-passing code written for PyTorch (PyG, MACE, NequIP) gathers node
 values by an index tensor and sums edge values into nodes:
 
-    x[j], x.index_select(0, j)                       -> a gather by j
+    x[j], x.index_select(0, j),
+    x.gather(0, j[:, None].expand(-1, F))            -> a gather by j
     zeros.index_add_(0, i, src), zeros.index_put_((i,), src, accumulate=True),
     zeros.scatter_add_(0, i[:, None].expand_as(src), src)  -> a sum by i
 
@@ -134,6 +135,14 @@ def index_op(node: torch.fx.Node) -> IndexOp | None:
         table, index = args[0], args[1][0]
     elif target is aten.index_select.default and len(args) == 3 and _is_dim0(args[1], args[0]):
         table, index = args[0], args[2]
+    elif target is aten.gather.default and len(args) >= 3 and _is_dim0(args[1], args[0]) \
+            and not (args[3] if len(args) > 3 else node.kwargs.get("sparse_grad", False)):
+        # torch.gather(x, 0, j[:, None].expand(-1, F)): x[j].
+        table, value = args[0], _value(node)
+        if not isinstance(value, torch.Tensor) or \
+                tuple(value.shape[1:]) != tuple(_value(table).shape[1:]):
+            return None
+        index = _expanded_index(args[2], value.shape)
     else:
         return _sum_op(node)
     if not (_is_index(index) and _is_float_rows(table)):

@@ -68,7 +68,15 @@ def lj_segmented_sum(pos, eps, sigma, i, j, shift):
     return segops.segmented_sum(e, i, pos.shape[0]).sum().reshape(1)
 
 
-POTENTIALS = {"index": lj_per_atom, "index_select": lj_index_select,
+def lj_gather(pos, eps, sigma, i, j, shift):
+    """torch.gather with the senders expanded over the coordinates."""
+    rij = pos.gather(0, j[:, None].expand(-1, 3)) - pos[i] + shift
+    s6 = (sigma * sigma / (rij * rij).sum(-1)) ** 3
+    e = 2.0 * eps * (s6 * s6 - s6)
+    return torch.zeros(pos.shape[0], dtype=pos.dtype).index_add(0, i, e).sum().reshape(1)
+
+
+POTENTIALS = {"index": lj_per_atom, "index_select": lj_index_select, "gather": lj_gather,
               "scatter_add": lj_scatter_add, "segmented_sum": lj_segmented_sum}
 
 
@@ -116,9 +124,12 @@ def test_energy_and_forces_fuse_the_gathers_and_sums(style, dtype):
     ops = fused_ops()
     # The gathers by both indices and the sums of the forces' two halves,
     # by the receivers and by the senders, are inside kernels.
-    gathers = [op for op in ops if op in ("aten.index.Tensor", "aten.index_select.default")]
+    gathers = [op for op in ops if op in ("aten.index.Tensor", "aten.index_select.default",
+                                          "aten.gather.default")]
     assert len(gathers) >= 2, ops
     assert sum(op == "aten.index_put.default" for op in ops) >= 2, ops
+    if style == "gather":  # its adjoint: scatter_add by the expanded senders
+        assert "aten.scatter_add.default" in ops, ops
     # No gradient flows out of the step: energy and forces are one kernel.
     assert len(fusion.reports()) == 1, fusion.reports()
 
@@ -270,7 +281,9 @@ def test_index_ops_recognised_in_an_aten_graph():
         c = torch.zeros(4, 3, dtype=x.dtype).index_add(0, i, src)
         d = torch.zeros(4, 3, dtype=x.dtype).scatter_add(0, i[:, None].expand(5, 3), src)
         e = torch.full((4, 3), 2.0, dtype=x.dtype).index_add(0, i, src)  # not zeros
-        return a, b, c, d, e
+        f = x.gather(0, j[:, None].expand(5, 3))
+        g = x.gather(0, torch.stack([j, i, j], 1))  # a 2-D index: no row gather
+        return a, b, c, d, e, f, g
 
     x = torch.randn(4, 3)
     src = torch.randn(5, 3)
@@ -282,5 +295,5 @@ def test_index_ops_recognised_in_an_aten_graph():
              if (op := index_op(n)) is not None]
     assert [(op.kind, op.values, op.index) for op in found] == [
         ("gather", x_node, j_node), ("gather", x_node, i_node),
-        ("sum", src_node, i_node), ("sum", src_node, i_node)]
+        ("sum", src_node, i_node), ("sum", src_node, i_node), ("gather", x_node, j_node)]
     assert all(op.count == 4 for op in found)
