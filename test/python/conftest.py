@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
+
 import pytest
 import torch
 
@@ -37,3 +42,15 @@ def fresh_fusion_compilation(monkeypatch: pytest.MonkeyPatch):
     fusion.clear_reports()
     yield
     torch._dynamo.reset()
+
+
+def run_simulated(script: str, timeout: int = 900) -> None:
+    """Runs a Python script (dedented) in a process whose segops runs GPU
+    kernels on the simulator (SEGOPS_SIMULATE_GPU=1), from this directory
+    (so it imports the tests' helpers); it must print "ok"."""
+    env = dict(os.environ, SEGOPS_SIMULATE_GPU="1")
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env=env,
+                            capture_output=True, text=True, cwd=os.path.dirname(__file__),
+                            timeout=timeout)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "ok" in result.stdout

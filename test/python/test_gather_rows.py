@@ -6,13 +6,11 @@ level; the runtime's checks of j; determinism."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
 import torch
+from conftest import run_simulated
 from segment_lengths import (
     GPU_THRESHOLDS,
     HOST_THRESHOLDS,
@@ -288,11 +286,7 @@ def test_tables_on_the_gpu_simulator() -> None:
             torch.testing.assert_close(a, b)
         print("ok")
     """)
-    env = dict(os.environ, SEGOPS_SIMULATE_GPU="1")
-    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                            text=True, cwd=os.path.dirname(__file__), timeout=900)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "ok" in result.stdout
+    run_simulated(script)
 
 
 def _edge_messages(table: Tensor, rows: Tensor, i: Tensor, j: Tensor, s: int,
@@ -350,8 +344,4 @@ def test_every_gpu_threshold_on_the_simulator() -> None:
                 check_one_long_receiver(dtype, length)
         print("ok")
     """)
-    env = dict(os.environ, SEGOPS_SIMULATE_GPU="1")
-    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                            text=True, cwd=os.path.dirname(__file__), timeout=1200)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "ok" in result.stdout
+    run_simulated(script, timeout=1200)

@@ -5,13 +5,11 @@ of several indices, segops.Graph and torch.compile, against pure PyTorch
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
 import torch
+from conftest import run_simulated
 from torch import Tensor
 
 import segops
@@ -443,8 +441,4 @@ def test_pair_potential_on_the_gpu_simulator() -> None:
             torch.testing.assert_close(a, b)
         print("ok")
     """)
-    env = dict(os.environ, SEGOPS_SIMULATE_GPU="1")
-    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                            text=True, cwd=os.path.dirname(__file__), timeout=900)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "ok" in result.stdout
+    run_simulated(script)
