@@ -131,7 +131,7 @@ class ClusterTranslator(Translator):
     def __init__(self, name: str, args: Sequence[Any], rows: Any, segments: Any,
                  spaces: Sequence[str | None] | None = None,
                  index_ops: dict[torch.fx.Node, IndexOp] | None = None) -> None:
-        """`spaces`: per argument "uniform" (a 0-d tensor), TABLE (read by a
+        """`spaces`: per argument "uniform" (a 0-d or (F,) tensor), TABLE (read by a
         second index) or None (rows or segments, from its length);
         `index_ops`: the cluster graph's gathers and sums by index tensors
         (their nodes, values, index and zeros are the graph's copies)."""
