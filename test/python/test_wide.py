@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import layout
+from segment_lengths import assert_levels_close, derivative_levels
 
 import segops
 from segops import _gpusim
@@ -363,6 +364,30 @@ def test_jit_softmax_aggregation_of_width_32_features(dtype: torch.dtype) -> Non
     (expected * weights).sum().backward()
     torch.testing.assert_close(h.grad, ref_h.grad, **TOL[dtype])
     torch.testing.assert_close(attention.grad, ref_attention.grad, **TOL[dtype])
+
+
+def _feature_energy(x, w, idx, num_segments):
+    """A sum over each row's features (seg.component_sum) of a
+    transcendental per feature, then by segments."""
+    return segops.segmented_sum((torch.exp(-x * x) * w).sum(-1), idx, num_segments)
+
+
+# 7 | 8: component sums as one vector reduction from 8 features; 9 | 10:
+# rows as vectors of rows up to 9 components, one at a time above.
+@pytest.mark.parametrize("features", [7, 8, 9, 10])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+def test_jit_feature_sums_on_both_sides_of_their_thresholds(features: int,
+                                                           dtype: torch.dtype) -> None:
+    """Values and three derivative levels against eager PyTorch."""
+    idx = layout(COUNTS)
+    s, n = len(COUNTS), idx.shape[0]
+    inputs = [_rows((n, features), torch.float64, 1), _rows((n, features), torch.float64, 2)]
+    fused = segops.jit(_feature_energy)
+    expected = derivative_levels(
+        lambda x, w: ref_sum((torch.exp(-x * x) * w).sum(-1), idx, s), inputs, 3)
+    actual = derivative_levels(lambda x, w: fused(x, w, idx, s),
+                               [t.to(dtype) for t in inputs], 3)
+    assert_levels_close(actual, expected, f"feature sums of {features} in {dtype}")
 
 
 def test_jit_wide_rows_second_order() -> None:
