@@ -183,12 +183,10 @@ class ClusterTranslator(Translator):
             return None  # stands for zeros, made where an op reads it
         return super().call(node)
 
-    def node_space(self, node: torch.fx.Node) -> str | None:
-        value = node.meta.get("val")
-        if not isinstance(value, torch.Tensor) or value.dim() == 0:
-            return None
-        length = size_expr(value.shape[0])
-        return ROW if length == self.rows else SEGMENT if length == self.segments else None
+    def length(self, size: Any) -> Any:
+        """Sizes compared structurally, as sympy expressions (symbolic ones
+        have no int without a guard)."""
+        return size_expr(size)
 
     def by_index(self, node: torch.fx.Node, op: IndexOp) -> Value:
         """A gather or sum by an index tensor: by the cluster's index, a

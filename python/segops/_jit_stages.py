@@ -42,6 +42,7 @@ import torch.fx
 from torch import Tensor
 from torch.utils._python_dispatch import _disable_current_modes
 
+from segops._fusion_index import index_op
 from segops._jit_trace import _ELEMENT_TYPES, _INDEX_DTYPES, VIEWS, JitError, concrete, trace
 from segops._op_table import OPS, SEGMENT
 from segops.graph import Graph
@@ -70,29 +71,20 @@ def _is_row_block(value: Any) -> bool:
 
 
 def _gathers_as_segment_ops(module: torch.fx.GraphModule) -> None:
-    """`x[j]` and `x.index_select(0, j)` by an index argument become
+    """Gathers by an index argument (`x[j]`, `x.index_select(0, j)`,
+    `x.gather(0, j[:, None].expand(-1, F))`: _fusion_index) become
     segmented_gather: in a kernel step where j is its index, a gather in
     registers; otherwise a gather whose adjoint runs over j's transposed
     order (deterministic), where aten's would scatter."""
-    aten = torch.ops.aten
     for node in module.graph.nodes:
-        if node.op != "call_function":
-            continue
-        if node.target is aten.index.Tensor and len(node.args) == 2 \
-                and isinstance(node.args[1], (list, tuple)) and len(node.args[1]) == 1:
-            x, index = node.args[0], node.args[1][0]
-        elif node.target is aten.index_select.default and node.args[1] == 0:
-            x, index = node.args[0], node.args[2]
-        else:
-            continue
-        value = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
-        if not (isinstance(index, torch.fx.Node) and index.op == "placeholder"
-                and _is_index(index.meta.get("val")) and isinstance(value, Tensor)
-                and value.is_floating_point() and value.dim() in (1, 2)):
+        found = index_op(node)
+        if found is None or found.kind != "gather" or found.index.op != "placeholder" \
+                or found.values.meta["val"].dim() not in (1, 2):
             continue
         node.target = torch.ops.segops.segmented_gather.default
-        node.args = (x, index, int(value.shape[0]))
+        node.args = (found.values, found.index, int(found.count))
         node.kwargs = {}
+    module.graph.eliminate_dead_code()  # the views of an expanded index
     module.recompile()
 
 

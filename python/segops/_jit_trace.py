@@ -281,8 +281,12 @@ class Translator:
         value = node.meta.get("val")
         if self.rows is None or not isinstance(value, torch.Tensor) or value.dim() == 0:
             return None
-        length = concrete(value.shape[0])
+        length = self.length(value.shape[0])
         return ROW if length == self.rows else SEGMENT if length == self.segments else None
+
+    def length(self, size: Any) -> Any:
+        """A leading size as `rows` and `segments` hold them (an int)."""
+        return concrete(size)
 
     def gather_uniform(self, value: Value) -> Value:
         """A uniform value per row: its (equal) per-segment values gathered

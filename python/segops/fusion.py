@@ -83,7 +83,7 @@ class _Plan:
     inputs: list[torch.fx.Node]
     outputs: list[torch.fx.Node]
     program: str
-    uniform: set[int] = dataclasses.field(default_factory=set)  # 0-d inputs' positions
+    uniform: set[int] = dataclasses.field(default_factory=set)  # 0-d and (F,) inputs
 
 
 class _Rejected(Exception):
@@ -186,10 +186,11 @@ def _second_index_roles(cluster: Cluster) -> tuple[set[torch.fx.Node], set[torch
 
 
 def _check_boundary(finder: ClusterFinder, cluster: Cluster, inputs: list[torch.fx.Node],
-                    outputs: list[torch.fx.Node]) -> None:
-    """Inputs and outputs a jit_call can take and return."""
+                    outputs: list[torch.fx.Node], roles: tuple[set[torch.fx.Node], ...]) -> None:
+    """Inputs and outputs a jit_call can take and return (`roles`: the
+    cluster's _second_index_roles)."""
     key = cluster.key
-    tables, indices, bases, sums = _second_index_roles(cluster)
+    tables, indices, bases, sums = roles
     for node in inputs:
         if node is key.idx or node is key.size or node in indices or node in tables \
                 or node in bases or is_uniform(node, key):
@@ -217,7 +218,8 @@ def _translate(finder: ClusterFinder, cluster: Cluster, clusters: list[Cluster],
     key = cluster.key
     if not outputs:
         raise _Rejected(set(cluster.nodes), "nothing in it is used outside it")
-    _check_boundary(finder, cluster, inputs, outputs)
+    roles = _second_index_roles(cluster)
+    _check_boundary(finder, cluster, inputs, outputs, roles)
     tensors = [n for n in inputs if n is not key.size]
     if key.idx not in tensors:
         tensors.append(key.idx)
@@ -238,7 +240,7 @@ def _translate(finder: ClusterFinder, cluster: Cluster, clusters: list[Cluster],
     size_example = _example(key.size) if isinstance(key.size, torch.fx.Node) else key.size
     args = [_example(n) for n in tensors] + [size_example]
     idx_position = tensors.index(key.idx)
-    tables, indices, _, _ = _second_index_roles(cluster)
+    tables, indices, _, _ = roles
     spaces = ["uniform" if is_uniform(n, key) else TABLE if n in tables else None
               for n in tensors] + [None]
     signature = Signature(list(range(len(tensors))), idx_position, len(tensors),
@@ -280,7 +282,7 @@ def _translate(finder: ClusterFinder, cluster: Cluster, clusters: list[Cluster],
         raise _Rejected(set(cluster.nodes), f"its kernel would take {len(entry['buffers'])} "
                         f"tensors (at most {_jit.MAX_KERNEL_TENSORS})")
     return _Plan(cluster, tensors, outputs, program,
-                 {k for k, n in enumerate(tensors) if is_uniform(n, key)})
+                 {k for k, space in enumerate(spaces) if space == "uniform"})
 
 
 def _fake_mode(graph: torch.fx.Graph) -> Any:
