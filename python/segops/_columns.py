@@ -21,6 +21,7 @@ import torch
 from torch import Tensor
 
 from segops import _extensions
+from segops._validation import check_index_content
 
 # Widths the op library ships kernels for.
 SHIPPED_WIDTHS = (1, 3)
@@ -59,9 +60,24 @@ def _column_index(idx: Tensor, features: int, num_segments: int) -> Tensor:
         raise ValueError(f"rows of {features} features in {num_segments} segments need "
                          "more than 2^31 - 1 column segments without the compiler")
     valid = (idx >= 0) & (idx < num_segments)
-    rows = torch.where(valid, idx, -total).to(torch.int32)
-    columns = torch.arange(0, total, num_segments, dtype=torch.int32, device=idx.device)
+    rows = torch.where(valid, idx, -total - 1).to(torch.int32)
+    columns = torch.arange(features, dtype=torch.int32, device=idx.device) * num_segments
     return (columns[:, None] + rows[None, :]).reshape(-1)
+
+
+@torch.library.custom_op("segops::column_index", mutates_args=())
+def checked_column_index(idx: Tensor, features: int, num_segments: int, op: str) -> Tensor:
+    """_column_index, after checking idx's values as `op` would (on CPU;
+    on CUDA in debug mode): errors name the user's values and rows, not the
+    combined index's. An op, so that the check runs inside torch.compile's
+    graphs too, where Python reads no data."""
+    check_index_content(op, idx, num_segments)
+    return _column_index(idx, features, num_segments)
+
+
+@checked_column_index.register_fake
+def _(idx: Tensor, features: int, num_segments: int, op: str) -> Tensor:
+    return idx.new_empty((features * idx.shape[0],), dtype=torch.int32)
 
 
 def _columns(rows: Tensor) -> Tensor:
@@ -72,8 +88,9 @@ def _columns(rows: Tensor) -> Tensor:
 def reduce(op: str, rows: Tensor, idx: Tensor, num_segments: int) -> Tensor:
     """sum, mean, max or min of (N, F) rows: (S, F)."""
     features = rows.shape[1]
-    out = getattr(torch.ops.segops, op)(_columns(rows), _column_index(idx, features, num_segments),
-                                        features * num_segments)
+    out = getattr(torch.ops.segops, op)(
+        _columns(rows), checked_column_index(idx, features, num_segments, op),
+        features * num_segments)
     return out.reshape(features, num_segments).t()
 
 
@@ -81,7 +98,8 @@ def gather(per_segment: Tensor, idx: Tensor) -> Tensor:
     """(S, F) per-segment rows at each row's segment: (N, F)."""
     num_segments, features = per_segment.shape
     out = torch.ops.segops.segmented_gather(
-        _columns(per_segment), _column_index(idx, features, num_segments),
+        _columns(per_segment),
+        checked_column_index(idx, features, num_segments, "segmented_gather"),
         features * num_segments)
     return out.reshape(features, idx.shape[0]).t()
 
@@ -90,7 +108,8 @@ def mul(rows: Tensor, scale: Tensor, idx: Tensor, num_segments: int) -> Tensor:
     """(N, F) rows times their segment's scalar: (N, F)."""
     features = rows.shape[1]
     out = torch.ops.segops.segmented_mul(
-        _columns(rows), scale.repeat(features), _column_index(idx, features, num_segments),
+        _columns(rows), scale.repeat(features),
+        checked_column_index(idx, features, num_segments, "segmented_mul"),
         features * num_segments)
     return out.reshape(features, rows.shape[0]).t()
 
@@ -99,7 +118,8 @@ def dot(x: Tensor, y: Tensor, idx: Tensor, num_segments: int) -> Tensor:
     """Σ over a segment's rows and features of x·y: (S,)."""
     features = x.shape[1]
     per_column = torch.ops.segops.segmented_dot(
-        _columns(x), _columns(y), _column_index(idx, features, num_segments),
+        _columns(x), _columns(y),
+        checked_column_index(idx, features, num_segments, "segmented_dot"),
         features * num_segments)
     return per_column.reshape(features, num_segments).sum(0)
 
@@ -107,11 +127,14 @@ def dot(x: Tensor, y: Tensor, idx: Tensor, num_segments: int) -> Tensor:
 def rms_norm(rows: Tensor, idx: Tensor, num_segments: int) -> Tensor:
     """sqrt of a segment's mean of |x[i]|² over all features: (S,); 0 for an
     empty or all-zero segment, whose gradient is 0 (to any order: the square
-    root is taken of 1 there, and its result replaced)."""
+    root is taken of 1 there, and its result replaced); NaN for a segment
+    holding NaN."""
     features = rows.shape[1]
     squares = torch.ops.segops.segmented_mean(
-        _columns(rows * rows), _column_index(idx, features, num_segments),
+        _columns(rows * rows),
+        checked_column_index(idx, features, num_segments, "segmented_rms_norm"),
         features * num_segments).reshape(features, num_segments).sum(0)
-    positive = squares > 0
-    root = torch.sqrt(torch.where(positive, squares, torch.ones_like(squares)))
-    return torch.where(positive, root, torch.zeros_like(root))
+    # Only an exact 0 is masked: a NaN segment stays NaN, as the kernels give.
+    zero = squares == 0
+    root = torch.sqrt(torch.where(zero, torch.ones_like(squares), squares))
+    return torch.where(zero, torch.zeros_like(root), root)

@@ -104,22 +104,36 @@ def _zeros_count(node: Any) -> tuple[Any, Any] | None:
 
 
 def _expanded_index(node: Any, rows: torch.Size) -> torch.fx.Node | None:
-    """The 1-D index behind scatter_add's `i[:, None].expand_as(src)` (views
-    of i, expanded over src's features)."""
+    """The 1-D index i behind scatter_add's or gather's `i[:, None].expand_as(src)`:
+    i viewed as a column (L, 1, ..., 1), then expanded over the features,
+    so that index[r, ...] = i[r]. Any other layout (`j.expand(E, E)`, where
+    index[r, c] = j[c]; a view after the expansion) is no row index: None."""
     aten = torch.ops.aten
     value = _value(node)
     if not isinstance(value, torch.Tensor) or tuple(value.shape) != tuple(rows):
         return None
-    while isinstance(node, torch.fx.Node) and node.target in (
-            aten.expand.default, aten.unsqueeze.default, aten.view.default,
-            aten.reshape.default, aten._unsafe_view.default):
+    length = rows[0]
+    # The expansions over the features, outermost first: each keeps the rows
+    # in dimension 0 (an expansion that adds leading dimensions moves them).
+    while isinstance(node, torch.fx.Node) and node.target is aten.expand.default:
+        inner = _value(node.args[0])
+        if _value(node).shape[0] != length or not isinstance(inner, torch.Tensor) \
+                or inner.dim() != _value(node).dim():
+            return None
         node = node.args[0]
+    # Then views of i as a column: (L, 1, ..., 1) down to i itself.
+    while isinstance(node, torch.fx.Node) and node.target in (
+            aten.unsqueeze.default, aten.view.default, aten.reshape.default,
+            aten._unsafe_view.default):
         inner = _value(node)
-        if isinstance(inner, torch.Tensor) and inner.dim() == 1:
-            break
+        if not isinstance(inner, torch.Tensor) or inner.dim() < 1 or \
+                inner.shape[0] != length or \
+                any(not (isinstance(d, int) and d == 1) for d in inner.shape[1:]):
+            return None
+        node = node.args[0]
     # A 2-D index tensor of the user's (each column its own index) is no
     # 1-D index expanded: not a segment sum.
-    if not _is_index(node) or _value(node).shape[0] != rows[0]:
+    if not _is_index(node) or _value(node).shape[0] != length:
         return None
     return node
 

@@ -43,13 +43,16 @@ from torch import Tensor
 from torch.utils._python_dispatch import _disable_current_modes
 
 from segops._fusion_index import index_op
+from segops._jit_lengths import Lengths, class_sizes, infer_lengths, structure
 from segops._jit_trace import _ELEMENT_TYPES, _INDEX_DTYPES, VIEWS, JitError, concrete, trace
 from segops._op_table import OPS, SEGMENT
 from segops.graph import Graph
 
-# The lengths the function is traced with, one per class of equal sizes
-# (index lengths and counts), distinct from any feature width.
-_TRACE_SIZES = (1009, 1013, 1019, 1021, 1031, 1033, 1039, 1049, 1051, 1061, 1063, 1069)
+# The lengths the function is traced with, one per length class (_jit_lengths:
+# index lengths and counts the data flow makes one), distinct from any
+# feature width.
+_TRACE_SIZES = (1009, 1013, 1019, 1021, 1031, 1033, 1039, 1049, 1051, 1061, 1063, 1069,
+                1087, 1091, 1093, 1097, 1103, 1109, 1117, 1123, 1129, 1151, 1153, 1163)
 
 
 def _segment_op(node: torch.fx.Node) -> str | None:
@@ -62,12 +65,6 @@ def _segment_op(node: torch.fx.Node) -> str | None:
 
 def _is_index(value: Any) -> bool:
     return isinstance(value, Tensor) and value.dim() == 1 and value.dtype in _INDEX_DTYPES
-
-
-def _is_row_block(value: Any) -> bool:
-    """A float tensor of rows with features ((L, F) or wider): its length is
-    a size (of nodes, edges or systems) the function may use as a count."""
-    return isinstance(value, Tensor) and value.dim() >= 2 and value.is_floating_point()
 
 
 def _gathers_as_segment_ops(module: torch.fx.GraphModule) -> None:
@@ -162,92 +159,95 @@ class StagedFunction:
         self.fn = fn
         self._jit = jit  # segops.jit, for the kernel steps
         self._plans: dict[tuple, _Plan] = {}
+        self._lengths: dict[tuple, Lengths] = {}
 
     # -- specialization -----------------------------------------------------
 
-    @staticmethod
-    def _classes(flat: Sequence[Any]) -> dict[int, int]:
-        """Size classes: each distinct index length and count, numbered in
-        order of appearance."""
-        classes: dict[int, int] = {}
-        for a in flat:
-            size = None
-            if _is_index(a) or _is_row_block(a):
-                size = concrete(a.shape[0])
-            elif type(a) is int or isinstance(a, torch.SymInt):
-                size = concrete(a)
-            if size is not None and size not in classes:
-                classes[size] = len(classes)
-        return classes
+    def _names(self, widths: Sequence[int], graphs: Sequence[bool]) -> list[str]:
+        """Per flat value, the user's name for it (a Graph's parts as
+        graph.receivers, graph.senders, graph.num_nodes)."""
+        params = list(inspect.signature(self.fn).parameters)
+        names: list[str] = []
+        for position, (width, is_graph) in enumerate(zip(widths, graphs)):
+            name = params[position] if position < len(params) else f"argument {position}"
+            names.extend([f"{name}.receivers", f"{name}.senders", f"{name}.num_nodes"]
+                         if is_graph else [name] * width)
+        return names
 
-    def _key(self, flat: Sequence[Any], widths: Sequence[int],
-             classes: dict[int, int]) -> tuple:
-        key: list[Any] = [tuple(widths)]
-        for a in flat:
+    def _flat_fn(self, widths: Sequence[int], graphs: Sequence[bool]) -> Callable:
+        """The function of the flat values (a Graph's parts)."""
+        fn = self.fn
+
+        def flat_fn(*values: Any) -> Any:
+            return fn(*_unflatten(values, widths, graphs))
+
+        flat_fn.__name__ = fn.__name__
+        flat_fn.segops_source = fn  # type: ignore[attr-defined]  # errors name the user's lines
+        return flat_fn
+
+    def _specialize(self, args: Sequence[Any]) -> tuple[list[Any], _Plan, list[Any]]:
+        """The call's flat values, its plan and its size per length class."""
+        flat, widths = _flatten(args)
+        graphs = [isinstance(a, Graph) for a in args]
+        shape_key = (tuple(widths), tuple(graphs), structure(flat))
+        lengths = self._lengths.get(shape_key)
+        if lengths is None:
+            lengths = self._lengths[shape_key] = infer_lengths(self._flat_fn(widths, graphs),
+                                                               flat)
+        sizes = class_sizes(self.fn.__name__, lengths, flat, self._names(widths, graphs))
+        key = (shape_key, self._key(flat, lengths))
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = self._plan(flat, widths, graphs, lengths)
+        return flat, plan, sizes
+
+    @staticmethod
+    def _key(flat: Sequence[Any], lengths: Lengths) -> tuple:
+        """What a plan depends on beyond the arguments' structure: the shapes
+        that are no length class's, and float constants' bits."""
+        key: list[Any] = []
+        for a, cls in zip(flat, lengths.classes):
             if isinstance(a, Tensor):
-                shape = tuple(concrete(d) for d in a.shape)
-                length = classes.get(shape[0]) if shape else None
-                key.append((a.dtype, shape[1:], a.device.type, length,
-                            shape if length is None else None))
-            elif type(a) is int or isinstance(a, torch.SymInt):
-                key.append(("count", classes[concrete(a)]))
+                key.append(tuple(concrete(d) for d in a.shape) if cls is None else None)
             elif type(a) is float:
-                key.append((float, struct.pack("<d", a)))
+                key.append(struct.pack("<d", a))
+            elif cls is None:
+                key.append(a)
             else:
-                key.append((type(a), a))
+                key.append(None)
         return tuple(key)
 
     def __call__(self, args: Sequence[Any]) -> Any:
-        flat, widths = _flatten(args)
-        graphs = [isinstance(a, Graph) for a in args]
-        classes = self._classes(flat)
-        key = self._key(flat, widths, classes)
-        plan = self._plans.get(key)
-        if plan is None:
-            plan = self._plans[key] = self._plan(flat, widths, graphs, classes)
-        return self._execute(plan, flat, self._sizes(flat, classes))
-
-    @staticmethod
-    def _sizes(flat: Sequence[Any], classes: dict[int, int]) -> dict[int, Any]:
-        """Per size class, the call's size (symbolic inside torch.compile)."""
-        sizes: dict[int, Any] = {}
-        for a in flat:
-            if _is_index(a) or _is_row_block(a):
-                sizes.setdefault(classes[concrete(a.shape[0])], a.shape[0])
-            elif type(a) is int or isinstance(a, torch.SymInt):
-                sizes.setdefault(classes[concrete(a)], a)
-        return sizes
+        flat, plan, sizes = self._specialize(args)
+        return self._execute(plan, flat, sizes)
 
     def mlir(self, args: Sequence[Any]) -> str:
         """The kernel steps' seg IR, in order."""
-        flat, widths = _flatten(args)
-        graphs = [isinstance(a, Graph) for a in args]
-        classes = self._classes(flat)
-        plan = self._plan(flat, widths, graphs, classes)
-        env = self._run_steps(plan, flat, self._sizes(flat, classes), want_ir=True)
-        return "\n".join(env)
+        flat, plan, sizes = self._specialize(args)
+        return "\n".join(self._run_steps(plan, flat, sizes, want_ir=True))
 
     # -- tracing and planning -----------------------------------------------
 
-    def _stand_ins(self, flat: Sequence[Any], classes: dict[int, int]) -> list[Any]:
+    @staticmethod
+    def _stand_ins(flat: Sequence[Any], lengths: Lengths) -> list[Any]:
         """Tensors and counts with the trace's sizes (no data is read)."""
         result = []
-        for a in flat:
+        for a, cls in zip(flat, lengths.classes):
             if isinstance(a, Tensor):
                 shape = [concrete(d) for d in a.shape]
-                if shape and shape[0] in classes:
-                    shape[0] = _TRACE_SIZES[classes[shape[0]]]
+                if cls is not None:
+                    shape[0] = _TRACE_SIZES[cls]
                 result.append(torch.empty(shape, dtype=a.dtype))
-            elif type(a) is int or isinstance(a, torch.SymInt):
-                result.append(_TRACE_SIZES[classes[concrete(a)]])
+            elif cls is not None:
+                result.append(_TRACE_SIZES[cls])
             else:
                 result.append(a)
         return result
 
     def _plan(self, flat: Sequence[Any], widths: Sequence[int], graphs: Sequence[bool],
-              classes: dict[int, int]) -> _Plan:
+              lengths: Lengths) -> _Plan:
         name = self.fn.__name__
-        if len(classes) > len(_TRACE_SIZES):
+        if lengths.count > len(_TRACE_SIZES):
             raise JitError(f"segops.jit: {name} has more than {len(_TRACE_SIZES)} distinct "
                            "index lengths and counts")
         dtypes = {a.dtype for a in flat if isinstance(a, Tensor) and a.is_floating_point()}
@@ -255,17 +255,10 @@ class StagedFunction:
             found = ", ".join(sorted(str(d) for d in dtypes))
             raise JitError(f"segops.jit: {name}: float tensors must all be float32 or all "
                            f"float64 (found {found})")
-        fn = self.fn
-
-        def flat_fn(*values: Any) -> Any:
-            return fn(*_unflatten(values, widths, graphs))
-
-        flat_fn.__name__ = name
-        flat_fn.segops_source = fn  # type: ignore[attr-defined]  # errors name the user's lines
         with torch._guards.tracing(None), _disable_current_modes():
-            module = trace(flat_fn, self._stand_ins(flat, classes))
+            module = trace(self._flat_fn(widths, graphs), self._stand_ins(flat, lengths))
         _gathers_as_segment_ops(module)
-        trace_sizes = {size: cls for cls, size in enumerate(_TRACE_SIZES[:len(classes)])}
+        trace_sizes = {size: cls for cls, size in enumerate(_TRACE_SIZES[:lengths.count])}
         placeholders = [n for n in module.graph.nodes if n.op == "placeholder"]
         labels = self._labels(module, trace_sizes)
         steps = self._steps(module, labels)
@@ -429,11 +422,11 @@ class StagedFunction:
 
     # -- running ------------------------------------------------------------
 
-    def _execute(self, plan: _Plan, flat: Sequence[Any], sizes: dict[int, int]) -> Any:
+    def _execute(self, plan: _Plan, flat: Sequence[Any], sizes: Sequence[Any]) -> Any:
         env = self._run_steps(plan, flat, sizes)
         return torch.fx.node.map_arg(plan.results, lambda n: env[n])
 
-    def _run_steps(self, plan: _Plan, flat: Sequence[Any], sizes: dict[int, int],
+    def _run_steps(self, plan: _Plan, flat: Sequence[Any], sizes: Sequence[Any],
                    want_ir: bool = False) -> Any:
         env: dict[torch.fx.Node, Any] = dict(zip(plan.placeholders, flat))
         for node in plan.module.graph.nodes:

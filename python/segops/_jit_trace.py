@@ -444,6 +444,8 @@ class Translator:
     def component_sum(self, node: torch.fx.Node, x: Value, op: str = "component_sum") -> Value:
         """A reduction of each element's features: seg.component_sum (or
         seg.component_max / seg.component_min)."""
+        if x.tail == (1,):  # a scalar column's one feature: the scalar itself
+            return Value(x.name, x.kind, (), x.uniform)
         if not is_feature_tail(x.tail):
             raise self.fail(node, "only the last dimension of (N, F) rows can be reduced "
                                   f"(a reduction over a {x.tail or 'scalar'} element)")

@@ -2,7 +2,8 @@
 // RUN: seg-opt %s --seg-derive=order=2 --seg-to-host | FileCheck %s --check-prefix=HOST
 // RUN: seg-opt %s --seg-derive=order=2 --seg-to-nvvm | FileCheck %s --check-prefix=NVVM
 
-// seg.max: the cotangent split evenly among the rows attaining the maximum.
+// seg.max: the cotangent split evenly among the rows attaining the maximum;
+// NaN in every row of a segment whose maximum is NaN (as torch.amax's).
 // CHECK-LABEL: func.func @max_grad
 // CHECK: %[[M:.*]] = seg.max
 // CHECK: %[[G:.*]] = seg.gather %[[M]]
@@ -10,7 +11,9 @@
 // CHECK: seg.sum
 // CHECK: arith.divf
 // CHECK: seg.gather
-// CHECK: arith.mulf
+// CHECK: %[[NAN:.*]] = arith.cmpf uno, %[[G]], %[[G]]
+// CHECK: %[[SHARE:.*]] = arith.mulf
+// CHECK: arith.select %[[NAN]], %{{.*}}, %[[SHARE]]
 // HOST-LABEL: llvm.func @max(
 // maximumf is compares and selects on the host (NaN-propagating).
 // HOST-NOT: llvm.intr.maximum

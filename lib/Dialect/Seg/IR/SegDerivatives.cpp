@@ -11,6 +11,8 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
+#include <limits>
+
 using namespace mlir;
 using namespace mlir::seg;
 
@@ -204,7 +206,8 @@ LogicalResult CountOp::buildAdjoints(OpBuilder &b, ArrayRef<Value> results,
 // split evenly among the rows attaining it:
 //   hit[i] = x[i] == gather(out)[i],  n = sum(hit),
 //   x̄[i]  = hit[i] * gather(ḡ / n)[i]   (n >= 1 in every non-empty segment;
-//                                         an empty one divides by 1).
+//                                         an empty one divides by 1),
+// and NaN in a segment whose extremum is NaN, as torch.amax's.
 // hit is constant almost everywhere, so the rule is linear in ḡ and its
 // own derivatives with respect to x are zero.
 static LogicalResult buildExtremumAdjoints(Operation *op, Value x, Value idx,
@@ -231,7 +234,14 @@ static LogicalResult buildExtremumAdjoints(Operation *op, Value x, Value idx,
       loc, anyHit, hits, createSplatLike(b, loc, hits, 1.0));
   Value share = b.create<arith::DivFOp>(loc, g, safeHits);
   Value spread = b.create<GatherOp>(loc, x.getType(), share, idx);
-  operands[0] = b.create<arith::MulFOp>(loc, hit, spread);
+  // A segment whose extremum is NaN: no row equals it, and torch.amax's
+  // gradient is NaN in every row (0 times its share, divided by 0 hits).
+  Value isNaN = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::UNO,
+                                        attained, attained);
+  operands[0] = b.create<arith::SelectOp>(
+      loc, isNaN,
+      createSplatLike(b, loc, x, std::numeric_limits<double>::quiet_NaN()),
+      b.create<arith::MulFOp>(loc, hit, spread));
   return success();
 }
 

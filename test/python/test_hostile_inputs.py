@@ -1,0 +1,223 @@
+"""Hostile inputs (issue 41): sizes that coincide in message passing,
+index expansions that are no row index, (N, 1) columns in segops.jit, the
+runtime wheel's by-columns path, NaN under max/min gradients, very wide
+rows, and errors in the user's terms. Each case against pure PyTorch."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import pytest
+import torch
+from torch import Tensor
+
+import segops
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+def _sorted_index(length: int, count: int, generator: torch.Generator) -> Tensor:
+    return torch.randint(0, count, (length,), generator=generator).sort().values.int()
+
+
+def _sum_into(values: Tensor, index: Tensor, count: int) -> Tensor:
+    out = torch.zeros((count, *values.shape[1:]), dtype=values.dtype)
+    return out.index_add(0, index.long(), values)
+
+
+# --------------------------------------------------------------------------
+# 1. Spaces from the data flow: every combination of A, E, S and F.
+# --------------------------------------------------------------------------
+
+
+def lj_energy(pos, eps, sigma, i, j, batch, num_atoms, num_systems):
+    """The README's pair potential (shifted so that no pair is at r = 0)."""
+    rij = segops.segmented_gather(pos, j) - segops.segmented_gather(pos, i)
+    s6 = (sigma * sigma / ((rij * rij).sum(-1) + 1.0)) ** 3
+    e_atom = segops.segmented_sum(2.0 * eps * (s6 * s6 - s6), i, num_atoms)
+    return segops.segmented_sum(e_atom, batch, num_systems)
+
+
+def lj_reference(pos, eps, sigma, i, j, batch, num_atoms, num_systems):
+    rij = pos[j.long()] - pos[i.long()]
+    s6 = (sigma * sigma / ((rij * rij).sum(-1) + 1.0)) ** 3
+    return _sum_into(_sum_into(2.0 * eps * (s6 * s6 - s6), i, num_atoms), batch, num_systems)
+
+
+def cfconv(pos, x, mu, i, j, batch, num_atoms, num_systems):
+    """docs/message-passing.md's filter convolution, read out per system:
+    mu is an (F,) parameter, x (A, F) node features."""
+    rij = segops.segmented_gather(pos, j) - segops.segmented_gather(pos, i)
+    r = torch.sqrt((rij * rij).sum(-1) + 1.0)
+    filt = torch.exp(-(r[:, None] - mu) ** 2)
+    h = segops.segmented_sum(segops.segmented_gather(x, j) * filt, i, num_atoms)
+    return segops.segmented_sum((h * h).sum(-1), batch, num_systems)
+
+
+def cfconv_reference(pos, x, mu, i, j, batch, num_atoms, num_systems):
+    rij = pos[j.long()] - pos[i.long()]
+    r = torch.sqrt((rij * rij).sum(-1) + 1.0)
+    filt = torch.exp(-(r[:, None] - mu) ** 2)
+    h = _sum_into(x[j.long()] * filt, i, num_atoms)
+    return _sum_into((h * h).sum(-1), batch, num_systems)
+
+
+def _graph(atoms: int, edges: int, systems: int, seed: int) -> tuple | None:
+    """Receivers sorted, senders in any order, atoms sorted into systems;
+    None where no such graph exists (edges without atoms, atoms without
+    systems)."""
+    if (edges and not atoms) or (atoms and not systems):
+        return None
+    generator = torch.Generator().manual_seed(seed)
+    i = _sorted_index(edges, max(atoms, 1), generator)
+    j = torch.randint(0, max(atoms, 1), (edges,), generator=generator).int()
+    batch = _sorted_index(atoms, max(systems, 1), generator)
+    pos = torch.randn(atoms, 3, dtype=torch.float64, generator=generator)
+    return pos, i, j, batch
+
+
+SIZES = range(5)
+
+
+def test_every_combination_of_atoms_edges_and_systems() -> None:
+    """A, E and S from 0 to 4, equal or not, through one function object
+    (so a plan made at one coincidence is reused at another)."""
+    jitted = segops.jit(lj_energy)
+    eps, sigma = torch.tensor(1.0, dtype=torch.float64), torch.tensor(0.8, dtype=torch.float64)
+    for atoms, edges, systems in itertools.product(SIZES, SIZES, SIZES):
+        graph = _graph(atoms, edges, systems, atoms * 25 + edges * 5 + systems)
+        if graph is None:
+            continue
+        pos, i, j, batch = graph
+        args = (pos, eps, sigma, i, j, batch, atoms, systems)
+        torch.testing.assert_close(jitted(*args), lj_reference(*args),
+                                   msg=f"A={atoms} E={edges} S={systems}")
+
+
+@pytest.mark.parametrize("features", [1, 2, 3, 4])
+def test_every_combination_with_features(features: int) -> None:
+    """A, E, S and F from 0 to 4 (F >= 1), equal or not, with an (F,)
+    parameter and (A, F) features: a fresh function object per F and the
+    first call at every coincidence."""
+    for atoms, edges, systems in itertools.product(SIZES, SIZES, SIZES):
+        graph = _graph(atoms, edges, systems, atoms * 25 + edges * 5 + systems + 125 * features)
+        if graph is None:
+            continue
+        pos, i, j, batch = graph
+        x = torch.randn(atoms, features, dtype=torch.float64)
+        mu = torch.linspace(0.5, 1.5, features, dtype=torch.float64)
+        args = (pos, x, mu, i, j, batch, atoms, systems)
+        torch.testing.assert_close(segops.jit(cfconv)(*args), cfconv_reference(*args),
+                                   msg=f"A={atoms} E={edges} S={systems} F={features}")
+
+
+def test_ring_gradients_match_pytorch() -> None:
+    """As many edges as atoms (a ring), forces and the parameters'
+    gradients: the README's example."""
+    atoms = 7
+    pos = torch.randn(atoms, 3, dtype=torch.float64, requires_grad=True)
+    eps = torch.tensor(1.0, dtype=torch.float64, requires_grad=True)
+    sigma = torch.tensor(0.8, dtype=torch.float64, requires_grad=True)
+    i = torch.arange(atoms, dtype=torch.int32)
+    j = (i + 1) % atoms
+    batch = torch.zeros(atoms, dtype=torch.int32)
+    args = (pos, eps, sigma, i, j, batch, atoms, 1)
+    got = torch.autograd.grad(segops.jit(lj_energy)(*args).sum(), (pos, eps, sigma))
+    expected = torch.autograd.grad(lj_reference(*args).sum(), (pos, eps, sigma))
+    torch.testing.assert_close(got, expected)
+
+
+def test_cfconv_with_as_many_features_as_atoms() -> None:
+    """docs' cfconv with 32 atoms and 32 features, to second order."""
+    atoms = features = 32
+    generator = torch.Generator().manual_seed(3)
+    i = _sorted_index(96, atoms, generator)
+    j = torch.randint(0, atoms, (96,), generator=generator).int()
+    batch = torch.zeros(atoms, dtype=torch.int32)
+    pos = torch.randn(atoms, 3, dtype=torch.float64, generator=generator, requires_grad=True)
+    x = torch.randn(atoms, features, dtype=torch.float64, generator=generator,
+                    requires_grad=True)
+    mu = torch.linspace(0.5, 1.6, features, dtype=torch.float64, requires_grad=True)
+    jitted = segops.jit(cfconv)
+    torch.testing.assert_close(jitted(pos, x, mu, i, j, batch, atoms, 1),
+                               cfconv_reference(pos, x, mu, i, j, batch, atoms, 1))
+    torch.autograd.gradcheck(lambda p, h, m: jitted(p, h, m, i, j, batch, atoms, 1),
+                             (pos, x, mu))
+
+
+def test_lengths_used_together_must_agree() -> None:
+    """A second index one entry short names both indices and their
+    lengths, not trace sizes."""
+    pos = torch.randn(5, 3, dtype=torch.float64)
+    i = torch.tensor([0, 0, 1, 2, 3, 4], dtype=torch.int32)
+    j = torch.tensor([1, 2, 0, 4, 3], dtype=torch.int32)
+    batch = torch.zeros(5, dtype=torch.int32)
+    one = torch.tensor(1.0, dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"i \(6 entries\) and j \(5 entries\)") as error:
+        segops.jit(lj_energy)(pos, one, one, i, j, batch, 5, 1)
+    assert not re.search(r"\b10[0-9]{2}\b", str(error.value)), error.value
+
+
+# --------------------------------------------------------------------------
+# 2. Only an expansion over the features is a row index.
+# --------------------------------------------------------------------------
+
+
+def _fused(fn, *args) -> tuple[Tensor, list[str]]:
+    """fn compiled with segops.fusion, its result and the ops fused."""
+    from segops import fusion
+
+    torch._dynamo.reset()
+    fusion.clear_reports()
+    out = torch.compile(fn, options=fusion.options(), fullgraph=True)(*args)
+    return out, [op for r in fusion.reports() for op in r.ops]
+
+
+def test_scatter_add_by_an_index_along_the_other_dimension_is_not_fused() -> None:
+    generator = torch.Generator().manual_seed(0)
+    edges, atoms = 6, 4
+    j = torch.randint(0, atoms, (edges,), generator=generator)
+    src = torch.randn(edges, edges, generator=generator)
+
+    def scatter(src, j):
+        return torch.zeros(atoms, edges).scatter_add(0, j.expand(edges, edges), src * 2.0)
+
+    out, ops = _fused(scatter, src, j)
+    torch.testing.assert_close(out, scatter(src, j))
+    assert "aten.scatter_add.default" not in ops, ops
+
+
+def test_gather_by_an_index_along_the_other_dimension_is_not_fused() -> None:
+    generator = torch.Generator().manual_seed(1)
+    edges = 6
+    j = torch.randint(0, edges, (edges,), generator=generator)
+    table = torch.randn(edges, edges, generator=generator)
+
+    def gather(table, j):
+        return (table * 2.0).gather(0, j.expand(edges, edges)).exp()
+
+    out, ops = _fused(gather, table, j)
+    torch.testing.assert_close(out, gather(table, j))
+    assert "aten.gather.default" not in ops, ops
+
+
+def test_expanded_index_recognises_only_row_indices() -> None:
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from segops._fusion_index import index_op
+
+    def graph_of(fn, *args):
+        return make_fx(fn)(*args).graph
+
+    j = torch.tensor([2, 0, 1, 1])
+    src = torch.randn(4, 3)
+    table = torch.randn(3, 3)
+    column = graph_of(lambda s, j: torch.zeros(3, 3).scatter_add(0, j[:, None].expand(-1, 3), s),
+                      src, j)
+    assert [op.kind for n in column.nodes if (op := index_op(n))] == ["sum"]
+    across = graph_of(lambda t, j: t.gather(0, j[:3].expand(3, 3)), table, j)
+    assert not [op for n in across.nodes if (op := index_op(n))]
+    square = torch.randn(4, 4)
+    rows = graph_of(lambda s, j: torch.zeros(3, 4).scatter_add(0, j.expand(4, 4), s), square, j)
+    assert not [op for n in rows.nodes if (op := index_op(n))]
