@@ -456,6 +456,10 @@ class _Specialization:
     uniform: tuple[tuple[int, tuple[int, ...]], ...] = ()
     # The function's tensor constants: trailing uniform arguments.
     constants: tuple[Tensor, ...] = ()
+    # Tensor arguments (indices into tensor_positions) and results of shape
+    # (L, 1): scalar columns, which the kernel takes and gives as (L,).
+    column_arguments: tuple[int, ...] = ()
+    column_results: tuple[int, ...] = ()
 
 
 def _length_class(length: int, rows: int | None, segments: int | None) -> str:
@@ -584,7 +588,13 @@ class JitFunction:
         num_segments = args[spec.size_position]
         if spec.uniform or spec.constants:
             tensors = self._with_uniform_values(spec, tensors, num_segments)
+        for k in spec.column_arguments:
+            tensors[k] = tensors[k].reshape(tensors[k].shape[0])
         outputs = _JIT_CALL(spec.program, tensors, num_segments)
+        if spec.column_results:
+            outputs = list(outputs)
+            for k in spec.column_results:
+                outputs[k] = outputs[k].unsqueeze(1)
         return outputs[0] if spec.single else tuple(outputs)
 
     @staticmethod
@@ -783,11 +793,15 @@ class JitFunction:
             uniform = tuple((k, uniform_tail(tuple(concrete(d) for d in args[i].shape)))
                             for k, i in enumerate(signature.tensor_positions)
                             if traced.spaces[i] == "uniform")
+            columns = tuple(k for k, i in enumerate(signature.tensor_positions)
+                            if traced.spaces[i] != "uniform" and args[i].dim() == 2
+                            and concrete(args[i].shape[1]) == 1)
             spec = _Specialization(name, tuple(signature.tensor_positions),
                                    signature.size_position, traced.single, source, uniform,
-                                   tuple(traced.constants))
+                                   tuple(traced.constants), columns, traced.column_results)
             self._specializations[key] = spec
-            if self._table is not None and not uniform and not traced.constants:
+            if self._table is not None and not uniform and not traced.constants \
+                    and not columns and not traced.column_results:
                 self._table.add(*args, program=name, tensor_positions=list(spec.tensor_positions),
                                 size_position=spec.size_position, single=traced.single)
             return spec

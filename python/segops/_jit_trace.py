@@ -209,6 +209,7 @@ class Translator:
         self.size_value: Value | None = None
         self.recorded: dict[str, list[str]] | None = None
         self.single = True
+        self.column_results: list[int] = []  # results of shape (L, 1), held as (L,)
 
     # -- errors ------------------------------------------------------------
 
@@ -758,10 +759,12 @@ class Translator:
                         raise JitError(f"segops.jit: {self.fn.__name__} returns a value computed "
                                        "from uniform values only (0-d or per-feature tensors): "
                                        "return it from outside the function")
-                    if not isinstance(value, Value) or value.kind != "float" or value.tail == (1,):
+                    if not isinstance(value, Value) or value.kind != "float":
                         raise JitError(f"segops.jit: {self.fn.__name__} must return float "
                                        f"tensors of shape (N,), (N, F), (S,), (S, F) or "
                                        f"(S, 3, 3); got {out!r}")
+                    if value.tail == (1,):
+                        self.column_results.append(len(results))
                     results.append(value)
         if not results:
             raise JitError(f"segops.jit: {self.fn.__name__} returns nothing")
@@ -916,6 +919,7 @@ class Traced:
     single: bool  # it returns one tensor, not a tuple
     spaces: list[str | None]  # per argument, as traced
     constants: list[torch.Tensor]  # its tensor constants: trailing arguments
+    column_results: tuple[int, ...] = ()  # results of shape (L, 1): the kernel's are (L,)
 
 
 def to_mlir(fn: Callable, name: str, args: Sequence[Any], signature: Signature,
@@ -952,4 +956,5 @@ def to_mlir(fn: Callable, name: str, args: Sequence[Any], signature: Signature,
             raise JitError(f"segops.jit: {fn.__name__} uses {what} as a value (in arithmetic "
                            "or a shape), which segops.jit cannot hold: kernels take it only as "
                            "the segment count of segment ops")
-    return Traced(source, translator.single, spaces, translator.constants)
+    return Traced(source, translator.single, spaces, translator.constants,
+                  tuple(translator.column_results))

@@ -221,3 +221,120 @@ def test_expanded_index_recognises_only_row_indices() -> None:
     square = torch.randn(4, 4)
     rows = graph_of(lambda s, j: torch.zeros(3, 4).scatter_add(0, j.expand(4, 4), s), square, j)
     assert not [op for n in rows.nodes if (op := index_op(n))]
+
+
+# --------------------------------------------------------------------------
+# 3. (N, 1) columns in single-index segops.jit.
+# --------------------------------------------------------------------------
+
+
+def _column_inputs() -> tuple[Tensor, ...]:
+    generator = torch.Generator().manual_seed(5)
+    idx = torch.tensor([0, 0, 1, 1, 1, 3], dtype=torch.int32)
+    h = torch.randn(6, 4, dtype=torch.float64, generator=generator, requires_grad=True)
+    c = torch.randn(6, 1, dtype=torch.float64, generator=generator, requires_grad=True)
+    r = torch.randn(6, dtype=torch.float64, generator=generator, requires_grad=True)
+    return h, c, r, idx
+
+
+COLUMN_FUNCTIONS = {
+    "rows_times_column": lambda h, c, r, idx, n: segops.segmented_sum(h * c, idx, n),
+    "max_of_a_column": lambda h, c, r, idx, n: segops.segmented_max(c * r[:, None], idx, n),
+    "column_sum": lambda h, c, r, idx, n: segops.segmented_sum(c.sum(-1) * r, idx, n),
+    "column_in_and_out": lambda h, c, r, idx, n: (
+        segops.segmented_sum(c, idx, n), segops.segmented_gather(
+            segops.segmented_mean(c * c, idx, n), idx) + c),
+}
+
+
+@pytest.mark.parametrize("name", sorted(COLUMN_FUNCTIONS))
+def test_columns_in_single_index_jit(name: str) -> None:
+    fn = COLUMN_FUNCTIONS[name]
+    h, c, r, idx = _column_inputs()
+    jitted = segops.jit(fn)
+    torch.testing.assert_close(jitted(h, c, r, idx, 4), fn(h, c, r, idx, 4))
+    torch.autograd.gradcheck(lambda *t: jitted(*t, idx, 4), (h, c, r))
+    torch.autograd.gradgradcheck(lambda *t: jitted(*t, idx, 4), (h, c, r))
+    # The same function again (a warm call) and under torch.compile.
+    torch.testing.assert_close(jitted(h, c, r, idx, 4), fn(h, c, r, idx, 4))
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda *t: jitted(*t, idx, 4), fullgraph=True)
+    torch.testing.assert_close(compiled(h, c, r), fn(h, c, r, idx, 4))
+
+
+# --------------------------------------------------------------------------
+# 4. The by-columns path (the runtime wheel: no compiler).
+# --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def no_compiler(monkeypatch: pytest.MonkeyPatch):
+    from segops import _columns
+
+    monkeypatch.setattr(_columns, "compiler_available", lambda: False)
+
+
+def test_columns_rms_norm_keeps_nan(no_compiler: None) -> None:
+    idx = torch.tensor([0, 0, 1, 1, 2], dtype=torch.int32)
+    x = torch.randn(5, 5, dtype=torch.float64)
+    x[3, 1] = float("nan")
+    x[4] = 0.0
+    out = segops.segmented_rms_norm(x, idx, 3)
+    expected = torch.stack([x[:2].square().sum(-1).mean().sqrt(),
+                            x[2:4].square().sum(-1).mean().sqrt(), torch.tensor(0.0).double()])
+    torch.testing.assert_close(out, expected, equal_nan=True)
+    assert torch.isnan(out[1]) and out[2] == 0
+
+
+def test_columns_with_no_rows_and_no_segments(no_compiler: None) -> None:
+    empty = torch.zeros(0, dtype=torch.int32)
+    for op in (segops.segmented_sum, segops.segmented_mean, segops.segmented_max):
+        assert op(torch.zeros(0, 5), empty, 0).shape == (0, 5)
+        assert op(torch.zeros(0, 5), empty, 2).shape == (2, 5)
+    assert segops.segmented_gather(torch.zeros(0, 5), empty).shape == (0, 5)
+    assert segops.segmented_rms_norm(torch.zeros(0, 5), empty, 0).shape == (0,)
+
+
+def test_columns_report_the_users_index_value(no_compiler: None) -> None:
+    bad = torch.tensor([0, 0, 1, -18, 1], dtype=torch.int32)
+    x = torch.randn(5, 6)
+    message = r"idx value -18 at row 3 is negative"
+    with pytest.raises(ValueError, match=message):
+        segops.segmented_sum(x, bad, 2)
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x, i: segops.segmented_sum(x, i, 2), fullgraph=True)
+    with pytest.raises(ValueError, match=message):
+        compiled(x, bad)
+    too_big = torch.tensor([0, 0, 1, 7, 1], dtype=torch.int32)
+    with pytest.raises(ValueError, match=r"idx value 7 at row 3 is out of range"):
+        compiled(x, too_big)
+    with pytest.raises(ValueError, match=r"segmented_gather: idx value 7 at row 3"):
+        segops.segmented_gather(torch.randn(2, 6), too_big)
+
+
+def test_column_index_op_passes_opcheck() -> None:
+    from segops import _columns
+
+    idx = torch.tensor([0, 2, 1, 1], dtype=torch.int32)
+    torch.library.opcheck(_columns.checked_column_index, (idx, 3, 4, "segmented_sum"))
+
+
+# --------------------------------------------------------------------------
+# 5. max/min gradients over a segment holding NaN: NaN, as torch.amax's.
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("op,reference", [(segops.segmented_max, torch.amax),
+                                          (segops.segmented_min, torch.amin)])
+@pytest.mark.parametrize("features", [(), (3,), (5,)])
+def test_extremum_gradient_over_nan_matches_eager(op, reference, features) -> None:
+    idx = torch.tensor([0, 0, 0, 1, 1, 3], dtype=torch.int32)
+    x = torch.randn(6, *features, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    x[1] = float("nan")
+    x[4] = x[3]  # a tie in segment 1
+    x.requires_grad_()
+    (got,) = torch.autograd.grad(op(x, idx, 4).sum(), x)
+    expected = sum(reference(x[a:b], 0).sum() for a, b in ((0, 3), (3, 5), (5, 6)))
+    (want,) = torch.autograd.grad(expected, x)
+    torch.testing.assert_close(got, want, equal_nan=True)
+    assert torch.isnan(got[:3]).all() and not torch.isnan(got[3:]).any()
