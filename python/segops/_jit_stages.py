@@ -140,6 +140,11 @@ class _Step:
     tables: list[torch.fx.Node] = field(default_factory=list)
     kernel: Any = None  # the step's JitFunction
     count_class: int | None = None  # its segment count's size class
+    # Inputs (indices into `inputs`) that are arguments gathered by the
+    # step's own index, of a length class other than its count's (pos
+    # gathered by the receivers, summed into num_atoms): passed as their
+    # first `count` rows, which are all such a gather can read.
+    segment_tables: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -149,6 +154,8 @@ class _Plan:
     steps: list[_Step]
     results: Any  # the output node's argument
     trace_sizes: dict[int, int]  # traced size -> class
+    names: list[str]  # per placeholder, the user's name for it
+    lengths: Lengths
 
 
 class StagedFunction:
@@ -219,7 +226,15 @@ class StagedFunction:
 
     def __call__(self, args: Sequence[Any]) -> Any:
         flat, plan, sizes = self._specialize(args)
-        return self._execute(plan, flat, sizes)
+        try:
+            return self._execute(plan, flat, sizes)
+        except ValueError as error:
+            # The kernels check their indices in their own terms (argument
+            # numbers of a step); say which of the user's is out of range.
+            problem = self._index_problem(plan, flat, sizes)
+            if problem is not None:
+                raise problem from None
+            raise error
 
     def mlir(self, args: Sequence[Any]) -> str:
         """The kernel steps' seg IR, in order."""
@@ -271,7 +286,8 @@ class StagedFunction:
                 step.index = None
             if step.index is not None:
                 self._make_kernel(step, number, trace_sizes)
-        return _Plan(module, placeholders, steps, output.args[0], trace_sizes)
+        return _Plan(module, placeholders, steps, output.args[0], trace_sizes,
+                     self._names(widths, graphs), lengths)
 
     def _size_class(self, node: Any, trace_sizes: dict[int, int]) -> int | None:
         value = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
@@ -390,6 +406,11 @@ class StagedFunction:
                        if not all(u in step.tables and u.args[0] is n and u.args[1] is not n
                                   for u in n.users if u in in_step)]
         nodes, inputs, outputs, index = step.nodes, step.inputs, step.outputs, step.index
+        step.segment_tables = [
+            k for k, n in enumerate(inputs)
+            if n.op == "placeholder" and self._size_class(n, trace_sizes) != step.count_class
+            and any(_segment_op(u) == "segmented_gather" and u.args[0] is n
+                    and u.args[1] is index for u in n.users if u in in_step)]
         tables = {node: len(inputs) + k for k, node in enumerate(step.tables)}
         rows_class = self._size_class(index, trace_sizes)
 
@@ -422,6 +443,55 @@ class StagedFunction:
 
     # -- running ------------------------------------------------------------
 
+    def _segment_rows(self, plan: _Plan, step: _Step, node: torch.fx.Node, table: Tensor,
+                      count: Any) -> Tensor:
+        """An argument gathered by a step's own index, as the kernel takes
+        it: one row per segment."""
+        rows, segments = concrete(table.shape[0]), concrete(count)
+        if rows == segments:
+            return table
+        if rows > segments:
+            return table[:count]
+        names = plan.names
+        index = names[plan.placeholders.index(step.index)]
+        raise ValueError(f"segops.jit: {self.fn.__name__}: {names[plan.placeholders.index(node)]} "
+                         f"has {rows} rows but is gathered by {index}, whose reduction has "
+                         f"{segments} segments: it needs a row per segment")
+
+    def _index_problem(self, plan: _Plan, flat: Sequence[Any], sizes: Sequence[Any]
+                       ) -> ValueError | None:
+        """The first index argument value outside what an op of the function
+        reads with it (a reduction's segments, a gathered argument's rows),
+        in the user's names; None if every one is in range."""
+        names = plan.names
+        position = {node: k for k, node in enumerate(plan.placeholders)}
+        for node in plan.module.graph.nodes:
+            op = _segment_op(node)
+            idx = node.args[OPS[op].num_tensors] if op is not None else None
+            if idx not in position or not _is_plain(flat[position[idx]]):
+                continue
+            if OPS[op].result_space == SEGMENT:
+                cls = plan.trace_sizes.get(node.args[OPS[op].num_tensors + 1])
+                if cls is None:
+                    continue
+                bound = concrete(sizes[cls])
+                counts = [k for k, c in enumerate(plan.lengths.classes)
+                          if c == cls and not isinstance(flat[k], Tensor)]
+                what = f"{names[counts[0]]} = {bound}" if counts else f"{bound} segments"
+            elif op == "segmented_gather" and node.args[0] in position:
+                bound = concrete(flat[position[node.args[0]]].shape[0])
+                what = f"{names[position[node.args[0]]]} ({bound} rows)"
+            else:
+                continue
+            values = flat[position[idx]]
+            bad = ((values < 0) | (values >= bound)).nonzero()
+            if bad.numel():
+                row = int(bad[0, 0])
+                return ValueError(f"segops.jit: {self.fn.__name__}: {names[position[idx]]} value "
+                                  f"{int(values[row])} at row {row} is out of range for {what} "
+                                  f"(its values must lie in [0, {bound}))")
+        return None
+
     def _execute(self, plan: _Plan, flat: Sequence[Any], sizes: Sequence[Any]) -> Any:
         env = self._run_steps(plan, flat, sizes)
         return torch.fx.node.map_arg(plan.results, lambda n: env[n])
@@ -438,14 +508,22 @@ class StagedFunction:
                 for node in step.nodes:
                     env[node] = _run_node(node, env, sizes.__getitem__, plan.trace_sizes)
                 continue
-            args = [env[n] for n in step.inputs] + [env[n.args[0]] for n in step.tables] \
-                + [env[step.index], sizes[step.count_class]]
+            count = sizes[step.count_class]
+            inputs = [env[n] for n in step.inputs]
+            for k in step.segment_tables:
+                inputs[k] = self._segment_rows(plan, step, step.inputs[k], inputs[k], count)
+            args = inputs + [env[n.args[0]] for n in step.tables] + [env[step.index], count]
             if want_ir:
                 sources.append(step.kernel.mlir(*args))
             results = step.kernel._run(*args)
             results = results if isinstance(results, tuple) else (results,)
             env.update(zip(step.outputs, results))
         return sources if want_ir else env
+
+
+def _is_plain(value: Any) -> bool:
+    """A tensor with data to read (not a fake one of torch.compile's)."""
+    return type(value) in (Tensor, torch.nn.Parameter)
 
 
 def _is_free_view(node: torch.fx.Node) -> bool:

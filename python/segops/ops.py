@@ -29,7 +29,12 @@ from torch import Tensor
 
 from segops import _columns, _extensions, _gpusim, _library, _output_cache, _validation
 from segops._op_table import MAX_LEVEL, OPS, ROW, SegmentOp, check_dot_shapes, level_name
-from segops._validation import check_index_content, check_num_segments, check_tensor
+from segops._validation import (
+    check_float_rows,
+    check_index_content,
+    check_num_segments,
+    check_tensor,
+)
 
 _DTYPE_NAMES = {torch.float32: "f32", torch.float64: "f64"}
 
@@ -271,13 +276,16 @@ def _check_types(op: str, tensors: dict[str, object], num_segments: object) -> i
     return check_num_segments(op, _validation.as_count(num_segments))
 
 
-def _as_feature_rows(tensor: Tensor) -> Tensor:
+def _as_feature_rows(tensor: Tensor, op: str, name: str, leading: str = "N") -> Tensor:
     """(L, *f) rows as the kernels take them: (L, F), F the product of f (a
     view where the rows are contiguous), or (L,) for one feature; (L,) and
-    (L, F) as they are."""
+    (L, F) as they are. Rows of no features are refused with the shape the
+    user passed."""
     if not isinstance(tensor, Tensor) or tensor.dim() < 2:
         return tensor
     features = math.prod(tensor.shape[1:])
+    if features == 0:  # refused, with the shape passed (not the flattened one)
+        check_float_rows(op, name, tensor, leading)
     if features == 1:
         return tensor.reshape(tensor.shape[0])
     return tensor.reshape(tensor.shape[0], features) if tensor.dim() > 2 else tensor
@@ -301,7 +309,7 @@ def _by_columns(op: str, *args: Any) -> bool:
 def _reduce_rows(op: str, x: Tensor, idx: Tensor, num_segments: object) -> Tensor:
     """A reduction of (N, *f) rows to (S, *f): the kernel runs on (N, F)."""
     count = _check_types(op, {"x": x, "idx": idx}, num_segments)
-    rows = _as_feature_rows(x)
+    rows = _as_feature_rows(x, op, "x")
     if _by_columns(op, rows, idx, count):
         out = _columns.reduce(op, rows, idx, count)
     else:
@@ -331,7 +339,7 @@ def segmented_rms_norm(x: Tensor, idx: Tensor, num_segments: int) -> Tensor:
     over all their features: (num_segments,); 0 for an empty segment; the
     gradient at an all-zero segment is 0."""
     num_segments = _check_types("segmented_rms_norm", {"x": x, "idx": idx}, num_segments)
-    rows = _as_feature_rows(x)
+    rows = _as_feature_rows(x, "segmented_rms_norm", "x")
     if _by_columns("segmented_rms_norm", rows, idx, num_segments):
         return _columns.rms_norm(rows, idx, num_segments)
     return torch.ops.segops.segmented_rms_norm(rows, idx, num_segments)
@@ -342,7 +350,7 @@ def segmented_dot(x: Tensor, y: Tensor, idx: Tensor, num_segments: int) -> Tenso
     all their features: (num_segments,)."""
     num_segments = _check_types("segmented_dot", {"x": x, "y": y, "idx": idx}, num_segments)
     check_dot_shapes(x, y)
-    x, y = _as_feature_rows(x), _as_feature_rows(y)
+    x, y = _as_feature_rows(x, "segmented_dot", "x"), _as_feature_rows(y, "segmented_dot", "y")
     if _by_columns("segmented_dot", x, y, idx, num_segments):
         return _columns.dot(x, y, idx, num_segments)
     return torch.ops.segops.segmented_dot(x, y, idx, num_segments)
@@ -352,7 +360,7 @@ def segmented_mul(x: Tensor, y: Tensor, idx: Tensor, num_segments: int) -> Tenso
     """Scale rows (N, *f) by their segment's scalar: ``out[i] = x[i] *
     y[idx[i]]``. num_segments must equal y.shape[0]."""
     num_segments = _check_types("segmented_mul", {"x": x, "y": y, "idx": idx}, num_segments)
-    rows = _as_feature_rows(x)
+    rows = _as_feature_rows(x, "segmented_mul", "x")
     if _by_columns("segmented_mul", rows, y, idx, num_segments):
         out = _columns.mul(rows, y, idx, num_segments)
     else:
@@ -371,7 +379,10 @@ def segmented_gather(y: Tensor, idx: Tensor) -> Tensor:
     """Broadcast per-segment rows to their segment's rows: ``out[i] = y[idx[i]]``
     (the adjoint of segmented_sum)."""
     _check_types("segmented_gather", {"y": y, "idx": idx}, 0)
-    rows = _as_feature_rows(y)
+    if y.dim() == 0:
+        raise ValueError("segmented_gather: y must have shape (S,) or (S, *f) (one row per "
+                         "segment), got a 0-d tensor")
+    rows = _as_feature_rows(y, "segmented_gather", "y", "S")
     if _by_columns("segmented_gather", rows, idx, y.shape[0]):
         out = _columns.gather(rows, idx)
     else:

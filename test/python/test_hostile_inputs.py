@@ -338,3 +338,72 @@ def test_extremum_gradient_over_nan_matches_eager(op, reference, features) -> No
     (want,) = torch.autograd.grad(expected, x)
     torch.testing.assert_close(got, want, equal_nan=True)
     assert torch.isnan(got[:3]).all() and not torch.isnan(got[3:]).any()
+
+
+# --------------------------------------------------------------------------
+# 7. Errors in the user's terms.
+# --------------------------------------------------------------------------
+
+
+def _pair_sum(pos, i, j, n):
+    rij = segops.segmented_gather(pos, j) - segops.segmented_gather(pos, i)
+    return segops.segmented_sum((rij * rij).sum(-1), i, n)
+
+
+def _no_internal_numbers(message: str) -> None:
+    assert not re.search(r"\b10[0-9]{2}\b|stage\d|argument \d", message), message
+
+
+@pytest.mark.parametrize("j_value,message", [
+    (9, r"j value 9 at row 4 is out of range for pos \(4 rows\)"),
+    (-1, r"j value -1 at row 4 is out of range for pos \(4 rows\)"),
+])
+def test_an_out_of_range_second_index_names_itself(j_value: int, message: str) -> None:
+    pos = torch.randn(4, 3)
+    i = torch.tensor([0, 0, 1, 2, 3], dtype=torch.int32)
+    j = torch.tensor([1, 2, 0, 3, j_value], dtype=torch.int32)
+    with pytest.raises(ValueError, match=message) as error:
+        segops.jit(_pair_sum)(pos, i, j, 4)
+    _no_internal_numbers(str(error.value))
+
+
+def test_an_out_of_range_receiver_names_the_count() -> None:
+    pos = torch.randn(4, 3)
+    i = torch.tensor([0, 0, 1, 2, 3], dtype=torch.int32)
+    j = torch.tensor([1, 2, 0, 3, 0], dtype=torch.int32)
+    with pytest.raises(ValueError, match=r"i value 3 at row 4 is out of range for n = 3") \
+            as error:
+        segops.jit(_pair_sum)(pos, i, j, 3)
+    _no_internal_numbers(str(error.value))
+
+
+def test_a_longer_table_than_segments_is_read_as_eager_reads_it() -> None:
+    """pos with more rows than the receivers' segments (i < n): eager's
+    pos[i] reads the first n rows only."""
+    pos = torch.randn(6, 3, dtype=torch.float64, requires_grad=True)
+    i = torch.tensor([0, 0, 1, 2, 3], dtype=torch.int32)
+    j = torch.tensor([1, 2, 0, 5, 0], dtype=torch.int32)
+
+    def reference(pos):
+        rij = pos[j.long()] - pos[i.long()]
+        return _sum_into((rij * rij).sum(-1), i, 4)
+
+    got = segops.jit(_pair_sum)(pos, i, j, 4)
+    torch.testing.assert_close(got, reference(pos))
+    torch.testing.assert_close(torch.autograd.grad(got.sum(), pos)[0],
+                               torch.autograd.grad(reference(pos).sum(), pos)[0])
+
+
+def test_bad_shapes_name_what_was_passed() -> None:
+    idx = torch.tensor([0, 0, 1, 1, 1], dtype=torch.int32)
+    with pytest.raises(ValueError, match=r"y must have shape \(S,\).*got a 0-d tensor"):
+        segops.segmented_gather(torch.tensor(1.0), idx)
+    with pytest.raises(ValueError, match=r"got \(5, 3, 0\)"):
+        segops.segmented_sum(torch.randn(5, 3, 0), idx, 2)
+    with pytest.raises(ValueError, match=r"got \(5, 0\)"):
+        segops.segmented_mean(torch.randn(5, 0), idx, 2)
+    with pytest.raises(TypeError, match=r"num_segments must be an int.*shape \(1,\)"):
+        segops.segmented_sum(torch.randn(5), idx, torch.tensor([2]))
+    with pytest.raises(ValueError, match=r"num_segments must be an int.*shape \(1,\)"):
+        segops.jit(lambda x, i, n: segops.segmented_sum(x, i, n))(
+            torch.randn(5), idx, torch.tensor([2]))
