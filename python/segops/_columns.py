@@ -1,21 +1,34 @@
-"""Wide rows where no compiler is (the runtime wheel): each feature column
-as its own scalar rows, through the op library's kernels of one feature.
+"""Rows run as blocks of their features: wide rows where no compiler is
+(the runtime wheel), and rows too wide to unroll.
 
-The op library ships kernels for rows of 1 and 3 features; other widths are
-compiled at run time (segops._wide), which needs the compiler. Without it,
-(N, F) rows run as F·N scalar rows: the rows transposed to (F, N) (a copy),
-and a combined index ``f·S + idx`` that is sorted wherever idx is, over F·S
-segments. Every op of the table but matvec is feature-separable or a sum of
-per-feature terms (dot, rms_norm), so its result is the scalar kernels' per
-column, transposed back (and summed over features for dot and rms_norm).
-Gradients, to third order, are the scalar kernels' and the copies'.
+A kernel holds a row's F features as F values, unrolled. The op library
+ships kernels for rows of 1 and 3 features; other widths are compiled at
+run time (segops._wide). Two cases run (N, F) rows as B·N rows of a block
+width W instead (B = ceil(F / W), the features padded to B·W with zeros):
 
-It is slow: the transposes and the F·N-entry combined index cost more than
-the kernels (1.1-30x PyTorch's own ops at N = 1e6: docs/benchmarks.md,
-"Wide rows"); a source install compiles each width instead.
+* no compiler (the runtime wheel): W = 1, the op library's scalar kernels;
+* F > WIDEST_UNROLLED: W = ceil(F / B) <= WIDEST_UNROLLED, compiled once.
+  Unrolled rows compile in time that grows faster than F (LLVM's passes
+  over one huge block: max's backward at F = 1,024 took about a minute),
+  so past this width blocks cost less than the kernel would.
+
+The rows are copied to (B, N, W) blocks and the index combined to
+``b·S + idx``, sorted wherever idx is, over B·S segments: one kernel call.
+Every op of the table but matvec is feature-separable or a sum of
+per-feature terms (dot, rms_norm), so its result is the block kernels',
+put back in place (and summed over blocks for dot and rms_norm); the
+padding's zeros are dropped or add nothing. Gradients, to third order, are
+the block kernels' and the copies'.
+
+The copies cost memory traffic: by columns this is 1.1-30x PyTorch's own
+ops at N = 1e6 (docs/benchmarks.md, "Wide rows").
 """
 
 from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator
 
 import torch
 from torch import Tensor
@@ -25,6 +38,8 @@ from segops._validation import check_index_content
 
 # Widths the op library ships kernels for.
 SHIPPED_WIDTHS = (1, 3)
+# The widest rows compiled unrolled; wider ones run as blocks.
+WIDEST_UNROLLED = 256
 
 
 _COMPILER_AVAILABLE: bool | None = None
@@ -45,95 +60,136 @@ def compiler_available() -> bool:
     return _COMPILER_AVAILABLE
 
 
-def needed(rows: Tensor) -> bool:
-    """Whether `rows` (as the kernels take them: (L,) or (L, F)) must run
-    by columns: a width the op library lacks, and no compiler."""
-    return rows.dim() == 2 and rows.shape[1] not in SHIPPED_WIDTHS and not compiler_available()
+_TRACING_A_KERNEL = contextvars.ContextVar("segops_tracing_a_kernel", default=False)
 
 
-def _column_index(idx: Tensor, features: int, num_segments: int) -> Tensor:
-    """f·S + idx[i] for each column f and row i, (F·N,) int32; rows whose
-    segment is outside [0, S) get a negative value in every column, outside
-    every column's segments, as the kernels leave such rows out."""
-    total = features * num_segments
+@contextlib.contextmanager
+def rows_as_written() -> Iterator[None]:
+    """While segops.jit traces a function: the ops' rows as they are (the
+    kernel holds them whole; a compiler is needed, and asked for, anyway)."""
+    token = _TRACING_A_KERNEL.set(True)
+    try:
+        yield
+    finally:
+        _TRACING_A_KERNEL.reset(token)
+
+
+def block_width(rows: Tensor) -> int | None:
+    """The block width W that `rows` (as the kernels take them: (L,) or
+    (L, F)) run in, or None: they run as they are."""
+    # (Dynamo cannot read a ContextVar, and never runs inside a JIT trace.)
+    if rows.dim() != 2 or (not torch.compiler.is_compiling() and _TRACING_A_KERNEL.get()):
+        return None
+    features = int(rows.shape[1])
+    if features in SHIPPED_WIDTHS or features <= WIDEST_UNROLLED and compiler_available():
+        return None
+    if not compiler_available():
+        return 1
+    return -(-features // -(-features // WIDEST_UNROLLED))
+
+
+def _column_index(idx: Tensor, blocks: int, num_segments: int) -> Tensor:
+    """b·S + idx[i] for each block b and row i, (B·N,) int32; rows whose
+    segment is outside [0, S) get a negative value in every block, outside
+    every block's segments, as the kernels leave such rows out."""
+    total = blocks * num_segments
     if total >= 2**31:
-        raise ValueError(f"rows of {features} features in {num_segments} segments need "
-                         "more than 2^31 - 1 column segments without the compiler")
+        raise ValueError(f"rows in {blocks} blocks of features in {num_segments} segments "
+                         "need more than 2^31 - 1 block segments")
     valid = (idx >= 0) & (idx < num_segments)
     rows = torch.where(valid, idx, -total - 1).to(torch.int32)
-    columns = torch.arange(features, dtype=torch.int32, device=idx.device) * num_segments
-    return (columns[:, None] + rows[None, :]).reshape(-1)
+    starts = torch.arange(blocks, dtype=torch.int32, device=idx.device) * num_segments
+    return (starts[:, None] + rows[None, :]).reshape(-1)
 
 
 @torch.library.custom_op("segops::column_index", mutates_args=())
-def checked_column_index(idx: Tensor, features: int, num_segments: int, op: str) -> Tensor:
+def checked_column_index(idx: Tensor, blocks: int, num_segments: int, op: str) -> Tensor:
     """_column_index, after checking idx's values as `op` would (on CPU;
     on CUDA in debug mode): errors name the user's values and rows, not the
     combined index's. An op, so that the check runs inside torch.compile's
     graphs too, where Python reads no data."""
     check_index_content(op, idx, num_segments)
-    return _column_index(idx, features, num_segments)
+    return _column_index(idx, blocks, num_segments)
 
 
 @checked_column_index.register_fake
-def _(idx: Tensor, features: int, num_segments: int, op: str) -> Tensor:
-    return idx.new_empty((features * idx.shape[0],), dtype=torch.int32)
+def _(idx: Tensor, blocks: int, num_segments: int, op: str) -> Tensor:
+    return idx.new_empty((blocks * idx.shape[0],), dtype=torch.int32)
 
 
-def _columns(rows: Tensor) -> Tensor:
-    """(L, F) rows as F·L scalar rows, column by column."""
-    return rows.t().contiguous().reshape(-1)
+def _blocks(rows: Tensor, width: int) -> Tensor:
+    """(L, F) rows as B·L rows of `width` features (the last block padded
+    with zeros), block by block: (B·L, W), or (B·L,) for W = 1."""
+    length, features = rows.shape
+    blocks = -(-features // width)
+    if blocks * width != features:
+        rows = torch.nn.functional.pad(rows, (0, blocks * width - features))
+    out = rows.reshape(length, blocks, width).transpose(0, 1).contiguous()
+    return out.reshape(-1) if width == 1 else out.reshape(blocks * length, width)
 
 
-def reduce(op: str, rows: Tensor, idx: Tensor, num_segments: int) -> Tensor:
+def _unblocks(out: Tensor, length: int, features: int, width: int) -> Tensor:
+    """B·L rows of `width` features back to (L, F)."""
+    blocks = -(-features // width)
+    rows = out.reshape(blocks, length, width).transpose(0, 1).reshape(length, blocks * width)
+    return rows if blocks * width == features else rows[:, :features]
+
+
+def _index(idx: Tensor, features: int, width: int, num_segments: int, op: str) -> Tensor:
+    return checked_column_index(idx, -(-features // width), num_segments, op)
+
+
+def reduce(op: str, rows: Tensor, idx: Tensor, num_segments: int, width: int) -> Tensor:
     """sum, mean, max or min of (N, F) rows: (S, F)."""
     features = rows.shape[1]
-    out = getattr(torch.ops.segops, op)(
-        _columns(rows), checked_column_index(idx, features, num_segments, op),
-        features * num_segments)
-    return out.reshape(features, num_segments).t()
+    index = _index(idx, features, width, num_segments, op)
+    out = getattr(torch.ops.segops, op)(_blocks(rows, width), index,
+                                        -(-features // width) * num_segments)
+    return _unblocks(out, num_segments, features, width)
 
 
-def gather(per_segment: Tensor, idx: Tensor) -> Tensor:
+def gather(per_segment: Tensor, idx: Tensor, width: int) -> Tensor:
     """(S, F) per-segment rows at each row's segment: (N, F)."""
     num_segments, features = per_segment.shape
+    blocks = -(-features // width)
     out = torch.ops.segops.segmented_gather(
-        _columns(per_segment),
-        checked_column_index(idx, features, num_segments, "segmented_gather"),
-        features * num_segments)
-    return out.reshape(features, idx.shape[0]).t()
+        _blocks(per_segment, width),
+        _index(idx, features, width, num_segments, "segmented_gather"), blocks * num_segments)
+    return _unblocks(out, idx.shape[0], features, width)
 
 
-def mul(rows: Tensor, scale: Tensor, idx: Tensor, num_segments: int) -> Tensor:
+def mul(rows: Tensor, scale: Tensor, idx: Tensor, num_segments: int, width: int) -> Tensor:
     """(N, F) rows times their segment's scalar: (N, F)."""
     features = rows.shape[1]
+    blocks = -(-features // width)
     out = torch.ops.segops.segmented_mul(
-        _columns(rows), scale.repeat(features),
-        checked_column_index(idx, features, num_segments, "segmented_mul"),
-        features * num_segments)
-    return out.reshape(features, rows.shape[0]).t()
+        _blocks(rows, width), scale.repeat(blocks),
+        _index(idx, features, width, num_segments, "segmented_mul"), blocks * num_segments)
+    return _unblocks(out, rows.shape[0], features, width)
 
 
-def dot(x: Tensor, y: Tensor, idx: Tensor, num_segments: int) -> Tensor:
+def dot(x: Tensor, y: Tensor, idx: Tensor, num_segments: int, width: int) -> Tensor:
     """Σ over a segment's rows and features of x·y: (S,)."""
     features = x.shape[1]
-    per_column = torch.ops.segops.segmented_dot(
-        _columns(x), _columns(y),
-        checked_column_index(idx, features, num_segments, "segmented_dot"),
-        features * num_segments)
-    return per_column.reshape(features, num_segments).sum(0)
+    blocks = -(-features // width)
+    per_block = torch.ops.segops.segmented_dot(
+        _blocks(x, width), _blocks(y, width),
+        _index(idx, features, width, num_segments, "segmented_dot"), blocks * num_segments)
+    return per_block.reshape(blocks, num_segments).sum(0)
 
 
-def rms_norm(rows: Tensor, idx: Tensor, num_segments: int) -> Tensor:
+def rms_norm(rows: Tensor, idx: Tensor, num_segments: int, width: int) -> Tensor:
     """sqrt of a segment's mean of |x[i]|² over all features: (S,); 0 for an
     empty or all-zero segment, whose gradient is 0 (to any order: the square
     root is taken of 1 there, and its result replaced); NaN for a segment
     holding NaN."""
     features = rows.shape[1]
-    squares = torch.ops.segops.segmented_mean(
-        _columns(rows * rows),
-        checked_column_index(idx, features, num_segments, "segmented_rms_norm"),
-        features * num_segments).reshape(features, num_segments).sum(0)
+    blocks = -(-features // width)
+    means = torch.ops.segops.segmented_mean(
+        _blocks(rows * rows, width),
+        _index(idx, features, width, num_segments, "segmented_rms_norm"),
+        blocks * num_segments)
+    squares = means.reshape(blocks, num_segments, width).sum((0, 2))
     # Only an exact 0 is masked: a NaN segment stays NaN, as the kernels give.
     zero = squares == 0
     root = torch.sqrt(torch.where(zero, torch.ones_like(squares), squares))

@@ -35,6 +35,7 @@ from torch.fx.experimental.symbolic_shapes import (
 )
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
+from segops import _columns
 from segops._jit_trace import _INDEX_DTYPES, concrete, trace
 
 # Every symbolic length's example value: one value, so that each equality
@@ -129,7 +130,7 @@ def _symbolic_run(fn: Callable, flat: Sequence[Any], symbolic: Sequence[bool]
         else:
             stand_ins.append(a)
     recorder = _ShapeRecorder()
-    with mode, recorder:
+    with _columns.rows_as_written(), mode, recorder:
         fn(*stand_ins)
 
     def length(value: Any) -> Any:

@@ -20,6 +20,7 @@ import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
+from segops import _columns
 from segops._op_table import OPS, ROW, SEGMENT
 
 # The space of a table: an argument read at the rows a second index names
@@ -797,7 +798,8 @@ def trace(fn: Callable, args: Sequence[Any]) -> torch.fx.GraphModule:
     """The aten graph of `fn` on fake copies of `args` (tensor constants
     of the function kept as the module's attributes)."""
     try:
-        return make_fx(fn, tracing_mode="fake", _allow_non_fake_inputs=True)(*args)
+        with _columns.rows_as_written():
+            return make_fx(fn, tracing_mode="fake", _allow_non_fake_inputs=True)(*args)
     except JitError:
         raise
     except Exception as error:  # noqa: BLE001 - reported with the user's line

@@ -296,22 +296,22 @@ def _has_trailing_shape(tensor: Tensor) -> bool:
     return tensor.dim() > 2 or (tensor.dim() == 2 and tensor.shape[1] == 1)
 
 
-def _by_columns(op: str, *args: Any) -> bool:
-    """Whether the op runs its (L, F) rows column by column (a width the op
-    library lacks, and no compiler: segops._columns), after the checks the
-    op would make."""
-    if not _columns.needed(args[0]):
-        return False
-    OPS[op].validate(*args)  # idx's values: segops::column_index checks them
-    return True
+def _blocks_of(op: str, *args: Any) -> int | None:
+    """The block width the op runs its (L, F) rows in (segops._columns: a
+    width the op library lacks and no compiler, or rows too wide to
+    unroll), after the checks the op would make; None: as they are."""
+    width = _columns.block_width(args[0])
+    if width is not None:
+        OPS[op].validate(*args)  # idx's values: segops::column_index checks them
+    return width
 
 
 def _reduce_rows(op: str, x: Tensor, idx: Tensor, num_segments: object) -> Tensor:
     """A reduction of (N, *f) rows to (S, *f): the kernel runs on (N, F)."""
     count = _check_types(op, {"x": x, "idx": idx}, num_segments)
     rows = _as_feature_rows(x, op, "x")
-    if _by_columns(op, rows, idx, count):
-        out = _columns.reduce(op, rows, idx, count)
+    if (width := _blocks_of(op, rows, idx, count)) is not None:
+        out = _columns.reduce(op, rows, idx, count, width)
     else:
         out = getattr(torch.ops.segops, op)(rows, idx, count)
     return out.reshape(count, *x.shape[1:]) if _has_trailing_shape(x) else out
@@ -340,8 +340,8 @@ def segmented_rms_norm(x: Tensor, idx: Tensor, num_segments: int) -> Tensor:
     gradient at an all-zero segment is 0."""
     num_segments = _check_types("segmented_rms_norm", {"x": x, "idx": idx}, num_segments)
     rows = _as_feature_rows(x, "segmented_rms_norm", "x")
-    if _by_columns("segmented_rms_norm", rows, idx, num_segments):
-        return _columns.rms_norm(rows, idx, num_segments)
+    if (width := _blocks_of("segmented_rms_norm", rows, idx, num_segments)) is not None:
+        return _columns.rms_norm(rows, idx, num_segments, width)
     return torch.ops.segops.segmented_rms_norm(rows, idx, num_segments)
 
 
@@ -351,8 +351,8 @@ def segmented_dot(x: Tensor, y: Tensor, idx: Tensor, num_segments: int) -> Tenso
     num_segments = _check_types("segmented_dot", {"x": x, "y": y, "idx": idx}, num_segments)
     check_dot_shapes(x, y)
     x, y = _as_feature_rows(x, "segmented_dot", "x"), _as_feature_rows(y, "segmented_dot", "y")
-    if _by_columns("segmented_dot", x, y, idx, num_segments):
-        return _columns.dot(x, y, idx, num_segments)
+    if (width := _blocks_of("segmented_dot", x, y, idx, num_segments)) is not None:
+        return _columns.dot(x, y, idx, num_segments, width)
     return torch.ops.segops.segmented_dot(x, y, idx, num_segments)
 
 
@@ -361,8 +361,8 @@ def segmented_mul(x: Tensor, y: Tensor, idx: Tensor, num_segments: int) -> Tenso
     y[idx[i]]``. num_segments must equal y.shape[0]."""
     num_segments = _check_types("segmented_mul", {"x": x, "y": y, "idx": idx}, num_segments)
     rows = _as_feature_rows(x, "segmented_mul", "x")
-    if _by_columns("segmented_mul", rows, y, idx, num_segments):
-        out = _columns.mul(rows, y, idx, num_segments)
+    if (width := _blocks_of("segmented_mul", rows, y, idx, num_segments)) is not None:
+        out = _columns.mul(rows, y, idx, num_segments, width)
     else:
         out = torch.ops.segops.segmented_mul(rows, y, idx, num_segments)
     return out.reshape(x.shape) if _has_trailing_shape(x) else out
@@ -383,8 +383,8 @@ def segmented_gather(y: Tensor, idx: Tensor) -> Tensor:
         raise ValueError("segmented_gather: y must have shape (S,) or (S, *f) (one row per "
                          "segment), got a 0-d tensor")
     rows = _as_feature_rows(y, "segmented_gather", "y", "S")
-    if _by_columns("segmented_gather", rows, idx, y.shape[0]):
-        out = _columns.gather(rows, idx)
+    if (width := _blocks_of("segmented_gather", rows, idx, y.shape[0])) is not None:
+        out = _columns.gather(rows, idx, width)
     else:
         out = torch.ops.segops.segmented_gather(rows, idx, y.shape[0])
     return out.reshape(idx.shape[0], *y.shape[1:]) if _has_trailing_shape(y) else out

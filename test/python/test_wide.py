@@ -327,6 +327,119 @@ def test_widths_compile_once_per_op_dtype_and_width() -> None:
 
 
 # --------------------------------------------------------------------------
+# Rows too wide to unroll: blocks of at most WIDEST_UNROLLED features.
+# --------------------------------------------------------------------------
+
+
+def _blocks_cases(idx: torch.Tensor, s: int) -> dict:
+    """Each op and its reference, as functions of the inputs' dict."""
+    return {
+        "sum": (lambda t: segops.segmented_sum(t["x"], idx, s),
+                lambda t: ref_sum(t["x"], idx, s), ["x"]),
+        "mean": (lambda t: segops.segmented_mean(t["x"], idx, s),
+                 lambda t: ref_mean(t["x"], idx, s), ["x"]),
+        "max": (lambda t: segops.segmented_max(t["x"], idx, s),
+                lambda t: _ref_extreme("amax")(t["x"], idx, s), ["x"]),
+        "min": (lambda t: segops.segmented_min(t["x"], idx, s),
+                lambda t: _ref_extreme("amin")(t["x"], idx, s), ["x"]),
+        "gather": (lambda t: segops.segmented_gather(t["per_segment"], idx),
+                   lambda t: ref_gather(t["per_segment"], idx), ["per_segment"]),
+        "mul": (lambda t: segops.segmented_mul(t["x"], t["scale"], idx, s),
+                lambda t: ref_mul(t["x"], t["scale"], idx, s), ["x", "scale"]),
+        "dot": (lambda t: segops.segmented_dot(t["x"], t["y"], idx, s),
+                lambda t: ref_dot(t["x"], t["y"], idx, s), ["x", "y"]),
+        "rms_norm": (lambda t: segops.segmented_rms_norm(t["x"], idx, s),
+                     lambda t: ref_rms_norm(t["x"], idx, s), ["x"]),
+    }
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("features", [255, 256, 257, 1024])
+def test_rows_on_both_sides_of_the_unrolling_limit(features: int, dtype: torch.dtype) -> None:
+    """Every op and three derivative levels against PyTorch, just below, at
+    and past WIDEST_UNROLLED (256: blocks of 129 with one padded column at
+    257, four blocks of 256 at 1,024)."""
+    from segops import _columns
+
+    assert _columns.WIDEST_UNROLLED == 256
+    idx = layout([3, 0, 5, 1])
+    s, n = 4, idx.shape[0]
+    # Rows scaled so that dot and rms_norm are of order 1 at any width.
+    spread = features ** -0.5
+    inputs = {"x": spread * _rows((n, features), dtype, 1),
+              "y": spread * _rows((n, features), dtype, 2),
+              "scale": _rows((s,), dtype, 3), "per_segment": _rows((s, features), dtype, 4)}
+
+    def three_levels(fn, names, as_dtype=dtype):
+        leaves = {k: v.to(as_dtype).requires_grad_(k in names) for k, v in inputs.items()}
+        wrt = [leaves[k] for k in names]
+        out = fn(leaves)
+        first = torch.autograd.grad(out.sin().sum(), wrt, create_graph=True)
+        second = torch.autograd.grad(sum(g.square().sum() for g in first), wrt,
+                                     create_graph=True)
+        third = torch.autograd.grad(sum(g.sin().sum() for g in second), wrt)
+        return [out, *first, *second, *third]
+
+    for name, (fn, ref, names) in _blocks_cases(idx, s).items():
+        # The reference in float64, on the same (rounded) inputs.
+        results = zip(three_levels(fn, names), three_levels(ref, names, torch.float64))
+        for k, (got, want) in enumerate(results):
+            got = got.double()
+            # float32: rounding of sums over hundreds of features, relative
+            # to each derivative's magnitude, and grown by each level past
+            # the first (the value and the first derivatives: k <= len(names)).
+            scale = float(want.abs().max().clamp(min=1.0))
+            first = k <= len(names)
+            if dtype == torch.float64:
+                rtol = 1e-12 if first else 1e-9
+            else:
+                rtol = 1e-3 if first else 3e-2
+            tol = dict(rtol=rtol, atol=rtol * scale / 10)
+            torch.testing.assert_close(got, want, **tol, msg=lambda m, name=name: f"{name}: {m}")
+
+
+def test_blocks_gradcheck_past_the_unrolling_limit() -> None:
+    idx = layout([2, 0, 1])
+    s, n = 3, idx.shape[0]
+    inputs = {"x": _rows((n, 257), torch.float64, 1), "y": _rows((n, 257), torch.float64, 2),
+              "scale": _rows((s,), torch.float64, 3),
+              "per_segment": _rows((s, 257), torch.float64, 4)}
+    for name, (fn, _, names) in _blocks_cases(idx, s).items():
+        leaves = [inputs[k].clone().requires_grad_() for k in names]
+
+        def call(*values, fn=fn, names=names):
+            return fn({**inputs, **dict(zip(names, values))})
+
+        assert torch.autograd.gradcheck(call, leaves), name
+
+
+def test_very_wide_rows_compile_only_their_block_width() -> None:
+    """4,096 features run as 16 blocks of 256: no kernel of 4,096 unrolled
+    features is compiled (it took minutes), at any derivative level."""
+    from segops import _wide
+
+    idx = layout([2, 3])
+    x = _rows((5, 4096), torch.float32, 1).requires_grad_()
+    out = segops.segmented_max(x, idx, 2)
+    torch.testing.assert_close(out, _ref_extreme("amax")(x, idx, 2))
+    (g,) = torch.autograd.grad(out.square().sum(), x, create_graph=True)
+    torch.autograd.grad(g.square().sum(), x)
+    assert max(key[2] for key in _wide._PROGRAMS) <= 256, sorted(_wide._PROGRAMS)
+
+
+def test_jit_traces_wide_rows_whole() -> None:
+    """Inside segops.jit a reduction of 300 features is one kernel's (no
+    blocks' copies in the traced function)."""
+    idx = layout([2, 3])
+    x = _rows((5, 300), torch.float64, 1)
+
+    def pooled(x, idx, n):
+        return segops.segmented_max(x * 2.0, idx, n)
+
+    torch.testing.assert_close(segops.jit(pooled)(x, idx, 2), pooled(x, idx, 2))
+
+
+# --------------------------------------------------------------------------
 # segops.jit over wide rows.
 # --------------------------------------------------------------------------
 
