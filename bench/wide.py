@@ -5,13 +5,15 @@ copy of the same bytes, all measured in one run.
 
     python -m bench.wide [--device cpu|cuda] [--widths 16,64,256]
                          [--sizes 100000,1000000] [--lengths 10,100] [--budget 0.3]
-                         [--by-columns]
+                         [--by-columns] [--unroll-limit 256]
 
 (Also the `wide` section of `python -m bench`.) Ratios are segops / the best
 baseline of the row; "%copy" is the forward's bytes per second (inputs and
 output once each) as a share of a copy's between two written tensors.
 With --by-columns, segops runs as the runtime wheel does without a compiler
 (segops._columns: the shipped one-feature kernels over the transposed rows).
+--unroll-limit sets the widest rows compiled unrolled (wider ones run as
+blocks of at most that many features; segops._columns.WIDEST_UNROLLED).
 """
 
 from __future__ import annotations
@@ -219,7 +221,13 @@ def main() -> int:
     parser.add_argument("--out", default="docs/benchmarks")
     parser.add_argument("--by-columns", action="store_true",
                         help="segops as the runtime wheel runs it (no compiler)")
+    parser.add_argument("--unroll-limit", type=int,
+                        help="the widest rows compiled unrolled (default: segops')")
     args = parser.parse_args()
+    if args.unroll_limit is not None:
+        from segops import _columns
+
+        _columns.WIDEST_UNROLLED = args.unroll_limit
     if args.device == "cuda" and not torch.cuda.is_available():
         print("no CUDA device", file=sys.stderr)
         return 1

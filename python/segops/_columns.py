@@ -28,18 +28,23 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import os
 from collections.abc import Iterator
 
 import torch
 from torch import Tensor
 
-from segops import _extensions
+from segops import _extensions, _library
 from segops._validation import check_index_content
 
 # Widths the op library ships kernels for.
 SHIPPED_WIDTHS = (1, 3)
-# The widest rows compiled unrolled; wider ones run as blocks.
-WIDEST_UNROLLED = 256
+# The widest rows compiled unrolled; wider ones run as blocks. Past 256
+# features a third derivative level takes tens of seconds to compile (a
+# one-time cost, kept in the disk cache); SEGOPS_WIDEST_UNROLLED raises it
+# for those who would rather pay that once than the blocks' copy per call.
+WIDEST_UNROLLED = int(os.environ.get("SEGOPS_WIDEST_UNROLLED", "256"))
+_HUGE_PAGES_FROM = 1 << 21
 
 
 _COMPILER_AVAILABLE: bool | None = None
@@ -124,7 +129,13 @@ def _blocks(rows: Tensor, width: int) -> Tensor:
     blocks = -(-features // width)
     if blocks * width != features:
         rows = torch.nn.functional.pad(rows, (0, blocks * width - features))
-    out = rows.reshape(length, blocks, width).transpose(0, 1).contiguous()
+    out = rows.new_empty((blocks, length, width))
+    if out.nbytes >= _HUGE_PAGES_FROM and out.device.type == "cpu" \
+            and not torch.compiler.is_compiling() and type(out) is Tensor:
+        # A fresh copy's first touch of each 4 KiB page costs more than the
+        # copy itself (about 3x at 400 MB).
+        _library.advise_huge_pages(out)
+    out.copy_(rows.reshape(length, blocks, width).transpose(0, 1))
     return out.reshape(-1) if width == 1 else out.reshape(blocks * length, width)
 
 
