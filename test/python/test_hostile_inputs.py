@@ -174,32 +174,49 @@ def _fused(fn, *args) -> tuple[Tensor, list[str]]:
     return out, [op for r in fusion.reports() for op in r.ops]
 
 
-def test_scatter_add_by_an_index_along_the_other_dimension_is_not_fused() -> None:
+def test_scatter_add_by_an_index_along_the_other_dimension_is_not_fused(
+        fresh_fusion_compilation: None) -> None:
     generator = torch.Generator().manual_seed(0)
     edges, atoms = 6, 4
     j = torch.randint(0, atoms, (edges,), generator=generator)
     src = torch.randn(edges, edges, generator=generator)
 
-    def scatter(src, j):
+    def across(src, j):  # index[r, c] = j[c]
         return torch.zeros(atoms, edges).scatter_add(0, j.expand(edges, edges), src * 2.0)
 
-    out, ops = _fused(scatter, src, j)
-    torch.testing.assert_close(out, scatter(src, j))
+    def rows(src, j):  # index[r, c] = j[r]: a sum of rows by j
+        return torch.zeros(atoms, edges).scatter_add(0, j[:, None].expand(-1, edges), src * 2.0)
+
+    out, ops = _fused(across, src, j)
+    torch.testing.assert_close(out, across(src, j))
     assert "aten.scatter_add.default" not in ops, ops
+    out, ops = _fused(rows, src, j)
+    torch.testing.assert_close(out, rows(src, j))
+    assert "aten.scatter_add.default" in ops, ops
 
 
-def test_gather_by_an_index_along_the_other_dimension_is_not_fused() -> None:
+def test_gather_by_an_index_along_the_other_dimension_is_not_fused(
+        fresh_fusion_compilation: None) -> None:
     generator = torch.Generator().manual_seed(1)
     edges = 6
     j = torch.randint(0, edges, (edges,), generator=generator)
     table = torch.randn(edges, edges, generator=generator)
+    i = torch.arange(edges).repeat_interleave(1)
 
-    def gather(table, j):
-        return (table * 2.0).gather(0, j.expand(edges, edges)).exp()
+    def across(table, j, i):  # index[r, c] = j[c]
+        m = (table * 2.0).gather(0, j.expand(edges, edges)).exp()
+        return torch.zeros(edges, edges).index_add(0, i, m)
 
-    out, ops = _fused(gather, table, j)
-    torch.testing.assert_close(out, gather(table, j))
+    def rows(table, j, i):
+        m = (table * 2.0).gather(0, j[:, None].expand(-1, edges)).exp()
+        return torch.zeros(edges, edges).index_add(0, i, m)
+
+    out, ops = _fused(across, table, j, i)
+    torch.testing.assert_close(out, across(table, j, i))
     assert "aten.gather.default" not in ops, ops
+    out, ops = _fused(rows, table, j, i)
+    torch.testing.assert_close(out, rows(table, j, i))
+    assert "aten.gather.default" in ops, ops
 
 
 def test_expanded_index_recognises_only_row_indices() -> None:
