@@ -364,8 +364,19 @@ class Translator:
             result.append(operand)
         return result
 
+    def as_float(self, value: Value | float) -> Value | float:
+        """A comparison's result as eager's type promotion makes it in
+        arithmetic (`m * (m > t)`): 1.0 where true, 0.0 where false."""
+        if not isinstance(value, Value) or value.kind != "bool":
+            return value
+        one, zero = self.constant_like(1.0, value), self.constant_like(0.0, value)
+        result = Value(self.fresh(), "float", value.tail, value.uniform)
+        self.emit(f"{result.name} = arith.select {value.name}, {one.name}, {zero.name} : "
+                  f"{self.ty(value)}, {self.ty(result)}")
+        return result
+
     def elementwise(self, node: torch.fx.Node, op: str, operands: list[Value | float]) -> Value:
-        values = self.unify(node, operands)
+        values = self.unify(node, [self.as_float(o) for o in operands])
         result = Value(self.fresh(), "float", values[0].tail, values[0].uniform)
         self.emit(f"{result.name} = {op} {', '.join(v.name for v in values)} : {self.ty(result)}")
         return result

@@ -446,3 +446,31 @@ def test_bad_and_unsorted_indices_in_fused_kernels():
     want = centered_energy(*shuffled, s)
     assert_close([got, *torch.autograd.grad(got.sum(), shuffled[:2])],
                  [want, *torch.autograd.grad(want.sum(), shuffled[:2])])
+
+
+# --------------------------------------------------------------------------
+# Type promotion: a float times a comparison (masked messages).
+# --------------------------------------------------------------------------
+
+
+def masked_messages(m, t, idx):
+    """PyG's masked messages: m * (m > t), as eager promotes the bool."""
+    return torch.zeros(3, m.shape[1], dtype=m.dtype).index_add(0, idx, (m * (m > t)).exp())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_a_float_times_a_comparison_fuses(dtype, fresh_fusion_compilation):
+    generator = torch.Generator().manual_seed(7)
+    m = torch.randn(8, 4, dtype=dtype, generator=generator)
+    t = torch.tensor(0.1, dtype=dtype)
+    idx = torch.tensor([0, 0, 0, 1, 1, 2, 2, 2])
+    tol = 1e-10 if dtype == torch.float64 else 1e-5
+    compiled = torch.compile(masked_messages, options=fusion.options(), fullgraph=True)
+    assert_close([compiled(m, t, idx)], [masked_messages(m, t, idx)], tol)
+    ops = [op for r in fusion.reports() for op in r.ops]
+    assert "aten.gt.Tensor" in ops and "aten.mul.Tensor" in ops, ops
+    # And differentiated, the mask a constant of the backward.
+    leaf = m.clone().requires_grad_()
+    got = torch.autograd.grad(compiled(leaf, t, idx).square().sum(), leaf)
+    want = torch.autograd.grad(masked_messages(leaf, t, idx).square().sum(), leaf)
+    assert_close(got, want, tol)

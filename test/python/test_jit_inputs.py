@@ -440,3 +440,25 @@ def test_too_many_tensors_is_an_error_at_the_first_call() -> None:
 
     with pytest.raises(JitError, match="at most 64"):
         segops.jit(many)(torch.randn(4), layout([4]), 1)
+
+
+def test_a_float_times_a_comparison_to_third_order() -> None:
+    """Eager promotes a comparison to the float's dtype in arithmetic:
+    `m * (m > t)` and `(x < 0) + x`, values and derivatives to third order."""
+    def masked(m, t, idx, n):
+        return segops.segmented_sum(m * (m > t) + (m < 0) * 0.5, idx, n)
+
+    idx = layout([2, 0, 3])
+    m = torch.randn(5, 4, dtype=torch.float64, requires_grad=True)
+    t = torch.tensor(0.1, dtype=torch.float64)
+    jitted = segops.jit(masked)
+    torch.testing.assert_close(jitted(m, t, idx, 3), masked(m, t, idx, 3))
+    assert torch.autograd.gradcheck(lambda a: jitted(a, t, idx, 3), (m,))
+    assert torch.autograd.gradgradcheck(lambda a: jitted(a, t, idx, 3), (m,))
+    (g,) = torch.autograd.grad(jitted(m, t, idx, 3).pow(3).sum(), m, create_graph=True)
+    (gg,) = torch.autograd.grad(g.square().sum(), m, create_graph=True)
+    (ggg,) = torch.autograd.grad(gg.sum(), m)
+    (r,) = torch.autograd.grad(masked(m, t, idx, 3).pow(3).sum(), m, create_graph=True)
+    (rr,) = torch.autograd.grad(r.square().sum(), m, create_graph=True)
+    (rrr,) = torch.autograd.grad(rr.sum(), m)
+    torch.testing.assert_close(ggg, rrr)
