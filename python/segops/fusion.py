@@ -55,7 +55,13 @@ _MIN_OPS = 2
 class FusionReport:
     """One fused cluster: its program, whether it is on the backward side,
     the ops it replaced (aten/segops overload names, in graph order, with
-    recomputed forward ops), and its inputs and outputs."""
+    recomputed forward ops), and its inputs and outputs.
+
+    `index` names the cluster's index in the graph (the receivers: the
+    index its reductions sum by); `by`, per op of `ops`, which index an
+    indexing op used: "receivers" (the cluster's index: seg.gather,
+    seg.sum), "senders" (another index: seg.gather_rows, seg.scatter_sum),
+    or "" for other ops."""
 
     program: str
     backward: bool
@@ -63,6 +69,16 @@ class FusionReport:
     recomputed: tuple[str, ...]
     num_inputs: int
     num_outputs: int
+    index: str = ""
+    by: tuple[str, ...] = ()
+
+
+def _index_role(node: torch.fx.Node, cluster: Cluster) -> str:
+    """Which index an indexing node of `cluster` uses (FusionReport.by)."""
+    found = index_op(node)
+    if found is None:
+        return ""
+    return "receivers" if found.index is cluster.key.idx else "senders"
 
 
 _REPORTS: list[FusionReport] = []
@@ -372,11 +388,12 @@ def _rewrite(graph: torch.fx.Graph, plans: list[_Plan], fake_mode: Any,
                 and user is not call)
         if not report:
             continue
+        nodes = sorted(cluster.nodes, key=order.get)
         _REPORTS.append(FusionReport(
-            plan.program, cluster.backward,
-            tuple(str(n.target) for n in sorted(cluster.nodes, key=order.get)),
+            plan.program, cluster.backward, tuple(str(n.target) for n in nodes),
             tuple(str(n.target) for n in sorted(cluster.recomputed, key=order.get)),
-            len(plan.inputs), len(plan.outputs)))
+            len(plan.inputs), len(plan.outputs), cluster.key.idx.name,
+            tuple(_index_role(n, cluster) for n in nodes)))
         log.info("segops.fusion: fused %d ops (%s side, %d recomputed) into %s",
                  len(cluster.nodes), "backward" if cluster.backward else "forward",
                  len(cluster.recomputed), plan.program)

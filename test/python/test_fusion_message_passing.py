@@ -297,3 +297,20 @@ def test_index_ops_recognised_in_an_aten_graph():
         ("gather", x_node, j_node), ("gather", x_node, i_node),
         ("sum", src_node, i_node), ("sum", src_node, i_node), ("gather", x_node, j_node)]
     assert all(op.count == 4 for op in found)
+
+
+def test_reports_name_the_index_of_each_gather_and_sum():
+    """FusionReport.by: the receivers' gathers and sums (the cluster's
+    index) apart from the senders' (another index)."""
+    args = system(torch.float64)
+    fused_compile(energy_forces(POTENTIALS["index"]), fullgraph=True)(*args)
+    (report,) = fusion.reports()
+    assert report.index and len(report.by) == len(report.ops)
+    roles = {(op, by) for op, by in zip(report.ops, report.by) if by}
+    assert ("aten.index.Tensor", "receivers") in roles, roles
+    assert ("aten.index.Tensor", "senders") in roles, roles
+    assert ("aten.index_put.default", "receivers") in roles, roles
+    assert all(by == "" for op, by in zip(report.ops, report.by)
+               if op not in ("aten.index.Tensor", "aten.index_put.default",
+                             "aten.index_select.default", "aten.gather.default",
+                             "aten.scatter_add.default"))
