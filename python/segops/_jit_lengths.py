@@ -75,17 +75,15 @@ def _role(value: Any) -> str | None:
 
 def structure(flat: Sequence[Any]) -> tuple:
     """What the length classes depend on (not the sizes): per argument its
-    kind, dtype, rank, element shape and device type."""
-    key: list[Any] = []
-    for a in flat:
-        if isinstance(a, Tensor):
-            key.append((a.dtype, a.dim(), tuple(concrete(d) for d in a.shape[1:]),
-                        a.device.type))
-        elif _is_count(a):
-            key.append(int)
-        else:
-            key.append(type(a))
-    return tuple(key)
+    kind, dtype, rank, element shape and device (CUDA or not)."""
+    key = tuple((a.dtype, a.dim(), a.shape[1:], a.is_cuda) if isinstance(a, Tensor)
+                else int if _is_count(a) else type(a) for a in flat)
+    try:
+        hash(key)
+        return key
+    except TypeError:  # symbolic sizes (fake tensors inside torch.compile)
+        return tuple((a.dtype, a.dim(), tuple(concrete(d) for d in a.shape[1:]), a.is_cuda)
+                     if isinstance(a, Tensor) else k for a, k in zip(flat, key))
 
 
 class _ShapeRecorder(TorchDispatchMode):
@@ -210,9 +208,10 @@ def _described(value: Any, name: str) -> str:
 
 
 def class_sizes(fn_name: str, lengths: Lengths, flat: Sequence[Any],
-                names: Sequence[str]) -> list[Any]:
+                names: Callable[[], Sequence[str]]) -> list[Any]:
     """Per class, the call's size (symbolic inside torch.compile); raises
-    ValueError, naming the arguments, where one class holds two sizes."""
+    ValueError, naming the arguments (`names()`: per flat value), where one
+    class holds two sizes."""
     sizes: list[Any] = [None] * lengths.count
     first: list[int] = [-1] * lengths.count
     for position, (a, cls) in enumerate(zip(flat, lengths.classes)):
@@ -222,9 +221,9 @@ def class_sizes(fn_name: str, lengths: Lengths, flat: Sequence[Any],
         if first[cls] < 0:
             sizes[cls], first[cls] = size, position
         elif concrete(size) != concrete(sizes[cls]):
-            other = first[cls]
+            other, named = first[cls], names()
             raise ValueError(
-                f"segops.jit: {fn_name}: {_described(flat[other], names[other])} and "
-                f"{_described(a, names[position])} must have one length: the function "
+                f"segops.jit: {fn_name}: {_described(flat[other], named[other])} and "
+                f"{_described(a, named[position])} must have one length: the function "
                 "uses them together")
     return sizes

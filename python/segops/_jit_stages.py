@@ -201,7 +201,8 @@ class StagedFunction:
         if lengths is None:
             lengths = self._lengths[shape_key] = infer_lengths(self._flat_fn(widths, graphs),
                                                                flat)
-        sizes = class_sizes(self.fn.__name__, lengths, flat, self._names(widths, graphs))
+        sizes = class_sizes(self.fn.__name__, lengths, flat,
+                            lambda: self._names(widths, graphs))
         key = (shape_key, self._key(flat, lengths))
         plan = self._plans.get(key)
         if plan is None:
