@@ -122,6 +122,63 @@ void remember(const at::Tensor &idx, Fact fact, int64_t numSegments,
                      ++clock});
 }
 
+/// Sorted rows by content: an index made anew with the content of one seen
+/// before (PyG's GCNConv and GATConv append self-loops to edge_index on
+/// every call) finds its sort by a hash and a comparison of its values, two
+/// passes where a stable sort costs O(E log E). Host indices only.
+struct ContentEntry {
+  uint64_t hash = 0;
+  at::Tensor values; // a copy of the int32 index the sort was of
+  SortedRows rows;
+  uint64_t lastUse = 0;
+};
+
+// Each entry holds 16 bytes per row (the copy, the sorted index, the order).
+constexpr size_t kMaxContentEntries = 4;
+std::vector<ContentEntry> contentEntries;
+
+bool isHostInt32(const at::Tensor &t) {
+  return t.device().is_cpu() && t.scalar_type() == at::kInt &&
+         t.is_contiguous() && !t.is_inference() &&
+         (t.key_set() - c10::autograd_dispatch_keyset_with_ADInplaceOrView -
+          c10::autocast_dispatch_keyset) ==
+             c10::DispatchKeySet(c10::DispatchKey::CPU);
+}
+
+uint64_t contentHash(const at::Tensor &values) {
+  const int32_t *data = values.data_ptr<int32_t>();
+  uint64_t hash = 0xcbf29ce484222325ull ^ uint64_t(values.numel());
+  for (int64_t i = 0, n = values.numel(); i < n; ++i)
+    hash = (hash ^ uint32_t(data[i])) * 0x100000001b3ull;
+  return hash;
+}
+
+/// The sorted rows remembered for an index with `values`' content (caller
+/// holds the lock).
+std::optional<SortedRows> findByContent(const at::Tensor &values, uint64_t hash) {
+  for (ContentEntry &entry : contentEntries)
+    if (entry.hash == hash && entry.values.numel() == values.numel() &&
+        std::equal(values.data_ptr<int32_t>(),
+                   values.data_ptr<int32_t>() + values.numel(),
+                   entry.values.data_ptr<int32_t>())) {
+      entry.lastUse = ++clock;
+      return entry.rows;
+    }
+  return std::nullopt;
+}
+
+void rememberContent(const at::Tensor &values, uint64_t hash,
+                     const SortedRows &rows) {
+  if (contentEntries.size() >= kMaxContentEntries) {
+    auto oldest = std::min_element(contentEntries.begin(), contentEntries.end(),
+                                   [](const ContentEntry &a, const ContentEntry &b) {
+                                     return a.lastUse < b.lastUse;
+                                   });
+    contentEntries.erase(oldest);
+  }
+  contentEntries.push_back({hash, values.clone(), rows, ++clock});
+}
+
 /// The tensor a one-tensor fact remembers for idx's content, or undefined.
 at::Tensor cachedTensor(const at::Tensor &idx, Fact fact, int64_t numSegments) {
   std::optional<ContentKey> key = keyOf(idx);
@@ -135,11 +192,28 @@ at::Tensor cachedTensor(const at::Tensor &idx, Fact fact, int64_t numSegments) {
 } // namespace
 
 SortedRows sortRows(const at::Tensor &idx, const at::Tensor &kernelIdx) {
+  bool byContent = isHostInt32(kernelIdx);
+  uint64_t hash = byContent ? contentHash(kernelIdx) : 0;
+  if (byContent) {
+    std::optional<SortedRows> known;
+    {
+      std::lock_guard<std::mutex> lock(cacheMutex);
+      known = findByContent(kernelIdx, hash);
+    }
+    if (known) {
+      remember(idx, Fact::SortedRows, 0, known->sortedIdx, known->order);
+      return *known;
+    }
+  }
   auto [sortedIdx, order] =
       at::sort(kernelIdx, /*stable=*/true, /*dim=*/0, /*descending=*/false);
   ++sorts;
   SortedRows rows{sortedIdx.contiguous(), order};
   remember(idx, Fact::SortedRows, 0, rows.sortedIdx, rows.order);
+  if (byContent) {
+    std::lock_guard<std::mutex> lock(cacheMutex);
+    rememberContent(kernelIdx, hash, rows);
+  }
   return rows;
 }
 
@@ -177,6 +251,7 @@ int64_t indexSorts() { return sorts.load(); }
 void clearIndexCache() {
   std::lock_guard<std::mutex> lock(cacheMutex);
   entries.clear();
+  contentEntries.clear();
 }
 
 } // namespace segops_torch

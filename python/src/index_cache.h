@@ -30,7 +30,9 @@ struct SortedRows {
 
 /// The sorted rows of `kernelIdx` (an int32 index, values in any order),
 /// computed, and remembered for `idx` (the tensor the caller was given:
-/// kernelIdx itself or the int64 index it narrows).
+/// kernelIdx itself or the int64 index it narrows). A host index with the
+/// content of one sorted before (a tensor made anew each call) reuses that
+/// sort: found by a hash and a comparison of the values.
 SortedRows sortRows(const at::Tensor &idx, const at::Tensor &kernelIdx);
 
 /// The sorted rows remembered for `idx`, if its content has not changed

@@ -261,6 +261,30 @@ def test_in_place_change_of_the_index_invalidates_its_order(index_dtype: torch.d
     torch.testing.assert_close(segops.segmented_mean(x, j, 50), want())
 
 
+@pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64])
+def test_an_index_made_anew_with_the_same_content_sorts_once(index_dtype: torch.dtype) -> None:
+    """PyG's GCNConv and GATConv append self-loops to edge_index on every
+    call: a new tensor, the same content. Its order is found by content."""
+    generator = torch.Generator().manual_seed(8)
+    j = torch.randint(0, 50, (3000,), generator=generator).to(index_dtype)
+    x = torch.randn(3000, dtype=torch.float64, generator=generator)
+    loops = torch.arange(50).to(index_dtype)
+    native = ops.native_kernels()
+    segops.clear_index_cache()
+    want = segops.segmented_mean(x, torch.cat([j, loops])[:3000], 50)
+    sorts = native.index_sorts()
+    for _ in range(3):
+        again = torch.cat([j, loops])[:3000]  # a new tensor, j's content
+        assert torch.equal(segops.segmented_mean(x, again, 50), want)
+    assert native.index_sorts() == sorts
+    other = j.clone()
+    other[0] = (other[0] + 1) % 50
+    expected = torch.zeros(50, dtype=torch.float64).index_add_(0, other.long(), x) / \
+        torch.bincount(other.long(), minlength=50).clamp(min=1)
+    torch.testing.assert_close(segops.segmented_mean(x, other, 50), expected)
+    assert native.index_sorts() == sorts + 1
+
+
 def test_a_freed_index_never_hits_another_tensors_order() -> None:
     """The cache holds an index's storage weakly: a new index in reused
     memory is a new key."""
