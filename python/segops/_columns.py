@@ -90,7 +90,7 @@ def block_width(rows: Tensor) -> int | None:
         return None
     if not compiler_available():
         return 1
-    return -(-features // -(-features // WIDEST_UNROLLED))
+    return _block_count(features, _block_count(features, WIDEST_UNROLLED))
 
 
 def _column_index(idx: Tensor, blocks: int, num_segments: int) -> Tensor:
@@ -122,11 +122,16 @@ def _(idx: Tensor, blocks: int, num_segments: int, op: str) -> Tensor:
     return idx.new_empty((blocks * idx.shape[0],), dtype=torch.int32)
 
 
+def _block_count(features: int, width: int) -> int:
+    """B: how many blocks of `width` hold `features` (the last one padded)."""
+    return -(-features // width)
+
+
 def _blocks(rows: Tensor, width: int) -> Tensor:
     """(L, F) rows as B·L rows of `width` features (the last block padded
     with zeros), block by block: (B·L, W), or (B·L,) for W = 1."""
     length, features = rows.shape
-    blocks = -(-features // width)
+    blocks = _block_count(features, width)
     if blocks * width != features:
         rows = torch.nn.functional.pad(rows, (0, blocks * width - features))
     out = rows.new_empty((blocks, length, width))
@@ -141,13 +146,13 @@ def _blocks(rows: Tensor, width: int) -> Tensor:
 
 def _unblocks(out: Tensor, length: int, features: int, width: int) -> Tensor:
     """B·L rows of `width` features back to (L, F)."""
-    blocks = -(-features // width)
+    blocks = _block_count(features, width)
     rows = out.reshape(blocks, length, width).transpose(0, 1).reshape(length, blocks * width)
     return rows if blocks * width == features else rows[:, :features]
 
 
 def _index(idx: Tensor, features: int, width: int, num_segments: int, op: str) -> Tensor:
-    return checked_column_index(idx, -(-features // width), num_segments, op)
+    return checked_column_index(idx, _block_count(features, width), num_segments, op)
 
 
 def reduce(op: str, rows: Tensor, idx: Tensor, num_segments: int, width: int) -> Tensor:
@@ -155,14 +160,14 @@ def reduce(op: str, rows: Tensor, idx: Tensor, num_segments: int, width: int) ->
     features = rows.shape[1]
     index = _index(idx, features, width, num_segments, op)
     out = getattr(torch.ops.segops, op)(_blocks(rows, width), index,
-                                        -(-features // width) * num_segments)
+                                        _block_count(features, width) * num_segments)
     return _unblocks(out, num_segments, features, width)
 
 
 def gather(per_segment: Tensor, idx: Tensor, width: int) -> Tensor:
     """(S, F) per-segment rows at each row's segment: (N, F)."""
     num_segments, features = per_segment.shape
-    blocks = -(-features // width)
+    blocks = _block_count(features, width)
     out = torch.ops.segops.segmented_gather(
         _blocks(per_segment, width),
         _index(idx, features, width, num_segments, "segmented_gather"), blocks * num_segments)
@@ -172,7 +177,7 @@ def gather(per_segment: Tensor, idx: Tensor, width: int) -> Tensor:
 def mul(rows: Tensor, scale: Tensor, idx: Tensor, num_segments: int, width: int) -> Tensor:
     """(N, F) rows times their segment's scalar: (N, F)."""
     features = rows.shape[1]
-    blocks = -(-features // width)
+    blocks = _block_count(features, width)
     out = torch.ops.segops.segmented_mul(
         _blocks(rows, width), scale.repeat(blocks),
         _index(idx, features, width, num_segments, "segmented_mul"), blocks * num_segments)
@@ -182,7 +187,7 @@ def mul(rows: Tensor, scale: Tensor, idx: Tensor, num_segments: int, width: int)
 def dot(x: Tensor, y: Tensor, idx: Tensor, num_segments: int, width: int) -> Tensor:
     """Σ over a segment's rows and features of x·y: (S,)."""
     features = x.shape[1]
-    blocks = -(-features // width)
+    blocks = _block_count(features, width)
     per_block = torch.ops.segops.segmented_dot(
         _blocks(x, width), _blocks(y, width),
         _index(idx, features, width, num_segments, "segmented_dot"), blocks * num_segments)
@@ -195,7 +200,7 @@ def rms_norm(rows: Tensor, idx: Tensor, num_segments: int, width: int) -> Tensor
     root is taken of 1 there, and its result replaced); NaN for a segment
     holding NaN."""
     features = rows.shape[1]
-    blocks = -(-features // width)
+    blocks = _block_count(features, width)
     means = torch.ops.segops.segmented_mean(
         _blocks(rows * rows, width),
         _index(idx, features, width, num_segments, "segmented_rms_norm"),

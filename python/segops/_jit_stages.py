@@ -43,8 +43,8 @@ from torch import Tensor
 from torch.utils._python_dispatch import _disable_current_modes
 
 from segops._fusion_index import index_op
-from segops._jit_lengths import Lengths, class_sizes, infer_lengths, structure
-from segops._jit_trace import _ELEMENT_TYPES, _INDEX_DTYPES, VIEWS, JitError, concrete, trace
+from segops._jit_lengths import Lengths, class_sizes, infer_lengths, is_index, structure
+from segops._jit_trace import _ELEMENT_TYPES, VIEWS, JitError, concrete, trace
 from segops._op_table import OPS, SEGMENT
 from segops.graph import Graph
 
@@ -61,10 +61,6 @@ def _segment_op(node: torch.fx.Node) -> str | None:
         return None
     name = node.target.__name__.split(".")[0]
     return name if name in OPS else None
-
-
-def _is_index(value: Any) -> bool:
-    return isinstance(value, Tensor) and value.dim() == 1 and value.dtype in _INDEX_DTYPES
 
 
 def _gathers_as_segment_ops(module: torch.fx.GraphModule) -> None:
@@ -101,7 +97,7 @@ def uses_several_indices(args: Sequence[Any]) -> bool:
     for a in args:
         if isinstance(a, Graph):
             return True
-        count += _is_index(a)
+        count += is_index(a)
     return count > 1
 
 

@@ -393,12 +393,13 @@ def segmented_gather(y: Tensor, idx: Tensor) -> Tensor:
 def segmented_max(x: Tensor, idx: Tensor, num_segments: int) -> Tensor:
     """Per-segment maximum of rows (N, *f), per feature; 0 for an empty
     segment, NaN where a row is NaN. The gradient is split evenly among the
-    rows that attain the maximum."""
+    rows that attain the maximum (NaN in a segment whose maximum is NaN, as
+    torch.amax's)."""
     return _reduce_rows("segmented_max", x, idx, num_segments)
 
 
 def segmented_min(x: Tensor, idx: Tensor, num_segments: int) -> Tensor:
     """Per-segment minimum of rows (N, *f), per feature; 0 for an empty
     segment; the gradient is split evenly among the rows that attain the
-    minimum."""
+    minimum (NaN in a segment whose minimum is NaN, as torch.amin's)."""
     return _reduce_rows("segmented_min", x, idx, num_segments)

@@ -55,15 +55,19 @@ std::atomic<int64_t> sorts{0};
 /// The key of an index whose content can be read and versioned here: a
 /// dense 1-D CPU or CUDA tensor with a version counter (not an inference
 /// tensor, not a fake, functional or batched one).
+/// Whether `t` holds plain data on `device` (not a fake, functional or
+/// batched tensor, whose data cannot be read or versioned here).
+bool isPlainOn(const at::Tensor &t, c10::DispatchKey device) {
+  return (t.key_set() - c10::autograd_dispatch_keyset_with_ADInplaceOrView -
+          c10::autocast_dispatch_keyset) == c10::DispatchKeySet(device);
+}
+
 std::optional<ContentKey> keyOf(const at::Tensor &idx) {
   if (!idx.defined() || idx.dim() != 1 || !idx.has_storage() ||
       idx.is_inference())
     return std::nullopt;
-  c10::DispatchKeySet dataKeys =
-      idx.key_set() - c10::autograd_dispatch_keyset_with_ADInplaceOrView -
-      c10::autocast_dispatch_keyset;
-  if (dataKeys != c10::DispatchKeySet(c10::DispatchKey::CPU) &&
-      dataKeys != c10::DispatchKeySet(c10::DispatchKey::CUDA))
+  if (!isPlainOn(idx, c10::DispatchKey::CPU) &&
+      !isPlainOn(idx, c10::DispatchKey::CUDA))
     return std::nullopt;
   ContentKey key;
   key.storage = idx.storage().unsafeGetStorageImpl();
@@ -138,11 +142,8 @@ constexpr size_t kMaxContentEntries = 4;
 std::vector<ContentEntry> contentEntries;
 
 bool isHostInt32(const at::Tensor &t) {
-  return t.device().is_cpu() && t.scalar_type() == at::kInt &&
-         t.is_contiguous() && !t.is_inference() &&
-         (t.key_set() - c10::autograd_dispatch_keyset_with_ADInplaceOrView -
-          c10::autocast_dispatch_keyset) ==
-             c10::DispatchKeySet(c10::DispatchKey::CPU);
+  return t.scalar_type() == at::kInt && t.is_contiguous() &&
+         !t.is_inference() && isPlainOn(t, c10::DispatchKey::CPU);
 }
 
 uint64_t contentHash(const at::Tensor &values) {

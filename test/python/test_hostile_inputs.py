@@ -427,3 +427,26 @@ def test_bad_shapes_name_what_was_passed() -> None:
     with pytest.raises(ValueError, match=r"num_segments must be an int.*shape \(1,\)"):
         segops.jit(lambda x, i, n: segops.segmented_sum(x, i, n))(
             torch.randn(5), idx, torch.tensor([2]))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("op,reference", [(segops.segmented_max, torch.amax),
+                                          (segops.segmented_min, torch.amin)])
+def test_extremum_gradient_over_nan_in_a_tiled_segment(op, reference, dtype) -> None:
+    """One segment of 2^17 + 5 rows (cut into tiles on the host) holding a
+    NaN, beside a short one: NaN in every row of the long one only, to
+    second order."""
+    rows = 2**17 + 5
+    idx = torch.cat([torch.zeros(rows, dtype=torch.int32), torch.ones(3, dtype=torch.int32)])
+    x = torch.randn(rows + 3, dtype=dtype, generator=torch.Generator().manual_seed(3))
+    x[rows // 2] = float("nan")
+    x.requires_grad_()
+    (first,) = torch.autograd.grad(op(x, idx, 2).square().sum(), x, create_graph=True)
+    (want,) = torch.autograd.grad(
+        reference(x[:rows], 0).square() + reference(x[rows:], 0).square(), x,
+        create_graph=True)
+    torch.testing.assert_close(first, want, equal_nan=True)
+    assert torch.isnan(first[:rows]).all() and not torch.isnan(first[rows:]).any()
+    (second,) = torch.autograd.grad(first[rows:].sum(), x)
+    (second_want,) = torch.autograd.grad(want[rows:].sum(), x)
+    torch.testing.assert_close(second[rows:], second_want[rows:])
