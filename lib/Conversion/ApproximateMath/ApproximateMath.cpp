@@ -2,11 +2,14 @@
 
 #include "segops/Conversion/Passes.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Math/Transforms/Approximation.h"
 #include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+#include <limits>
 
 namespace mlir {
 namespace seg {
@@ -74,6 +77,48 @@ struct ExpandAbsF : public OpRewritePattern<math::AbsFOp> {
   }
 };
 
+/// expm1 of types the polynomial approximations leave (f64): Kahan's
+/// u = e^x, (u - 1) x / log(u), exact to a few ulp near 0 where e^x - 1
+/// (MathToLLVM's form) cancels; x itself where u rounds to 1, and u where
+/// it is -1 or +inf after rounding (no 0/0 or inf/inf).
+struct ExpandExpM1 : public OpRewritePattern<math::ExpM1Op> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(math::ExpM1Op op,
+                                PatternRewriter &rewriter) const override {
+    Type type = op.getType();
+    Type element = getElementTypeOrSelf(type);
+    if (!isa<FloatType>(element) || element.isF32() || isa<TensorType>(type))
+      return failure();
+    Location loc = op.getLoc();
+    auto constant = [&](double value) -> Value {
+      TypedAttr attr = rewriter.getFloatAttr(element, value);
+      if (auto vector = dyn_cast<VectorType>(type))
+        attr = DenseElementsAttr::get(vector, attr);
+      return rewriter.create<arith::ConstantOp>(loc, attr);
+    };
+    using Predicate = arith::CmpFPredicate;
+    Value x = op.getOperand();
+    Value u = rewriter.create<math::ExpOp>(loc, x);
+    Value um1 = rewriter.create<arith::SubFOp>(loc, u, constant(1.0));
+    Value scaled = rewriter.create<arith::DivFOp>(
+        loc, rewriter.create<arith::MulFOp>(loc, um1, x),
+        rewriter.create<math::LogOp>(loc, u));
+    Value exactlyOne =
+        rewriter.create<arith::CmpFOp>(loc, Predicate::OEQ, u, constant(1.0));
+    Value saturated = rewriter.create<arith::OrIOp>(
+        loc,
+        rewriter.create<arith::CmpFOp>(loc, Predicate::OEQ, um1,
+                                       constant(-1.0)),
+        rewriter.create<arith::CmpFOp>(
+            loc, Predicate::OEQ, u,
+            constant(std::numeric_limits<double>::infinity())));
+    Value general =
+        rewriter.create<arith::SelectOp>(loc, saturated, um1, scaled);
+    rewriter.replaceOpWithNewOp<arith::SelectOp>(op, exactlyOne, x, general);
+    return success();
+  }
+};
+
 struct SegApproximateMathPass
     : public seg::impl::SegApproximateMathBase<SegApproximateMathPass> {
   using SegApproximateMathBase::SegApproximateMathBase;
@@ -100,6 +145,7 @@ struct SegApproximateMathPass
     // but tanh, which has no LLVM intrinsic, becomes exp of any type.
     populateMathPolynomialApproximationPatterns(patterns);
     populateExpandTanhPattern(patterns);
+    patterns.add<ExpandExpM1>(&getContext());
     if (expandFloor)
       patterns.add<ExpandFloor, ExpandAbsF>(&getContext());
     if (failed(applyPatternsAndFoldGreedily(getOperation(),

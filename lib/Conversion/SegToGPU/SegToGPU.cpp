@@ -1072,6 +1072,13 @@ static void useSqrtIntrinsic(gpu::GPUFuncOp kernel) {
 /// here, rather than as an illegal LLVM intrinsic after lowering.
 static LogicalResult checkGPUMath(func::FuncOp func) {
   WalkResult result = func.walk([&](Operation *op) {
+    if (isa<arith::RemFOp>(op)) {
+      op->emitError() << "'" << op->getName()
+                      << "' (fmod) has no GPU lowering (NVVM's is a "
+                         "libdevice call, and the GPU pipeline links no "
+                         "libdevice); compute it on the host";
+      return WalkResult::interrupt();
+    }
     if (!isa<math::MathDialect>(op->getDialect()) ||
         isa<math::SqrtOp, math::RsqrtOp, math::AbsFOp, math::FmaOp>(op))
       return WalkResult::advance();

@@ -57,10 +57,10 @@ func.func @scalar_argument(%x: tensor<?xf32>, %idx: tensor<?xi32>, %n: index, %f
 
 // -----
 
-// expected-error @+1 {{'unsupported_op' is not a seg kernel function: 'math.sin' is not supported in kernel functions}}
+// expected-error @+1 {{'unsupported_op' is not a seg kernel function: 'math.sinh' is not supported in kernel functions}}
 func.func @unsupported_op(%x: tensor<?xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?xf32> {
   // expected-note @+1 {{this operation}}
-  %e = math.sin %x : tensor<?xf32>
+  %e = math.sinh %x : tensor<?xf32>
   %0 = seg.sum %e, %idx, %n : tensor<?xf32>, tensor<?xi32> -> tensor<?xf32>
   return %0 : tensor<?xf32>
 }

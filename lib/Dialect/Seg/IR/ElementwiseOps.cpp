@@ -201,11 +201,97 @@ struct MinimumFAdjoint
     : ExtremumAdjoint<MinimumFAdjoint, arith::MinimumFOp,
                       arith::CmpFPredicate::OLT> {};
 
-// Comparisons are piecewise constant: no adjoints (their i1 results are
-// never active; the rule lets kernels use them).
-struct CmpFAdjoint
-    : public ReverseDifferentiableOpInterface::ExternalModel<CmpFAdjoint,
-                                                             arith::CmpFOp> {
+// sin(a)  =>  ā = ḡ cos(a)
+struct SinAdjoint : ElementwiseAdjoint<SinAdjoint, math::SinOp> {
+  void build(math::SinOp op, OpBuilder &b, Value g,
+             SmallVectorImpl<Value> &operands) const {
+    Location loc = op.getLoc();
+    operands[0] = b.create<arith::MulFOp>(
+        loc, g, b.create<math::CosOp>(loc, op.getOperand()));
+  }
+};
+
+// cos(a)  =>  ā = -ḡ sin(a)
+struct CosAdjoint : ElementwiseAdjoint<CosAdjoint, math::CosOp> {
+  void build(math::CosOp op, OpBuilder &b, Value g,
+             SmallVectorImpl<Value> &operands) const {
+    Location loc = op.getLoc();
+    Value sine = b.create<math::SinOp>(loc, op.getOperand());
+    operands[0] = b.create<arith::NegFOp>(loc, b.create<arith::MulFOp>(loc, g, sine));
+  }
+};
+
+// atan(a)  =>  ā = ḡ / (1 + a²)
+struct AtanAdjoint : ElementwiseAdjoint<AtanAdjoint, math::AtanOp> {
+  void build(math::AtanOp op, OpBuilder &b, Value g,
+             SmallVectorImpl<Value> &operands) const {
+    Location loc = op.getLoc();
+    Value a = op.getOperand();
+    Value denominator = b.create<arith::AddFOp>(
+        loc, createSplatLike(b, loc, a, 1.0), b.create<arith::MulFOp>(loc, a, a));
+    operands[0] = b.create<arith::DivFOp>(loc, g, denominator);
+  }
+};
+
+// erf(a)  =>  ā = ḡ 2/√π e^(-a²)
+struct ErfAdjoint : ElementwiseAdjoint<ErfAdjoint, math::ErfOp> {
+  void build(math::ErfOp op, OpBuilder &b, Value g,
+             SmallVectorImpl<Value> &operands) const {
+    Location loc = op.getLoc();
+    Value a = op.getOperand();
+    Value gaussian = b.create<math::ExpOp>(
+        loc, b.create<arith::NegFOp>(loc, b.create<arith::MulFOp>(loc, a, a)));
+    Value scale = createSplatLike(b, loc, a, 1.1283791670955126);
+    operands[0] = b.create<arith::MulFOp>(
+        loc, g, b.create<arith::MulFOp>(loc, scale, gaussian));
+  }
+};
+
+// r = e^a - 1  =>  ā = ḡ (r + 1)
+struct ExpM1Adjoint : ElementwiseAdjoint<ExpM1Adjoint, math::ExpM1Op> {
+  void build(math::ExpM1Op op, OpBuilder &b, Value g,
+             SmallVectorImpl<Value> &operands) const {
+    Location loc = op.getLoc();
+    Value r = op.getResult();
+    operands[0] = b.create<arith::MulFOp>(
+        loc, g, b.create<arith::AddFOp>(loc, r, createSplatLike(b, loc, r, 1.0)));
+  }
+};
+
+// log(1 + a)  =>  ā = ḡ / (1 + a)
+struct Log1pAdjoint : ElementwiseAdjoint<Log1pAdjoint, math::Log1pOp> {
+  void build(math::Log1pOp op, OpBuilder &b, Value g,
+             SmallVectorImpl<Value> &operands) const {
+    Location loc = op.getLoc();
+    Value a = op.getOperand();
+    operands[0] = b.create<arith::DivFOp>(
+        loc, g, b.create<arith::AddFOp>(loc, a, createSplatLike(b, loc, a, 1.0)));
+  }
+};
+
+// r = fmod(a, b) = a - trunc(a / b) b  =>  ā = ḡ, b̄ = -ḡ (a - r) / b (the
+// quotient's integer part, exact where r is; piecewise constant, so the
+// second derivative is 0 as torch's)
+struct RemFAdjoint : ElementwiseAdjoint<RemFAdjoint, arith::RemFOp> {
+  void build(arith::RemFOp op, OpBuilder &b, Value g,
+             SmallVectorImpl<Value> &operands) const {
+    Location loc = op.getLoc();
+    Value quotient = b.create<arith::DivFOp>(
+        loc, b.create<arith::SubFOp>(loc, op.getLhs(), op.getResult()),
+        op.getRhs());
+    operands[0] = g;
+    operands[1] = b.create<arith::NegFOp>(
+        loc, b.create<arith::MulFOp>(loc, g, quotient));
+  }
+};
+
+// Piecewise-constant ops (comparisons, floor): no adjoints. Their operands
+// get none (a zero gradient, as torch's); comparisons' i1 results are never
+// active.
+template <typename Op>
+struct ConstantPiecesAdjoint
+    : public ReverseDifferentiableOpInterface::ExternalModel<
+          ConstantPiecesAdjoint<Op>, Op> {
   LogicalResult buildAdjoints(Operation *op, OpBuilder &, ArrayRef<Value>,
                               SmallVectorImpl<Value> &operands) const {
     operands.assign(op->getNumOperands(), Value());
@@ -255,7 +341,8 @@ void mlir::seg::registerDerivativeExternalModels(DialectRegistry &registry) {
     arith::SelectOp::attachInterface<SelectAdjoint>(*ctx);
     arith::MaximumFOp::attachInterface<MaximumFAdjoint>(*ctx);
     arith::MinimumFOp::attachInterface<MinimumFAdjoint>(*ctx);
-    arith::CmpFOp::attachInterface<CmpFAdjoint>(*ctx);
+    arith::RemFOp::attachInterface<RemFAdjoint>(*ctx);
+    arith::CmpFOp::attachInterface<ConstantPiecesAdjoint<arith::CmpFOp>>(*ctx);
   });
   registry.addExtension(+[](MLIRContext *ctx, math::MathDialect *) {
     math::SqrtOp::attachInterface<SqrtAdjoint>(*ctx);
@@ -264,5 +351,12 @@ void mlir::seg::registerDerivativeExternalModels(DialectRegistry &registry) {
     math::LogOp::attachInterface<LogAdjoint>(*ctx);
     math::TanhOp::attachInterface<TanhAdjoint>(*ctx);
     math::AbsFOp::attachInterface<AbsFAdjoint>(*ctx);
+    math::SinOp::attachInterface<SinAdjoint>(*ctx);
+    math::CosOp::attachInterface<CosAdjoint>(*ctx);
+    math::AtanOp::attachInterface<AtanAdjoint>(*ctx);
+    math::ErfOp::attachInterface<ErfAdjoint>(*ctx);
+    math::ExpM1Op::attachInterface<ExpM1Adjoint>(*ctx);
+    math::Log1pOp::attachInterface<Log1pAdjoint>(*ctx);
+    math::FloorOp::attachInterface<ConstantPiecesAdjoint<math::FloorOp>>(*ctx);
   });
 }
