@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch.utils import _pytree as pytree
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
-from segops import _columns
+from segops import _columns, _jit_pointwise
 from segops._op_table import OPS, ROW, SEGMENT
 
 # The space of a table: an argument read at the rows a second index names
@@ -211,12 +212,15 @@ class Translator:
         self.recorded: dict[str, list[str]] | None = None
         self.single = True
         self.column_results: list[int] = []  # results of shape (L, 1), held as (L,)
+        # Nodes of a decomposition -> the graph's node they stand for.
+        self.stand_in: dict[torch.fx.Node, torch.fx.Node] = {}
 
     # -- errors ------------------------------------------------------------
 
     def where(self, node: torch.fx.Node) -> str:
         """The user's source line of `node` (found by rerunning the function
         on meta tensors under a recording mode, on the first error only)."""
+        node = self.stand_in.get(node, node)
         if self.recorded is None:
             recorder = _CallRecorder(self.fn)
             try:
@@ -280,7 +284,7 @@ class Translator:
     def node_space(self, node: torch.fx.Node) -> str | None:
         """Whether `node`'s value is per row or per segment, from the
         trace's distinct lengths (None where they are not known)."""
-        value = node.meta.get("val")
+        value = self.stand_in.get(node, node).meta.get("val")
         if self.rows is None or not isinstance(value, torch.Tensor) or value.dim() == 0:
             return None
         length = self.length(value.shape[0])
@@ -550,8 +554,13 @@ class Translator:
         args, kwargs = list(node.args), dict(node.kwargs)
         if namespace == "segops" and packet in OPS:
             return self.segment_op(node, packet)
-        if namespace != "aten":
+        if namespace == "prims" and packet == "convert_element_type":
+            packet, kwargs = "_to_copy", {"dtype": args[1]}
+        elif namespace != "aten":
             raise self.fail(node, f"'{target}' is not supported in segops.jit functions")
+        constant = _jit_pointwise.scalar_constant(node)
+        if constant is not None:
+            return constant
         if packet in _IDENTITIES:
             return self.operand(node, args[0])
         if packet in _UNARY:
@@ -560,9 +569,7 @@ class Translator:
             return self.sigmoid(node, self.tensor(node, args[0]))
         if packet == "reciprocal":
             return self.elementwise(node, "arith.divf", [1.0, self.tensor(node, args[0])])
-        if packet in _BINARY:
-            if kwargs.get("alpha", 1) != 1 or kwargs.get("rounding_mode") is not None:
-                raise self.fail(node, f"'{target}' with alpha or rounding_mode is not supported")
+        if packet in _BINARY and len(args) == 2 and not kwargs:
             return self.elementwise(node, _BINARY[packet],
                                     [self.operand(node, a) for a in args[:2]])
         if packet == "rsub":
@@ -593,10 +600,6 @@ class Translator:
                 high = self.operand(node, high)
                 x = self.select(node, self.compare(node, "ogt", [x, high]), high, x)
             return x
-        if packet == "pow":
-            if not isinstance(args[1], (int, float)):
-                raise self.fail(node, "pow() needs a constant exponent")
-            return self.power(node, self.tensor(node, args[0]), float(args[1]))
         if packet == "square":
             x = self.tensor(node, args[0])
             return self.elementwise(node, "arith.mulf", [x, x])
@@ -661,8 +664,48 @@ class Translator:
             if x.tail == (1,) and is_feature_tail(tail):
                 return self.broadcast(x, tail)
             raise self.fail(node, f"'{target}' is only supported from (N, 1) to (N, F)")
-        raise self.fail(node, f"'{target}' is not supported in segops.jit functions "
-                              "(see docs/jit.md for the supported operations)")
+        lowering = _jit_pointwise.LOWERINGS.get(packet)
+        if lowering is not None:
+            return lowering(_jit_pointwise.Emitter(self, node),
+                            [self.lowering_argument(node, a) for a in args], kwargs)
+        return self.decompose(node)
+
+    def lowering_argument(self, node: torch.fx.Node, value: Any) -> Any:
+        """An argument of a pointwise lowering: values and numbers as
+        operands; anything else (a rounding mode, a dtype) as it is."""
+        if isinstance(value, torch.fx.Node) or \
+                (isinstance(value, (int, float)) and not isinstance(value, bool)):
+            return self.operand(node, value)
+        return value
+
+    def decompose(self, node: torch.fx.Node) -> Value | float:
+        """An op outside the table through its entry in PyTorch's
+        decomposition table: the decomposition traced on stand-ins of the
+        node's operands and its ops translated in place (reported at the
+        node's line)."""
+        graph = _decomposition_graph(node)
+        if graph is None:
+            raise self.fail(node, f"'{node.target}' is not supported in segops.jit functions "
+                                  "(see docs/jit.md for the supported operations)")
+        placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+        for placeholder, argument in zip(placeholders, _node_operands(node)):
+            self.values[placeholder] = self.values[argument]
+        result: Any = None
+        for sub in graph.nodes:
+            if sub.op == "call_function":
+                self.stand_in[sub] = self.stand_in.get(node, node)
+                self.values[sub] = self.call(sub)
+            elif sub.op == "get_attr":
+                raise self.fail(node, f"the decomposition of '{node.target}' builds a tensor "
+                                      "constant, which segops.jit cannot hold")
+            elif sub.op == "output":
+                out = sub.args[0]
+                if isinstance(out, (list, tuple)):
+                    result = tuple(self.values[o] if isinstance(o, torch.fx.Node) else o
+                                   for o in out)
+                else:
+                    result = self.values[out] if isinstance(out, torch.fx.Node) else out
+        return result
 
     def uniform_view(self, node: torch.fx.Node, x: Value) -> Value:
         """A view of a uniform value: another uniform shape, or the value
@@ -786,6 +829,62 @@ class Translator:
         ret = (f"  return {', '.join(r.name for r in results)} : "
                f"{', '.join(self.ty(r) for r in results)}")
         return "\n".join([header, *self.lines, ret, "}", ""])
+
+
+def is_supported(node: torch.fx.Node) -> bool:
+    """Whether Translator.call takes an aten node: in its table, or through
+    a decomposition into ops it takes."""
+    target = node.target
+    if getattr(target, "namespace", "") != "aten":
+        return False
+    packet = target.__name__.split(".")[0]
+    if packet in SUPPORTED_ATEN or packet in _jit_pointwise.LOWERINGS:
+        return True
+    graph = _decomposition_graph(node)
+    return graph is not None and all(
+        is_supported(sub) or _jit_pointwise.scalar_constant(sub) is not None
+        or (getattr(sub.target, "namespace", "") == "prims"
+            and sub.target.__name__.startswith("convert_element_type"))
+        for sub in graph.nodes if sub.op == "call_function")
+
+
+def _node_operands(node: torch.fx.Node) -> list[torch.fx.Node]:
+    """The graph values among a node's arguments, in argument order."""
+    flat, _ = pytree.tree_flatten((node.args, node.kwargs))
+    return [a for a in flat if isinstance(a, torch.fx.Node)]
+
+
+def _decompositions() -> dict[Any, Callable]:
+    from torch._decomp import decomposition_table
+    return decomposition_table
+
+
+def _decomposition_graph(node: torch.fx.Node) -> torch.fx.Graph | None:
+    """The aten graph of `node`'s decomposition, traced on meta stand-ins
+    of its operands (None where PyTorch has none, or it cannot be traced)."""
+    decomposition = _decompositions().get(node.target)
+    if decomposition is None:
+        return None
+    flat, spec = pytree.tree_flatten((node.args, node.kwargs))
+    positions = [i for i, a in enumerate(flat) if isinstance(a, torch.fx.Node)]
+    stand_ins = []
+    for position in positions:
+        value = flat[position].meta.get("val")
+        if not isinstance(value, torch.Tensor):
+            return None
+        stand_ins.append(_meta_like(value))
+
+    def run(*tensors: torch.Tensor) -> Any:
+        values = list(flat)
+        for position, tensor in zip(positions, tensors):
+            values[position] = tensor
+        args, kwargs = pytree.tree_unflatten(values, spec)
+        return decomposition(*args, **kwargs)
+
+    try:
+        return make_fx(run)(*stand_ins).graph
+    except Exception:  # noqa: BLE001 - an untraceable decomposition is no decomposition
+        return None
 
 
 def _float_literal(value: float) -> str:
