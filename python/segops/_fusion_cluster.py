@@ -28,7 +28,7 @@ from segops._fusion_translate import (
     segment_op_level,
     size_expr,
 )
-from segops._jit_trace import SUPPORTED_ATEN, VIEWS, is_feature_tail
+from segops._jit_trace import VIEWS, is_feature_tail, is_supported
 from segops._op_table import OPS
 
 _FLOATS = (torch.float32, torch.float64)
@@ -188,7 +188,7 @@ def is_candidate(node: torch.fx.Node, key: Key) -> bool:
     found = index_op(node)
     if found is not None:
         return _index_op_fits(found, key)
-    if getattr(node.target, "namespace", "") != "aten" or packet(node) not in SUPPORTED_ATEN:
+    if not is_supported(node):
         return False
     schema = getattr(node.target, "_schema", None)
     if schema is None or schema.is_mutable:

@@ -160,6 +160,25 @@ def _atanh(e: Emitter, x: Operand) -> Value:
     return e.mul(0.5, e.op("math.log1p", e.div(e.mul(2.0, x), e.sub(1.0, x))))
 
 
+# pi/2 in three parts (Cody and Waite): k * the first is exact for the
+# quotients of any float32 row, the others carry the rest.
+_HALF_PI_HIGH = 1.5703125
+_HALF_PI_MID = round((math.pi / 2 - _HALF_PI_HIGH) * 2.0**23) / 2.0**23
+_HALF_PI_LOW = math.pi / 2 - _HALF_PI_HIGH - _HALF_PI_MID
+
+
+def _tan(e: Emitter, x: Operand) -> Value:
+    """sin(r) / cos(r) of x reduced by multiples of pi/2 (r in [-pi/4,
+    pi/4]; -cos(r) / sin(r) for odd multiples): near a pole, r is small and
+    sin(r) exact to its last bits, where sin(x) / cos(x) divides by a
+    cos(x) that has lost them."""
+    k = e.round_half_even(e.mul(x, 2.0 / math.pi))
+    r = e.sub(e.sub(e.sub(x, e.mul(k, _HALF_PI_HIGH)), e.mul(k, _HALF_PI_MID)),
+              e.mul(k, _HALF_PI_LOW))
+    sine, cosine = e.op("math.sin", r), e.op("math.cos", r)
+    return e.where(e.odd(k), e.neg(e.div(cosine, sine)), e.div(sine, cosine))
+
+
 def _sinh(e: Emitter, x: Operand) -> Value:
     return e.mul(0.5, e.sub(e.op("math.expm1", x), e.op("math.expm1", e.neg(x))))
 
@@ -218,7 +237,13 @@ def _pow(e: Emitter, args: list[Any], kwargs: dict[str, Any]) -> Value:
     magnitude = e.op("math.exp", e.mul(exponent, e.op("math.log", safe)))
     integral = e.cmp("oeq", e.floor(exponent), exponent)
     negative = e.where(e.odd(exponent), e.neg(magnitude), magnitude)
-    below = e.where(integral, negative, e.constant(math.nan, magnitude))
+    # NaN by a factor that is NaN only in the rows whose result is that NaN
+    # (so the derivatives there are NaN, as eager's, and no select's zero
+    # cotangent meets a NaN elsewhere).
+    undefined = e.cmp("une", e.mul(e.t.as_float(e.cmp("olt", base, 0.0)),
+                                   e.t.as_float(e.cmp("une", e.floor(exponent), exponent))), 0.0)
+    factor = e.where(undefined, e.constant(math.nan, magnitude), e.constant(1.0, magnitude))
+    below = e.where(integral, negative, e.mul(magnitude, factor))
     general = e.where(e.cmp("olt", base, 0.0), below, magnitude)
     at_zero = e.where(e.cmp("ogt", exponent, 0.0), e.mul(magnitude, 0.0),
                       e.where(e.cmp("oeq", exponent, 0.0), e.constant(1.0, magnitude),
@@ -302,10 +327,11 @@ def _lerp(e: Emitter, args: list[Any], kwargs: dict[str, Any]) -> Value:
     start, end, weight = args[0], args[1], args[2]
     difference = e.sub(end, start)
     # Eager's two forms: exact at weight 0 and at weight 1.
+    if isinstance(weight, float):
+        return e.add(start, e.mul(difference, weight)) if abs(weight) < 0.5 \
+            else e.sub(end, e.mul(difference, 1.0 - weight))
     low = e.add(start, e.mul(weight, difference))
     high = e.sub(end, e.mul(difference, e.sub(1.0, weight)))
-    if isinstance(weight, float):
-        return low if abs(weight) < 0.5 else high
     return e.where(e.cmp("olt", e.magnitude(weight), 0.5), low, high)
 
 
@@ -344,7 +370,7 @@ def _to_copy(e: Emitter, args: list[Any], kwargs: dict[str, Any]) -> Any:
 LOWERINGS: dict[str, Lowering] = {
     "sin": _unary(lambda e, x: e.op("math.sin", x)),
     "cos": _unary(lambda e, x: e.op("math.cos", x)),
-    "tan": _unary(lambda e, x: e.div(e.op("math.sin", x), e.op("math.cos", x))),
+    "tan": _unary(_tan),
     "atan": _unary(lambda e, x: e.op("math.atan", x)),
     "asin": _unary(_asin),
     "acos": _unary(_acos),

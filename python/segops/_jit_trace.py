@@ -10,6 +10,7 @@ construct and the user's source line.
 from __future__ import annotations
 
 import inspect
+import operator
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -17,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.utils import _pytree as pytree
 from torch.fx.experimental.proxy_tensor import make_fx
+from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from segops import _columns, _jit_pointwise
@@ -383,6 +384,9 @@ class Translator:
         values = self.unify(node, [self.as_float(o) for o in operands])
         result = Value(self.fresh(), "float", values[0].tail, values[0].uniform)
         self.emit(f"{result.name} = {op} {', '.join(v.name for v in values)} : {self.ty(result)}")
+        if all(isinstance(o, Value) and o.kind == "bool" for o in operands):
+            # Arithmetic of bools is bool in eager (a * b: and, a + b: or).
+            return self.compare(node, "une", [result, 0.0])
         return result
 
     def compare(self, node: torch.fx.Node, predicate: str, operands: list[Value | float]) -> Value:
@@ -394,6 +398,8 @@ class Translator:
 
     def select(self, node: torch.fx.Node, condition: Value, a: Value | float,
                b: Value | float) -> Value:
+        if not isinstance(a, Value) and not isinstance(b, Value):
+            a = self.constant_like(a, condition)  # where(c, 0.0, -inf)
         values = self.unify(node, [a, b])
         if condition.tail != values[0].tail or condition.uniform != values[0].uniform:
             raise self.fail(node, "where(): the condition must have the shape of its values")
@@ -552,10 +558,18 @@ class Translator:
         namespace = getattr(target, "namespace", "")
         packet = target.__name__.split(".")[0] if hasattr(target, "__name__") else str(target)
         args, kwargs = list(node.args), dict(node.kwargs)
+        if target is operator.getitem and isinstance(self.values.get(args[0]), tuple):
+            return self.values[args[0]][args[1]]  # one of a decomposition's results
         if namespace == "segops" and packet in OPS:
             return self.segment_op(node, packet)
         if namespace == "prims" and packet == "convert_element_type":
             packet, kwargs = "_to_copy", {"dtype": args[1]}
+        elif isinstance(target, type) and issubclass(target, tuple):
+            return tuple(self.values.get(a, a) if isinstance(a, torch.fx.Node) else a
+                         for a in args)  # a decomposition's named results
+        elif namespace == "prims" and (packet in _UNARY or packet in _BINARY
+                                       or packet in _jit_pointwise.LOWERINGS):
+            pass  # a prim of the same name and meaning as the aten op
         elif namespace != "aten":
             raise self.fail(node, f"'{target}' is not supported in segops.jit functions")
         constant = _jit_pointwise.scalar_constant(node)

@@ -138,6 +138,7 @@ class SegmentFusionPass(CustomGraphPass):
 
     def __call__(self, graph: torch.fx.Graph) -> None:
         try:
+            _unshare_views(graph)
             plans = self.plan(graph)
             fake_mode = _fake_mode(graph) if plans else None
             if plans:
@@ -199,6 +200,20 @@ def _second_index_roles(cluster: Cluster) -> tuple[set[torch.fx.Node], set[torch
             bases.add(found.base)
             sums.add(node)
     return tables, indices, bases, sums
+
+
+def _unshare_views(graph: torch.fx.Graph) -> None:
+    """One copy of each view per user (`c[:, None]` read by a cluster and
+    saved for the backward): a cluster then takes its own copy in and the
+    view's base out, where a shared view would cut it. Views cost nothing;
+    Inductor folds the copies."""
+    for node in reversed(list(graph.nodes)):
+        if node.op != "call_function" or not is_view(node) or len(node.users) < 2:
+            continue
+        for user in list(node.users)[1:]:
+            with graph.inserting_after(node):
+                copy = graph.node_copy(node)
+            user.replace_input_with(node, copy)
 
 
 def _check_boundary(finder: ClusterFinder, cluster: Cluster, inputs: list[torch.fx.Node],
