@@ -314,3 +314,40 @@ def test_reports_name_the_index_of_each_gather_and_sum():
                if op not in ("aten.index.Tensor", "aten.index_put.default",
                              "aten.index_select.default", "aten.gather.default",
                              "aten.scatter_add.default"))
+
+
+def lj_minimum_image(pos, eps, sigma, i, j, box):
+    """An MD code's potential: the minimum-image convention inside the
+    model (`d - box * round(d / box)`) and a smooth cosine cutoff."""
+    d = pos[j] - pos[i]
+    d = d - box * torch.round(d / box)
+    r2 = (d * d).sum(-1)
+    s6 = (sigma * sigma / r2) ** 3
+    cutoff = 0.5 * (torch.cos(torch.pi * torch.sqrt(r2) / 2.5) + 1.0)
+    e = 2.0 * eps * (s6 * s6 - s6) * torch.where(r2 < 2.5**2, cutoff, 0.0)
+    return pos.new_zeros(pos.shape[0]).index_add_(0, i, e).sum().reshape(1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_minimum_image_convention_fuses(dtype):
+    """round and cos (not only arithmetic) join the cluster: energy and
+    forces are still one kernel, equal to eager's; so in segops.jit."""
+    pos, eps, sigma, i, j, _ = system(dtype)
+    box = fcc_system(ATOMS)[1]
+    step = energy_forces(lambda p, e, s, a, b: lj_minimum_image(p, e, s, a, b, box))
+    got = fused_compile(step, fullgraph=True)(pos, eps, sigma, i, j)
+    assert_close(got, step(pos, eps, sigma, i, j), dtype)
+    ops = fused_ops()
+    assert "aten.cos.default" in ops and "aten.floor.default" not in ops, ops
+    assert any(op.startswith("aten.round") for op in ops), ops
+    assert len(fusion.reports()) == 1, fusion.reports()
+
+    def per_atom(pos, eps, sigma, i, j, num_atoms: int):
+        d = pos[j] - pos[i]
+        d = d - box * torch.round(d / box)
+        s6 = (sigma * sigma / (d * d).sum(-1)) ** 3
+        return segops.segmented_sum(2.0 * eps * (s6 * s6 - s6), i, num_atoms)
+
+    jitted = segops.jit(per_atom)(pos, eps, sigma, i, j, ATOMS)
+    torch.testing.assert_close(jitted, per_atom(pos, eps, sigma, i, j, ATOMS),
+                               rtol=2e-4 if dtype == torch.float32 else 1e-9, atol=1e-6)
