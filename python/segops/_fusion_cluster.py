@@ -226,7 +226,7 @@ def _index_op_fits(op: IndexOp, key: Key) -> bool:
     if size_expr(_value(op.index).shape[0]) != key.rows_expr:
         return False
     if op.index is not key.idx:
-        return True
+        return op.reduce == "sum"  # seg.scatter_sum sums only
     # By the cluster's index: a table of S rows, a sum into S rows.
     return size_expr(op.count) == key.size_expr
 

@@ -7,12 +7,17 @@ values by an index tensor and sums edge values into nodes:
     x.gather(0, j[:, None].expand(-1, F))            -> a gather by j
     zeros.index_add_(0, i, src), zeros.index_put_((i,), src, accumulate=True),
     zeros.scatter_add_(0, i[:, None].expand_as(src), src)  -> a sum by i
+    zeros.scatter_reduce_(0, i[:, None].expand_as(src), src, "amax",
+                          include_self=False), zeros.index_reduce_(...)
+                                                     -> a max by i (also
+                                                        sum, mean, amin)
 
 After functionalization and Inductor's decompositions these are
 aten.index.Tensor, aten.index_select, aten.index_put (index_add becomes it)
-and aten.scatter_add on a zeros tensor. segops.fusion reads each as a
-segment op: by the cluster's index, seg.gather / seg.sum; by another index,
-seg.gather_rows / seg.scatter_sum.
+aten.scatter_add, aten.scatter_reduce and aten.index_reduce on a zeros
+tensor. segops.fusion reads each as a segment op: by the cluster's index,
+seg.gather / seg.sum (seg.mean, seg.max, seg.min); by another index,
+seg.gather_rows / seg.scatter_sum (sums only).
 """
 
 from __future__ import annotations
@@ -35,12 +40,16 @@ class IndexOp:
             rows (the zeros tensor `base`, whose length is `count_node`
             where it is a symbolic size the graph holds)."""
 
-    kind: str  # "gather" or "sum"
+    kind: str  # "gather" or "sum" (any reduction into a base: see `reduce`)
     values: torch.fx.Node
     index: torch.fx.Node
     count: Any  # int or SymInt: the table's rows (gather), the result's (sum)
     base: torch.fx.Node | None = None
     count_node: Any = None  # an fx.Node holding a symbolic count, or an int
+    # A "sum"'s reduction: "sum", "mean", "amax" or "amin" (scatter_reduce's
+    # names); with include_self, an extremum also takes the base's 0.
+    reduce: str = "sum"
+    include_self: bool = False
 
 
 def _value(node: Any) -> Any:
@@ -182,8 +191,32 @@ def _sum_op(node: torch.fx.Node) -> IndexOp | None:
             return None
         base, src = args[0], args[3]
         index = _expanded_index(args[2], _value(src).shape)
+    elif target in (aten.scatter_reduce.two, aten.index_reduce.default) and len(args) >= 5:
+        reduce = args[4]
+        include_self = args[5] if len(args) > 5 else kwargs.get("include_self", True)
+        # Into zeros, "mean" with include_self divides by count + 1: no
+        # segment mean; "prod" has no segment op.
+        if reduce not in ("sum", "mean", "amax", "amin") or \
+                (reduce == "mean" and include_self) or \
+                not _is_dim0(args[1], args[0]) or not _is_float_rows(args[3]):
+            return None
+        base, src = args[0], args[3]
+        index = args[2] if target is aten.index_reduce.default else \
+            _expanded_index(args[2], _value(src).shape)
+        found = _reduction(base, index, src)
+        if found is None:
+            return None
+        return IndexOp("sum", src, index, found[0], base, found[1], reduce,
+                       bool(include_self) and reduce != "sum")
     else:
         return None
+    found = _reduction(base, index, src)
+    return None if found is None else IndexOp("sum", src, index, found[0], base, found[1])
+
+
+def _reduction(base: Any, index: Any, src: Any) -> tuple[Any, Any] | None:
+    """The count of a reduction of src's rows by index into zeros `base`
+    (and what holds it), or None where it is not one."""
     if not (_is_index(index) and _is_float_rows(src) and _is_float_rows(base)):
         return None
     src_value, base_value = _value(src), _value(base)
@@ -192,7 +225,4 @@ def _sum_op(node: torch.fx.Node) -> IndexOp | None:
             src_value.dtype != base_value.dtype or \
             src_value.shape[0] != _value(index).shape[0]:
         return None
-    zeros = _zeros_count(base)
-    if zeros is None:
-        return None
-    return IndexOp("sum", src, index, zeros[0], base, zeros[1])
+    return _zeros_count(base)

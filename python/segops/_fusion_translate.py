@@ -67,6 +67,11 @@ def jit_program_level(node: torch.fx.Node) -> tuple[Any, int] | None:
         return None
 
 
+# scatter_reduce's reductions by the cluster's index -> segops ops.
+_REDUCTIONS = {"sum": "segmented_sum", "mean": "segmented_mean", "amax": "segmented_max",
+               "amin": "segmented_min"}
+
+
 class ClusterError(JitError):
     """A cluster node the translation cannot express; the pass leaves it out."""
 
@@ -196,11 +201,18 @@ class ClusterTranslator(Translator):
         index = self.values[op.index]
         values = self.tensor(node, op.values)
         if index.kind == "idx":
-            name = "segmented_gather" if op.kind == "gather" else "segmented_sum"
+            name = "segmented_gather" if op.kind == "gather" else _REDUCTIONS[op.reduce]
             space = SEGMENT if op.kind == "gather" else ROW
-            return self.apply_segment_op(node, name, [self.place(node, values, space)])
+            result = self.apply_segment_op(node, name, [self.place(node, values, space)])
+            if op.include_self:  # the zeros' 0 takes part in the extremum
+                result = self.elementwise(node, "arith.maximumf" if op.reduce == "amax"
+                                          else "arith.minimumf", [result, 0.0])
+            return result
         if index.kind != "gidx":
             raise self.fail(node, "the index is neither the cluster's nor an argument")
+        if op.reduce != "sum":
+            raise self.fail(node, f"a scatter_reduce '{op.reduce}' by a second index has no "
+                                  "kernel (only sums)")
         if op.kind == "gather":
             return self.gather_rows(node, values, index)
         if values.uniform:

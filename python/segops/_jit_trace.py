@@ -854,12 +854,40 @@ def is_supported(node: torch.fx.Node) -> bool:
     packet = target.__name__.split(".")[0]
     if packet in SUPPORTED_ATEN or packet in _jit_pointwise.LOWERINGS:
         return True
-    graph = _decomposition_graph(node)
-    return graph is not None and all(
-        is_supported(sub) or _jit_pointwise.scalar_constant(sub) is not None
-        or (getattr(sub.target, "namespace", "") == "prims"
-            and sub.target.__name__.startswith("convert_element_type"))
-        for sub in graph.nodes if sub.op == "call_function")
+    if torch.Tag.pointwise not in getattr(target, "tags", ()):
+        return False  # only pointwise ops are decomposed (not mm, softmax, ...)
+    key = (target, _signature_of(node))
+    found = _DECOMPOSABLE.get(key)
+    if found is None:
+        graph = _decomposition_graph(node)
+        found = graph is not None and all(
+            is_supported(sub) or _jit_pointwise.scalar_constant(sub) is not None
+            or (getattr(sub.target, "namespace", "") == "prims"
+                and sub.target.__name__.startswith("convert_element_type"))
+            for sub in graph.nodes if sub.op == "call_function")
+        _DECOMPOSABLE[key] = found
+    return found
+
+
+# (op, argument signature) -> whether its decomposition is supported: the
+# fusion pass asks about every node, several times per graph.
+_DECOMPOSABLE: dict[tuple[Any, tuple], bool] = {}
+
+
+def _signature_of(node: torch.fx.Node) -> tuple:
+    """What a decomposition may depend on: the operands' dtypes and ranks,
+    and the other arguments as they are."""
+    flat, _ = pytree.tree_flatten((node.args, node.kwargs))
+    signature = []
+    for a in flat:
+        value = a.meta.get("val") if isinstance(a, torch.fx.Node) else a
+        if isinstance(value, torch.Tensor):
+            signature.append((value.dtype, value.dim()))
+        elif isinstance(value, (int, float, bool, str, type(None), torch.dtype)):
+            signature.append(value)
+        else:
+            signature.append(type(value).__name__)
+    return tuple(signature)
 
 
 def _node_operands(node: torch.fx.Node) -> list[torch.fx.Node]:

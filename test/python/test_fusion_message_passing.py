@@ -351,3 +351,74 @@ def test_the_minimum_image_convention_fuses(dtype):
     jitted = segops.jit(per_atom)(pos, eps, sigma, i, j, ATOMS)
     torch.testing.assert_close(jitted, per_atom(pos, eps, sigma, i, j, ATOMS),
                                rtol=2e-4 if dtype == torch.float32 else 1e-9, atol=1e-6)
+
+
+def _scatter_max(src, index, count, include_self=False, reduce="amax"):
+    """PyG's scatter(..., reduce="max") (torch_geometric.utils.scatter)."""
+    return src.new_zeros(count, src.shape[1]).scatter_reduce(
+        0, index[:, None].expand_as(src), src, reduce, include_self=include_self)
+
+
+def _graph_inputs(seed=0, dtype=torch.float64):
+    generator = torch.Generator().manual_seed(seed)
+    index = torch.randint(0, 18, (300,), generator=generator)  # segments 18, 19 empty
+    src = torch.randn(300, 8, dtype=dtype, generator=generator, requires_grad=True)
+    w = torch.randn(8, 8, dtype=dtype, generator=generator, requires_grad=True)
+    return src, w, index
+
+
+@pytest.mark.parametrize("reduce", ["amax", "amin"])
+@pytest.mark.parametrize("include_self", [False, True])
+def test_scatter_reduce_extrema_fuse_as_segment_ops(reduce, include_self):
+    """PyG's softmax (a max by the index, subtracted, exp, summed) and max
+    pooling: scatter_reduce joins the cluster as seg.max / seg.min (with
+    include_self, the zeros' 0 takes part), values and gradients as eager's,
+    empty segments included."""
+    def model(src, w, index):
+        logits = src @ w
+        top = _scatter_max(logits, index, 20, include_self, reduce)
+        e = (logits - top[index]).exp()
+        attention = e / (_scatter_max(e, index, 20, reduce="sum")[index] + 1e-16)
+        return _scatter_max(attention * src, index, 20, include_self, reduce)
+
+    src, w, index = _graph_inputs()
+    got = fused_compile(model)(src, w, index)
+    want = model(src, w, index)
+    assert_close([got, *torch.autograd.grad(got.square().sum(), (src, w))],
+                 [want, *torch.autograd.grad(want.square().sum(), (src, w))], torch.float64)
+    forward = [op for r in fusion.reports() if not r.backward for op in r.ops]
+    assert forward.count("aten.scatter_reduce.two") >= 2, forward
+
+
+def test_scatter_reduce_mean_and_index_reduce():
+    def model(src, index):
+        mean = _scatter_max(src, index, 20, reduce="mean")
+        top = src.new_zeros(20, 8).index_reduce(0, index, src.exp(), "amax", include_self=False)
+        return mean * top
+
+    src, _, index = _graph_inputs(seed=1)
+    got = fused_compile(model)(src, index)
+    want = model(src, index)
+    assert_close([got, *torch.autograd.grad(got.sum(), src)],
+                 [want, *torch.autograd.grad(want.sum(), src)], torch.float64)
+    ops = [op for r in fusion.reports() for op in r.ops]
+    assert "aten.scatter_reduce.two" in ops or "aten.index_reduce.default" in ops, ops
+
+
+def test_a_max_is_only_ever_by_the_clusters_own_index():
+    """seg.scatter_sum sums only: a max by the senders beside sums by the
+    receivers is never a second-index op of their cluster (it may seed a
+    cluster of the senders' own), and the result is still eager's."""
+    pos, eps, sigma, i, j, shift = system()
+
+    def model(pos, i, j):
+        rows = (pos[j] - pos[i] + shift).square()
+        by_senders = _scatter_max(rows, j, ATOMS)
+        return pos.new_zeros(ATOMS, 3).index_add(0, i, rows * 2.0) + by_senders
+
+    got = fused_compile(model)(pos, i, j)
+    torch.testing.assert_close(got, model(pos, i, j))
+    for report in fusion.reports():
+        for op, by in zip(report.ops, report.by):
+            if op == "aten.scatter_reduce.two":
+                assert by == "receivers", (report.ops, report.by)
