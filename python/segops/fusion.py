@@ -41,6 +41,7 @@ from segops._fusion_translate import ClusterError, ClusterTranslator, SymbolicSi
 from segops._jit_trace import _ELEMENT_TYPES, TABLE, Signature
 
 __all__ = ["enable", "disable", "options", "reports", "clear_reports", "FusionReport",
+           "explain", "Explanation",
            "SegmentFusionPass"]
 
 log = logging.getLogger("segops.fusion")
@@ -110,6 +111,76 @@ class _Rejected(Exception):
         self.nodes = nodes if isinstance(nodes, set) else {nodes}
 
 
+@dataclasses.dataclass
+class Explanation:
+    """What segops.fusion did with a model (`explain`): the clusters it
+    fused, the nodes it left out of a cluster and why, the clusters too
+    small to be worth a kernel, and the ops of the graphs that no cluster
+    can take (ops segops has no kernel code for)."""
+
+    clusters: list[FusionReport] = dataclasses.field(default_factory=list)
+    left_out: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
+    too_small: list[list[str]] = dataclasses.field(default_factory=list)
+    unsupported: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    def note_graph(self, graph: torch.fx.Graph, clusters: list[Cluster]) -> None:
+        from segops._jit_trace import is_supported
+
+        for cluster in clusters:
+            if _compute_ops(cluster) < _MIN_OPS:
+                self.too_small.append(sorted(str(n.target) for n in cluster.nodes))
+        clustered = set().union(*(c.nodes for c in clusters)) if clusters else set()
+        for node in graph.nodes:
+            if node.op != "call_function" or node in clustered or index_op(node) is not None \
+                    or not node.all_input_nodes:  # a tensor made from sizes (zeros)
+                continue
+            namespace = getattr(node.target, "namespace", "")
+            if namespace == "aten" and not is_supported(node):
+                name = str(node.target)
+                self.unsupported[name] = self.unsupported.get(name, 0) + 1
+
+    def __str__(self) -> str:
+        lines = [f"segops.fusion: {len(self.clusters)} cluster(s) fused"]
+        for k, report in enumerate(self.clusters):
+            side = "backward" if report.backward else "forward"
+            lines.append(f"  cluster {k} ({side}, index {report.index}): "
+                         + " ".join(report.ops))
+        if self.left_out:
+            lines.append("left out of a cluster:")
+            lines += [f"  {name} ({target}): {why}" for name, target, why in self.left_out]
+        if self.too_small:
+            lines.append(f"clusters of fewer than {_MIN_OPS} ops, left to Inductor:")
+            lines += ["  " + " ".join(ops) for ops in self.too_small]
+        if self.unsupported:
+            lines.append("ops segops.fusion has no kernel code for (left to Inductor):")
+            lines += [f"  {name} x{count}" for name, count in sorted(self.unsupported.items())]
+        return "\n".join(lines)
+
+
+_EXPLAINING: Explanation | None = None
+
+
+def explain(model: Any, *args: Any, **kwargs: Any) -> Explanation:
+    """Compiles `model` with the pass, runs it once on `args`, and returns
+    (and prints) what the pass fused and what it left out, with the
+    reasons: why a model did or did not speed up, without the DEBUG log.
+    Where inputs require grad the pass sees the joint forward and backward
+    graph at this call (no backward is run). Inductor's caches are off for
+    this compilation, so the pass runs."""
+    global _EXPLAINING
+    explanation = Explanation()
+    first_report = len(_REPORTS)
+    _EXPLAINING = explanation
+    try:
+        with torch._inductor.config.patch(force_disable_caches=True):
+            torch.compile(model, options=options())(*args, **kwargs)
+    finally:
+        _EXPLAINING = None
+    explanation.clusters = _REPORTS[first_report:]
+    print(explanation)
+    return explanation
+
+
 def _example(node: torch.fx.Node) -> Any:
     return node.meta["val"]
 
@@ -171,17 +242,27 @@ class SegmentFusionPass(CustomGraphPass):
                           else "forward", " ".join(n.name for n in finder.sorted(cluster.nodes)))
             inputs = {id(c): finder.inputs(c) for c in clusters}
             try:
-                return [_translate(finder, c, clusters, inputs) for c in clusters
-                        if _compute_ops(c) >= _MIN_OPS]
+                plans = [_translate(finder, c, clusters, inputs) for c in clusters
+                         if _compute_ops(c) >= _MIN_OPS]
             except _Rejected as rejected:
                 log.debug("segops.fusion: leaving out %s: %s",
                           ", ".join(sorted(n.name for n in rejected.nodes)), rejected)
+                if _EXPLAINING is not None:
+                    _EXPLAINING.left_out.extend((n.name, str(n.target), str(rejected))
+                                                for n in sorted(rejected.nodes,
+                                                                key=finder.position.get))
                 excluded |= rejected.nodes
+                continue
+            if _EXPLAINING is not None:
+                _EXPLAINING.note_graph(graph, clusters)
+            return plans
 
 
 def _source_files() -> list[str]:
-    from segops import _fusion_cluster, _fusion_translate, _jit_trace
-    return [m.__file__ for m in (_fusion_cluster, _fusion_translate, _jit_trace)] + [__file__]
+    from segops import (_fusion_cluster, _fusion_index, _fusion_translate, _jit_pointwise,
+                        _jit_trace)
+    return [m.__file__ for m in (_fusion_cluster, _fusion_index, _fusion_translate,
+                                 _jit_pointwise, _jit_trace)] + [__file__]
 
 
 def _second_index_roles(cluster: Cluster) -> tuple[set[torch.fx.Node], set[torch.fx.Node],

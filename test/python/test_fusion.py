@@ -475,3 +475,23 @@ def test_a_float_times_a_comparison_fuses(dtype, fresh_fusion_compilation):
     got = torch.autograd.grad(compiled(leaf, t, idx).square().sum(), leaf)
     want = torch.autograd.grad(masked_messages(leaf, t, idx).square().sum(), leaf)
     assert_close(got, want, tol)
+
+
+def test_explain_names_clusters_left_out_nodes_and_unknown_ops(capsys):
+    """segops.fusion.explain: the clusters, each node left out of one with
+    its reason, and the ops no cluster can take, without the DEBUG log."""
+    def model(x, q, idx, num_segments: int):
+        w = torch.special.bessel_j0(q)
+        e = centered_energy(x, w, idx, num_segments)
+        return e, (x * 2.0).unsqueeze(0)  # a view of cluster rows returned
+
+    x, q, idx, s = energy_inputs()
+    explanation = fusion.explain(model, x, q, idx, s)
+    printed = capsys.readouterr().out
+    assert explanation.clusters and "cluster 0 (forward" in printed
+    assert "segops.segmented_sum.default" in str(explanation)
+    assert explanation.unsupported.get("aten.special_bessel_j0.default") == 1, explanation
+    assert "aten.special_bessel_j0.default x1" in printed
+    assert all(reason for _, _, reason in explanation.left_out)
+    # Nothing stays collecting after it returns.
+    assert fusion._EXPLAINING is None
