@@ -259,8 +259,7 @@ class SegmentFusionPass(CustomGraphPass):
 
 
 def _source_files() -> list[str]:
-    from segops import (_fusion_cluster, _fusion_index, _fusion_translate, _jit_pointwise,
-                        _jit_trace)
+    from segops import _fusion_cluster, _fusion_index, _fusion_translate, _jit_pointwise, _jit_trace
     return [m.__file__ for m in (_fusion_cluster, _fusion_index, _fusion_translate,
                                  _jit_pointwise, _jit_trace)] + [__file__]
 
