@@ -210,6 +210,7 @@ class SegmentFusionPass(CustomGraphPass):
     def __call__(self, graph: torch.fx.Graph) -> None:
         try:
             _unshare_views(graph)
+            _promote_integer_operands(graph)
             plans = self.plan(graph)
             fake_mode = _fake_mode(graph) if plans else None
             if plans:
@@ -294,6 +295,62 @@ def _unshare_views(graph: torch.fx.Graph) -> None:
             with graph.inserting_after(node):
                 copy = graph.node_copy(node)
             user.replace_input_with(node, copy)
+
+
+def _promote_integer_operands(graph: torch.fx.Graph) -> None:
+    """An integer tensor in float arithmetic (`h * z[:, None]` with atomic
+    numbers z) converted to the float type first, as eager's type promotion
+    does: the conversion (of the integer tensor itself, before its views)
+    stays outside, and the float row it makes can enter a cluster (kernels
+    take float rows)."""
+    fake_mode = None
+    converted: dict[tuple[torch.fx.Node, torch.dtype], torch.fx.Node] = {}
+
+    def as_float(node: torch.fx.Node, dtype: torch.dtype, before: torch.fx.Node) -> torch.fx.Node:
+        nonlocal fake_mode
+        if (node, dtype) in converted:
+            return converted[(node, dtype)]
+        fake_mode = fake_mode or _fake_mode(graph)
+        if is_view(node) and isinstance(node.args[0], torch.fx.Node):
+            # The view of the converted tensor: rows stay rows.
+            base = as_float(node.args[0], dtype, before)
+            with graph.inserting_before(before):
+                result = graph.node_copy(node, lambda n: base if n is node.args[0] else n)
+            with fake_mode:
+                result.meta["val"] = node.meta["val"].to(dtype)
+        else:
+            with graph.inserting_after(node):
+                result = graph.call_function(torch.ops.prims.convert_element_type.default,
+                                             (node, dtype))
+            with fake_mode:
+                result.meta["val"] = node.meta["val"].to(dtype)
+        converted[(node, dtype)] = result
+        return result
+
+    for node in list(graph.nodes):
+        value = node.meta.get("val") if node.op == "call_function" else None
+        if not isinstance(value, torch.Tensor) or not value.dtype.is_floating_point or \
+                torch.Tag.pointwise not in getattr(node.target, "tags", ()):
+            continue
+        for operand in list(node.all_input_nodes):
+            operand_value = operand.meta.get("val")
+            if isinstance(operand_value, torch.Tensor) and operand_value.dim() >= 1 and \
+                    not operand_value.dtype.is_floating_point and \
+                    not operand_value.is_complex() and \
+                    (operand_value.dtype != torch.bool or _of_integers(operand)):
+                node.replace_input_with(operand, as_float(operand, value.dtype, node))
+
+
+def _of_integers(node: torch.fx.Node) -> bool:
+    """Whether a bool tensor comes from integers only (`z > 3` of atomic
+    numbers): no cluster can make it, so it enters one as floats. A bool of
+    floats (`m > t`) is made inside the cluster, as it is."""
+    while is_view(node) and isinstance(node.args[0], torch.fx.Node):
+        node = node.args[0]
+    if node.op != "call_function":
+        return True
+    return all(not isinstance(n.meta.get("val"), torch.Tensor)
+               or not n.meta["val"].dtype.is_floating_point for n in node.all_input_nodes)
 
 
 def _check_boundary(finder: ClusterFinder, cluster: Cluster, inputs: list[torch.fx.Node],

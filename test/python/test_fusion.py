@@ -495,3 +495,26 @@ def test_explain_names_clusters_left_out_nodes_and_unknown_ops(capsys):
     assert all(reason for _, _, reason in explanation.left_out)
     # Nothing stays collecting after it returns.
     assert fusion._EXPLAINING is None
+
+
+def test_integer_operands_promote_as_eager_and_fuse():
+    """Atomic numbers z (int64) in float arithmetic, and a mask of them
+    (`z > 3`): converted to floats outside, as eager's promotion does, so
+    the arithmetic and the sum fuse; values, gradients and second
+    derivatives as eager's."""
+    generator = torch.Generator().manual_seed(3)
+    index = torch.randint(0, 20, (300,), generator=generator)
+    z = torch.randint(1, 9, (300,), generator=generator)
+    x = torch.randn(300, 4, dtype=torch.float64, generator=generator, requires_grad=True)
+
+    def model(x, z, index):
+        h = x * z[:, None] + (z > 3)[:, None] * x.square()
+        return x.new_zeros(20, 4).index_add(0, index, h.tanh() * 2.0 + z[:, None])
+
+    got = fused_compile(model)(x, z, index)
+    want = model(x, z, index)
+    assert_close([got, *torch.autograd.grad(got.square().sum(), x)],
+                 [want, *torch.autograd.grad(want.square().sum(), x)])
+    forward = [r for r in fusion.reports() if not r.backward]
+    assert len(forward) == 1 and "aten.tanh.default" in forward[0].ops, forward
+    assert "aten.index_put.default" in forward[0].ops
