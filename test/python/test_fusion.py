@@ -500,8 +500,7 @@ def test_explain_names_clusters_left_out_nodes_and_unknown_ops(capsys):
 def test_integer_operands_promote_as_eager_and_fuse():
     """Atomic numbers z (int64) in float arithmetic, and a mask of them
     (`z > 3`): converted to floats outside, as eager's promotion does, so
-    the arithmetic and the sum fuse; values, gradients and second
-    derivatives as eager's."""
+    the arithmetic and the sum fuse; values and gradients as eager's."""
     generator = torch.Generator().manual_seed(3)
     index = torch.randint(0, 20, (300,), generator=generator)
     z = torch.randint(1, 9, (300,), generator=generator)
