@@ -185,8 +185,19 @@ def check(info: Any, fusion: bool = False) -> Result:
             apply(*rows).dtype != torch.bool
         inputs = [r.clone().requires_grad_(differentiable) for r in rows]
         try:
-            got = (torch.compile(fn, options=segops.fusion.options()) if fusion
-                   else segops.jit(fn))(*inputs, idx, 3)
+            if fusion:
+                import segops.fusion
+
+                segops.fusion.clear_reports()
+                torch._dynamo.reset()  # one code object for every op: no recompile limit
+                with torch._inductor.config.patch(force_disable_caches=True):
+                    got = torch.compile(fn, options=segops.fusion.options())(*inputs, idx, 3)
+                if not any(r.ops for r in segops.fusion.reports()):
+                    return dataclasses.replace(result, status="refused",
+                                               why="left to Inductor (no cluster)",
+                                               seconds=time.perf_counter() - start)
+            else:
+                got = segops.jit(fn)(*inputs, idx, 3)
         except JitError as error:
             return dataclasses.replace(result, status="refused",
                                        why=str(error).splitlines()[0].removeprefix("segops.jit: "),
@@ -205,7 +216,7 @@ def check(info: Any, fusion: bool = False) -> Result:
         if not all(_close(a, b, dtype) for a, b in zip(first, first_ref)):
             return dataclasses.replace(result, status="wrong", why="first derivative",
                                        seconds=time.perf_counter() - start)
-        if not info.supports_gradgrad:
+        if not info.supports_gradgrad or fusion:  # compiled graphs: no double backward
             continue
         second = _second(first, inputs)
         second_ref = _second(first_ref, inputs)
