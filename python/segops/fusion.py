@@ -332,7 +332,11 @@ def _promote_integer_operands(graph: torch.fx.Graph) -> None:
         if not isinstance(value, torch.Tensor) or not value.dtype.is_floating_point or \
                 torch.Tag.pointwise not in getattr(node.target, "tags", ()):
             continue
+        # where's condition is a predicate, not an operand to promote.
+        predicate = node.args[0] if node.target is torch.ops.aten.where.self else None
         for operand in list(node.all_input_nodes):
+            if operand is predicate:
+                continue
             operand_value = operand.meta.get("val")
             if isinstance(operand_value, torch.Tensor) and operand_value.dim() >= 1 and \
                     not operand_value.dtype.is_floating_point and \
@@ -349,8 +353,14 @@ def _of_integers(node: torch.fx.Node) -> bool:
         node = node.args[0]
     if node.op != "call_function":
         return True
-    return all(not isinstance(n.meta.get("val"), torch.Tensor)
-               or not n.meta["val"].dtype.is_floating_point for n in node.all_input_nodes)
+    for operand in node.all_input_nodes:
+        value = operand.meta.get("val")
+        if not isinstance(value, torch.Tensor):
+            continue
+        if value.dtype.is_floating_point or \
+                (value.dtype == torch.bool and not _of_integers(operand)):
+            return False
+    return True
 
 
 def _check_boundary(finder: ClusterFinder, cluster: Cluster, inputs: list[torch.fx.Node],

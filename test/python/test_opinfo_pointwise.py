@@ -55,3 +55,20 @@ def test_a_refused_op_names_itself():
     x = torch.randn(6, dtype=torch.float64)
     with pytest.raises(segops.JitError, match="bessel_j0"):
         segops.jit(fn)(x, torch.tensor([0, 0, 1, 1, 2, 2]), 3)
+
+
+# Through segops.fusion (a compile each, so a subset): the ops whose
+# decompositions put predicates, bool arithmetic and selects in clusters,
+# and the models' ops.
+FUSION_SUBSET = {"__rpow__", "clamp", "fmax", "isfinite", "logaddexp", "logit", "xlogy",
+                 "nn.functional.hardtanh", "nn.functional.softplus", "nn.functional.silu",
+                 "round", "remainder", "cos", "tan", "atan2", "erf", "sign"}
+
+
+def test_through_fusion_no_op_computes_a_wrong_value():
+    results = opinfo_coverage.run(fusion=True, names=FUSION_SUBSET)
+    assert len(results) >= len(FUSION_SUBSET)
+    wrong = [f"{r.name}: {r.why}" for r in results if r.status == "wrong"]
+    assert not wrong, wrong
+    assert sum(r.status == "pass" for r in results) >= len(results) - 1, \
+        opinfo_coverage.figures(results)
