@@ -401,6 +401,14 @@ class Translator:
         if not isinstance(a, Value) and not isinstance(b, Value):
             a = self.constant_like(a, condition)  # where(c, 0.0, -inf)
         values = self.unify(node, [a, b])
+        if condition.tail in ((), (1,)) and is_feature_tail(values[0].tail) \
+                and condition.uniform == values[0].uniform:
+            # A per-row condition against rows of features: broadcast as
+            # floats (seg.broadcast takes floats), then read as bool again.
+            spread = self.broadcast(self.as_float(Value(condition.name, condition.kind, (),
+                                                         condition.uniform)),
+                                    values[0].tail)
+            condition = self.compare(node, "une", [spread, 0.0])
         if condition.tail != values[0].tail or condition.uniform != values[0].uniform:
             raise self.fail(node, "where(): the condition must have the shape of its values")
         result = Value(self.fresh(), "float", values[0].tail, values[0].uniform)
@@ -496,6 +504,14 @@ class Translator:
         if not isinstance(result, Value) or result.kind != "float":
             raise self.fail(node, f"'{node.target}' needs a float tensor here")
         return result
+
+    def viewed(self, node: torch.fx.Node, value: Any) -> Value:
+        """The operand of a view: a float tensor, or a bool one (a
+        comparison viewed as a column for where())."""
+        result = self.operand(node, value)
+        if isinstance(result, Value) and result.kind == "bool":
+            return result
+        return self.tensor(node, value)
 
     def segment_op(self, node: torch.fx.Node, name: str) -> Value:
         segment_op = OPS[name]
@@ -648,7 +664,7 @@ class Translator:
                 isinstance(self.values.get(args[0]), Value) and self.values[args[0]].uniform:
             return self.uniform_view(node, self.tensor(node, args[0]))
         if packet in ("unsqueeze", "view", "reshape", "_unsafe_view"):
-            x = self.tensor(node, args[0])
+            x = self.viewed(node, args[0])
             shape = tuple(node.meta["val"].shape)
             if x.tail == () and len(shape) == 2 and shape[1] == 1:
                 return Value(x.name, x.kind, (1,))
@@ -663,7 +679,7 @@ class Translator:
         if packet == "slice_scatter" and _is_whole_slice(node, [args[0]] + args[2:]):
             return self.tensor(node, args[1])  # its backward: the whole of src
         if packet == "squeeze":
-            x = self.tensor(node, args[0])
+            x = self.viewed(node, args[0])
             shape = tuple(node.meta["val"].shape)
             if x.tail == (1,) and len(shape) == 1:
                 return Value(x.name, x.kind, ())

@@ -462,3 +462,20 @@ def test_a_float_times_a_comparison_to_third_order() -> None:
     (rr,) = torch.autograd.grad(r.square().sum(), m, create_graph=True)
     (rrr,) = torch.autograd.grad(rr.sum(), m)
     torch.testing.assert_close(ggg, rrr)
+
+
+def test_a_per_row_condition_selects_rows_of_features():
+    """where((r > t)[:, None], a, b) with (N, F) values (SchNet's cutoff
+    mask): the bool column is broadcast over the features; values and first
+    and second derivatives as eager's."""
+    generator = torch.Generator().manual_seed(5)
+    idx = torch.tensor([0, 0, 1, 1, 2, 2, 2])
+    x = torch.randn(7, 4, dtype=torch.float64, generator=generator, requires_grad=True)
+    r = torch.rand(7, dtype=torch.float64, generator=generator, requires_grad=True)
+
+    def masked(x, r, idx, n: int):
+        return segops.segmented_sum(torch.where((r > 0.5)[:, None], x * r[:, None], -x), idx, n)
+
+    torch.autograd.gradcheck(lambda a, b: segops.jit(masked)(a, b, idx, 3), (x, r))
+    torch.autograd.gradgradcheck(lambda a, b: segops.jit(masked)(a, b, idx, 3), (x, r))
+    torch.testing.assert_close(segops.jit(masked)(x, r, idx, 3), masked(x, r, idx, 3))
