@@ -67,6 +67,7 @@ def schnet_batches(count: int) -> tuple[Callable, list[tuple]]:
 
 def lj_batches(count: int) -> tuple[Callable, list[tuple]]:
     from bench.message_passing import fcc_system, neighbour_list
+    from bench.minimum_image import lj_minimum_image
 
     eps = torch.tensor(1.0, requires_grad=True)
     sigma = torch.tensor(1.0, requires_grad=True)
@@ -81,13 +82,7 @@ def lj_batches(count: int) -> tuple[Callable, list[tuple]]:
         batches.append((pos0.clone().requires_grad_(), i, j, box))
 
     def step(pos, i, j, box):
-        d = pos[j] - pos[i]
-        d = d - box * torch.round(d / box)
-        r2 = (d * d).sum(-1)
-        s6 = (sigma * sigma / r2) ** 3
-        cutoff = 0.5 * (torch.cos(torch.pi * torch.sqrt(r2) / 2.5) + 1.0)
-        e = 2.0 * eps * (s6 * s6 - s6) * torch.where(r2 < 2.5**2, cutoff, 0.0)
-        energy = pos.new_zeros(pos.shape[0]).index_add_(0, i, e).sum()
+        energy = lj_minimum_image(pos, eps, sigma, i, j, box)
         return energy.detach(), -torch.autograd.grad(energy, pos)[0]
 
     return step, batches
