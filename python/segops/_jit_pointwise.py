@@ -97,10 +97,9 @@ class Emitter:
 
     def bool_of(self, x: Operand) -> Value:
         """A bool row (a comparison, or a float read as nonzero)."""
-        value = x
-        if getattr(value, "kind", None) == "bool":
-            return value
-        return self.cmp("une", value, 0.0)
+        if getattr(x, "kind", None) == "bool":
+            return x
+        return self.cmp("une", x, 0.0)
 
 
 Lowering = Callable[[Emitter, list[Any], dict[str, Any]], Any]
@@ -436,7 +435,6 @@ LOWERINGS: dict[str, Lowering] = {
     "zeros_like": _full_like(None, 0.0),
     "ones_like": _full_like(None, 1.0),
     "_to_copy": _to_copy,
-    "to": _to_copy,
     "type_as": _unary(lambda e, x: e.t.as_float(x)),
 }
 

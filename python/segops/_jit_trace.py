@@ -79,7 +79,8 @@ _IDENTITIES = {"alias", "detach", "clone", "contiguous", "lift_fresh_copy"}
 # Ops that only change how a value is viewed (per-row scalar columns).
 VIEWS = frozenset({"unsqueeze", "view", "reshape", "_unsafe_view", "squeeze", "expand",
                    "expand_as", "slice"}) | _IDENTITIES
-# Every aten op (overload packet name) Translator.call handles.
+# The aten ops (overload packet names) Translator.call handles itself; the
+# other pointwise ops go through _jit_pointwise (is_supported says which).
 SUPPORTED_ATEN = (
     frozenset(_UNARY)
     | frozenset(_BINARY)
