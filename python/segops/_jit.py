@@ -34,6 +34,7 @@ from torch import Tensor
 
 from segops import _compiler, _extensions, _gpusim, _library, _validation
 from segops import ops as _ops
+from segops._jit_promote import integer_layout, number_arguments, promoted
 from segops._jit_stages import StagedFunction, uses_several_indices
 from segops._jit_trace import (
     _ELEMENT_TYPES,
@@ -505,6 +506,9 @@ class JitFunction:
         self._arity = None if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.KEYWORD_ONLY)
                                   for p in parameters) else len(parameters)
         self._specializations: dict[tuple, _Specialization] = {}
+        # Per integer layout of a call, the integer arguments that the
+        # function computes with (promoted to its float type).
+        self._numbers: dict[tuple, tuple[int, ...]] = {}
         self._lock = threading.Lock()
         # Calls with several indices (message passing): kernels in sequence.
         self._staged = StagedFunction(fn, JitFunction)
@@ -571,6 +575,7 @@ class JitFunction:
             # Dynamo puts the call in its graph as one node, which fake
             # tensor tracing then runs: specializing needs no data.
             return self._in_graph(*_as_counts(args))
+        args = self._promote(args)
         if self._table is not None:
             # The warm path in C++: key, lookup and dispatch in one call.
             result = self._table(*args)
@@ -578,7 +583,20 @@ class JitFunction:
                 return result
         return self._run(*_as_counts(args))
 
+    def _promote(self, args: tuple) -> tuple:
+        """Integer arguments the function computes with, as floats (as
+        eager's type promotion does); index arguments as they are."""
+        if self._segment_index is not None:  # a kernel step: its caller promoted
+            return args
+        layout = integer_layout(args)
+        numbers = self._numbers.get(layout)
+        if numbers is None:
+            numbers = number_arguments(self.fn, _as_counts(args), layout)
+            self._numbers[layout] = numbers
+        return promoted(args, numbers) if numbers else args
+
     def _run(self, *args: Any) -> Any:
+        args = self._promote(args)
         if self._segment_index is None and uses_several_indices(args):
             return self._staged(args)
         key, spec = self._lookup(args)
@@ -627,7 +645,7 @@ class JitFunction:
         derivatives to `order` (seg-derive's output), as text."""
         if kwargs or len(args) != self._arity:
             args = self._bind(args, kwargs)
-        args = _as_counts(args)
+        args = _as_counts(self._promote(args))
         if self._segment_index is None and uses_several_indices(args):
             return self._staged.mlir(args)
         spec = self._specialize(self._lookup(args)[0], args)

@@ -479,3 +479,95 @@ def test_a_per_row_condition_selects_rows_of_features():
     torch.autograd.gradcheck(lambda a, b: segops.jit(masked)(a, b, idx, 3), (x, r))
     torch.autograd.gradgradcheck(lambda a, b: segops.jit(masked)(a, b, idx, 3), (x, r))
     torch.testing.assert_close(segops.jit(masked)(x, r, idx, 3), masked(x, r, idx, 3))
+
+
+# --------------------------------------------------------------------------
+# Integer and bool arguments used as numbers: promoted as eager promotes.
+# --------------------------------------------------------------------------
+
+
+def _third_derivative(fn, x: torch.Tensor) -> torch.Tensor:
+    (g,) = torch.autograd.grad(fn(x).pow(3).sum(), x, create_graph=True)
+    (gg,) = torch.autograd.grad(g.square().sum(), x, create_graph=True)
+    (ggg,) = torch.autograd.grad(gg.sum(), x)
+    return ggg
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("int_dtype", [torch.int64, torch.int32, torch.int16, torch.uint8])
+def test_integer_arguments_used_as_numbers(dtype: torch.dtype, int_dtype: torch.dtype) -> None:
+    """Atomic numbers scaling features (`h * z[:, None]`), integer
+    arithmetic and a comparison on them: values as eager's, and the
+    derivatives to third order; the segment index stays an index."""
+    def scaled(h, z, idx, n: int):
+        heavy = (z > 1).unsqueeze(1)
+        return segops.segmented_sum(h * z[:, None] + torch.where(heavy, h, -h) * (z - 1)[:, None],
+                                    idx, n)
+
+    generator = torch.Generator().manual_seed(3)
+    idx = layout([3, 0, 4, 2])
+    h = torch.randn(9, 5, dtype=dtype, generator=generator, requires_grad=True)
+    z = torch.randint(1, 9, (9,), generator=generator).to(int_dtype)
+    jitted = segops.jit(scaled)
+    torch.testing.assert_close(jitted(h, z, idx, 4), scaled(h, z, idx, 4))
+    torch.testing.assert_close(_third_derivative(lambda a: jitted(a, z, idx, 4), h),
+                               _third_derivative(lambda a: scaled(a, z, idx, 4), h))
+    if dtype == torch.float64:
+        assert torch.autograd.gradcheck(lambda a: jitted(a, z, idx, 4), (h,))
+        assert torch.autograd.gradgradcheck(lambda a: jitted(a, z, idx, 4), (h,))
+
+
+def test_integer_numbers_gathered_by_a_second_index() -> None:
+    """Message passing with the receivers' atomic numbers, `z[receivers]`:
+    z is read at rows and computed with, receivers and senders stay
+    indices; a table indexed by z (an embedding) keeps z an index."""
+    generator = torch.Generator().manual_seed(4)
+    nodes, edges = 7, 23
+    receivers = torch.randint(0, nodes, (edges,), generator=generator).sort().values
+    senders = torch.randint(0, nodes, (edges,), generator=generator)
+    z = torch.randint(1, 9, (nodes,), generator=generator)
+    h = torch.randn(nodes, 3, dtype=torch.float64, generator=generator, requires_grad=True)
+    table = torch.randn(10, 3, dtype=torch.float64, generator=generator)
+
+    def messages(h, z, receivers, senders, n: int):
+        return segops.segmented_sum(h[senders] * z[receivers][:, None], receivers, n)
+
+    def embedded(h, table, z, idx, n: int):
+        return segops.segmented_sum(h * table[z], idx, n)
+
+    jitted = segops.jit(messages)
+    torch.testing.assert_close(jitted(h, z, receivers, senders, nodes),
+                               messages(h, z, receivers, senders, nodes))
+    assert torch.autograd.gradgradcheck(lambda a: jitted(a, z, receivers, senders, nodes), (h,))
+    idx = layout([3, 4])
+    torch.testing.assert_close(segops.jit(embedded)(h, table, z, idx, 2),
+                               embedded(h, table, z, idx, 2))
+
+
+def test_bool_arguments_in_arithmetic_and_inside_torch_compile() -> None:
+    """A bool mask multiplied in (eager: the float's dtype) and an integer
+    argument inside torch.compile, whose graph converts it."""
+    def masked(x, mask, z, idx, n: int):
+        return segops.segmented_sum(x * mask * z, idx, n)
+
+    generator = torch.Generator().manual_seed(6)
+    idx = layout([2, 3])
+    x = torch.randn(5, dtype=torch.float64, generator=generator, requires_grad=True)
+    mask = torch.tensor([True, False, True, True, False])
+    z = torch.tensor([1, 6, 8, 1, 7])
+    jitted = segops.jit(masked)
+    torch.testing.assert_close(jitted(x, mask, z, idx, 2), masked(x, mask, z, idx, 2))
+    compiled = torch.compile(lambda a: jitted(a, mask, z, idx, 2).sum(), fullgraph=True)
+    (got,) = torch.autograd.grad(compiled(x), x)
+    (want,) = torch.autograd.grad(masked(x, mask, z, idx, 2).sum(), x)
+    torch.testing.assert_close(got, want)
+
+
+def test_an_integer_used_as_number_and_index_is_an_error() -> None:
+    def both(h, z, idx, n: int):
+        return segops.segmented_sum(h[z] * z[:, None], idx, n)
+
+    idx = layout([2, 3])
+    with pytest.raises(JitError, match=r"argument 1 \(torch.int64\) is used both as a number "
+                                       "and as an index"):
+        segops.jit(both)(torch.randn(5, 2), torch.tensor([0, 1, 2, 3, 4]), idx, 2)
