@@ -687,6 +687,12 @@ class JitFunction:
             raise JitError(f"segops.jit: {name} takes {len(sizes)} int arguments; it needs "
                            "exactly one, num_segments, which must be an int (or a 0-d integer "
                            "tensor)")
+        conditions = [i for i in floats if args[i].dtype == torch.bool]
+        if conditions:
+            raise JitError(f"segops.jit: {name}: argument {conditions[0]} is a bool tensor used "
+                           "as a condition, which kernels cannot take; pass it as a float "
+                           "(mask.to(x.dtype)) and write the condition in the function "
+                           "(mask > 0)")
         dtypes = {args[i].dtype for i in floats} | {args[i].dtype for i in self._tables}
         if not dtypes or not dtypes <= set(_ELEMENT_TYPES) or len(dtypes) > 1:
             found = ", ".join(sorted(str(d) for d in dtypes)) or "none"

@@ -88,7 +88,9 @@ def number_arguments(fn: Callable, args: Sequence[Any], layout: tuple) -> tuple[
             raise JitError(f"segops.jit: {fn.__name__}: argument {position} ({dtype}) is "
                            "used both as a number and as an index; pass the number as a "
                            "float argument of its own (`.to(<the float dtype>)`)")
-        if uses and "index" not in uses:
+        # A bool that is only a condition stays one (the call refuses it).
+        as_condition = dtype == torch.bool and "number" not in uses
+        if uses and "index" not in uses and not as_condition:
             numbers.append(position)
     return tuple(numbers)
 

@@ -571,3 +571,13 @@ def test_an_integer_used_as_number_and_index_is_an_error() -> None:
     with pytest.raises(JitError, match=r"argument 1 \(torch.int64\) is used both as a number "
                                        "and as an index"):
         segops.jit(both)(torch.randn(5, 2), torch.tensor([0, 1, 2, 3, 4]), idx, 2)
+
+
+def test_a_bool_argument_as_a_condition_says_how_to_pass_it() -> None:
+    def selected(x, mask, idx, n: int):
+        return segops.segmented_sum(torch.where(mask, x, 0.0), idx, n)
+
+    mask = torch.tensor([True, False, True, True, False])
+    with pytest.raises(JitError, match=r"argument 1 is a bool tensor used as a condition.*"
+                                       r"mask > 0"):
+        segops.jit(selected)(torch.randn(5), mask, layout([2, 3]), 2)
