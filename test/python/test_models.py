@@ -1,0 +1,74 @@
+"""Models nobody here wrote (bench/models.py: PyG's GCNConv, GATConv,
+SAGEConv, SoftmaxAggregation, global pooling and SchNet), unmodified,
+compiled with segops.fusion (strict: a failing pass is an error) against
+eager PyTorch in float64: results, input gradients and every parameter's
+gradient; SchNet's forces and a force-matching step's second derivatives.
+Each must fuse its segment reductions. The layers run again on graphs of
+other sizes, with no new segops program after the first dynamic one."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytest.importorskip("torch_geometric")
+
+import segops.fusion  # noqa: E402
+from bench import models  # noqa: E402
+from segops import _jit  # noqa: E402
+
+pytestmark = [pytest.mark.compiler, pytest.mark.slow]
+
+# Small sizes: nodes for the layers, atoms for SchNet.
+SIZES = {"gcn": 300, "gat": 300, "sage": 300, "softmax-aggregation": 300,
+         "global-pooling": 700, "schnet-forces": 60, "schnet-training": 60}
+
+# What each model's clusters must hold: its sums, and its maxima
+# (scatter_reduce amax: GAT's and SoftmaxAggregation's softmax, max pooling).
+FUSED = {"gcn": "aten.scatter_add", "gat": "aten.scatter_reduce", "sage": "aten.scatter_add",
+         "softmax-aggregation": "aten.scatter_reduce", "global-pooling": "aten.scatter_reduce",
+         "schnet-forces": "aten.scatter_add", "schnet-training": "aten.scatter_add"}
+
+
+@pytest.fixture(autouse=True)
+def _dynamo():
+    models.configure_dynamo()
+    torch._dynamo.reset()
+    segops.fusion.clear_reports()
+    with torch._inductor.config.patch(force_disable_caches=True):  # the pass runs
+        yield
+    torch._dynamo.reset()
+
+
+def _fused_ops() -> str:
+    return " ".join(op for report in segops.fusion.reports() for op in report.ops)
+
+
+@pytest.mark.parametrize("name", list(models.MODELS))
+def test_model_matches_eager(name: str) -> None:
+    build, _ = models.MODELS[name]
+    workload = build(SIZES[name], 16, torch.float64)
+    step = torch.compile(workload.step, options=segops.fusion.options(strict=True))
+    got = step(*workload.inputs)
+    want = workload.step(*workload.inputs)
+    assert len(got) == len(want) >= 2
+    torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-11)
+    assert FUSED[name] in _fused_ops(), _fused_ops()
+
+
+@pytest.mark.parametrize("name", ["gat", "sage", "global-pooling"])
+def test_layers_on_graphs_of_changing_size(name: str) -> None:
+    """One compiled step over four graphs of other sizes (as a training
+    loop's batches): eager's results each time; segops compiles programs
+    for the first graph and the first dynamic one only."""
+    build, _ = models.MODELS[name]
+    workload = build(200, 16, torch.float64)
+    step = torch.compile(workload.step, options=segops.fusion.options(strict=True))
+    programs = []
+    for nodes in (200, 260, 330, 410):
+        inputs = build(nodes, 16, torch.float64).inputs
+        before = len(_jit._PROGRAMS)
+        torch.testing.assert_close(step(*inputs), workload.step(*inputs), rtol=1e-9,
+                                   atol=1e-11)
+        programs.append(len(_jit._PROGRAMS) - before)
+    assert programs[2:] == [0, 0], programs
