@@ -216,6 +216,8 @@ class Translator:
         self.column_results: list[int] = []  # results of shape (L, 1), held as (L,)
         # Nodes of a decomposition -> the graph's node they stand for.
         self.stand_in: dict[torch.fx.Node, torch.fx.Node] = {}
+        # Ops whose decompositions are being translated (none recurses).
+        self.decomposing: set[Any] = set()
 
     # -- errors ------------------------------------------------------------
 
@@ -714,7 +716,9 @@ class Translator:
         decomposition table: the decomposition traced on stand-ins of the
         node's operands and its ops translated in place (reported at the
         node's line)."""
-        graph = _decomposition_graph(node)
+        graph = None
+        if _is_decomposed(node.target) and node.target not in self.decomposing:
+            graph = _decomposition_graph(node)
         if graph is None:
             raise self.fail(node, f"'{node.target}' is not supported in segops.jit functions "
                                   "(see docs/jit.md for the supported operations)")
@@ -722,6 +726,7 @@ class Translator:
         for placeholder, argument in zip(placeholders, _node_operands(node)):
             self.values[placeholder] = self.values[argument]
         result: Any = None
+        self.decomposing.add(node.target)  # a decomposition into itself is refused
         for sub in graph.nodes:
             if sub.op == "call_function":
                 self.stand_in[sub] = self.stand_in.get(node, node)
@@ -736,6 +741,7 @@ class Translator:
                                    for o in out)
                 else:
                     result = self.values[out] if isinstance(out, torch.fx.Node) else out
+        self.decomposing.discard(node.target)
         return result
 
     def uniform_view(self, node: torch.fx.Node, x: Value) -> Value:
@@ -871,8 +877,8 @@ def is_supported(node: torch.fx.Node) -> bool:
     packet = target.__name__.split(".")[0]
     if packet in SUPPORTED_ATEN or packet in _jit_pointwise.LOWERINGS:
         return True
-    if torch.Tag.pointwise not in getattr(target, "tags", ()):
-        return False  # only pointwise ops are decomposed (not mm, softmax, ...)
+    if not _is_decomposed(target):
+        return False
     key = (target, _signature_of(node))
     found = _DECOMPOSABLE.get(key)
     if found is None:
@@ -884,6 +890,12 @@ def is_supported(node: torch.fx.Node) -> bool:
             for sub in graph.nodes if sub.op == "call_function")
         _DECOMPOSABLE[key] = found
     return found
+
+
+def _is_decomposed(target: Any) -> bool:
+    """Only pointwise ops are decomposed: not mm or softmax, and not views,
+    whose decompositions are other views (slice <-> as_strided, endlessly)."""
+    return torch.Tag.pointwise in getattr(target, "tags", ())
 
 
 # (op, argument signature) -> whether its decomposition is supported: the

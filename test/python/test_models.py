@@ -72,3 +72,27 @@ def test_layers_on_graphs_of_changing_size(name: str) -> None:
                                    atol=1e-11)
         programs.append(len(_jit._PROGRAMS) - before)
     assert programs[2:] == [0, 0], programs
+
+
+def test_edge_conv_with_sliced_gradients() -> None:
+    """PyG's EdgeConv: its messages concatenate features, so the backward
+    slices the gradient (aten.slice). Slices were decomposed into
+    as_strided and back, endlessly; now only pointwise ops are decomposed
+    and the pass finishes, matching eager."""
+    from torch_geometric.nn import EdgeConv
+
+    torch.manual_seed(0)
+    features = 8
+    layer = EdgeConv(torch.nn.Sequential(torch.nn.Linear(2 * features, features),
+                                         torch.nn.Tanh()), aggr="max").double()
+    parameters = tuple(layer.parameters())
+
+    def step(x, edge_index):
+        out = layer(x, edge_index)
+        return (out, *torch.autograd.grad(out.square().sum(), (x, *parameters)))
+
+    compiled = torch.compile(step, options=segops.fusion.options(strict=True))
+    for nodes in (50, 64):
+        x, edge_index = models.random_graph(nodes, 4, features, torch.float64, seed=nodes)
+        torch.testing.assert_close(compiled(x, edge_index), step(x, edge_index), rtol=1e-9,
+                                   atol=1e-11)
