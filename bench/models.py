@@ -105,9 +105,13 @@ def softmax_aggregation(nodes: int, features: int, dtype: torch.dtype) -> Worklo
                     tuple(aggregation.parameters()))
 
 
-def global_pooling(nodes: int, features: int, dtype: torch.dtype) -> Workload:
+def global_pooling(nodes: int, features: int, dtype: torch.dtype,
+                   sized: bool = False) -> Workload:
     """A linear layer, then PyG's global add, mean and max pooling over
-    graphs of about 100 nodes (the batch vector, sorted, as PyG makes it)."""
+    graphs of about 100 nodes (the batch vector, sorted, as PyG makes it).
+    Without `sized`, each pool reads the graph count from the batch
+    (int(batch.max()) + 1), as PyG does when no size is given; with it,
+    the count is passed (a Python int)."""
     from torch_geometric.nn import global_add_pool, global_max_pool, global_mean_pool
 
     torch.manual_seed(0)
@@ -116,13 +120,18 @@ def global_pooling(nodes: int, features: int, dtype: torch.dtype) -> Workload:
     graphs = max(1, nodes // 100)
     batch = torch.randint(0, graphs, (nodes,), generator=torch.Generator().manual_seed(1))
     batch = batch.sort().values
+    size = graphs if sized else None
 
     def forward(x: torch.Tensor, batch: torch.Tensor) -> torch.Tensor:
-        # No size given: PyG reads it from the batch (int(batch.max()) + 1).
         h = torch.nn.functional.silu(linear(x))
-        return global_add_pool(h, batch) + global_mean_pool(h, batch) + global_max_pool(h, batch)
+        return (global_add_pool(h, batch, size) + global_mean_pool(h, batch, size)
+                + global_max_pool(h, batch, size))
 
     return Workload(_training_step(linear, forward), (x, batch), tuple(linear.parameters()))
+
+
+def global_pooling_sized(nodes: int, features: int, dtype: torch.dtype) -> Workload:
+    return global_pooling(nodes, features, dtype, sized=True)
 
 
 class FixedNeighbours:
@@ -203,6 +212,7 @@ MODELS: dict[str, tuple[Callable[..., Workload], int]] = {
     "sage": (_layer(_sage), 20_000),
     "softmax-aggregation": (softmax_aggregation, 20_000),
     "global-pooling": (global_pooling, 20_000),
+    "global-pooling-sized": (global_pooling_sized, 20_000),
     "schnet-forces": (schnet_forces, 2_000),
     "schnet-training": (schnet_training, 2_000),
 }

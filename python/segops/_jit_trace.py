@@ -872,6 +872,8 @@ def is_supported(node: torch.fx.Node) -> bool:
     """Whether Translator.call takes an aten node: in its table, or through
     a decomposition into ops it takes."""
     target = node.target
+    if target is torch.ops.prims.convert_element_type.default:
+        return True  # a mask to floats (max's backward): call translates it
     if getattr(target, "namespace", "") != "aten":
         return False
     packet = target.__name__.split(".")[0]

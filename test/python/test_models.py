@@ -21,12 +21,14 @@ pytestmark = [pytest.mark.compiler, pytest.mark.slow]
 
 # Small sizes: nodes for the layers, atoms for SchNet.
 SIZES = {"gcn": 300, "gat": 300, "sage": 300, "softmax-aggregation": 300,
-         "global-pooling": 700, "schnet-forces": 60, "schnet-training": 60}
+         "global-pooling": 700, "global-pooling-sized": 700, "schnet-forces": 60,
+         "schnet-training": 60}
 
 # What each model's clusters must hold: its sums, and its maxima
 # (scatter_reduce amax: GAT's and SoftmaxAggregation's softmax, max pooling).
 FUSED = {"gcn": "aten.scatter_add", "gat": "aten.scatter_reduce", "sage": "aten.scatter_add",
          "softmax-aggregation": "aten.scatter_reduce", "global-pooling": "aten.scatter_reduce",
+         "global-pooling-sized": "aten.scatter_reduce",
          "schnet-forces": "aten.scatter_add", "schnet-training": "aten.scatter_add"}
 
 
