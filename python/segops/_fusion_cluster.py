@@ -190,6 +190,8 @@ def is_candidate(node: torch.fx.Node, key: Key) -> bool:
         return _index_op_fits(found, key)
     if not is_supported(node):
         return False
+    if _is_uniform_row(node, key):
+        return True  # t.view(1, F): the kernel takes t
     schema = getattr(node.target, "_schema", None)
     if schema is None or schema.is_mutable:
         return False
@@ -198,7 +200,17 @@ def is_candidate(node: torch.fx.Node, key: Key) -> bool:
     # Non-tensor inputs are sizes (expand's shape); the translator takes
     # them from the graph's values.
     return all(_fits(_value(arg), key, (key.dtype, torch.bool)) or is_uniform(arg, key)
-               for arg in node.all_input_nodes if is_tensor(arg))
+               or _is_uniform_row(arg, key) for arg in node.all_input_nodes if is_tensor(arg))
+
+
+def _is_uniform_row(node: Any, key: Key) -> bool:
+    """Whether `node` is a (1, F) view of a uniform (F,) value (PyG's
+    `t.view(-1, channels)`): the kernel takes the uniform value."""
+    if not isinstance(node, torch.fx.Node) or not is_view(node) or \
+            not is_uniform(node.args[0], key):
+        return False
+    shape, of = tuple(_value(node).shape), tuple(_value(node.args[0]).shape)
+    return len(of) == 1 and shape == (1, *of)
 
 
 def is_uniform(node: Any, key: Key) -> bool:

@@ -748,8 +748,8 @@ class Translator:
         """A view of a uniform value: another uniform shape, or the value
         expanded over rows or segments."""
         shape = tuple(concrete(d) for d in node.meta["val"].shape)
-        if uniform_tail(shape) == x.tail:
-            return x
+        if uniform_tail(shape) == x.tail or (shape[:1] == (1,) and x.tail and shape[1:] == x.tail):
+            return x  # (1, F) broadcasts over rows as (F,) does
         space = self.node_space(node)
         tail = shape[1:]
         if space is not None and (tail == () or is_feature_tail(tail)) and \

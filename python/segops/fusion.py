@@ -37,7 +37,7 @@ from segops._fusion_cluster import (
     second_index_op,
 )
 from segops._fusion_index import index_op
-from segops._fusion_translate import ClusterError, ClusterTranslator, SymbolicSize
+from segops._fusion_translate import ClusterError, ClusterTranslator, SymbolicSize, size_expr
 from segops._jit_trace import _ELEMENT_TYPES, TABLE, Signature
 
 __all__ = ["enable", "disable", "options", "reports", "clear_reports", "FusionReport",
@@ -208,10 +208,14 @@ class SegmentFusionPass(CustomGraphPass):
         return get_hash_for_files(sources, extra).hex()
 
     def __call__(self, graph: torch.fx.Graph) -> None:
+        rewritten: list[tuple[torch.fx.Node, torch.fx.Node]] = []
         try:
             _unshare_views(graph)
             _promote_integer_operands(graph)
+            rewritten = _sum_rows_by_segments(graph)
             plans = self.plan(graph)
+            _undo_unfused_sums(graph, rewritten, plans)
+            rewritten = []
             fake_mode = _fake_mode(graph) if plans else None
             if plans:
                 # A rewrite of a copy first: one that fails (an internal
@@ -222,6 +226,7 @@ class SegmentFusionPass(CustomGraphPass):
                 trial.output(trial.graph_copy(graph, copies))
                 _rewrite(trial, _plans_in(plans, copies), fake_mode, report=False)
         except Exception:  # noqa: BLE001 - the graph stays as Inductor gave it
+            _undo_unfused_sums(graph, rewritten, [])
             if self.strict:
                 raise
             log.warning("segops.fusion: the pass failed; the graph is left unchanged",
@@ -343,6 +348,67 @@ def _promote_integer_operands(graph: torch.fx.Graph) -> None:
                     not operand_value.is_complex() and \
                     (operand_value.dtype != torch.bool or _of_integers(operand)):
                 node.replace_input_with(operand, as_float(operand, value.dtype, node))
+
+
+def _sum_rows_by_segments(graph: torch.fx.Graph) -> list[tuple[torch.fx.Node, torch.fx.Node]]:
+    """A sum of all rows of (L, F) floats (the gradient of a learnable
+    per-feature parameter, summed over every edge) rewritten as the sum of
+    per-segment sums by an index of L rows the graph already reduces by:
+    the per-segment sum (an index_put into zeros) can join that index's
+    cluster, so the rows it reads need not leave it; only S x F partial
+    sums do. The same total whatever the index (every row is in one
+    segment). Returns (original sum, new per-segment sum) pairs, so that a
+    rewrite whose sum joined no cluster can be undone."""
+    aten = torch.ops.aten
+    reductions = [found for n in graph.nodes
+                  if (found := index_op(n)) is not None and found.kind == "sum"]
+    rewritten: list[tuple[torch.fx.Node, torch.fx.Node]] = []
+    fake_mode = None
+    for node in list(graph.nodes):
+        if node.target is not aten.sum.dim_IntList or node.kwargs.get("dtype") is not None:
+            continue
+        rows, dims = node.args[0], node.args[1]
+        keepdim = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+        value = _example(rows) if isinstance(rows, torch.fx.Node) else None
+        if not isinstance(value, torch.Tensor) or value.dim() != 2 or \
+                not value.dtype.is_floating_point or list(dims) not in ([0], [-2]):
+            continue
+        length = size_expr(value.shape[0])
+        by = next((r for r in reductions if size_expr(_example(r.index).shape[0]) == length
+                   and isinstance(r.count_node, (int, torch.fx.Node))), None)
+        if by is None:
+            continue
+        fake_mode = fake_mode or _fake_mode(graph)
+        with graph.inserting_before(node):
+            zeros = graph.call_function(aten.full.default, ([by.count_node, value.shape[1]], 0.0),
+                                        {"dtype": value.dtype, "device": value.device,
+                                         "pin_memory": False})
+            partial = graph.call_function(aten.index_put.default,
+                                          (zeros, [by.index], rows, True))
+            total = graph.call_function(aten.sum.dim_IntList, (partial, [0], keepdim))
+        with fake_mode:
+            zeros.meta["val"] = value.new_zeros((by.count, value.shape[1]))
+            partial.meta["val"] = zeros.meta["val"].clone()
+            total.meta["val"] = node.meta["val"].clone()
+        node.replace_all_uses_with(total)
+        rewritten.append((node, partial))
+    return rewritten
+
+
+def _undo_unfused_sums(graph: torch.fx.Graph, rewritten: list[tuple[torch.fx.Node, torch.fx.Node]],
+                       plans: list[_Plan]) -> None:
+    """Each rewritten sum whose per-segment sum joined no cluster, back to
+    the plain sum of rows (Inductor's is faster than a scatter)."""
+    members = set().union(*(p.cluster.members() for p in plans)) if plans else set()
+    for original, partial in rewritten:
+        if partial in members:
+            continue
+        (total,) = partial.users
+        total.replace_all_uses_with(original)
+        zeros = partial.args[0]
+        graph.erase_node(total)
+        graph.erase_node(partial)
+        graph.erase_node(zeros)
 
 
 def _of_integers(node: torch.fx.Node) -> bool:

@@ -98,3 +98,34 @@ def test_edge_conv_with_sliced_gradients() -> None:
         x, edge_index = models.random_graph(nodes, 4, features, torch.float64, seed=nodes)
         torch.testing.assert_close(compiled(x, edge_index), step(x, edge_index), rtol=1e-9,
                                    atol=1e-11)
+
+
+def test_softmax_aggregation_is_one_cluster() -> None:
+    """The temperature's gradient, a sum over every edge, is summed per
+    receiver inside the cluster (and those sums added outside), so the
+    gather by the senders and the scatter of x's gradient join it too: one
+    kernel for the forward and backward."""
+    build, _ = models.MODELS["softmax-aggregation"]
+    workload = build(300, 16, torch.float64)
+    step = torch.compile(workload.step, options=segops.fusion.options(strict=True))
+    torch.testing.assert_close(step(*workload.inputs), workload.step(*workload.inputs),
+                               rtol=1e-9, atol=1e-11)
+    assert len(segops.fusion.reports()) == 1, [r.ops for r in segops.fusion.reports()]
+
+
+def test_a_sum_of_rows_no_cluster_takes_stays_a_sum() -> None:
+    """A sum over rows as long as the index, of float64 rows beside a
+    float32 cluster: its per-segment form joins no cluster and is undone."""
+    def model(x, y, index):
+        summed = x.new_zeros(5, 3).index_add(0, index, (2.0 * x).exp())
+        return summed, y.sum(0)
+
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(40, 3, generator=generator, requires_grad=True)
+    y = torch.randn(40, 3, dtype=torch.float64, generator=generator, requires_grad=True)
+    index = torch.randint(0, 5, (40,), generator=generator)
+    step = torch.compile(model, options=segops.fusion.options(strict=True))
+    got, want = step(x, y, index), model(x, y, index)
+    torch.testing.assert_close(got, want)
+    assert not any("index_put" in " ".join(r.ops) and r.num_inputs > 3
+                   for r in segops.fusion.reports())
