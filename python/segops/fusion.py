@@ -373,6 +373,8 @@ def _sum_rows_by_segments(graph: torch.fx.Graph) -> list[tuple[torch.fx.Node, to
         if not isinstance(value, torch.Tensor) or value.dim() != 2 or \
                 not value.dtype.is_floating_point or list(dims) not in ([0], [-2]):
             continue
+        if len(rows.users) > 1:
+            continue  # the rows leave any cluster for their other users anyway
         length = size_expr(value.shape[0])
         by = next((r for r in reductions if size_expr(_example(r.index).shape[0]) == length
                    and isinstance(r.count_node, (int, torch.fx.Node))), None)
