@@ -3,8 +3,8 @@
 Kernels take integer tensors only as indices. A function may also compute
 with one, as eager PyTorch promotes it: `h * z[:, None]` with atomic
 numbers `z` is a float product. Such arguments are found from a trace of
-the function (every use of the argument, through views, is a pointwise
-op) and converted to the function's float type before the call: the
+the function (every use of the argument reaches a float result or a
+where() condition) and converted to the function's float type before the call: the
 same values eager's type promotion computes with, at any derivative order
 (integers carry no gradient).
 """
