@@ -514,7 +514,7 @@ class JitFunction:
         self._staged = StagedFunction(fn, JitFunction)
 
         def call_in_graph(*args: Any) -> Any:
-            return self._run(*args)
+            return self._run(*self._promote(args))
 
         self._in_graph = torch._dynamo.allow_in_graph(call_in_graph)
         # Where the C++ kernels are: specializations keyed in C++ too.
@@ -596,7 +596,6 @@ class JitFunction:
         return promoted(args, numbers) if numbers else args
 
     def _run(self, *args: Any) -> Any:
-        args = self._promote(args)
         if self._segment_index is None and uses_several_indices(args):
             return self._staged(args)
         key, spec = self._lookup(args)

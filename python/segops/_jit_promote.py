@@ -18,11 +18,11 @@ import torch
 from torch import Tensor
 from torch.utils._python_dispatch import _disable_current_modes
 
-from segops._jit_trace import JitError, _meta_like, trace
+from segops._jit_trace import _INDEX_DTYPES, JitError, _meta_like, trace
 
 _aten = torch.ops.aten
 
-_ONE_INDEX = ((torch.int32, 1), (torch.int64, 1))
+_ONE_INDEX = tuple((dtype, 1) for dtype in _INDEX_DTYPES)  # a 1-D index: (dtype, rank)
 
 
 def integer_layout(args: Sequence[Any]) -> tuple:

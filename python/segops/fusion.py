@@ -208,7 +208,7 @@ class SegmentFusionPass(CustomGraphPass):
         return get_hash_for_files(sources, extra).hex()
 
     def __call__(self, graph: torch.fx.Graph) -> None:
-        rewritten: list[tuple[torch.fx.Node, torch.fx.Node]] = []
+        rewritten: list[torch.fx.Node] = []
         try:
             _unshare_views(graph)
             _promote_integer_operands(graph)
@@ -350,19 +350,19 @@ def _promote_integer_operands(graph: torch.fx.Graph) -> None:
                 node.replace_input_with(operand, as_float(operand, value.dtype, node))
 
 
-def _sum_rows_by_segments(graph: torch.fx.Graph) -> list[tuple[torch.fx.Node, torch.fx.Node]]:
+def _sum_rows_by_segments(graph: torch.fx.Graph) -> list[torch.fx.Node]:
     """A sum of all rows of (L, F) floats (the gradient of a learnable
     per-feature parameter, summed over every edge) rewritten as the sum of
     per-segment sums by an index of L rows the graph already reduces by:
     the per-segment sum (an index_put into zeros) can join that index's
     cluster, so the rows it reads need not leave it; only S x F partial
     sums do. The same total whatever the index (every row is in one
-    segment). Returns (original sum, new per-segment sum) pairs, so that a
-    rewrite whose sum joined no cluster can be undone."""
+    segment). Returns the new per-segment sums, so that a rewrite whose
+    sum joined no cluster can be undone."""
     aten = torch.ops.aten
     reductions = [found for n in graph.nodes
                   if (found := index_op(n)) is not None and found.kind == "sum"]
-    rewritten: list[tuple[torch.fx.Node, torch.fx.Node]] = []
+    rewritten: list[torch.fx.Node] = []
     fake_mode = None
     for node in list(graph.nodes):
         if node.target is not aten.sum.dim_IntList or node.kwargs.get("dtype") is not None:
@@ -393,22 +393,23 @@ def _sum_rows_by_segments(graph: torch.fx.Graph) -> list[tuple[torch.fx.Node, to
             partial.meta["val"] = zeros.meta["val"].clone()
             total.meta["val"] = node.meta["val"].clone()
         node.replace_all_uses_with(total)
-        rewritten.append((node, partial))
+        graph.erase_node(node)  # a dead user would make the rows a cluster output
+        rewritten.append(partial)
     return rewritten
 
 
-def _undo_unfused_sums(graph: torch.fx.Graph, rewritten: list[tuple[torch.fx.Node, torch.fx.Node]],
+def _undo_unfused_sums(graph: torch.fx.Graph, rewritten: list[torch.fx.Node],
                        plans: list[_Plan]) -> None:
     """Each rewritten sum whose per-segment sum joined no cluster, back to
-    the plain sum of rows (Inductor's is faster than a scatter)."""
+    the plain sum of rows (Inductor's is faster than a scatter): the total
+    sums the rows again instead of the per-segment sums."""
     members = set().union(*(p.cluster.members() for p in plans)) if plans else set()
-    for original, partial in rewritten:
+    for partial in rewritten:
         if partial in members:
             continue
         (total,) = partial.users
-        total.replace_all_uses_with(original)
-        zeros = partial.args[0]
-        graph.erase_node(total)
+        zeros, _, rows = partial.args[:3]
+        total.replace_input_with(partial, rows)
         graph.erase_node(partial)
         graph.erase_node(zeros)
 
