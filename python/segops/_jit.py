@@ -385,29 +385,25 @@ def _validator(program: _Program, level: int) -> Callable[..., None]:
 
 def native_variant(prog: _Program, level: int) -> dict[str, Any]:
     """One program level's description for the C++ kernels (as
-    register_level and register_jit_program take it), compiled: its host
-    kernel (with SEGOPS_SIMULATE_GPU=1 its GPU kernels for the simulator
+    set_level_hooks' providers and register_jit_program take it: its
+    manifest entry, read in C++), compiled: the addresses of its host
+    kernels (with SEGOPS_SIMULATE_GPU=1 its GPU kernels for the simulator
     instead), and where its PTX comes from for CUDA devices (compiled on
     first use)."""
     entry = prog.entry(level)
     host = entry["host"]
-    split = dict(host["split"]) if host.get("split") else None
-    if _gpusim.ENABLED or not getattr(_extensions.segc(), "makes_host_code", True):
-        # No host code: the simulator's GPU kernels instead, or (a compiler
-        # bundle without a compiler) CUDA only.
-        address, split_addresses = 0, (0, 0)
-    else:
+    addresses: dict[str, int] = {}
+    if not _gpusim.ENABLED and getattr(_extensions.segc(), "makes_host_code", True):
+        # Else no host code: the simulator's GPU kernels instead, or (a
+        # compiler bundle without a compiler) CUDA only.
         kernel = prog.host_kernel(level)
-        address, split_addresses = kernel.symbol, kernel.split
-    if split is not None:
-        split["rows_address"], split["finish_address"] = split_addresses
-    num_floats = sum(1 for b in entry["buffers"] if b["role"] == "input") - 1
+        addresses[host.get("symbol", entry["name"])] = kernel.symbol
+        if host.get("split"):
+            rows, finish = kernel.split
+            addresses[host["split"]["rows_symbol"]] = rows
+            addresses[host["split"]["finish_symbol"]] = finish
     return {
-        "kernel": entry["name"], "address": address, "buffers": entry["buffers"],
-        "row_range": host.get("range") == "rows", "split": split, "gpu": entry["gpu"],
-        "sums_rows_of": host.get("sums_rows_of"),
-        "gathers": entry.get("gathers", []),
-        "saved_for_backward": [True] * num_floats,
+        "entry": entry, "addresses": addresses,
         "ptx_source": functools.partial(prog.ptx, level),
         "simulator_image": prog.simulator_image(level) if _gpusim.ENABLED else None,
     }
@@ -418,8 +414,8 @@ def _register_native(program_name: str) -> None:
     kernels (their hook for a level not registered yet)."""
     prog, level = split_program(program_name)
     variant = native_variant(prog, level)
-    buffers = variant["buffers"]
-    num_floats = len(variant["saved_for_backward"])
+    buffers = variant["entry"]["buffers"]
+    num_floats = sum(1 for b in buffers if b["role"] == "input") - 1
     num_outputs = sum(1 for b in buffers if b["role"] == "output")
     _native.register_jit_program(program_name, num_floats, num_outputs, variant,
                                  prog.idx_position, _validator(prog, level))

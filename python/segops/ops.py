@@ -1,12 +1,16 @@
-"""The segops operators, registered with torch.library.
+"""The segops operators' Python API.
 
 Every public op comes with a chain of derivative ops: ``segops::<op>`` (the
 forward), ``segops::<op>_grad`` (its backward), ``segops::<op>_grad_grad``
-and ``segops::<op>_grad_grad_grad``. Each runs the op library's kernel of the
-same name (all derived by the compiler, none hand-written) for the tensors'
-dtype and row width, on CPU or CUDA; each has a fake kernel for tracing and
-torch.compile; and the backward of each level calls the next level, so
-derivatives up to third order stay on segops kernels.
+and ``segops::<op>_grad_grad_grad``. The operator library
+(``_native/libsegops_ops.so``, loaded with ``_torchops``) defines them all in
+C++ from the op library's manifest: schemas, CPU, CUDA, autograd and Meta
+kernels, so they run without Python (``torch.ops.load_library`` of that file
+in any process). Each runs the op library's kernel of the same name (all
+derived by the compiler, none hand-written) for the tensors' dtype and row
+width; the backward of each level calls the next level, so derivatives up to
+third order stay on segops kernels. This module attaches the package's hooks
+to them: the errors users see, and row widths compiled at run time.
 
 A level takes the float tensors of the level below, followed by the
 cotangents of its outputs, then ``idx`` and ``num_segments``; it returns the
@@ -20,15 +24,14 @@ RuntimeError or accept ``True`` as a count) and call ``torch.ops.segops.*``.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from functools import cache
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import Tensor
 
 from segops import _columns, _extensions, _gpusim, _library, _output_cache, _validation
-from segops._op_table import MAX_LEVEL, OPS, ROW, SegmentOp, check_dot_shapes, level_name
+from segops._op_table import MAX_LEVEL, OPS, SegmentOp, check_dot_shapes, level_name
 from segops._validation import (
     check_float_rows,
     check_index_content,
@@ -54,21 +57,6 @@ def _is_shipped(kernel: str) -> bool:
     return kernel in _library.kernels()
 
 
-@cache
-def _unused_inputs(kernel: str) -> frozenset[int]:
-    """Positions (among the float inputs) of inputs the kernel never reads."""
-    floats = [b for b in _library.kernel_entry(kernel)["buffers"]
-              if b["role"] == "input" and b["name"] != "idx"]
-    return frozenset(i for i, b in enumerate(floats) if not b.get("read", True))
-
-
-def _schema(spec: SegmentOp, level: int) -> str:
-    names, outputs = spec.float_names(level)
-    params = ", ".join(f"Tensor {n}" for n in names)
-    returns = "Tensor" if outputs == 1 else "(" + ", ".join(["Tensor"] * outputs) + ")"
-    return f"{_op_name(spec, level)}({params}, Tensor idx, SymInt num_segments) -> {returns}"
-
-
 def _op_name(spec: SegmentOp, level: int) -> str:
     return level_name(spec.name, level)
 
@@ -88,45 +76,20 @@ def _needs_sorted_index(spec: SegmentOp, level: int, first: Tensor,
     return not _wide.host_rows(spec.name, _DTYPE_NAMES[first.dtype], _row_width(first), level)
 
 
-def _fake_shapes(spec: SegmentOp, level: int, floats: Sequence[Tensor], idx: Tensor,
-                 num_segments: int) -> list[tuple[Any, ...]]:
-    """A level's output shapes: the forward's by the op table; a derivative
-    level's are those of the float arguments of the level below (their
-    gradients), N or S rows by their spaces (an argument the backward never
-    reads comes as a stand-in without rows)."""
-    def rows(space: str) -> Any:
-        return idx.shape[0] if space == ROW else num_segments
-
-    if level == 0:
-        features = tuple(floats[0].shape[1:]) if spec.result_has_width else ()
-        return [(rows(spec.result_space), *features)]
-    spaces = spec.float_spaces(level - 1)
-    return [(rows(space), *f.shape[1:]) for space, f in zip(spaces, floats)]
-
-
-def _fake_level(spec: SegmentOp, level: int, floats: Sequence[Tensor], idx: Tensor,
-                num_segments: int) -> Tensor | tuple[Tensor, ...]:
-    if level == 0:
-        spec.validate(*floats, idx, num_segments)
-    outputs = [floats[0].new_empty(shape)
-               for shape in _fake_shapes(spec, level, floats, idx, num_segments)]
-    return outputs[0] if len(outputs) == 1 else tuple(outputs)
-
-
-_library_def = torch.library.Library("segops", "DEF")
+# Kernels the operator library leaves out (CUDA where it was built without).
+_library_fragment = torch.library.Library("segops", "FRAGMENT")
 
 
 def _native_ops():
-    """The C++ CPU, CUDA and autograd kernels (segops._native._torchops),
-    loaded with the host kernels; None where they are not built or the op
-    library is missing. With SEGOPS_SIMULATE_GPU=1 their CPU kernels run the
-    GPU kernels instead, through segrt's GPU launcher over the simulated
-    driver."""
+    """The operator library's Python side (segops._native._torchops), which
+    loads the operator library; None where it is not built or failed to
+    define the ops (its manifest or host kernels missing). With
+    SEGOPS_SIMULATE_GPU=1 their CPU kernels run the GPU kernels instead,
+    through segrt's GPU launcher over the simulated driver."""
     _torchops = _extensions.torchops()
-    if _torchops is None:
+    if _torchops is None or _torchops.load_error():
         return None
     try:
-        _torchops.load_host_library(str(_library.host_library_path()))
         if _gpusim.ENABLED:
             _torchops.set_gpu_simulator(str(_gpusim.LIBRARY_PATH))
     except (OSError, RuntimeError):
@@ -142,32 +105,6 @@ def _native_ops():
 def _ptx_text(device: int) -> str:
     """The op library's PTX for a CUDA device (for the C++ CUDA kernels)."""
     return _library.ptx_for(torch.cuda.get_device_capability(device)).read_text()
-
-
-def _native_variants(spec: SegmentOp, level: int) -> dict[str, dict]:
-    """Every kernel of a level by dtype and width, as _torchops reads them."""
-    variants = {}
-    num_floats = len(spec.float_names(level)[0])
-    for dtype in ("f32", "f64"):
-        for width in (1, 3):
-            kernel = spec.kernel_name(dtype, width, level)
-            if kernel not in _library.kernels():
-                continue
-            unused = (_unused_inputs(spec.kernel_name(dtype, width, level + 1))
-                      if level < MAX_LEVEL else frozenset())
-            entry = _library.kernel_entry(kernel)
-            host = entry.get("host", {})
-            variants[f"{dtype}_w{width}"] = {
-                "kernel": kernel,
-                "buffers": entry["buffers"],
-                "row_range": _library.kernel(kernel).host_rows,
-                "split": host.get("split"),
-                "gpu": entry["gpu"],
-                "saved_for_backward": [i not in unused for i in range(num_floats)],
-                # A kernel that only sums these rows (by chunks where unsorted).
-                "sums_rows_of": host.get("sums_rows_of"),
-            }
-    return variants
 
 
 def _native_validator(spec: SegmentOp, level: int) -> Callable[..., None]:
@@ -201,7 +138,10 @@ class MissingKernelsError(RuntimeError):
 
 def register_missing_kernels(library: torch.library.Library, name: str) -> None:
     """Registers, for operator `name`, a kernel that raises
-    MissingKernelsError on each device the C++ kernels do not serve."""
+    MissingKernelsError on each device the C++ kernels do not serve (where
+    the operator is defined at all)."""
+    if not hasattr(torch.ops.segops, name):
+        return
     keys = ["CPU", "CUDA"] if _native is None else [] if _native.has_cuda_kernels() else ["CUDA"]
     for key in keys:
         library.impl(name, missing_kernels(f"segops::{name}", key), key)
@@ -238,29 +178,19 @@ def _variant_provider(spec: SegmentOp, level: int) -> Callable[[str], dict | Non
     return provide
 
 
-def _register(spec: SegmentOp) -> None:
-    # Define every level first: each level's backward calls the next one.
-    for level in range(MAX_LEVEL + 1):
-        _library_def.define(_schema(spec, level))
+def _attach_hooks(spec: SegmentOp) -> None:
+    """The package's hooks on every level of an op the operator library
+    defined."""
     for level in range(MAX_LEVEL + 1):
         name = _op_name(spec, level)
-
-        def fake(*args, _level=level):
-            return _fake_level(spec, _level, args[:-2], args[-2], args[-1])
-
-        if _native is not None:
-            # CPU, CUDA (where built) and autograd kernels, all in C++.
-            names, outputs = spec.float_names(level)
-            _native.register_level(
-                name, len(names), outputs, _native_variants(spec, level),
-                _op_name(spec, level + 1) if level < MAX_LEVEL else "",
-                _native_validator(spec, level), _variant_provider(spec, level))
-        register_missing_kernels(_library_def, name)
-        torch.library.register_fake(f"segops::{name}", fake, lib=_library_def)
+        _native.set_level_hooks(name, _native_validator(spec, level),
+                                _variant_provider(spec, level))
+        register_missing_kernels(_library_fragment, name)
 
 
-for _spec in OPS.values():
-    _register(_spec)
+if _native is not None:
+    for _spec in OPS.values():
+        _attach_hooks(_spec)
 
 
 # --------------------------------------------------------------------------
@@ -270,7 +200,10 @@ for _spec in OPS.values():
 
 def _check_types(op: str, tensors: dict[str, object], num_segments: object) -> int:
     """Checks the arguments' types; returns the segment count as an int
-    (given as an int, a 0-d integer tensor or a numpy integer)."""
+    (given as an int, a 0-d integer tensor or a numpy integer). Without the
+    operator library there are no operators: raises MissingKernelsError."""
+    if _native is None:
+        missing_kernels(f"segops::{op}", "CPU")()
     for name, value in tensors.items():
         check_tensor(op, name, value)
     return check_num_segments(op, _validation.as_count(num_segments))

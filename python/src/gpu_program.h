@@ -1,8 +1,8 @@
 //===- gpu_program.h - a kernel's GPU launch rule from its manifest entry -*- C++ -*-===//
 //
 // The one reader of the manifest's `gpu` entry (lib/Target/Manifest.cpp writes
-// it), for both extensions: _segrt (Python's launches) and _torchops (the
-// operators' CUDA and simulated kernels).
+// it), for both extensions: _segrt (Python's launches) and the operator
+// library (the operators' CUDA and simulated kernels).
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,8 +11,7 @@
 
 #include "segrt/GpuLauncher.h"
 
-#include <pybind11/pybind11.h>
-#include <pybind11/stl.h>
+#include <nlohmann/json.hpp>
 
 #include <stdexcept>
 #include <string>
@@ -30,27 +29,25 @@ inline segrt::abi::Entry parseEntry(const std::string &name) {
 
 /// Kernel `kernel`'s launch rule from its manifest `gpu` entry.
 inline segrt::GpuProgram gpuProgram(const std::string &kernel,
-                                    const pybind11::dict &gpu) {
-  namespace py = pybind11;
+                                    const nlohmann::json &gpu) {
   segrt::GpuProgram program;
   program.kernel = kernel;
-  program.entry = parseEntry(gpu["entry"].cast<std::string>());
-  program.block = gpu["block"].cast<std::vector<uint32_t>>().at(0);
-  py::dict grid = gpu["grid"].cast<py::dict>();
-  program.gridPerBlock = grid["per_block"].cast<int64_t>();
-  program.gridMin = grid["min"].cast<int64_t>();
+  program.entry = parseEntry(gpu.at("entry").get<std::string>());
+  program.block = gpu.at("block").at(0).get<uint32_t>();
+  const nlohmann::json &grid = gpu.at("grid");
+  program.gridPerBlock = grid.at("per_block").get<int64_t>();
+  program.gridMin = grid.at("min").get<int64_t>();
   if (gpu.contains("long_segments")) {
-    py::dict long_ = gpu["long_segments"].cast<py::dict>();
-    for (py::handle item : long_["launches"].cast<py::list>()) {
-      py::dict launch = item.cast<py::dict>();
+    const nlohmann::json &longSegments = gpu["long_segments"];
+    for (const nlohmann::json &launch : longSegments.at("launches"))
       program.longSegmentLaunches.push_back(
-          {launch["kernel"].cast<std::string>(),
-           launch["pass"].cast<int64_t>()});
-    }
-    program.tileRows = long_["tile_rows"].cast<int64_t>();
+          {launch.at("kernel").get<std::string>(),
+           launch.at("pass").get<int64_t>()});
+    program.tileRows = longSegments.at("tile_rows").get<int64_t>();
     program.scratchPerSegment =
-        long_["scratch_bytes_per_segment"].cast<int64_t>();
-    program.scratchPerTile = long_["scratch_bytes_per_tile"].cast<int64_t>();
+        longSegments.at("scratch_bytes_per_segment").get<int64_t>();
+    program.scratchPerTile =
+        longSegments.at("scratch_bytes_per_tile").get<int64_t>();
   }
   return program;
 }

@@ -11,7 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "torch_ops.h"
+#include "torch_ops_bindings.h"
 
 #include "segrt/IndexCheck.h"
 
@@ -448,17 +448,19 @@ void segops_torch::registerJitBindings(py::module_ &m) {
       "register_jit_program",
       [](const std::string &name, size_t numFloats, size_t numOutputs,
          const py::dict &variant, size_t idxPosition, py::object validator) {
-        py::dict variants;
-        variants["jit"] = variant;
+        std::map<std::string, Variant> variants;
+        variants.emplace("jit", parseVariantDescription(variant));
+        std::shared_ptr<OperatorLevel> level = makeOperatorLevel(
+            name, numFloats, numOutputs, std::move(variants), "");
+        level->setHooks(pythonValidator(std::move(validator)), nullptr);
         JitProgram program;
-        program.level = parseOperatorLevel(name, numFloats, numOutputs,
-                                           variants, "", std::move(validator));
+        program.level = std::move(level);
         program.idxPosition = idxPosition;
         std::unique_lock<std::shared_mutex> lock(programsMutex);
         programs->emplace(name, std::move(program));
       },
       py::arg("name"), py::arg("num_floats"), py::arg("num_outputs"),
       py::arg("variant"), py::arg("idx_position"), py::arg("validator"),
-      "Registers one compiled program level for jit_call (variant: as for "
-      "register_level, with 'address' keys for the kernels).");
+      "Registers one compiled program level for jit_call (variant: its "
+      "manifest entry and kernel addresses, see parseVariantDescription).");
 }

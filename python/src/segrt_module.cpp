@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "gpu_program.h"
+#include "py_json.h"
 #include "segrt/CpuLevel.h"
 #include "segrt/Cuda.h"
 #include "segrt/Error.h"
@@ -158,7 +159,7 @@ PYBIND11_MODULE(_segrt, m) {
   // entry (its name and `gpu`).
   auto programOf = [](const py::dict &kernel) {
     return segops_python::gpuProgram(kernel["name"].cast<std::string>(),
-                                     kernel["gpu"].cast<py::dict>());
+                                     segops_python::toJson(kernel["gpu"]));
   };
   m.def(
       "gpu_scratch_bytes",

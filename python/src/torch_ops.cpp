@@ -1,16 +1,14 @@
 //===- torch_ops.cpp - segops operators as C++ PyTorch kernels ------------===//
 //
-// segops._native._torchops: the CPU kernels and the autograd kernels of the
-// segops operators, registered with the PyTorch dispatcher from C++, so that
-// calling an operator on CPU tensors runs no Python at all.
+// The CPU, autograd and Meta kernels of every segops operator level (one
+// boxed implementation each, parameterized by the level), and the one
+// reader of a kernel's manifest entry. op_library.cpp registers the library
+// ops with them; jit_call's programs run through the same calls.
 //
-// ops.py defines the schemas, the fake kernels and the CUDA kernels, then
-// describes each operator level to this module: its host kernels by dtype and
-// row width with their buffers (from the op library's manifest), the next
-// level's operator (its backward) and a Python validator. The checks here are
-// generic: every tensor must match its kernel buffer's dtype and symbolic
-// shape (N rows, S segments); when one does not, the Python validator is
-// called to word the error the user sees, so messages stay in one place.
+// The checks here are generic: every tensor must match its kernel buffer's
+// dtype and symbolic shape (N rows, S segments); when one does not, the
+// level's validator hook (the Python package's, where it is loaded) words
+// the error the user sees, so messages stay in one place.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,12 +24,11 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
-#include <torch/csrc/autograd/python_variable.h>
 #include <torch/library.h>
 
-#include <pybind11/pybind11.h>
-#include <pybind11/stl.h>
+#include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <limits>
 #include <map>
@@ -41,7 +38,6 @@
 #include <sstream>
 #include <type_traits>
 
-namespace py = pybind11;
 using torch::autograd::Node;
 using torch::autograd::SavedVariable;
 using torch::autograd::variable_list;
@@ -68,14 +64,8 @@ int64_t extent(int64_t dimension, int64_t numRows, int64_t numSegments) {
 
 void callValidator(const OperatorLevel &level, at::TensorList floats,
                    const at::Tensor &idx, int64_t numSegments) {
-  py::gil_scoped_acquire gil;
-  py::tuple args(floats.size() + 2);
-  for (size_t i = 0; i < floats.size(); ++i)
-    args[i] = py::reinterpret_steal<py::object>(THPVariable_Wrap(floats[i]));
-  args[floats.size()] =
-      py::reinterpret_steal<py::object>(THPVariable_Wrap(idx));
-  args[floats.size() + 1] = py::int_(numSegments);
-  py::handle(level.validator)(*args);
+  if (OperatorLevel::Validator validate = level.validator())
+    validate(floats, idx, numSegments);
 }
 
 void reportInvalid(const OperatorLevel &level, at::TensorList floats,
@@ -442,9 +432,9 @@ void runGpuCall(const OperatorCall &call, const BoundBuffers &bound,
       scratch.defined() ? reinterpret_cast<uintptr_t>(scratch.data_ptr()) : 0);
 }
 
-void GpuModules::setPtxSource(PyObject *source) {
+void GpuModules::setPtxSource(PtxSource source) {
   std::lock_guard<std::mutex> lock(mutex);
-  ptxSource = source;
+  ptxSource = std::move(source);
 }
 
 void GpuModules::setSimulatorImage(const std::string &image) {
@@ -462,12 +452,7 @@ segrt::CudaModule &GpuModules::onDevice(int device) {
   if (it != modules.end())
     return *it->second;
   TORCH_CHECK(ptxSource, "segops: no PTX source was set for these kernels");
-  std::string ptx;
-  {
-    py::gil_scoped_acquire gil;
-    ptx = py::handle(ptxSource)(device).cast<std::string>();
-  }
-  auto module = std::make_unique<segrt::CudaModule>(device, ptx);
+  auto module = std::make_unique<segrt::CudaModule>(device, ptxSource(device));
   return *modules.emplace(device, std::move(module)).first->second;
 }
 
@@ -533,12 +518,17 @@ bool debugChecks() { return debugChecksEnabled; }
 
 } // namespace segops_torch
 
+
 namespace {
 using namespace segops_torch;
 
-// Never destroyed: the dispatcher and the interpreter may be gone at exit.
-segrt::HostLibrary *hostLibrary = nullptr;
-auto *registrations = new std::vector<std::unique_ptr<torch::Library>>();
+/// The kernels' registrations. Never destroyed: the dispatcher may call the
+/// kernels until exit. Made on first use: the operator library registers
+/// from its static initialization, in no order with this file's.
+std::vector<std::unique_ptr<torch::Library>> &registrations() {
+  static auto *libraries = new std::vector<std::unique_ptr<torch::Library>>();
+  return *libraries;
+}
 
 int64_t parseExtent(const std::string &symbol) {
   return symbol == "N"   ? kRows
@@ -684,6 +674,61 @@ private:
   std::shared_ptr<const OperatorLevel> level;
 };
 
+
+/// The Meta (fake) kernel of one operator level: its outputs' shapes, in
+/// the symbolic N and S of a trace, without reading any data.
+class MetaKernel final : public c10::OperatorKernel {
+public:
+  explicit MetaKernel(std::shared_ptr<const OperatorLevel> level)
+      : level(std::move(level)) {}
+
+  void operator()(const c10::OperatorHandle &, c10::DispatchKeySet,
+                  torch::jit::Stack *stack) {
+    size_t numFloats = level->numFloats;
+    auto args = torch::jit::last(stack, numFloats + 2);
+    c10::SmallVector<at::Tensor, 4> floats;
+    for (size_t i = 0; i < numFloats; ++i)
+      floats.push_back(args[i].toTensor());
+    at::Tensor idx = args[numFloats].toTensor();
+    c10::SymInt numSegments = args[numFloats + 1].toSymInt();
+    torch::jit::drop(stack, numFloats + 2);
+    if (std::string problem = argumentProblem(floats, idx); !problem.empty())
+      TORCH_CHECK_VALUE(false, "segops::", level->name, ": ", problem);
+    for (const OutputShape &output : level->outputShapes) {
+      c10::SymDimVector shape{output.rows == kRows ? idx.sym_size(0)
+                                                   : numSegments};
+      if (output.featuresOf >= 0) {
+        c10::SymIntArrayRef sizes = floats[output.featuresOf].sym_sizes();
+        shape.append(sizes.begin() + 1, sizes.end());
+      } else {
+        shape.append(output.features.begin(), output.features.end());
+      }
+      stack->emplace_back(at::empty_symint(shape, floats[0].options()));
+    }
+  }
+
+private:
+  /// What the kernels would refuse that a trace can see (dtypes and ranks;
+  /// sizes and idx's values are checked where data runs).
+  static std::string argumentProblem(at::TensorList floats,
+                                     const at::Tensor &idx) {
+    at::ScalarType dtype = floats[0].scalar_type();
+    if (dtype != at::kFloat && dtype != at::kDouble)
+      return "float arguments must be float32 or float64";
+    for (size_t i = 0; i < floats.size(); ++i)
+      if (floats[i].scalar_type() != dtype || floats[i].dim() < 1 ||
+          floats[i].dim() > 3)
+        return "argument " + std::to_string(i) + " must be a " +
+               c10::toString(dtype) + " tensor of rank 1 to 3";
+    if ((idx.scalar_type() != at::kInt && idx.scalar_type() != at::kLong) ||
+        idx.dim() != 1)
+      return "idx must be a 1-D int32 or int64 tensor";
+    return {};
+  }
+
+  std::shared_ptr<const OperatorLevel> level;
+};
+
 at::ScalarType parseDtype(const std::string &name) {
   if (name == "f32")
     return at::kFloat;
@@ -694,27 +739,70 @@ at::ScalarType parseDtype(const std::string &name) {
   throw std::invalid_argument("unknown kernel dtype " + name);
 }
 
-/// Reads one variant's description (see register_level).
-Variant parseVariant(const py::dict &entry) {
+/// Where each output of a level gets its shape, read from one of its
+/// kernels: an output whose features are those of the float argument in
+/// its position (a gradient, or a forward keeping its rows' features) takes
+/// that argument's at run time; any other keeps the kernel's.
+std::vector<OutputShape> outputShapesOf(const Variant &reference) {
+  std::vector<const Buffer *> floats, outputs;
+  for (const Buffer &buffer : reference.buffers)
+    if (buffer.isOutput)
+      outputs.push_back(&buffer);
+    else if (!buffer.isIndex)
+      floats.push_back(&buffer);
+  std::vector<OutputShape> shapes;
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    OutputShape shape;
+    shape.rows = outputs[k]->shape.front();
+    std::vector<int64_t> features(outputs[k]->shape.begin() + 1,
+                                  outputs[k]->shape.end());
+    if (k < floats.size() &&
+        features == std::vector<int64_t>(floats[k]->shape.begin() + 1,
+                                         floats[k]->shape.end()))
+      shape.featuresOf = static_cast<int>(k);
+    else
+      shape.features = std::move(features);
+    shapes.push_back(std::move(shape));
+  }
+  return shapes;
+}
+
+/// A kernel of rows wider than one feature shows how features flow (a
+/// kernel of (N,) rows cannot tell a kept width from a contracted one).
+const Variant &referenceVariant(const std::map<std::string, Variant> &variants) {
+  for (const auto &[key, variant] : variants)
+    if (key.find("_w") != std::string::npos && key.substr(key.find("_w")) != "_w1")
+      return variant;
+  return variants.begin()->second;
+}
+
+template <typename Kernel>
+void implement(const std::string &name, c10::DispatchKey key,
+               std::unique_ptr<Kernel> kernel) {
+  auto library = std::make_unique<torch::Library>(
+      torch::Library::IMPL, "segops", key, __FILE__, __LINE__);
+  library->impl(name.c_str(),
+                torch::CppFunction::makeFromBoxedFunctor(std::move(kernel)));
+  registrations().push_back(std::move(library));
+}
+
+} // namespace
+
+Variant segops_torch::parseKernelEntry(const nlohmann::json &entry,
+                                       const SymbolResolver &resolve) {
   Variant variant;
-  variant.kernel = entry["kernel"].cast<std::string>();
-  // Run-time compiled kernels (segops.jit) come with their addresses.
-  variant.symbol =
-      entry.contains("address")
-          ? reinterpret_cast<void *>(entry["address"].cast<uintptr_t>())
-          : hostLibrary->lookup(variant.kernel);
-  for (py::handle item : entry["buffers"].cast<py::list>()) {
-    py::dict description = item.cast<py::dict>();
+  variant.kernel = entry.at("name").get<std::string>();
+  const nlohmann::json &host = entry.at("host");
+  variant.symbol = resolve(host.value("symbol", variant.kernel));
+  const nlohmann::json &buffers = entry.at("buffers");
+  for (const nlohmann::json &description : buffers) {
     Buffer buffer;
-    std::string role = description["role"].cast<std::string>();
-    buffer.isOutput = role == "output";
-    buffer.isIndex = description["name"].cast<std::string>() == "idx";
-    buffer.isRead =
-        !description.contains("read") || description["read"].cast<bool>();
-    buffer.dtype = parseDtype(description["dtype"].cast<std::string>());
-    for (const std::string &symbol :
-         description["shape"].cast<std::vector<std::string>>())
-      buffer.shape.push_back(parseExtent(symbol));
+    buffer.isOutput = description.at("role").get<std::string>() == "output";
+    buffer.isIndex = description.at("name").get<std::string>() == "idx";
+    buffer.isRead = description.value("read", true);
+    buffer.dtype = parseDtype(description.at("dtype").get<std::string>());
+    for (const nlohmann::json &symbol : description.at("shape"))
+      buffer.shape.push_back(parseExtent(symbol.get<std::string>()));
     variant.buffers.push_back(std::move(buffer));
   }
   // Buffers before a position, but idx and outputs, are the float
@@ -725,243 +813,117 @@ Variant parseVariant(const py::dict &entry) {
       argument += !variant.buffers[b].isIndex && !variant.buffers[b].isOutput;
     return argument;
   };
-  py::list descriptions = entry["buffers"].cast<py::list>();
   for (size_t b = 0; b < variant.buffers.size(); ++b) {
-    py::dict description = descriptions[b].cast<py::dict>();
+    const nlohmann::json &description = buffers[b];
     if (!description.contains("sums_by"))
       continue;
     Buffer &buffer = variant.buffers[b];
-    buffer.sumsBy = floatArgument(description["sums_by"].cast<size_t>());
+    buffer.sumsBy = floatArgument(description["sums_by"].get<size_t>());
     buffer.sumsIntoRowsOf =
-        floatArgument(description["into_rows_of"].cast<size_t>());
+        floatArgument(description.at("into_rows_of").get<size_t>());
     variant.indexedTables.emplace_back(buffer.sumsBy, buffer.sumsIntoRowsOf);
   }
-  if (entry.contains("gathers") && !entry["gathers"].is_none())
-    for (py::handle item : entry["gathers"].cast<py::list>()) {
-      py::dict gather = item.cast<py::dict>();
+  if (entry.contains("gathers") && entry["gathers"].is_array())
+    for (const nlohmann::json &gather : entry["gathers"])
       variant.indexedTables.emplace_back(
-          floatArgument(gather["index"].cast<size_t>()),
-          floatArgument(gather["table"].cast<size_t>()));
-    }
-  variant.range = entry["row_range"].cast<bool>()
+          floatArgument(gather.at("index").get<size_t>()),
+          floatArgument(gather.at("table").get<size_t>()));
+  variant.range = host.value("range", "segments") == "rows"
                       ? segrt::HostRange::Rows
                       : segrt::HostRange::Segments;
-  if (!entry["split"].is_none()) {
-    py::dict split = entry["split"].cast<py::dict>();
-    auto address = [&](const char *symbol, const char *jitAddress) {
-      return split.contains(jitAddress)
-                 ? reinterpret_cast<void *>(
-                       split[jitAddress].cast<uintptr_t>())
-                 : hostLibrary->lookup(split[symbol].cast<std::string>());
-    };
-    variant.split.rows = address("rows_symbol", "rows_address");
-    variant.split.finish = address("finish_symbol", "finish_address");
+  if (host.contains("split") && host["split"].is_object()) {
+    const nlohmann::json &split = host["split"];
+    variant.split.rows = resolve(split.at("rows_symbol").get<std::string>());
+    variant.split.finish =
+        resolve(split.at("finish_symbol").get<std::string>());
     variant.split.passTotals =
-        split["pass_totals"].cast<std::vector<int64_t>>();
+        split.at("pass_totals").get<std::vector<int64_t>>();
     variant.split.combine = segrt::parseTotalCombines(
-        split["combine"].cast<std::vector<std::string>>());
+        split.at("combine").get<std::vector<std::string>>());
     // From the manifest, not the variant's key: JIT programs register
     // under "jit" whatever their dtype.
-    variant.split.isDouble =
-        split["totals_dtype"].cast<std::string>() == "f64";
+    variant.split.isDouble = split.at("totals_dtype").get<std::string>() ==
+                             "f64";
   }
-  variant.gpu = segops_python::gpuProgram(variant.kernel,
-                                          entry["gpu"].cast<py::dict>());
-  // Run-time compiled kernels bring their own GPU code: PTX per device,
-  // and, simulated, an image of their simulated kernels.
-  if (entry.contains("ptx_source") || entry.contains("simulator_image")) {
-    variant.gpuModules = std::make_shared<GpuModules>();
-    if (entry.contains("ptx_source") && !entry["ptx_source"].is_none())
-      variant.gpuModules->setPtxSource(
-          entry["ptx_source"].cast<py::object>().release().ptr());
-    if (entry.contains("simulator_image") &&
-        !entry["simulator_image"].is_none())
-      variant.gpuModules->setSimulatorImage(
-          entry["simulator_image"].cast<std::string>());
-  } else {
-    variant.gpuModules = libraryGpuModules();
-  }
-  variant.savedForBackward =
-      entry["saved_for_backward"].cast<std::vector<bool>>();
-  if (entry.contains("sums_rows_of") && !entry["sums_rows_of"].is_none()) {
+  variant.gpu = segops_python::gpuProgram(variant.kernel, entry.at("gpu"));
+  variant.gpuModules = libraryGpuModules();
+  variant.savedForBackward.assign(
+      std::count_if(variant.buffers.begin(), variant.buffers.end(),
+                    [](const Buffer &buffer) {
+                      return !buffer.isOutput && !buffer.isIndex;
+                    }),
+      true);
+  if (host.contains("sums_rows_of") && host["sums_rows_of"].is_number())
     variant.summedFloatArgument =
-        floatArgument(entry["sums_rows_of"].cast<size_t>());
-  }
+        floatArgument(host["sums_rows_of"].get<size_t>());
   return variant;
 }
 
-/// Reads a level description handed over by ops.py (see register_level).
-std::shared_ptr<OperatorLevel>
-parseLevel(const std::string &name, size_t numFloats,
-           size_t numOutputs, const py::dict &variants,
-           const std::string &backward, py::object validator) {
-  auto level = std::make_shared<OperatorLevel>();
-  level->name = name;
-  level->numFloats = numFloats;
-  level->numOutputs = numOutputs;
-  level->backward = backward;
-  if (!backward.empty())
-    // Defined before any level is registered (ops.py defines all levels).
-    level->backwardOp = c10::Dispatcher::singleton().findSchemaOrThrow(
-        ("segops::" + backward).c_str(), "");
-  level->validator = validator.release().ptr();
-  for (auto [key, value] : variants)
-    level->variants.emplace(key.cast<std::string>(),
-                            parseVariant(value.cast<py::dict>()));
-  return level;
+void segops_torch::OperatorLevel::setHooks(Validator validator,
+                                           VariantProvider provider) {
+  std::unique_lock<std::shared_mutex> lock(providedMutex);
+  validatorHook = std::move(validator);
+  variantProvider = std::move(provider);
 }
 
-} // namespace
+segops_torch::OperatorLevel::Validator
+segops_torch::OperatorLevel::validator() const {
+  std::shared_lock<std::shared_mutex> lock(providedMutex);
+  return validatorHook;
+}
 
 const Variant *segops_torch::findVariant(const OperatorLevel &level,
                                          const std::string &key) {
   auto shipped = level.variants.find(key);
   if (shipped != level.variants.end())
     return &shipped->second;
-  if (!level.variantProvider)
-    return nullptr;
+  OperatorLevel::VariantProvider provider;
   {
     std::shared_lock<std::shared_mutex> lock(level.providedMutex);
     auto it = level.provided.find(key);
     if (it != level.provided.end())
       return &it->second;
+    provider = level.variantProvider;
   }
-  Variant variant;
-  {
-    py::gil_scoped_acquire gil;
-    py::object description = py::handle(level.variantProvider)(key);
-    if (description.is_none())
-      return nullptr;
-    variant = parseVariant(description.cast<py::dict>());
-  }
+  if (!provider)
+    return nullptr;
+  std::optional<Variant> variant = provider(key);
+  if (!variant)
+    return nullptr;
   std::unique_lock<std::shared_mutex> lock(level.providedMutex);
   // Another thread may have made it meanwhile: the first one stays.
-  return &level.provided.emplace(key, std::move(variant)).first->second;
+  return &level.provided.emplace(key, std::move(*variant)).first->second;
 }
 
 std::shared_ptr<OperatorLevel>
-segops_torch::parseOperatorLevel(const std::string &name, size_t numFloats,
-                                 size_t numOutputs, const py::dict &variants,
-                                 const std::string &backward,
-                                 py::object validator) {
-  return parseLevel(name, numFloats, numOutputs, variants, backward,
-                    std::move(validator));
+segops_torch::makeOperatorLevel(const std::string &name, size_t numFloats,
+                                size_t numOutputs,
+                                std::map<std::string, Variant> variants,
+                                const std::string &backward) {
+  auto level = std::make_shared<OperatorLevel>();
+  level->name = name;
+  level->numFloats = numFloats;
+  level->numOutputs = numOutputs;
+  level->backward = backward;
+  if (!backward.empty())
+    level->backwardOp = c10::Dispatcher::singleton().findSchemaOrThrow(
+        ("segops::" + backward).c_str(), "");
+  if (!variants.empty())
+    level->outputShapes = outputShapesOf(referenceVariant(variants));
+  level->variants = std::move(variants);
+  return level;
 }
 
-PYBIND11_MODULE(_torchops, m) {
-  m.doc() = "segops operators' CPU and autograd kernels in C++";
-  runWorkersOnIntraOpPool();
-  registerJitBindings(m);
-  m.def("index_rechecks", &segrt::indexRechecks,
-        "How many times these kernels checked idx again after running (they "
-        "saw a problem, or their rows did not meet): never for a valid "
-        "index.");
-  m.def(
-      "sorted_rows",
-      [](const at::Tensor &idx) {
-        std::optional<SortedRows> known = cachedSortedRows(idx);
-        SortedRows rows = known ? *known : sortRows(idx, kernelIndex(idx));
-        return std::make_pair(rows.sortedIdx, rows.order);
-      },
-      py::arg("idx"),
-      "idx's rows in a stable sort (int32 sorted values, int64 order), "
-      "remembered for idx's current content: the kernels reducing by idx "
-      "then run on them without sorting. The caller checks idx first.");
-  m.def("index_sorts", &indexSorts,
-        "How many times the kernels sorted an index (no remembered order).");
-  m.def("clear_index_cache", &clearIndexCache,
-        "Forgets every remembered narrowing and sorted order.");
-  m.def("has_cuda_kernels", &cudaKernelsBuilt,
-        "Whether the CUDA kernels were built (against a PyTorch with CUDA); "
-        "register_level then registers them too.");
-  m.def(
-      "set_ptx_source",
-      [](py::object source) {
-        libraryGpuModules()->setPtxSource(source.release().ptr());
-      },
-      py::arg("source"),
-      "source(device) returns the PTX text for a CUDA device (called once per "
-      "device).");
-  m.def(
-      "output_cache_info",
-      [] {
-        segrt::HostBufferCache::Stats stats = segrt::hostOutputCache().stats();
-        py::dict info;
-        info["cached_bytes"] = stats.cachedBytes;
-        info["cached_buffers"] = stats.cachedBuffers;
-        info["live_bytes"] = stats.liveBytes;
-        info["limit_bytes"] = stats.limitBytes;
-        info["hits"] = stats.hits;
-        info["misses"] = stats.misses;
-        return info;
-      },
-      "The host output cache: bytes held for reuse and handed out, its "
-      "limit, allocations served from it (hits) and mapped afresh.");
-  m.def(
-      "empty_output_cache", [] { segrt::hostOutputCache().empty(); },
-      "Returns every cached host output buffer to the system.");
-  m.def(
-      "set_output_cache_limit",
-      [](size_t bytes) { segrt::hostOutputCache().setLimit(bytes); },
-      py::arg("bytes"),
-      "Caps the bytes the host output cache holds (0: none).");
-  m.def(
-      "set_gpu_simulator",
-      [](const std::string &path) {
-        libraryGpuModules()->setSimulatorImage(
-            path.empty() ? std::string() : segrt::simulatorImage(path));
-      },
-      py::arg("path"),
-        "Run CPU calls through the GPU kernels of the simulated library at "
-        "`path` (segrt's GPU launcher over the simulated driver); '' runs "
-        "the host kernels.");
-  m.def("set_debug_checks", &setDebugChecks, py::arg("enabled"),
-        "Check idx's content on CUDA too (a host sync per call).");
-  m.def(
-      "load_host_library",
-      [](const std::string &path) {
-        if (!hostLibrary)
-          hostLibrary = new segrt::HostLibrary(path);
-      },
-      py::arg("path"), "Loads the op library's host kernels.");
-  m.def(
-      "register_level",
-      [](const std::string &name, size_t numFloats,
-         size_t numOutputs, const py::dict &variants,
-         const std::string &backward, py::object validator,
-         py::object provider) {
-        std::shared_ptr<OperatorLevel> level =
-            parseLevel(name, numFloats, numOutputs, variants, backward,
-                       std::move(validator));
-        if (!provider.is_none())
-          level->variantProvider = provider.release().ptr();
-        auto cpu = std::make_unique<torch::Library>(
-            torch::Library::IMPL, "segops", c10::DispatchKey::CPU, __FILE__,
-            __LINE__);
-        cpu->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(
-                                    std::make_unique<HostKernel>(level)));
-        registrations->push_back(std::move(cpu));
-        if (cudaKernelsBuilt())
-          registerCudaKernel(level, *registrations);
-        if (!backward.empty()) {
-          auto autograd = std::make_unique<torch::Library>(
-              torch::Library::IMPL, "segops", c10::DispatchKey::Autograd,
-              __FILE__, __LINE__);
-          autograd->impl(name.c_str(),
-                         torch::CppFunction::makeFromBoxedFunctor(
-                             std::make_unique<AutogradKernel>(level)));
-          registrations->push_back(std::move(autograd));
-        }
-      },
-      py::arg("name"), py::arg("num_floats"),
-      py::arg("num_outputs"), py::arg("variants"), py::arg("backward"),
-      py::arg("validator"), py::arg("provider") = py::none(),
-      "Registers the CPU kernel of operator segops::<name> (and its CUDA "
-      "kernel, if built) and, if it has a backward (the next level's "
-      "operator name), its autograd kernel. "
-      "variants maps 'f32_w3'-style keys to {'kernel', 'buffers' (manifest), "
-      "'saved_for_backward' (per float argument)}; validator(*args) raises "
-      "the error for arguments the kernel rejects; provider(key), if given, "
-      "makes a variant for a key not in variants (a row width compiled at "
-      "run time) or returns None.");
+void segops_torch::registerLevelKernels(std::shared_ptr<OperatorLevel> level,
+                                        bool withMetaKernel) {
+  const std::string &name = level->name;
+  implement(name, c10::DispatchKey::CPU, std::make_unique<HostKernel>(level));
+  if (cudaKernelsBuilt())
+    registerCudaKernel(level, registrations());
+  if (!level->backward.empty())
+    implement(name, c10::DispatchKey::Autograd,
+              std::make_unique<AutogradKernel>(level));
+  if (withMetaKernel)
+    implement(name, c10::DispatchKey::Meta,
+              std::make_unique<MetaKernel>(level));
 }

@@ -2,8 +2,11 @@
 //
 // What the CPU (torch_ops.cpp) and CUDA (torch_ops_cuda.cpp) kernels of the
 // segops operators share: the description of each operator level and its
-// kernels (from the op library's manifest, handed over by ops.py), and the
-// generic argument checks.
+// kernels (read from the op library's manifest by op_library.cpp), and the
+// generic argument checks. Nothing here needs Python: the operator library
+// (libsegops_ops.so) runs in a process without an interpreter, and the
+// Python package attaches its hooks (error wording, widths compiled at run
+// time, PTX per device) through the _torchops module.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,8 +20,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <Python.h>
-#include <pybind11/pybind11.h>
+#include <nlohmann/json_fwd.hpp>
 #include <torch/csrc/autograd/function.h>
 #include <torch/library.h>
 
@@ -57,10 +59,9 @@ struct Buffer {
 /// program level has its own.
 class GpuModules {
 public:
-  /// `source(device)` returns a device's PTX text (a Python callable,
-  /// called once per device, with the GIL); a strong reference kept until
-  /// exit.
-  void setPtxSource(PyObject *source);
+  /// Returns a CUDA device's PTX text; called once per device.
+  using PtxSource = std::function<std::string(int device)>;
+  void setPtxSource(PtxSource source);
   /// Run the kernels on the simulated CUDA driver from this image
   /// (segrt::simulatorImage); "" stops.
   void setSimulatorImage(const std::string &image);
@@ -72,13 +73,14 @@ public:
 
 private:
   std::mutex mutex;
-  PyObject *ptxSource = nullptr;
+  PtxSource ptxSource;
   std::map<int, std::unique_ptr<segrt::CudaModule>> modules;
   std::unique_ptr<segrt::CudaModule> simulator;
 };
 
-/// The op library's GPU modules (PTX from ops.py; with SEGOPS_SIMULATE_GPU
-/// the simulated library).
+/// The op library's GPU modules (PTX from the library's directory, or from
+/// the source the Python package sets; with SEGOPS_SIMULATE_GPU the
+/// simulated library).
 std::shared_ptr<GpuModules> libraryGpuModules();
 
 /// One kernel of an operator level: a dtype and row width.
@@ -108,6 +110,15 @@ struct Variant {
   std::vector<std::pair<size_t, size_t>> indexedTables;
 };
 
+/// Where a level's output `k` gets its shape: N or S rows (kRows or
+/// kSegments), then the features of float argument `featuresOf` (a
+/// gradient has its argument's) or, if -1, the fixed `features`.
+struct OutputShape {
+  int64_t rows = 0;
+  int featuresOf = -1;
+  std::vector<int64_t> features;
+};
+
 /// One level of an operator (`segops::segmented_sum_grad` is level 1 of
 /// segmented_sum).
 struct OperatorLevel {
@@ -117,21 +128,32 @@ struct OperatorLevel {
   std::map<std::string, Variant> variants; // by "f32_w3"
   std::string backward;                    // the next level; "" for the last
   std::optional<c10::OperatorHandle> backwardOp; // resolved at registration
-  /// Raises the error for bad input. A strong reference that is never
-  /// dropped: levels live until exit, past the interpreter's finalization.
-  PyObject *validator = nullptr;
-  /// Makes a variant the op library does not ship (a row width compiled at
-  /// run time): provider(key) returns its description, as register_level
-  /// takes them, or None. Null: none. A strong reference, never dropped.
-  PyObject *variantProvider = nullptr;
+  /// Per output, where its shape comes from (the Meta kernel's shapes).
+  std::vector<OutputShape> outputShapes;
+
+  /// Hooks a Python caller attaches (set_level_hooks), read under the lock.
+  /// validator(floats, idx, numSegments) raises the error the user sees for
+  /// arguments the kernel rejects (else the generic message stands);
+  /// variantProvider(key) makes a variant the op library does not ship (a
+  /// row width compiled at run time), or nullopt.
+  using Validator = std::function<void(at::TensorList, const at::Tensor &,
+                                       int64_t)>;
+  using VariantProvider =
+      std::function<std::optional<Variant>(const std::string &key)>;
+  void setHooks(Validator validator, VariantProvider provider);
+  Validator validator() const;
+
   /// Variants made by the provider, added while other threads look up:
   /// guarded (std::map keeps references to its elements valid).
   mutable std::shared_mutex providedMutex;
   mutable std::map<std::string, Variant> provided;
+  Validator validatorHook;
+  VariantProvider variantProvider;
 };
 
+
 /// The variant of `level` for `key` ("f32_w64"): a shipped one, or one made
-/// by the level's provider (with the GIL, once); null if there is none.
+/// by the level's provider (once); null if there is none.
 const Variant *findVariant(const OperatorLevel &level, const std::string &key);
 
 constexpr int64_t kRows = -1, kSegments = -2, kAnyRows = -3;
@@ -237,13 +259,33 @@ c10::SmallVector<at::Tensor, 4> runCudaCall(const OperatorLevel &level,
 c10::SmallVector<at::Tensor, 4> runHostCall(const OperatorLevel &level,
                                             const OperatorCall &call);
 
-/// An operator level from the description ops.py and _jit.py hand over
-/// (see register_level; a variant with "address" keys names run-time
-/// compiled kernels by address instead of the op library's symbols).
+/// A kernel's variant from its manifest entry (as lib/Target/Manifest.cpp
+/// writes it): `resolve` gives a host symbol's address (null: no host code).
+/// Every float argument is saved for the backward, and the kernels run from
+/// the op library's GPU modules, until the caller says otherwise.
+using SymbolResolver = std::function<void *(const std::string &symbol)>;
+Variant parseKernelEntry(const nlohmann::json &entry,
+                         const SymbolResolver &resolve);
+
+/// An operator level of `numFloats` float arguments and `numOutputs`
+/// outputs over these variants, whose backward (if any) is operator
+/// segops::`backward`, registered already.
 std::shared_ptr<OperatorLevel>
-parseOperatorLevel(const std::string &name, size_t numFloats,
-                   size_t numOutputs, const pybind11::dict &variants,
-                   const std::string &backward, pybind11::object validator);
+makeOperatorLevel(const std::string &name, size_t numFloats, size_t numOutputs,
+                  std::map<std::string, Variant> variants,
+                  const std::string &backward);
+
+/// Registers the CPU, CUDA (where built), autograd (if it has a backward)
+/// and Meta kernels of `level` with the dispatcher.
+void registerLevelKernels(std::shared_ptr<OperatorLevel> level,
+                          bool withMetaKernel);
+
+/// The library op level named `name` (segops::<name>), or null; all of
+/// them (op_library.cpp registers them as the library loads).
+std::shared_ptr<OperatorLevel> libraryLevel(const std::string &name);
+const std::map<std::string, std::shared_ptr<OperatorLevel>> &libraryLevels();
+/// Why the library defined no operators as it loaded; "" where it did.
+const std::string &libraryLoadError();
 
 /// Makes an autograd node the way this PyTorch's autograd holds nodes
 /// (intrusive or shared pointers, depending on the release).
@@ -259,7 +301,6 @@ template <typename NodeType, typename... Args> auto makeNode(Args &&...args) {
 
 /// segops::jit_call's CPU and autograd kernels and their bindings
 /// (jit_ops.cpp).
-void registerJitBindings(pybind11::module_ &m);
 
 /// An uninitialized CPU tensor for a kernel's output; large ones reuse
 /// buffers of earlier outputs (host_outputs.cpp).

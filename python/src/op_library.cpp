@@ -1,0 +1,248 @@
+//===- op_library.cpp - the segops operators, defined and registered in C++ -===//
+//
+// libsegops_ops.so: loading it (torch.ops.load_library, or linking it into a
+// C++ program) defines every library operator, segops::<op> and its
+// derivative levels <op>_grad... with their CPU, CUDA (where built),
+// autograd and Meta kernels, from the op library beside it: its manifest
+// names the kernels (one per op, dtype, row width and level), and their
+// host code is the best build of libsegops_host_<cpu>.so this CPU runs. No
+// Python is needed; the Python package attaches hooks on top (error
+// wording, row widths compiled at run time, PTX per device).
+//
+//===----------------------------------------------------------------------===//
+
+#include "gpu_program.h"
+#include "torch_ops.h"
+
+#include "segrt/CpuLevel.h"
+#include "segrt/Host.h"
+#include "segrt/OpLibrary.h"
+
+#include <torch/library.h>
+
+#include <nlohmann/json.hpp>
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+
+namespace segops_torch {
+namespace {
+
+/// The directory holding this shared library (and the op library).
+std::string libraryDirectory() {
+  Dl_info info;
+  if (!dladdr(reinterpret_cast<void *>(&libraryDirectory), &info) ||
+      !info.dli_fname)
+    throw std::runtime_error("segops: cannot locate libsegops_ops.so");
+  std::string path = info.dli_fname;
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+nlohmann::json readManifest(const std::string &directory) {
+  std::string path = directory + "/manifest.json";
+  std::ifstream file(path);
+  if (!file)
+    throw std::runtime_error("segops: the op library's manifest " + path +
+                             " is missing; build segops (make build)");
+  nlohmann::json manifest = nlohmann::json::parse(file);
+  if (manifest.value("format", "") != segrt::kManifestFormat ||
+      manifest.value("version", 0) != segrt::kManifestVersion)
+    throw std::runtime_error(path + " is not a version " +
+                             std::to_string(segrt::kManifestVersion) +
+                             " segops op library manifest; rebuild segops");
+  return manifest;
+}
+
+/// The host build this process runs: the one SEGOPS_HOST_CPU names, else
+/// the first (best) one this CPU supports (as segops._library.host_build).
+std::string hostLibraryPath(const nlohmann::json &manifest,
+                            const std::string &directory) {
+  const char *wanted = std::getenv("SEGOPS_HOST_CPU");
+  std::string cpu = wanted ? wanted : "";
+  for (const nlohmann::json &build : manifest.at("host")) {
+    std::string level = build.at("cpu").get<std::string>();
+    if ((cpu.empty() || level == cpu) && segrt::cpuSupports(level))
+      return directory + "/" + build.at("library").get<std::string>();
+  }
+  throw std::runtime_error(
+      cpu.empty() ? "segops: this CPU runs none of the op library's host builds"
+                  : "segops: SEGOPS_HOST_CPU=" + cpu +
+                        " names no host build this CPU runs");
+}
+
+/// PTX that every supported device runs: the oldest architecture's (the
+/// driver compiles it for newer ones). The Python package sets a source
+/// that picks the newest a device supports.
+std::string portablePtx(const nlohmann::json &manifest,
+                        const std::string &directory) {
+  std::string oldest;
+  int oldestArchitecture = 0;
+  for (const auto &[chip, file] : manifest.at("ptx").items()) {
+    int architecture = std::stoi(chip.substr(chip.find('_') + 1));
+    if (oldest.empty() || architecture < oldestArchitecture)
+      oldest = file.get<std::string>(), oldestArchitecture = architecture;
+  }
+  std::ifstream file(directory + "/" + oldest);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+/// A kernel's name split into the operator level it serves
+/// (segmented_sum_grad) and its variant key (f32_w3).
+struct KernelName {
+  std::string op;
+  std::string key;
+  int level = 0;
+};
+
+std::optional<KernelName> splitKernelName(const std::string &name) {
+  static const std::regex pattern("(.+)_(f32|f64)_w([0-9]+)((?:_grad)*)");
+  std::smatch match;
+  if (!std::regex_match(name, match, pattern))
+    return std::nullopt;
+  std::string suffix = segrt::kGradientSuffix;
+  return KernelName{match[1], match[2].str() + "_w" + match[3].str(),
+                    static_cast<int>(match[4].length() / suffix.size())};
+}
+
+std::string levelName(const std::string &op, int level) {
+  std::string name = op;
+  for (int i = 0; i < level; ++i)
+    name += segrt::kGradientSuffix;
+  return name;
+}
+
+/// `segops::<level>(Tensor arg0, ..., Tensor grad<i>, ..., Tensor idx,
+/// SymInt num_segments)`: the op's `numArguments` float arguments, then the
+/// cotangents each derivative level adds, named by their position.
+std::string schemaOf(const std::string &name, const Variant &variant,
+                     size_t numArguments) {
+  std::string schema = name + "(";
+  size_t floats = 0, outputs = 0;
+  for (const Buffer &buffer : variant.buffers) {
+    if (buffer.isOutput)
+      ++outputs;
+    else if (!buffer.isIndex) {
+      schema += (floats < numArguments ? "Tensor arg" : "Tensor grad") +
+                std::to_string(floats) + ", ";
+      ++floats;
+    }
+  }
+  schema += "Tensor idx, SymInt num_segments) -> ";
+  if (outputs == 1)
+    return schema + "Tensor";
+  schema += "(";
+  for (size_t k = 0; k < outputs; ++k)
+    schema += k ? ", Tensor" : "Tensor";
+  return schema + ")";
+}
+
+// Never destroyed: the dispatcher may call the kernels until exit.
+segrt::HostLibrary *hostLibrary = nullptr;
+auto *levelsByName =
+    new std::map<std::string, std::shared_ptr<OperatorLevel>>();
+
+void defineLibraryOps(torch::Library &library) {
+  runWorkersOnIntraOpPool();
+  std::string directory = libraryDirectory();
+  nlohmann::json manifest = readManifest(directory);
+  hostLibrary = new segrt::HostLibrary(hostLibraryPath(manifest, directory));
+  libraryGpuModules()->setPtxSource(
+      [ptx = portablePtx(manifest, directory)](int) { return ptx; });
+  auto resolve = [](const std::string &symbol) {
+    return hostLibrary->lookup(symbol);
+  };
+
+  // Every kernel, by operator, level and variant key.
+  struct Level {
+    std::map<std::string, Variant> variants;
+  };
+  std::map<std::string, std::map<int, Level>> ops;
+  for (const nlohmann::json &entry : manifest.at("kernels")) {
+    std::optional<KernelName> name =
+        splitKernelName(entry.at("name").get<std::string>());
+    if (!name)
+      continue;
+    ops[name->op][name->level].variants.emplace(
+        name->key, parseKernelEntry(entry, resolve));
+  }
+
+  for (auto &[op, levels] : ops) {
+    size_t numArguments =
+        levels.begin()->second.variants.begin()->second.savedForBackward.size();
+    for (auto &[number, level] : levels)
+      library.def(schemaOf(levelName(op, number),
+                           level.variants.begin()->second, numArguments)
+                      .c_str());
+    // Each level saves what the next level's kernel reads.
+    for (auto &[number, level] : levels) {
+      auto next = levels.find(number + 1);
+      if (next == levels.end())
+        continue;
+      for (auto &[key, variant] : level.variants) {
+        auto reader = next->second.variants.find(key);
+        if (reader == next->second.variants.end())
+          continue;
+        size_t argument = 0;
+        for (const Buffer &buffer : reader->second.buffers)
+          if (!buffer.isOutput && !buffer.isIndex &&
+              argument < variant.savedForBackward.size())
+            variant.savedForBackward[argument++] = buffer.isRead;
+      }
+    }
+    // The last level first: each level's autograd calls the next one.
+    for (auto it = levels.rbegin(); it != levels.rend(); ++it) {
+      auto &[number, level] = *it;
+      const Variant &any = level.variants.begin()->second;
+      size_t numFloats = any.savedForBackward.size();
+      size_t numOutputs = std::count_if(
+          any.buffers.begin(), any.buffers.end(),
+          [](const Buffer &buffer) { return buffer.isOutput; });
+      std::string name = levelName(op, number);
+      std::string backward =
+          levels.count(number + 1) ? levelName(op, number + 1) : "";
+      std::shared_ptr<OperatorLevel> registered = makeOperatorLevel(
+          name, numFloats, numOutputs, std::move(level.variants), backward);
+      registerLevelKernels(registered, /*withMetaKernel=*/true);
+      levelsByName->emplace(name, std::move(registered));
+    }
+  }
+}
+
+// Why the library defined no operators ("": it did).
+auto *loadError = new std::string();
+
+} // namespace
+
+const std::string &libraryLoadError() { return *loadError; }
+
+std::shared_ptr<OperatorLevel> libraryLevel(const std::string &name) {
+  auto it = levelsByName->find(name);
+  return it == levelsByName->end() ? nullptr : it->second;
+}
+
+const std::map<std::string, std::shared_ptr<OperatorLevel>> &libraryLevels() {
+  return *levelsByName;
+}
+
+} // namespace segops_torch
+
+// An exception must not leave a library's static initialization (the
+// process would terminate): the error is kept for load_error() and said
+// once, and no operator is defined.
+TORCH_LIBRARY(segops, library) {
+  try {
+    segops_torch::defineLibraryOps(library);
+  } catch (const std::exception &error) {
+    *segops_torch::loadError = error.what();
+    TORCH_WARN("segops: the operator library defines no operators: ",
+               error.what());
+  }
+}

@@ -1,0 +1,24 @@
+//===- OpLibrary.h - facts about the op library every reader shares -*- C++ -*-===//
+//
+// The op library's manifest format and version (lib/Target/Manifest.cpp
+// writes it), and how its derivative levels are named. No MLIR dependency:
+// the operator library reads these without the compiler.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SEGRT_OPLIBRARY_H
+#define SEGRT_OPLIBRARY_H
+
+namespace segrt {
+
+/// The manifest's `format` and `version` fields.
+inline constexpr const char *kManifestFormat = "segops-op-library";
+inline constexpr int kManifestVersion = 8;
+
+/// What seg-derive appends to a function's name per derivative level:
+/// segmented_sum_f32_w3_grad_grad is level 2 of segmented_sum_f32_w3.
+inline constexpr const char *kGradientSuffix = "_grad";
+
+} // namespace segrt
+
+#endif // SEGRT_OPLIBRARY_H
