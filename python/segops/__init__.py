@@ -66,6 +66,8 @@ def library_info() -> dict[str, Any]:
     build = _library.host_build()
     return {
         "native_dir": str(_library.NATIVE_DIR),
+        # Loadable with torch.ops.load_library without importing segops.
+        "operator_library": str(_library.NATIVE_DIR / "libsegops_ops.so"),
         "kernels": sorted(_library.kernels()),
         "ptx": dict(data["ptx"]),
         "host_builds": [build["cpu"] for build in data["host"]],

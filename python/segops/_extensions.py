@@ -2,8 +2,9 @@
 
 - ``_segrt``: the runtime (host and GPU launchers, index checks), in every
   install;
-- ``_torchops``: the operators' C++ kernels (CPU, CUDA where PyTorch has
-  it, autograd), where they are built;
+- ``_torchops``: the Python side of the operator library
+  (``libsegops_ops.so``, which defines the operators in C++), where they are
+  built;
 - ``_segc``: the compiler, in builds with LLVM/MLIR (not the runtime wheel).
 
 Each loads on first use, so importing segops costs nothing until an op runs.
@@ -17,6 +18,10 @@ from pathlib import Path
 from typing import Any
 
 NATIVE_DIR = Path(__file__).resolve().parent / "_native"
+# The operator library: every library op defined in C++ (schemas, CPU, CUDA,
+# autograd and Meta kernels), loadable without this package
+# (torch.ops.load_library) or linked into a C++ program; _torchops loads it.
+OPERATOR_LIBRARY = NATIVE_DIR / "libsegops_ops.so"
 
 
 class LibraryNotBuiltError(ImportError):

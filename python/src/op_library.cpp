@@ -210,6 +210,7 @@ void defineLibraryOps(torch::Library &library) {
           levels.count(number + 1) ? levelName(op, number + 1) : "";
       std::shared_ptr<OperatorLevel> registered = makeOperatorLevel(
           name, numFloats, numOutputs, std::move(level.variants), backward);
+      registered->derivativeOrder = number;
       registerLevelKernels(registered, /*withMetaKernel=*/true);
       levelsByName->emplace(name, std::move(registered));
     }

@@ -692,6 +692,11 @@ public:
     at::Tensor idx = args[numFloats].toTensor();
     c10::SymInt numSegments = args[numFloats + 1].toSymInt();
     torch::jit::drop(stack, numFloats + 2);
+    // The forward's arguments as the package checks them (its public ops'
+    // errors, under tracing too); the generic checks where it is absent.
+    if (level->derivativeOrder == 0)
+      if (OperatorLevel::Validator validate = level->validator())
+        validate(floats, idx, numSegments);
     if (std::string problem = argumentProblem(floats, idx); !problem.empty())
       TORCH_CHECK_VALUE(false, "segops::", level->name, ": ", problem);
     for (const OutputShape &output : level->outputShapes) {

@@ -127,17 +127,19 @@ struct OperatorLevel {
   size_t numOutputs = 0;
   std::map<std::string, Variant> variants; // by "f32_w3"
   std::string backward;                    // the next level; "" for the last
+  int derivativeOrder = 0;                 // 0: the op itself
   std::optional<c10::OperatorHandle> backwardOp; // resolved at registration
   /// Per output, where its shape comes from (the Meta kernel's shapes).
   std::vector<OutputShape> outputShapes;
 
   /// Hooks a Python caller attaches (set_level_hooks), read under the lock.
   /// validator(floats, idx, numSegments) raises the error the user sees for
-  /// arguments the kernel rejects (else the generic message stands);
+  /// arguments the kernel rejects (else the generic message stands); the
+  /// forward's Meta kernel calls it too, on data-less tensors;
   /// variantProvider(key) makes a variant the op library does not ship (a
   /// row width compiled at run time), or nullopt.
   using Validator = std::function<void(at::TensorList, const at::Tensor &,
-                                       int64_t)>;
+                                       const c10::SymInt &)>;
   using VariantProvider =
       std::function<std::optional<Variant>(const std::string &key)>;
   void setHooks(Validator validator, VariantProvider provider);

@@ -14,6 +14,7 @@
 #include "segrt/IndexCheck.h"
 
 #include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
@@ -44,14 +45,14 @@ GpuModules::PtxSource pythonPtxSource(py::object source) {
 OperatorLevel::Validator segops_torch::pythonValidator(py::object validator) {
   py::handle kept = keptForever(std::move(validator));
   return [kept](at::TensorList floats, const at::Tensor &idx,
-                int64_t numSegments) {
+                const c10::SymInt &numSegments) {
     py::gil_scoped_acquire gil;
     py::tuple args(floats.size() + 2);
     for (size_t i = 0; i < floats.size(); ++i)
       args[i] = py::reinterpret_steal<py::object>(THPVariable_Wrap(floats[i]));
     args[floats.size()] =
         py::reinterpret_steal<py::object>(THPVariable_Wrap(idx));
-    args[floats.size() + 1] = py::int_(numSegments);
+    args[floats.size() + 1] = py::cast(numSegments);
     kept(*args);
   };
 }
