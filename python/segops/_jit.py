@@ -421,9 +421,11 @@ def _register_native(program_name: str) -> None:
                                  prog.idx_position, _validator(prog, level))
 
 
+# segops::jit_call is defined by the operator library, with its CPU, CUDA and
+# autograd kernels; its outputs' shapes are the program's, known here.
 _lib = torch.library.Library("segops", "FRAGMENT")
-_lib.define("jit_call(str program, Tensor[] args, SymInt num_segments) -> Tensor[]")
-torch.library.register_fake("segops::jit_call", _fake_jit_call, lib=_lib)
+if _ops.native_kernels() is not None:
+    torch.library.register_fake("segops::jit_call", _fake_jit_call, lib=_lib)
 # The CPU, CUDA and autograd kernels are C++, the library ops' (a warm call
 # is a dispatch and a launch); they ask _register_native for a level the
 # first time it runs.
@@ -437,7 +439,7 @@ _ops.register_missing_kernels(_lib, "jit_call")
 # The decorator.
 # --------------------------------------------------------------------------
 
-_JIT_CALL = torch.ops.segops.jit_call.default
+_JIT_CALL = _ops.jit_call_op()
 _is_compiling = torch.compiler.is_compiling
 
 

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch._inductor.custom_graph_pass import CustomGraphPass, get_hash_for_files
 
-from segops import _compiler, _extensions, _jit
+from segops import _compiler, _extensions, _jit, ops
 from segops._fusion_cluster import (
     Cluster,
     ClusterFinder,
@@ -46,7 +46,7 @@ __all__ = ["enable", "disable", "options", "reports", "clear_reports", "FusionRe
 
 log = logging.getLogger("segops.fusion")
 
-_JIT_CALL = torch.ops.segops.jit_call.default
+_JIT_CALL = ops.jit_call_op()
 # Clusters with fewer ops than this stay as they are (one library op is
 # already one kernel).
 _MIN_OPS = 2

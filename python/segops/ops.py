@@ -138,6 +138,14 @@ class MissingKernelsError(RuntimeError):
     """This build has no C++ kernels for the device (the only kernels)."""
 
 
+def jit_call_op() -> Callable[..., Any]:
+    """segops::jit_call (the operator library defines it), or where the
+    library is missing a stand-in that raises MissingKernelsError."""
+    if _native is None:
+        return missing_kernels("segops::jit_call", "CPU")
+    return torch.ops.segops.jit_call.default
+
+
 def register_missing_kernels(library: torch.library.Library, name: str) -> None:
     """Registers, for operator `name`, a kernel that raises
     MissingKernelsError on each device the C++ kernels do not serve (where

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "gpu_program.h"
+#include "jit_call.h"
 #include "torch_ops.h"
 
 #include "segrt/CpuLevel.h"
@@ -159,6 +160,7 @@ void defineLibraryOps(torch::Library &library) {
   auto resolve = [](const std::string &symbol) {
     return hostLibrary->lookup(symbol);
   };
+  defineJitCall(library);
 
   // Every kernel, by operator, level and variant key.
   struct Level {

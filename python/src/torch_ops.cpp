@@ -14,6 +14,8 @@
 
 #include "torch_ops.h"
 
+#include "autograd.h"
+
 #include "gpu_program.h"
 #include "scatter_sum.h"
 #include "segrt/BufferCache.h"
@@ -23,7 +25,6 @@
 #include <ATen/Parallel.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/autograd/function.h>
-#include <torch/csrc/autograd/functions/utils.h>
 #include <torch/library.h>
 
 #include <nlohmann/json.hpp>
@@ -38,9 +39,6 @@
 #include <sstream>
 #include <type_traits>
 
-using torch::autograd::Node;
-using torch::autograd::SavedVariable;
-using torch::autograd::variable_list;
 
 namespace segops_torch {
 
@@ -555,44 +553,9 @@ private:
   std::shared_ptr<const OperatorLevel> level;
 };
 
-/// The backward of one operator level: calls the next level's operator
-/// (through the dispatcher, so that it is differentiable in turn).
-struct SegmentOpBackward final : Node {
-  std::string levelName;
-  c10::OperatorHandle next;
-  std::vector<SavedVariable> floats;
-  SavedVariable idx;
-  c10::SymInt numSegments;
-
-  SegmentOpBackward(std::string levelName, c10::OperatorHandle next)
-      : levelName(std::move(levelName)), next(std::move(next)) {}
-
-  variable_list apply(variable_list &&grads) override {
-    torch::jit::Stack stack;
-    for (const SavedVariable &saved : floats)
-      stack.emplace_back(saved.unpack());
-    for (size_t i = 0; i < grads.size(); ++i)
-      stack.emplace_back(grads[i].defined() ? grads[i]
-                                            : input_metadata(i).zeros_like());
-    stack.emplace_back(idx.unpack());
-    stack.emplace_back(numSegments);
-    next.callBoxed(stack);
-    variable_list result;
-    for (c10::IValue &value : stack)
-      result.push_back(value.toTensor());
-    return result;
-  }
-
-  void release_variables() override {
-    floats.clear();
-    idx.reset_data();
-  }
-
-  std::string name() const override { return levelName + "Backward"; }
-};
-
-
-/// The autograd kernel of one operator level (all but the last).
+/// The autograd kernel of one operator level (all but the last): its
+/// arguments as the one autograd implementation reads them (the floats,
+/// then idx and S), and the next level as its operator.
 class AutogradKernel final : public c10::OperatorKernel {
 public:
   explicit AutogradKernel(std::shared_ptr<const OperatorLevel> level)
@@ -602,78 +565,36 @@ public:
                   torch::jit::Stack *stack) {
     size_t numFloats = level->numFloats;
     auto args = torch::jit::last(stack, numFloats + 2);
-    c10::SmallVector<at::Tensor, 4> floats;
-    bool requiresGrad = false;
-    for (size_t i = 0; i < numFloats; ++i) {
-      floats.push_back(args[i].toTensor());
-      requiresGrad |= floats.back().requires_grad();
-    }
-    at::Tensor idx = args[numFloats].toTensor();
-    c10::SymInt numSegments = args[numFloats + 1].toSymInt();
-    requiresGrad &= at::GradMode::is_enabled();
-    if (requiresGrad) {
-      // The backward reads the int32 index the forward's kernel reads: narrow
-      // it once here, for the forward and every backward level, instead of
-      // once per level.
-      if (at::Tensor narrowed = narrowedForBackward(idx, numSegments);
-          narrowed.defined()) {
-        idx = narrowed;
-        (*stack)[stack->size() - 2] = std::move(narrowed);
-      }
-    }
-    {
-      at::AutoDispatchBelowADInplaceOrView guard;
-      op.redispatchBoxed(keys & c10::after_ADInplaceOrView_keyset, stack);
-    }
-    if (!requiresGrad)
-      return;
-
-    auto node =
-        makeNode<SegmentOpBackward>(level->backward, *level->backwardOp);
-    auto *backward = static_cast<SegmentOpBackward *>(node.get());
-    const Variant *variant = findVariant(*level, variantKey(floats[0]));
-    for (size_t i = 0; i < numFloats; ++i) {
-      bool saved = !variant || variant->savedForBackward[i];
-      // An input the backward never reads is saved as an empty tensor of
-      // the same dtype and row shape (the kernel needs no data from it).
-      // Symbolic sizes: a fake tensor's row count must not be specialized.
-      at::Tensor kept = saved ? floats[i] : [&] {
-        c10::SymDimVector shape(floats[i].sym_sizes().begin(),
-                                floats[i].sym_sizes().end());
-        shape[0] = 0;
-        return floats[i].new_empty_symint(shape);
-      }();
-      backward->floats.emplace_back(kept, /*is_output=*/false);
-    }
-    backward->idx = SavedVariable(idx, /*is_output=*/false);
-    backward->numSegments = numSegments;
-    node->set_next_edges(
-        torch::autograd::collect_next_edges(at::TensorList(floats)));
-    for (size_t i = stack->size() - level->numOutputs; i < stack->size(); ++i)
-      torch::autograd::set_history((*stack)[i].toTensor(), node);
+    LevelCall call;
+    for (size_t i = 0; i <= numFloats; ++i)
+      call.tensors.push_back(args[i].toTensor());
+    call.idxPosition = numFloats;
+    call.numSegments = args[numFloats + 1].toSymInt();
+    call.level = level.get();
+    call.replaceIndex = [](torch::jit::Stack &stack, at::Tensor idx) {
+      stack[stack.size() - 2] = std::move(idx);
+    };
+    call.callNext = [next = *level->backwardOp](
+                        std::vector<at::Tensor> tensors, size_t idxPosition,
+                        const c10::SymInt &numSegments) {
+      torch::jit::Stack stack;
+      for (size_t i = 0; i < tensors.size(); ++i)
+        if (i != idxPosition)
+          stack.emplace_back(tensors[i]);
+      stack.emplace_back(tensors[idxPosition]);
+      stack.emplace_back(numSegments);
+      next.callBoxed(stack);
+      std::vector<at::Tensor> outputs;
+      for (c10::IValue &value : stack)
+        outputs.push_back(value.toTensor());
+      return outputs;
+    };
+    differentiate(op, keys, stack, std::move(call));
   }
 
 private:
-  /// `idx` narrowed to int32 and checked, if it is an int64 index of plain
-  /// CPU tensors (not fake, functional or batched ones, whose data cannot be
-  /// read here) that passes the level's check; else an undefined tensor,
-  /// and the forward's kernel narrows idx (or reports what is wrong with it)
-  /// as without autograd.
-  at::Tensor narrowedForBackward(const at::Tensor &idx,
-                                 const c10::SymInt &numSegments) const {
-    std::optional<int64_t> segments = numSegments.maybe_as_int();
-    c10::DispatchKeySet dataKeys =
-        idx.key_set() - c10::autograd_dispatch_keyset_with_ADInplaceOrView -
-        c10::autocast_dispatch_keyset;
-    if (!segments || idx.scalar_type() != at::kLong || idx.dim() != 1 ||
-        dataKeys != c10::DispatchKeySet(c10::DispatchKey::CPU))
-      return {};
-    return narrowedIndex(idx, *segments, at::get_num_threads());
-  }
-
   std::shared_ptr<const OperatorLevel> level;
 };
-
 
 /// The Meta (fake) kernel of one operator level: its outputs' shapes, in
 /// the symbolic N and S of a trace, without reading any data.

@@ -154,6 +154,10 @@ struct OperatorLevel {
 };
 
 
+/// The variant key ("f32_w3") of a level whose first float argument is
+/// `first`.
+std::string variantKey(const at::Tensor &first);
+
 /// The variant of `level` for `key` ("f32_w64"): a shipped one, or one made
 /// by the level's provider (once); null if there is none.
 const Variant *findVariant(const OperatorLevel &level, const std::string &key);

@@ -1,0 +1,53 @@
+//===- autograd.h - the one autograd implementation of segops' operators -*- C++ -*-===//
+//
+// Every differentiable segops operator (a library op's level, a jit_call
+// program's level) is differentiated the same way: its backward is the next
+// level, called on the float arguments it reads, the output cotangents, idx
+// and S. Only where the arguments sit on the dispatcher's stack differs, and
+// that is the one thing an operator kind says (LevelCall).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SEGOPS_PYTHON_AUTOGRAD_H
+#define SEGOPS_PYTHON_AUTOGRAD_H
+
+#include "torch_ops.h"
+
+#include <torch/csrc/autograd/function.h>
+
+#include <functional>
+#include <vector>
+
+namespace segops_torch {
+
+/// One call of a differentiable level, read from the dispatcher's stack by
+/// its operator kind.
+struct LevelCall {
+  /// Every tensor argument in order, idx at `idxPosition`; integer ones
+  /// other than idx (second indices) get no gradient.
+  std::vector<at::Tensor> tensors;
+  size_t idxPosition = 0;
+  c10::SymInt numSegments;
+  /// The level (which float arguments its backward reads), or null: all.
+  const OperatorLevel *level = nullptr;
+  /// Puts a replacement for idx on the stack (the int32 index narrowed once
+  /// for the forward and every backward level).
+  std::function<void(torch::jit::Stack &, at::Tensor)> replaceIndex;
+  /// Calls the next level on `tensors` (the saved arguments, idx at
+  /// `idxPosition`, then the cotangents) and returns its outputs: the
+  /// gradients of the float arguments, in order.
+  std::function<std::vector<at::Tensor>(std::vector<at::Tensor> tensors,
+                                        size_t idxPosition,
+                                        const c10::SymInt &numSegments)>
+      callNext;
+};
+
+/// The autograd kernel's work for `call` on `stack`: runs the level below
+/// autograd and, where a float argument requires a gradient, records the
+/// backward node on its outputs (every tensor it returned).
+void differentiate(const c10::OperatorHandle &op, c10::DispatchKeySet keys,
+                   torch::jit::Stack *stack, LevelCall call);
+
+} // namespace segops_torch
+
+#endif // SEGOPS_PYTHON_AUTOGRAD_H
