@@ -93,7 +93,7 @@ DEVICE_BUNDLE ?= $(BUILD_DIR)/device-bundle
 
 device-bundle: develop
 	rm -rf $(DEVICE_BUNDLE)
-	$(PYTHON) -m segops._bundle record $(DEVICE_BUNDLE) test/python/test_jit_devices.py
+	$(PYTHON) scripts/record_bundle.py record $(DEVICE_BUNDLE) test/python/test_jit_devices.py
 
 # ASan + UBSan with assertions over the compiler, the runtime and the
 # extensions, in $(SANITIZE_DIR): lit, the fuzzer, and the pytest files of

@@ -6,9 +6,16 @@ which reports any out-of-bounds access."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import torch
 
-from segops import _launch, _library
+from segops import _library
+
+# The kernel-launching harness the tests use.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test" / "python"))
+import harness  # noqa: E402
 
 
 def main() -> None:
@@ -35,7 +42,7 @@ def main() -> None:
                     shape, device="cuda", dtype=_library.TORCH_DTYPES[buffer["dtype"]]
                 )
                 (outputs if buffer["role"] == "output" else inputs).append(tensor)
-            _launch.run(entry["name"], inputs, outputs, rows, count)
+            harness.run(entry["name"], inputs, outputs, rows, count)
     torch.cuda.synchronize()
     print(f"oob_check: ran {len(entries)} kernels x 4 layouts on garbage indices")
 

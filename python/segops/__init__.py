@@ -18,6 +18,7 @@ from segops import _library as _build
 
 _build.check_build()  # before any extension loads: a clear error on a PyTorch mismatch
 
+from segops import _wide  # noqa: F401  (installs kernels for widths the library lacks)
 from segops._jit import JitError, jit
 from segops._output_cache import empty_output_cache, output_cache_info, set_output_cache_limit
 from segops._validation import DTypeError, set_debug_checks
@@ -60,18 +61,16 @@ __version__ = "0.1.0"
 
 def library_info() -> dict[str, Any]:
     """Where the op library lives and what it holds (kernels, PTX targets)."""
-    from segops import _library
-
-    data = _library.manifest()
-    build = _library.host_build()
+    data = _build.manifest()
+    build = _build.host_build()
     return {
-        "native_dir": str(_library.NATIVE_DIR),
+        "native_dir": str(_build.NATIVE_DIR),
         # Loadable with torch.ops.load_library without importing segops.
-        "operator_library": str(_library.NATIVE_DIR / "libsegops_ops.so"),
-        "kernels": sorted(_library.kernels()),
+        "operator_library": str(_build.NATIVE_DIR / "libsegops_ops.so"),
+        "kernels": sorted(_build.kernels()),
         "ptx": dict(data["ptx"]),
         "host_builds": [build["cpu"] for build in data["host"]],
         "host_cpu": build["cpu"],
         "host_library": build["library"],
-        "compiler": _library.has_compiler(),
+        "compiler": _build.has_compiler(),
     }

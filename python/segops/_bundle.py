@@ -5,8 +5,8 @@ bundle holds the in-process compiler's (_segc) answers to the calls a set of
 programs needs: recorded here, where the compiler is, and replayed there.
 
 * ``SEGOPS_RECORD_BUNDLE=dir``: the compiler records each answer of the
-  calls below into ``dir`` as it gives it. ``python -m segops._bundle record
-  dir [pytest arguments]`` runs tests so, then compiles PTX for every level
+  calls below into ``dir`` as it gives it. ``python scripts/record_bundle.py
+  record dir [pytest arguments]`` runs tests so, then compiles PTX for every level
   of every program they ran (for the chips in ``SEGOPS_BUNDLE_CHIPS``,
   default sm_90), so that a CUDA run of the same tests finds it.
 * ``SEGOPS_COMPILER_BUNDLE=dir``: the compiler is the bundle. The recorded
@@ -25,8 +25,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -133,47 +131,3 @@ def compiler(real: Any | None, bundle: str, record: str) -> Any | None:
     if record and real is not None:
         return RecordingCompiler(real, Path(record))
     return real
-
-
-def record_gpu_code(chips: Sequence[str]) -> int:
-    """Asks the compiler (and so records, or checks a bundle) for the
-    manifest entry and the PTX for `chips` of every level of every program
-    this process ran; returns how many (program, level)s. (A level's manifest
-    may have come with its host code, which a bundle does not hold.)"""
-    from segops import _jit, _wide
-
-    count = 0
-    for program in [*_jit.programs(), *_wide.programs()]:
-        for level in sorted(program.levels_used()):
-            program.compile_entry(level)
-            for chip in chips:
-                program.ptx_for_chip(level, chip)
-            count += 1
-    return count
-
-
-def _main(argv: list[str]) -> int:
-    if len(argv) < 2 or argv[0] != "record":
-        print("usage: python -m segops._bundle record DIR [pytest arguments]", file=sys.stderr)
-        return 2
-    directory = Path(argv[1]).resolve()
-    os.environ["SEGOPS_RECORD_BUNDLE"] = str(directory)
-    # A fresh disk cache: every compilation reaches the compiler, and so
-    # the bundle.
-    os.environ["SEGOPS_CACHE_DIR"] = tempfile.mkdtemp(prefix="segops-bundle-cache-")
-    import pytest
-
-    status = pytest.main(["-q", "-p", "no:cacheprovider", *argv[2:]])
-    if status != 0:
-        return int(status)
-    chips = os.environ.get("SEGOPS_BUNDLE_CHIPS", "sm_90").split(",")
-    count = record_gpu_code(chips)
-    files = list(directory.glob("*.json"))
-    size = sum(f.stat().st_size for f in files)
-    print(f"segops bundle {directory}: {count} program levels, PTX for {', '.join(chips)}; "
-          f"{len(files)} files, {size / 2**20:.1f} MiB")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))

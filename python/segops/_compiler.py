@@ -1,13 +1,12 @@
 """Compiling seg modules at run time: the in-process compiler (_segc) for
-PTX and host code, its disk cache, and CompiledModule, which runs a module's
-host kernels (what the tests use to execute derived gradient programs).
-`seg_opt` runs the build's seg-opt tool (tests only).
+PTX and host code, and its disk cache. `seg_opt` runs the build's seg-opt
+tool (tests only). The harness that runs one compiled module's host kernels
+(CompiledModule) is in test/python/harness.py.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import subprocess
 import threading
@@ -15,9 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from segops import _extensions, _library
+from segops import _extensions
 
 _REPO = Path(__file__).resolve().parents[2]
 
@@ -166,43 +163,3 @@ def compile_ptx(source: str, order: int = 0, chip: str = "sm_90",
     with _ptx_cache_lock:
         _ptx_cache[path] = ptx
     return ptx
-
-
-
-
-class CompiledModule:
-    """The host kernels of one compiled module, with their manifest: compiled
-    in this process (`_segc.compile_host_object`, for this CPU) and loaded
-    with ORC's LLJIT, as segops.jit does; no seg-compile or C compiler."""
-
-    def __init__(self, source: str) -> None:
-        compiler = _segc()
-        manifest, obj = compiler.compile_host_object(source, 0, "", interleave=4)
-        self.manifest = json.loads(manifest)
-        self.kernels = {entry["name"]: entry for entry in self.manifest["kernels"]}
-        symbols = []
-        for entry in self.kernels.values():
-            host = entry["host"]
-            symbols.append(host["symbol"])
-            if host.get("split"):
-                symbols += [host["split"]["rows_symbol"], host["split"]["finish_symbol"]]
-        self._addresses = compiler.load_host_object(obj, symbols)
-
-    def run(self, name: str, inputs: Sequence[torch.Tensor], num_rows: int,
-            num_segments: int) -> list[torch.Tensor]:
-        """Runs kernel `name` on CPU tensors (in argument order, idx included)
-        and returns its outputs, allocated from the manifest's shapes."""
-        entry = self.kernels[name]
-        outputs = [torch.empty(_library.buffer_shape(buffer["shape"], num_rows, num_segments),
-                               dtype=_library.TORCH_DTYPES[buffer["dtype"]])
-                   for buffer in entry["buffers"] if buffer["role"] == "output"]
-        inputs = [t.contiguous() for t in inputs]  # kept alive across the call
-        pointers = [t.data_ptr() for t in inputs] + [t.data_ptr() for t in outputs]
-        info = _library.kernel_from_entry(entry)
-        split = ((self._addresses[info.split.rows_symbol],
-                  self._addresses[info.split.finish_symbol]) if info.split else None)
-        problem, row = _library.call_host_kernel_at(
-            info, self._addresses[name], split, pointers, num_rows, num_segments)
-        if problem:
-            raise ValueError(f"{name}: idx broke the kernel's contract ({problem}) at row {row}")
-        return outputs

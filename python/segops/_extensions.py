@@ -12,10 +12,13 @@ Each loads on first use, so importing segops costs nothing until an op runs.
 
 from __future__ import annotations
 
+import json
 import os
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+from segops import _bundle
 
 NATIVE_DIR = Path(__file__).resolve().parent / "_native"
 # The operator library: every library op defined in C++ (schemas, CPU, CUDA,
@@ -62,9 +65,7 @@ def segc() -> Any:
     except ImportError as error:
         if bundle:
             return _bundled(bundle, record, None)
-        from segops import _library  # what the install has (its build record)
-
-        if not _library.has_compiler():
+        if not has_compiler():
             raise RuntimeError(
                 "run-time compilation needs segops' compiler module (_segc), which is not "
                 "part of this install (the runtime wheel: the library ops only); install "
@@ -76,10 +77,17 @@ def segc() -> Any:
     return _bundled(bundle, record, _segc) if bundle or record else _segc
 
 
+def has_compiler() -> bool:
+    """Whether this install has the compiler (segops.jit), by its build
+    record: source builds do, the runtime wheel does not."""
+    try:
+        return bool(json.loads((NATIVE_DIR / "build_info.json").read_text())["compiler"])
+    except (OSError, ValueError, KeyError):
+        return True  # a build tree: _segc's import says if it is missing
+
+
 @cache
 def _bundled(bundle: str, record: str, real: Any | None) -> Any:
     """The compiler for these settings (made once each: a recording
     compiler keeps its directory)."""
-    from segops import _bundle
-
     return _bundle.compiler(real, bundle=bundle, record=record)

@@ -19,7 +19,7 @@ from typing import Any
 import sympy
 import torch
 
-from segops import _extensions
+from segops import _extensions, _jit
 from segops._fusion_index import IndexOp
 from segops._jit_trace import ROW, SEGMENT, TABLE, JitError, Translator, Value
 from segops._op_table import OPS, op_level
@@ -56,8 +56,6 @@ def jit_program_level(node: torch.fx.Node) -> tuple[Any, int] | None:
     function, or a cluster fused before) with a constant program name."""
     if node.op != "call_function" or node.target is not torch.ops.segops.jit_call.default:
         return None
-    from segops import _jit
-
     name = node.args[0]
     if not isinstance(name, str) or not isinstance(node.args[1], (list, tuple)):
         return None

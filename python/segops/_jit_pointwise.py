@@ -15,14 +15,27 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 
-if TYPE_CHECKING:
-    from segops._jit_trace import Translator, Value
+Value = Any  # a value of the kernel function being built (_jit_trace.Value)
+Operand = Any  # a Value, or a Python float
 
-Operand = Any  # a Value of the kernel function, or a Python float
+
+class Translator(Protocol):
+    """What the primitives are emitted through: _jit_trace's Translator,
+    which decomposes the ops it does not lower directly with this module."""
+
+    def as_float(self, value: Operand) -> Operand: ...
+
+    def elementwise(self, node: torch.fx.Node, op: str, operands: list[Operand]) -> Value: ...
+
+    def compare(self, node: torch.fx.Node, predicate: str, operands: list[Operand]) -> Value: ...
+
+    def select(self, node: torch.fx.Node, condition: Value, a: Operand, b: Operand) -> Value: ...
+
+    def constant_like(self, constant: float, like: Value) -> Value: ...
 
 
 class Emitter:

@@ -93,13 +93,7 @@ def check_build() -> None:
             f"(pip install . --no-build-isolation) against this PyTorch.")
 
 
-def has_compiler() -> bool:
-    """Whether this install has the compiler (segops.jit): source builds do,
-    the runtime wheel does not."""
-    try:
-        return bool(json.loads((NATIVE_DIR / "build_info.json").read_text())["compiler"])
-    except (OSError, ValueError, KeyError):
-        return True  # a build tree: _segc's import says if it is missing
+has_compiler = _extensions.has_compiler
 
 
 def native_module() -> Any:

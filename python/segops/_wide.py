@@ -6,7 +6,8 @@ that width (``SegmentOp.kernel_source``), compiled at run time on first use
 with its derivative levels, like a segops.jit program, and cached on disk:
 ``segops::segmented_sum`` on (N, 64) rows runs ``segmented_sum_f32_w64``.
 The C++ operator kernels ask for such a variant the first time they meet
-its key (``ops._variant_provider``).
+its key, through the provider this module installs in ``ops``
+(``ops.provide_run_time_widths``; segops/__init__ imports it).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from segops import _extensions, _jit
+from segops import _extensions, _jit, ops
 from segops._op_table import OPS
 
 _PROGRAMS: dict[tuple[str, str, int], _jit._Program] = {}
@@ -54,3 +55,6 @@ def native_variant(op: str, dtype: str, width: int, level: int) -> dict[str, Any
 def host_rows(op: str, dtype: str, width: int, level: int) -> bool:
     """Whether the level's host kernel maps rows (any idx order)."""
     return program(op, dtype, width).entry(level)["host"].get("range") == "rows"
+
+
+ops.provide_run_time_widths(ops.RunTimeWidths(native_variant, host_rows))

@@ -26,7 +26,17 @@ from typing import Any
 import torch
 from torch._inductor.custom_graph_pass import CustomGraphPass, get_hash_for_files
 
-from segops import _compiler, _extensions, _jit, ops
+from segops import (
+    _compiler,
+    _extensions,
+    _fusion_cluster,
+    _fusion_index,
+    _fusion_translate,
+    _jit,
+    _jit_pointwise,
+    _jit_trace,
+    ops,
+)
 from segops._fusion_cluster import (
     Cluster,
     ClusterFinder,
@@ -124,8 +134,6 @@ class Explanation:
     unsupported: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def note_graph(self, graph: torch.fx.Graph, clusters: list[Cluster]) -> None:
-        from segops._jit_trace import is_supported
-
         for cluster in clusters:
             if _compute_ops(cluster) < _MIN_OPS:
                 self.too_small.append(sorted(str(n.target) for n in cluster.nodes))
@@ -135,7 +143,7 @@ class Explanation:
                     or not node.all_input_nodes:  # a tensor made from sizes (zeros)
                 continue
             namespace = getattr(node.target, "namespace", "")
-            if namespace == "aten" and not is_supported(node):
+            if namespace == "aten" and not _jit_trace.is_supported(node):
                 name = str(node.target)
                 self.unsupported[name] = self.unsupported.get(name, 0) + 1
 
@@ -265,7 +273,6 @@ class SegmentFusionPass(CustomGraphPass):
 
 
 def _source_files() -> list[str]:
-    from segops import _fusion_cluster, _fusion_index, _fusion_translate, _jit_pointwise, _jit_trace
     return [m.__file__ for m in (_fusion_cluster, _fusion_index, _fusion_translate,
                                  _jit_pointwise, _jit_trace)] + [__file__]
 

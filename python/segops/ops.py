@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -71,9 +72,31 @@ def _needs_sorted_index(spec: SegmentOp, level: int, first: Tensor,
     kernel = _kernel_name(spec, level, first)
     if _is_shipped(kernel):
         return not _library.kernel(kernel).host_rows
-    from segops import _wide
+    if _run_time_widths is None:
+        return True  # no kernel at all: the op's own check reports it
+    return not _run_time_widths.host_rows(spec.name, _DTYPE_NAMES[first.dtype],
+                                          _row_width(first), level)
 
-    return not _wide.host_rows(spec.name, _DTYPE_NAMES[first.dtype], _row_width(first), level)
+
+@dataclass(frozen=True)
+class RunTimeWidths:
+    """Kernels for row widths the op library does not ship, compiled at run
+    time (segops._wide, which compiles through segops.jit, a layer above
+    this module, provides them): each takes (op, dtype, width, level)."""
+
+    # The C++ kernels' description of that level (see set_level_hooks).
+    native_variant: Callable[[str, str, int, int], dict[str, Any]]
+    # Whether that level's host kernel maps rows (any idx order).
+    host_rows: Callable[[str, str, int, int], bool]
+
+
+_run_time_widths: RunTimeWidths | None = None
+
+
+def provide_run_time_widths(widths: RunTimeWidths) -> None:
+    """Installs the provider of kernels for widths the library lacks."""
+    global _run_time_widths
+    _run_time_widths = widths
 
 
 # Kernels the operator library leaves out (CUDA where it was built without).
@@ -174,17 +197,16 @@ def missing_kernels(what: str, device: str) -> Callable[..., Any]:
 
 def _variant_provider(spec: SegmentOp, level: int) -> Callable[[str], dict | None] | None:
     """Makes the C++ kernels' variant for a row width the op library does
-    not ship ("f32_w64"), compiled at run time (segops._wide)."""
+    not ship ("f32_w64"), compiled at run time (provide_run_time_widths)."""
     if not spec.takes_any_width:
         return None
 
     def provide(key: str) -> dict | None:
         dtype, _, width = key.partition("_w")
-        if dtype not in _DTYPE_NAMES.values() or not width.isdigit() or int(width) < 1:
+        if (_run_time_widths is None or dtype not in _DTYPE_NAMES.values()
+                or not width.isdigit() or int(width) < 1):
             return None
-        from segops import _wide
-
-        return _wide.native_variant(spec.name, dtype, int(width), level)
+        return _run_time_widths.native_variant(spec.name, dtype, int(width), level)
     return provide
 
 

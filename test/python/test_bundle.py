@@ -63,8 +63,9 @@ def test_jit_programs_run_from_a_bundle_without_the_compiler(tmp_path: Path) -> 
     module at all, the same program has no host code and says so on CPU."""
     bundle, env = tmp_path / "bundle", dict(os.environ, SEGOPS_CACHE_DIR=str(tmp_path / "c1"))
     test = str(ROOT / "test" / "python" / "test_jit_devices.py")
-    subprocess.run([sys.executable, "-m", "segops._bundle", "record", str(bundle), test,
-                    "-k", "softmax"], check=True, env=env, capture_output=True)
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "record_bundle.py"), "record",
+                    str(bundle), test, "-k", "softmax"], check=True, env=env,
+                   capture_output=True)
     env.update(SEGOPS_COMPILER_BUNDLE=str(bundle), SEGOPS_CACHE_DIR=str(tmp_path / "c2"))
     replayed = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                                test, "-k", "softmax or bundle"], env=env, capture_output=True,

@@ -14,6 +14,8 @@ import pytest
 
 pytest.importorskip("segops._native._segc")
 
+import harness  # noqa: E402
+
 from segops import _compiler  # noqa: E402
 
 pytestmark = pytest.mark.compiler
@@ -218,7 +220,7 @@ def test_inline_derived_links_inlines_and_drops_the_callee(takes_forward: bool) 
     g = torch.tensor([6.0, 5.0, 4.0], dtype=torch.float64)
     m = torch.tensor([3.0, 0.0, -1.0], dtype=torch.float64)
     inputs = [x, idx, g] + ([m] if takes_forward else [])
-    (result,) = _compiler.CompiledModule(inlined).run("k", inputs, 5, 3)
+    (result,) = harness.CompiledModule(inlined).run("k", inputs, 5, 3)
     assert torch.equal(result, torch.tensor([0.0, 3.0, 3.0, 4.0, 0.0], dtype=torch.float64))
 
 

@@ -25,7 +25,7 @@ def test_bitwise_deterministic_on_skewed_layout() -> None:
 
 
 def test_garbage_index_never_writes_out_of_bounds() -> None:
-    from segops import _launch
+    import harness
 
     generator = torch.Generator(device="cuda").manual_seed(0)
     n = 100_000
@@ -34,10 +34,10 @@ def test_garbage_index_never_writes_out_of_bounds() -> None:
     idx[::7] = torch.randint(0, 50, (len(range(0, n, 7)),), device="cuda", dtype=torch.int32)
     x = torch.randn(n, 3, device="cuda")
     guard = torch.full((51, 3), 7.0, device="cuda")
-    _launch.run("segmented_sum_f32_w3", [x, idx], guard[:50], n, 50)
+    harness.run("segmented_sum_f32_w3", [x, idx], guard[:50], n, 50)
     y = torch.randn(50, 3, device="cuda")
     gathered = torch.full((n + 1, 3), 7.0, device="cuda")
-    _launch.run("segmented_gather_f32_w3", [y, idx], gathered[:n], n, 50)
+    harness.run("segmented_gather_f32_w3", [y, idx], gathered[:n], n, 50)
     torch.cuda.synchronize()
     assert torch.equal(guard[50], torch.full((3,), 7.0, device="cuda"))
     assert torch.equal(gathered[n], torch.full((3,), 7.0, device="cuda"))
@@ -48,12 +48,12 @@ def test_garbage_index_never_writes_out_of_bounds() -> None:
 
 
 def test_sorted_index_with_values_outside_the_segments() -> None:
-    from segops import _launch
+    import harness
 
     idx = torch.tensor([-3, -1, 0, 0, 1, 2, 2], dtype=torch.int32, device="cuda")
     x = torch.arange(1.0, 8.0, dtype=torch.float64, device="cuda")
     out = torch.full((2,), -1.0, dtype=torch.float64, device="cuda")
-    _launch.run("segmented_sum_f64_w1", [x, idx], out, 7, 2)
+    harness.run("segmented_sum_f64_w1", [x, idx], out, 7, 2)
     assert out.tolist() == [7.0, 5.0]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
+import harness
 import pytest
 import torch
 
@@ -120,11 +121,11 @@ def source(case: Case) -> str:
 
 
 @cache
-def compiled(case: Case) -> _compiler.CompiledModule:
+def compiled(case: Case) -> harness.CompiledModule:
     first = _compiler.seg_opt(source(case), "--seg-differentiate", "--canonicalize", "--cse")
     second = _compiler.seg_opt(first, f"--seg-differentiate=function={case.name}_grad",
                                "--canonicalize", "--cse")
-    return _compiler.CompiledModule(second)
+    return harness.CompiledModule(second)
 
 
 def call(case: Case, suffix: str, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -242,7 +243,7 @@ func.func @energy(%x: tensor<?x3xf64>, %m: tensor<?x3x3xf64>, %idx: tensor<?xi32
 def test_fused_composite_and_its_gradients_match_pytorch() -> None:
     """Several ops in one function: one fused kernel per function (2, 3 and 4
     passes over each segment's rows), matching autograd of the same formula."""
-    module = _compiler.CompiledModule(
+    module = harness.CompiledModule(
         _compiler.seg_opt(COMPOSITE, "--seg-derive=order=2"))
     assert [k["passes"] for k in module.manifest["kernels"]] == [2, 3, 4]
     generator = torch.Generator().manual_seed(11)

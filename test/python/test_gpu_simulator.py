@@ -15,12 +15,13 @@ import sys
 import textwrap
 from pathlib import Path
 
+import harness
 import pytest
 import torch
 from guard_pages import extent
 
 from segops import _gpusim as gpusim
-from segops import _launch, _library
+from segops import _library
 
 pytestmark = [pytest.mark.simulator,
               pytest.mark.skipif(not gpusim.LIBRARY_PATH.exists(),
@@ -54,8 +55,8 @@ LAYOUTS = {
 
 
 @pytest.fixture(scope="module")
-def simulator() -> gpusim.GpuSimulator:
-    return gpusim.simulator()
+def simulator() -> harness.GpuSimulator:
+    return harness.simulator()
 
 
 def _entry(name: str) -> dict:
@@ -88,12 +89,12 @@ def _tolerance(name: str) -> dict[str, float]:
 
 
 @pytest.mark.parametrize("name", KERNELS)
-def test_gpu_kernel_matches_host_kernel(simulator: gpusim.GpuSimulator, name: str) -> None:
+def test_gpu_kernel_matches_host_kernel(simulator: harness.GpuSimulator, name: str) -> None:
     for seed, (layout, counts) in enumerate(LAYOUTS.items()):
         inputs, simulated, n, s = _buffers(name, counts, seed)
         _, host, _, _ = _buffers(name, counts, seed)
         simulator.run(name, inputs, simulated, n, s)
-        _launch.run(name, inputs, host, n, s)
+        harness.run(name, inputs, host, n, s)
         for index, (got, want) in enumerate(zip(simulated, host)):
             torch.testing.assert_close(got, want, **_tolerance(name),
                                        msg=lambda m: f"{name}, {layout}, output {index}: {m}")
@@ -102,7 +103,7 @@ def test_gpu_kernel_matches_host_kernel(simulator: gpusim.GpuSimulator, name: st
 @pytest.mark.parametrize("name", ["segmented_sum_f32_w1", "segmented_sum_f64_w3",
                                   "segmented_rms_norm_f32_w3_grad",
                                   "segmented_dot_f64_w3_grad_grad"])
-def test_segment_of_more_tiles_than_one_step_adds(simulator: gpusim.GpuSimulator,
+def test_segment_of_more_tiles_than_one_step_adds(simulator: harness.GpuSimulator,
                                                   name: str) -> None:
     """A long segment's tile totals are added 128 tiles (32 lanes x 4) per
     step: a segment of 130 tiles takes two steps, the second partly masked
@@ -111,14 +112,14 @@ def test_segment_of_more_tiles_than_one_step_adds(simulator: gpusim.GpuSimulator
     inputs, simulated, n, s = _buffers(name, counts, 11)
     _, host, _, _ = _buffers(name, counts, 11)
     simulator.run(name, inputs, simulated, n, s)
-    _launch.run(name, inputs, host, n, s)
+    harness.run(name, inputs, host, n, s)
     for index, (got, want) in enumerate(zip(simulated, host)):
         torch.testing.assert_close(got, want, **_tolerance(name),
                                    msg=lambda m: f"{name}, output {index}: {m}")
 
 
 @pytest.mark.parametrize("name", [k for k in KERNELS if "_grad" not in k or k.endswith("w3")])
-def test_gpu_kernel_is_bitwise_independent_of_grid(simulator: gpusim.GpuSimulator,
+def test_gpu_kernel_is_bitwise_independent_of_grid(simulator: harness.GpuSimulator,
                                                    name: str) -> None:
     counts = [5, 0, 300, 1, 40, 0, 257, 3, 2 * TILE + 9, 4]
     inputs, first, n, s = _buffers(name, counts, 7)
@@ -136,9 +137,9 @@ PROBE = textwrap.dedent('''
     import torch
     from segops import _library
     from guard_pages import kernel_buffers
-    from segops import _gpusim as gpusim
+    import harness
 
-    simulator = gpusim.simulator()
+    simulator = harness.simulator()
     generator = torch.Generator().manual_seed(int(sys.argv[1]))
     manifest = json.loads((_library.NATIVE_DIR / "manifest.json").read_text())
     # Random values are unsorted almost everywhere (a segment start at every
@@ -280,7 +281,7 @@ module attributes {gpu.container_module} {
 
 
 @pytest.fixture(scope="module")
-def test_kernels(tmp_path_factory: pytest.TempPathFactory) -> gpusim.GpuSimulator:
+def test_kernels(tmp_path_factory: pytest.TempPathFactory) -> harness.GpuSimulator:
     from segops import _compiler
 
     llvm_bin = Path("/usr/lib/llvm-19/bin")
@@ -299,10 +300,10 @@ def test_kernels(tmp_path_factory: pytest.TempPathFactory) -> gpusim.GpuSimulato
                     f"-I{repo / 'runtime' / 'include'}",
                     str(repo / "runtime" / "lib" / "GpuSimulator.cpp"), "kernels.o",
                     "-o", "libkernels.so"], cwd=directory, check=True)
-    return gpusim.GpuSimulator(directory / "libkernels.so")
+    return harness.GpuSimulator(directory / "libkernels.so")
 
 
-def test_shuffles_and_ballots_follow_ptx(test_kernels: gpusim.GpuSimulator) -> None:
+def test_shuffles_and_ballots_follow_ptx(test_kernels: harness.GpuSimulator) -> None:
     out = torch.full((64, 9), -7, dtype=torch.int32)
     test_kernels.launch("modes", [out], 0, 0, grid=1, block=64)
     for t in range(64):
@@ -319,20 +320,20 @@ def test_shuffles_and_ballots_follow_ptx(test_kernels: gpusim.GpuSimulator) -> N
         assert out[t].tolist() == expected, f"thread {t}"
 
 
-def test_barrier_orders_the_block(test_kernels: gpusim.GpuSimulator) -> None:
+def test_barrier_orders_the_block(test_kernels: harness.GpuSimulator) -> None:
     a = torch.zeros(96, dtype=torch.int64)
     b = torch.full((96,), -1, dtype=torch.int64)
     test_kernels.launch("barrier", [a, b], 0, 0, grid=1, block=96)
     assert b.tolist() == [(t + 1) % 96 for t in range(96)]
 
 
-def test_divergent_collectives_are_reported(test_kernels: gpusim.GpuSimulator) -> None:
+def test_divergent_collectives_are_reported(test_kernels: harness.GpuSimulator) -> None:
     out = torch.zeros(1, dtype=torch.int32)
-    with pytest.raises(gpusim.SimulatorError, match="deadlock in block 0.*16:exited"):
+    with pytest.raises(harness.SimulatorError, match="deadlock in block 0.*16:exited"):
         test_kernels.launch("divergent", [out], 0, 0, grid=2, block=32)
-    with pytest.raises(gpusim.SimulatorError, match="lane 16 of warp 0 runs collective"):
+    with pytest.raises(harness.SimulatorError, match="lane 16 of warp 0 runs collective"):
         test_kernels.launch("outside_mask", [out], 0, 0, grid=1, block=32)
-    with pytest.raises(gpusim.SimulatorError, match="block size must be a multiple of 32"):
+    with pytest.raises(harness.SimulatorError, match="block size must be a multiple of 32"):
         test_kernels.launch("modes", [out], 0, 0, grid=1, block=48)
 
 

@@ -19,7 +19,8 @@ import pytest
 PROBE = textwrap.dedent('''
     import json, sys
     import torch
-    from segops import _launch, _library
+    import harness
+    from segops import _library
     from guard_pages import kernel_buffers
 
     generator = torch.Generator().manual_seed(int(sys.argv[1]))
@@ -33,7 +34,7 @@ PROBE = textwrap.dedent('''
                     if order == "sorted":
                         values = torch.sort(values).values
                     inputs, outputs = kernel_buffers(kernel, n, s, side, values, generator)
-                    _launch.run(kernel["name"], inputs, outputs, n, s)
+                    harness.run(kernel["name"], inputs, outputs, n, s)
         # Segments of 2^17 rows or more run in tiles (pass by pass, row
         # outputs stored by the tiles): two long segments, a few rows
         # overwritten with values out of range or out of order.
@@ -43,7 +44,7 @@ PROBE = textwrap.dedent('''
             rows = torch.randint(0, n, (5,), generator=generator)
             values[rows] = torch.randint(-3, s + 4, (5,), generator=generator)
             inputs, outputs = kernel_buffers(kernel, n, s, side, values, generator)
-            _launch.run(kernel["name"], inputs, outputs, n, s)
+            harness.run(kernel["name"], inputs, outputs, n, s)
     print("ok")
 ''')
 

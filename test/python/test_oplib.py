@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import harness
 import pytest
 import torch
 from conftest import layout
 
-from segops import _launch, _library
+from segops import _library
 
 COUNTS = [3, 0, 1, 4, 0, 2, 0]
 S = len(COUNTS)
@@ -99,7 +100,7 @@ def _run(name: str, floats: list[torch.Tensor], idx: torch.Tensor,
     outputs = [torch.empty(_library.buffer_shape(buffer["shape"], idx.shape[0], S),
                            dtype=_library.TORCH_DTYPES[buffer["dtype"]], device=idx.device)
                for buffer in entry["buffers"] if buffer["role"] == "output"]
-    _launch.run(name, inputs, outputs, idx.shape[0], S)
+    harness.run(name, inputs, outputs, idx.shape[0], S)
     return outputs
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 
+import harness
 import pytest
 import torch
 
@@ -144,7 +145,7 @@ def test_random_program_and_its_gradient(seed: int) -> None:
     while not program.through_seg:
         program.step()
     source, reference, _ = program.finish()
-    module = _compiler.CompiledModule(_compiler.seg_opt(source, "--seg-derive=order=1"))
+    module = harness.CompiledModule(_compiler.seg_opt(source, "--seg-derive=order=1"))
 
     generator = torch.Generator().manual_seed(seed)
     inputs = {

@@ -207,7 +207,9 @@ def test_jit_to_second_order_at_every_threshold(composite: str, dtype: torch.dty
 # The GPU kernels on the simulator, against the host kernels.
 # --------------------------------------------------------------------------
 
-from segops import _gpusim, _launch, _library  # noqa: E402
+import harness  # noqa: E402
+
+from segops import _gpusim, _library  # noqa: E402
 
 SEGMENT_KERNELS = [k for k, info in _library.kernels().items()
                    if not info.host_rows and not k.endswith("_grad_grad_grad")]
@@ -236,8 +238,8 @@ def _kernel_buffers(name: str, length: int, seed: int) -> tuple[list[torch.Tenso
 def _simulated_against_host(name: str, length: int) -> None:
     inputs, simulated, n, s = _kernel_buffers(name, length, length)
     host = [torch.empty_like(t) for t in simulated]
-    _gpusim.simulator().run(name, inputs, simulated, n, s)
-    _launch.run(name, inputs, host, n, s)
+    harness.simulator().run(name, inputs, simulated, n, s)
+    harness.run(name, inputs, host, n, s)
     f64 = simulated[0].dtype == torch.float64
     for index, (got, want) in enumerate(zip(simulated, host)):
         scale = max(float(want.abs().max()) if want.numel() else 0.0, 1.0)

@@ -247,15 +247,15 @@ def test_bad_gather_input() -> None:
 def test_kernels_stay_in_bounds_for_any_index() -> None:
     """The kernels themselves (validation bypassed) never read or write out of
     bounds, whatever idx holds; unsorted content gives unspecified values."""
-    from segops import _launch
+    import harness
 
     x = torch.arange(1.0, 9.0, dtype=torch.float64)
     idx = torch.tensor([-5, 0, 0, 7, 2**31 - 1, 1, 1, -1], dtype=torch.int32)
     guard = torch.full((3,), 123.0, dtype=torch.float64)
-    _launch.run("segmented_sum_f64_w1", [x, idx], guard[:2], 8, 2)
+    harness.run("segmented_sum_f64_w1", [x, idx], guard[:2], 8, 2)
     assert guard[2].item() == 123.0
     gathered = torch.full((9,), -7.0, dtype=torch.float64)
-    _launch.run("segmented_gather_f64_w1", [torch.tensor([10.0, 20.0], dtype=torch.float64), idx],
+    harness.run("segmented_gather_f64_w1", [torch.tensor([10.0, 20.0], dtype=torch.float64), idx],
                 gathered[:8], 8, 2)
     assert gathered[8].item() == -7.0
 
@@ -263,15 +263,15 @@ def test_kernels_stay_in_bounds_for_any_index() -> None:
 def test_rows_outside_the_segments_are_ignored_or_zero() -> None:
     """Sorted idx with values outside [0, S) at both ends: those rows add
     nothing to reductions and get 0 from row maps."""
-    from segops import _launch
+    import harness
 
     idx = torch.tensor([-3, -1, 0, 0, 1, 2, 2], dtype=torch.int32)
     x = torch.arange(1.0, 8.0, dtype=torch.float64)
     out = torch.full((2,), -1.0, dtype=torch.float64)
-    _launch.run("segmented_sum_f64_w1", [x, idx], out, 7, 2)
+    harness.run("segmented_sum_f64_w1", [x, idx], out, 7, 2)
     assert out.tolist() == [7.0, 5.0]
     gathered = torch.full((7,), -1.0, dtype=torch.float64)
-    _launch.run("segmented_gather_f64_w1", [torch.tensor([10.0, 20.0], dtype=torch.float64), idx],
+    harness.run("segmented_gather_f64_w1", [torch.tensor([10.0, 20.0], dtype=torch.float64), idx],
                 gathered, 7, 2)
     assert gathered.tolist() == [0.0, 0.0, 10.0, 10.0, 20.0, 0.0, 0.0]
 
@@ -282,7 +282,7 @@ def test_row_map_vectors_zero_invalid_lanes(dtype: torch.dtype) -> None:
     one segment, all outside [0, S), mixed, and the single rows after; lanes
     outside [0, S) store 0, the others their own segment's values. With
     S = 0 every row is 0 (y, empty, is never read)."""
-    from segops import _launch
+    import harness
 
     idx = torch.tensor([-2, -2, -2, -2, 0, 0, 1, 5, 1, 1, 1, 1, 9, 9, 9, 9, 1, 1, 1],
                        dtype=torch.int32)
@@ -294,15 +294,15 @@ def test_row_map_vectors_zero_invalid_lanes(dtype: torch.dtype) -> None:
     safe = torch.where(valid, idx, 0).long()
     name = "f32" if dtype == torch.float32 else "f64"
     out = torch.full((n, 3), -1.0, dtype=dtype)
-    _launch.run(f"segmented_matvec_{name}_w3", [v, m, idx], out, n, num_segments)
+    harness.run(f"segmented_matvec_{name}_w3", [v, m, idx], out, n, num_segments)
     expected = torch.einsum("nji,nj->ni", m[safe], v) * valid[:, None]  # m^T v
     torch.testing.assert_close(out, expected)
     gathered = torch.full((n, 3), -1.0, dtype=dtype)
     y = torch.randn(num_segments, 3, generator=generator, dtype=dtype)
-    _launch.run(f"segmented_gather_{name}_w3", [y, idx], gathered, n, num_segments)
+    harness.run(f"segmented_gather_{name}_w3", [y, idx], gathered, n, num_segments)
     assert torch.equal(gathered, y[safe] * valid[:, None])
     nothing = torch.full((n, 3), -1.0, dtype=dtype)
-    _launch.run(f"segmented_gather_{name}_w3", [torch.empty(0, 3, dtype=dtype), idx.clamp(min=0)],
+    harness.run(f"segmented_gather_{name}_w3", [torch.empty(0, 3, dtype=dtype), idx.clamp(min=0)],
                 nothing, n, 0)
     assert torch.equal(nothing, torch.zeros(n, 3, dtype=dtype))
 

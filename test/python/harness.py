@@ -1,0 +1,207 @@
+"""Test harnesses: one op-library kernel run on tensors, on the host, on a
+GPU, or on the SIMT simulator (runtime/include/segrt/GpuSimulator.h), and
+the host kernels of one module compiled in this process. Tests use them to
+check kernels below the operators; the package does not.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from segops import _gpusim, _jit, _library, _wide
+from segops._extensions import segc as _segc
+from segops._gpusim import LIBRARY_PATH
+
+
+@cache
+def _capability(device: int) -> tuple[int, int]:
+    return torch.cuda.get_device_capability(device)
+
+
+def run(name: str, inputs: Sequence[torch.Tensor], outputs: torch.Tensor | Sequence[torch.Tensor],
+        num_rows: int, num_segments: int) -> None:
+    """Runs kernel `name` with the segops ABI: contiguous `inputs` (in the
+    kernel function's argument order), then `outputs`, then the sizes (N rows,
+    S segments). Launches asynchronously on CUDA."""
+    info = _library.kernel(name)
+    if isinstance(outputs, torch.Tensor):
+        outputs = [outputs]
+    if len(inputs) != info.num_inputs or len(outputs) != info.num_outputs:
+        raise ValueError(f"kernel {name} takes {info.num_inputs} inputs and "
+                         f"{info.num_outputs} outputs, got {len(inputs)} and {len(outputs)}")
+    pointers = [t.data_ptr() for t in inputs]
+    pointers.extend(t.data_ptr() for t in outputs)
+    device = outputs[0].device
+    if device.type == "cpu" and _gpusim.ENABLED:
+        simulator().run(name, inputs, outputs, num_rows, num_segments)
+    elif device.type == "cpu":
+        for output in outputs:  # segrt skips the small ones
+            _library.advise_huge_pages(output)
+        _library.launch_host(info, pointers, num_rows, num_segments)
+    elif device.type == "cuda":
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        _library.run_gpu(_library.cuda_module(index, _capability(index)),
+                         _library.kernel_entry(name),
+                         torch.cuda.current_stream(index).cuda_stream, pointers, num_rows,
+                         num_segments, device)
+    else:
+        raise ValueError(f"segops runs on CPU and CUDA tensors, not on {device.type}")
+
+
+class SimulatorError(RuntimeError):
+    """A deadlock or malformed collective in a simulated kernel."""
+
+
+class GpuSimulator:
+    """The simulator over one library of simulated kernels."""
+
+    def __init__(self, path: Path = LIBRARY_PATH) -> None:
+        self.path = Path(path)
+        self.library = ctypes.CDLL(str(path))
+        launch = self.library.segsim_launch
+        launch.restype = ctypes.c_int
+        launch.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64), ctypes.c_int,
+                           ctypes.POINTER(ctypes.c_int64), ctypes.c_int, ctypes.c_int64,
+                           ctypes.c_int64, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
+        self._launch = launch
+        self._module: Any = None
+
+    def module(self, addresses: dict[str, int] | None = None) -> Any:
+        """A CUDA module of the simulated driver over this library's kernels
+        (and kernels loaded at `addresses`, which call into this library):
+        what segrt's GPU launcher runs on in place of the driver's."""
+        native = _library.native_module()
+        return native.CudaModule(0, native.simulator_image(str(self.path), addresses or {}),
+                                 simulated=True)
+
+    def grid_for(self, name: str, num_rows: int) -> int:
+        """The grid the GPU launcher gives kernel `name` for N rows."""
+        launches = _library.native_module().plan_gpu_launches(
+            _library.kernel_entry(name), num_rows, 0, 0)
+        return launches[-1][1]
+
+    def run(self, name: str, inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor],
+            num_rows: int, num_segments: int, grid: int | None = None,
+            reverse_blocks: bool = False) -> None:
+        """Runs kernel `name` of the op library as a GPU would: contiguous
+        CPU `inputs` then `outputs` (in the kernel's argument order), N
+        rows, S segments, through segrt's GPU launcher over the simulated
+        driver. `grid` or `reverse_blocks` run the launcher's plan on
+        another grid or block order instead (results must not change)."""
+        info = _library.kernel(name)
+        if len(inputs) != info.num_inputs or len(outputs) != info.num_outputs:
+            raise ValueError(f"kernel {name} takes {info.num_inputs} inputs and "
+                             f"{info.num_outputs} outputs")
+        tensors = list(inputs) + list(outputs)
+        _check_host_tensors(tensors)
+        entry = _library.kernel_entry(name)
+        if grid is None and not reverse_blocks:
+            if self._module is None:
+                self._module = self.module()
+            _library.run_gpu(self._module, entry, 0, [t.data_ptr() for t in tensors],
+                             num_rows, num_segments, torch.device("cpu"))
+            return
+        native = _library.native_module()
+        # Uninitialized on a GPU: 0xff bytes here, as _library.run_gpu fills it.
+        scratch = torch.full((native.gpu_scratch_bytes(entry, num_rows, num_segments),), 255,
+                             dtype=torch.uint8)
+        for symbol, default_grid, trailing in native.plan_gpu_launches(
+                entry, num_rows, num_segments, scratch.data_ptr()):
+            self.launch(symbol, tensors, trailing=trailing,
+                        grid=grid if grid is not None else default_grid, block=info.block,
+                        reverse_blocks=reverse_blocks)
+
+    def launch(self, symbol: str, tensors: Sequence[torch.Tensor], *scalars: int | Sequence[int],
+               grid: int, block: int, reverse_blocks: bool = False,
+               trailing: Sequence[int] = ()) -> None:
+        """Runs kernel `symbol` of the library once on `tensors` (their
+        pointers, in order) and then its 64-bit scalar arguments, in its
+        parameter order: `scalars` (ints, or one sequence of them) followed
+        by `trailing`, on `grid` blocks of `block` threads. For the op
+        library's kernels the order is the call contract's: take it from
+        the launcher's plan (run, plan_gpu_launches), never write it here."""
+        flat: list[int] = []
+        for scalar in scalars:
+            flat.extend([scalar] if isinstance(scalar, int) else scalar)
+        trailing = [*flat, *trailing]
+        _check_host_tensors(tensors)
+        pointers = (ctypes.c_uint64 * len(tensors))(*[t.data_ptr() for t in tensors])
+        error = ctypes.create_string_buffer(4096)
+        extra = (ctypes.c_int64 * max(1, len(trailing)))(*trailing)
+        kernel = ctypes.cast(getattr(self.library, symbol), ctypes.c_void_p)
+        status = self._launch(kernel, pointers, len(tensors), extra, len(trailing), grid,
+                              block, int(reverse_blocks), error, len(error))
+        if status != 0:
+            raise SimulatorError(error.value.decode())
+
+
+def _check_host_tensors(tensors: Sequence[torch.Tensor]) -> None:
+    for tensor in tensors:
+        if tensor.device.type != "cpu" or not tensor.is_contiguous():
+            raise ValueError("the simulator runs on contiguous CPU tensors")
+
+
+@cache
+def simulator() -> GpuSimulator:
+    """The simulator over the op library's GPU kernels (loaded once)."""
+    return GpuSimulator()
+
+
+class CompiledModule:
+    """The host kernels of one compiled module, with their manifest: compiled
+    in this process (`_segc.compile_host_object`, for this CPU) and loaded
+    with ORC's LLJIT, as segops.jit does; no seg-compile or C compiler."""
+
+    def __init__(self, source: str) -> None:
+        compiler = _segc()
+        manifest, obj = compiler.compile_host_object(source, 0, "", interleave=4)
+        self.manifest = json.loads(manifest)
+        self.kernels = {entry["name"]: entry for entry in self.manifest["kernels"]}
+        symbols = []
+        for entry in self.kernels.values():
+            host = entry["host"]
+            symbols.append(host["symbol"])
+            if host.get("split"):
+                symbols += [host["split"]["rows_symbol"], host["split"]["finish_symbol"]]
+        self._addresses = compiler.load_host_object(obj, symbols)
+
+    def run(self, name: str, inputs: Sequence[torch.Tensor], num_rows: int,
+            num_segments: int) -> list[torch.Tensor]:
+        """Runs kernel `name` on CPU tensors (in argument order, idx included)
+        and returns its outputs, allocated from the manifest's shapes."""
+        entry = self.kernels[name]
+        outputs = [torch.empty(_library.buffer_shape(buffer["shape"], num_rows, num_segments),
+                               dtype=_library.TORCH_DTYPES[buffer["dtype"]])
+                   for buffer in entry["buffers"] if buffer["role"] == "output"]
+        inputs = [t.contiguous() for t in inputs]  # kept alive across the call
+        pointers = [t.data_ptr() for t in inputs] + [t.data_ptr() for t in outputs]
+        info = _library.kernel_from_entry(entry)
+        split = ((self._addresses[info.split.rows_symbol],
+                  self._addresses[info.split.finish_symbol]) if info.split else None)
+        problem, row = _library.call_host_kernel_at(
+            info, self._addresses[name], split, pointers, num_rows, num_segments)
+        if problem:
+            raise ValueError(f"{name}: idx broke the kernel's contract ({problem}) at row {row}")
+        return outputs
+
+
+def record_gpu_code(chips: Sequence[str]) -> int:
+    """Asks the compiler (and so records, or checks a bundle) for the
+    manifest entry and the PTX for `chips` of every level of every program
+    this process ran; returns how many (program, level)s. (A level's manifest
+    may have come with its host code, which a bundle does not hold.)"""
+    count = 0
+    for program in [*_jit.programs(), *_wide.programs()]:
+        for level in sorted(program.levels_used()):
+            program.compile_entry(level)
+            for chip in chips:
+                program.ptx_for_chip(level, chip)
+            count += 1
+    return count
