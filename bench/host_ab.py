@@ -22,6 +22,7 @@ import time
 import torch
 
 from segops import _library
+from segops._dtypes import MANIFEST_DTYPES
 
 
 def _median_ms(call, repeats: int = 9) -> float:
@@ -35,7 +36,7 @@ def _median_ms(call, repeats: int = 9) -> float:
 
 def _tensors(kernel: dict, num_rows: int, num_segments: int,
              idx: torch.Tensor) -> list[torch.Tensor]:
-    dtype = _library.TORCH_DTYPES[kernel["dtype"]]
+    dtype = MANIFEST_DTYPES[kernel["dtype"]]
     tensors = []
     for buffer in kernel["buffers"]:
         if buffer["dtype"] == "i32":

@@ -16,6 +16,7 @@ import time
 import torch
 
 from segops import _library
+from segops._dtypes import MANIFEST_DTYPES
 
 KERNELS = ["segmented_sum_f32_w3", "segmented_mean_f32_w3_grad",
            "segmented_rms_norm_f32_w1_grad", "segmented_rms_norm_f32_w3_grad",
@@ -28,7 +29,7 @@ def _buffers(name: str, num_rows: int) -> list[torch.Tensor]:
     """The kernel's buffers in manifest order for one segment of `num_rows`
     rows: random inputs, idx all zero, empty outputs."""
     entry = _library.kernel_entry(name)
-    dtype = _library.TORCH_DTYPES[entry["dtype"]]
+    dtype = MANIFEST_DTYPES[entry["dtype"]]
     generator = torch.Generator().manual_seed(0)
     buffers = []
     for buffer in entry["buffers"]:

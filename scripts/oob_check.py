@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 
 from segops import _library
+from segops._dtypes import MANIFEST_DTYPES
 
 # The kernel-launching harness the tests use.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test" / "python"))
@@ -39,7 +40,7 @@ def main() -> None:
                     continue
                 shape = [sizes[d] if d in sizes else int(d) for d in buffer["shape"]]
                 tensor = torch.randn(
-                    shape, device="cuda", dtype=_library.TORCH_DTYPES[buffer["dtype"]]
+                    shape, device="cuda", dtype=MANIFEST_DTYPES[buffer["dtype"]]
                 )
                 (outputs if buffer["role"] == "output" else inputs).append(tensor)
             harness.run(entry["name"], inputs, outputs, rows, count)

@@ -27,7 +27,8 @@ from typing import Any
 
 import torch
 
-_INDEX_DTYPES = (torch.int32, torch.int64)
+from segops._dtypes import INDEX_DTYPES
+
 _FLOATS = (torch.float32, torch.float64)
 
 
@@ -59,7 +60,7 @@ def _value(node: Any) -> Any:
 def _is_index(node: Any) -> bool:
     value = _value(node)
     return (isinstance(value, torch.Tensor) and value.dim() == 1
-            and value.dtype in _INDEX_DTYPES)
+            and value.dtype in INDEX_DTYPES)
 
 
 def _is_float_rows(node: Any) -> bool:

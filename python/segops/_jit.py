@@ -34,11 +34,10 @@ from torch import Tensor
 
 from segops import _compiler, _extensions, _gpusim, _library, _validation
 from segops import ops as _ops
+from segops._dtypes import FLOAT_DTYPES, INDEX_DTYPES, MANIFEST_DTYPES
 from segops._jit_promote import integer_layout, number_arguments, promoted
 from segops._jit_stages import StagedFunction, uses_several_indices
 from segops._jit_trace import (
-    _ELEMENT_TYPES,
-    _INDEX_DTYPES,
     TABLE,
     JitError,
     Signature,
@@ -65,7 +64,7 @@ class _HostKernel:
     split: tuple[int, int] | None  # tile and finish kernels' addresses
 
 
-class _Program:
+class Program:
     """The IR of one specialization (level 0) and, per derivative level,
     its manifest entry and compiled kernels, made on first use."""
 
@@ -154,10 +153,10 @@ class _Program:
         return _compiler.compile_ptx(self.source, order=level, chip=chip)
 
 
-_PROGRAMS: dict[str, _Program] = {}
+_PROGRAMS: dict[str, Program] = {}
 _PROGRAMS_LOCK = threading.Lock()
 
-# Background compilation (_Program.compile_ahead): one worker, so that the
+# Background compilation (Program.compile_ahead): one worker, so that the
 # forward's compilation has the cores (its parts compile in parallel) and
 # the first derivative level follows it, overlapping the forward's run.
 _BACKGROUND: concurrent.futures.ThreadPoolExecutor | None = None
@@ -199,7 +198,7 @@ def register_program(draft: str, stem: str, idx_position: int, label: str) -> st
     with _PROGRAMS_LOCK:
         if name in _PROGRAMS:
             return name
-        _PROGRAMS[name] = _Program(name, source, idx_position, label)
+        _PROGRAMS[name] = Program(name, source, idx_position, label)
     record = _program_record(name)
     if not record.exists():
         text = json.dumps({"source": source, "idx_position": idx_position, "label": label})
@@ -207,7 +206,7 @@ def register_program(draft: str, stem: str, idx_position: int, label: str) -> st
     return name
 
 
-def _recorded_program(name: str) -> _Program | None:
+def _recorded_program(name: str) -> Program | None:
     """A program registered by another process, from the disk cache."""
     data = _compiler.read_cache_file(_program_record(name))
     try:
@@ -217,11 +216,11 @@ def _recorded_program(name: str) -> _Program | None:
     if not isinstance(record, dict) or not {"source", "idx_position", "label"} <= set(record):
         return None
     with _PROGRAMS_LOCK:
-        return _PROGRAMS.setdefault(name, _Program(name, record["source"],
+        return _PROGRAMS.setdefault(name, Program(name, record["source"],
                                                    record["idx_position"], record["label"]))
 
 
-def split_program(program: str) -> tuple[_Program, int]:
+def split_program(program: str) -> tuple[Program, int]:
     """The program and derivative level a jit_call names."""
     base, level = split_level_name(program)
     found = _PROGRAMS.get(base) or _recorded_program(base)
@@ -274,7 +273,7 @@ def _cached_json(path: Path) -> Any:
         return None
 
 
-def _compile_host(program: _Program, level: int) -> _HostKernel:
+def _compile_host(program: Program, level: int) -> _HostKernel:
     """Compiles (or reads from the disk cache) one level's host object and
     loads it into the process."""
     segc = _extensions.segc()
@@ -304,7 +303,7 @@ def _compile_host(program: _Program, level: int) -> _HostKernel:
         if split else None)
 
 
-def _compile_simulated(program: _Program, level: int) -> str:
+def _compile_simulated(program: Program, level: int) -> str:
     segc = _extensions.segc()
     name = program.level_name(level)
     path = _compiler.cache_path("sim.o", ["gpusim", str(level), name, program.source])
@@ -324,7 +323,7 @@ def _compile_simulated(program: _Program, level: int) -> str:
 # --------------------------------------------------------------------------
 
 
-def _check_lengths(program: _Program, level: int, args: Sequence[Tensor],
+def _check_lengths(program: Program, level: int, args: Sequence[Tensor],
                    num_segments: int) -> None:
     entry = program.entry(level)
     inputs = [b for b in entry["buffers"] if b["role"] == "input"]
@@ -342,7 +341,7 @@ def _check_lengths(program: _Program, level: int, args: Sequence[Tensor],
                              f"{expected} ({what})")
 
 
-def programs() -> list[_Program]:
+def programs() -> list[Program]:
     """Every program registered in this process."""
     with _PROGRAMS_LOCK:
         return list(_PROGRAMS.values())
@@ -369,11 +368,11 @@ def _fake_jit_call(program: str, args: list[Tensor], num_segments: int) -> list[
         shape = _library.buffer_shape(b["shape"], idx.shape[0], num_segments)
         if "sums_by" in b:  # N rows summed into the rows of a table
             shape[0] = args[b["into_rows_of"]].shape[0]
-        outputs.append(idx.new_empty(shape, dtype=_library.TORCH_DTYPES[b["dtype"]]))
+        outputs.append(idx.new_empty(shape, dtype=MANIFEST_DTYPES[b["dtype"]]))
     return outputs
 
 
-def _validator(program: _Program, level: int) -> Callable[..., None]:
+def _validator(program: Program, level: int) -> Callable[..., None]:
     """Raises the error for arguments the C++ kernel rejected."""
     def validate(*args: Any) -> None:
         floats, idx, num_segments = list(args[:-2]), args[-2], args[-1]
@@ -383,7 +382,7 @@ def _validator(program: _Program, level: int) -> Callable[..., None]:
     return validate
 
 
-def native_variant(prog: _Program, level: int) -> dict[str, Any]:
+def native_variant(prog: Program, level: int) -> dict[str, Any]:
     """One program level's description for the C++ kernels (as
     set_level_hooks' providers and register_jit_program take it: its
     manifest entry, read in C++), compiled: the addresses of its host
@@ -472,7 +471,7 @@ def _rows_and_segments(args: Sequence[Any]) -> tuple[int | None, int | None]:
     """The call's N (the 1-D integer tensor's length) and S (its int)."""
     rows = segments = None
     for a in args:
-        if rows is None and isinstance(a, Tensor) and a.dim() == 1 and a.dtype in _INDEX_DTYPES:
+        if rows is None and isinstance(a, Tensor) and a.dim() == 1 and a.dtype in INDEX_DTYPES:
             rows = concrete(a.shape[0])
         elif segments is None and (type(a) is int or isinstance(a, torch.SymInt)):
             segments = concrete(a)
@@ -655,7 +654,7 @@ class JitFunction:
         per argument its space ("row", "segment", "uniform", "ambiguous")."""
         name = self.fn.__name__
         tensors = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
-        indices = [i for i in tensors if args[i].dtype in _INDEX_DTYPES]
+        indices = [i for i in tensors if args[i].dtype in INDEX_DTYPES]
         floats = [i for i in tensors if i not in indices]
         for i, a in enumerate(args):
             if isinstance(a, bool) or not isinstance(a, (Tensor, int, float, torch.SymInt)):
@@ -691,7 +690,7 @@ class JitFunction:
                            "(mask.to(x.dtype)) and write the condition in the function "
                            "(mask > 0)")
         dtypes = {args[i].dtype for i in floats} | {args[i].dtype for i in self._tables}
-        if not dtypes or not dtypes <= set(_ELEMENT_TYPES) or len(dtypes) > 1:
+        if not dtypes or not dtypes <= set(FLOAT_DTYPES) or len(dtypes) > 1:
             found = ", ".join(sorted(str(d) for d in dtypes)) or "none"
             raise JitError(f"segops.jit: {name}: float tensors must all be float32 or all "
                            f"float64 (found {found})")
@@ -709,7 +708,7 @@ class JitFunction:
             raise JitError(f"segops.jit: {name}: all tensors must be on one device, got "
                            f"{sorted(str(d) for d in devices)}")
         return (Signature(tensors, indices[0], sizes[0], gather_indices=gather_indices),
-                _ELEMENT_TYPES[dtypes.pop()], spaces)
+                FLOAT_DTYPES[dtypes.pop()], spaces)
 
     def _space_of(self, position: int, value: Tensor, rows: int | None,
                   segments: int | None) -> str:

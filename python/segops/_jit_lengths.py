@@ -36,7 +36,8 @@ from torch.fx.experimental.symbolic_shapes import (
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from segops import _columns
-from segops._jit_trace import _INDEX_DTYPES, concrete, trace
+from segops._dtypes import INDEX_DTYPES
+from segops._jit_trace import concrete, trace
 
 # Every symbolic length's example value: one value, so that each equality
 # an op checks holds and is recorded, and large, so that nothing is
@@ -55,7 +56,7 @@ class Lengths:
 
 
 def is_index(value: Any) -> bool:
-    return isinstance(value, Tensor) and value.dim() == 1 and value.dtype in _INDEX_DTYPES
+    return isinstance(value, Tensor) and value.dim() == 1 and value.dtype in INDEX_DTYPES
 
 
 def _is_count(value: Any) -> bool:

@@ -18,11 +18,12 @@ import torch
 from torch import Tensor
 from torch.utils._python_dispatch import _disable_current_modes
 
-from segops._jit_trace import _INDEX_DTYPES, JitError, _meta_like, trace
+from segops._dtypes import INDEX_DTYPES
+from segops._jit_trace import JitError, meta_like, trace
 
 _aten = torch.ops.aten
 
-_ONE_INDEX = tuple((dtype, 1) for dtype in _INDEX_DTYPES)  # a 1-D index: (dtype, rank)
+_ONE_INDEX = tuple((dtype, 1) for dtype in INDEX_DTYPES)  # a 1-D index: (dtype, rank)
 
 
 def integer_layout(args: Sequence[Any]) -> tuple:
@@ -72,7 +73,7 @@ def number_arguments(fn: Callable, args: Sequence[Any], layout: tuple) -> tuple[
     index is a JitError: its two uses need two tensors."""
     if not layout or (len(layout) == 1 and layout[0][1:] in _ONE_INDEX):
         return ()  # no integer tensor, or only the segment index
-    stand_ins = [_meta_like(a) for a in args]
+    stand_ins = [meta_like(a) for a in args]
     with torch._guards.tracing(None), _disable_current_modes():
         try:
             graph = trace(fn, stand_ins).graph

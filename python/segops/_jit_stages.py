@@ -42,9 +42,10 @@ import torch.fx
 from torch import Tensor
 from torch.utils._python_dispatch import _disable_current_modes
 
+from segops._dtypes import FLOAT_DTYPES
 from segops._fusion_index import index_op
 from segops._jit_lengths import Lengths, class_sizes, infer_lengths, is_index, structure
-from segops._jit_trace import _ELEMENT_TYPES, VIEWS, JitError, concrete, trace
+from segops._jit_trace import VIEWS, JitError, concrete, trace
 from segops._op_table import OPS, SEGMENT
 from segops.graph import Graph
 
@@ -263,7 +264,7 @@ class StagedFunction:
             raise JitError(f"segops.jit: {name} has more than {len(_TRACE_SIZES)} distinct "
                            "index lengths and counts")
         dtypes = {a.dtype for a in flat if isinstance(a, Tensor) and a.is_floating_point()}
-        if not dtypes <= set(_ELEMENT_TYPES) or len(dtypes) > 1:
+        if not dtypes <= set(FLOAT_DTYPES) or len(dtypes) > 1:
             found = ", ".join(sorted(str(d) for d in dtypes))
             raise JitError(f"segops.jit: {name}: float tensors must all be float32 or all "
                            f"float64 (found {found})")

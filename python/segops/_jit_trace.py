@@ -23,6 +23,7 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from segops import _columns, _jit_pointwise
+from segops._dtypes import INDEX_DTYPES
 from segops._op_table import OPS, ROW, SEGMENT
 
 # The space of a table: an argument read at the rows a second index names
@@ -34,8 +35,6 @@ class JitError(ValueError):
     """A function segops.jit cannot compile (an unsupported construct)."""
 
 
-_ELEMENT_TYPES = {torch.float32: "f32", torch.float64: "f64"}
-_INDEX_DTYPES = (torch.int32, torch.int64)
 
 # A uniform value (a 0-d tensor, or a small one every row shares, such as a
 # per-feature weight of F features) by its shape -> its element shape.
@@ -177,7 +176,7 @@ def concrete(size: Any) -> int:
     return int(size)
 
 
-def _meta_like(value: Any) -> Any:
+def meta_like(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         return torch.empty([concrete(d) for d in value.shape], dtype=value.dtype,
                            device="meta")
@@ -229,7 +228,7 @@ class Translator:
             recorder = _CallRecorder(self.fn)
             try:
                 with recorder:
-                    self.fn(*[_meta_like(a) for a in self.args])
+                    self.fn(*[meta_like(a) for a in self.args])
             except Exception:  # noqa: BLE001 - lines recorded so far suffice
                 pass
             self.recorded = recorder.lines
@@ -945,7 +944,7 @@ def _decomposition_graph(node: torch.fx.Node) -> torch.fx.Graph | None:
         value = flat[position].meta.get("val")
         if not isinstance(value, torch.Tensor):
             return None
-        stand_ins.append(_meta_like(value))
+        stand_ins.append(meta_like(value))
 
     def run(*tensors: torch.Tensor) -> Any:
         values = list(flat)
@@ -1066,7 +1065,7 @@ def infer_spaces(fn: Callable, module: torch.fx.GraphModule, spaces: Sequence[st
     def spans(node: Any) -> bool:
         value = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
         return (isinstance(value, torch.Tensor) and value.dim() >= 1
-                and value.dtype not in _INDEX_DTYPES and concrete(value.shape[0]) == length)
+                and value.dtype not in INDEX_DTYPES and concrete(value.shape[0]) == length)
 
     placeholders = [n for n in module.graph.nodes if n.op == "placeholder"]
     for node, space in zip(placeholders, spaces):

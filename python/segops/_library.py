@@ -20,8 +20,6 @@ import torch
 from segops import _extensions
 
 NATIVE_DIR = _extensions.NATIVE_DIR
-# The manifest's element type names.
-TORCH_DTYPES = {"f32": torch.float32, "f64": torch.float64, "i32": torch.int32}
 # The manifest format this package reads (lib/Target/Manifest.cpp writes it).
 MANIFEST_VERSION = 8
 

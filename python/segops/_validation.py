@@ -21,10 +21,9 @@ from collections.abc import Callable
 import torch
 
 from segops import _library
+from segops._dtypes import FLOAT_DTYPES, INDEX_DTYPES
 
 INT32_MAX = 2**31 - 1
-FLOAT_DTYPES = (torch.float32, torch.float64)
-INDEX_DTYPES = (torch.int32, torch.int64)
 
 _debug_checks = os.environ.get("SEGOPS_DEBUG", "") not in ("", "0")
 _debug_checks_listeners: list[Callable[[bool], None]] = []

@@ -18,24 +18,24 @@ from typing import Any
 from segops import _extensions, _jit, ops
 from segops._op_table import OPS
 
-_PROGRAMS: dict[tuple[str, str, int], _jit._Program] = {}
+_PROGRAMS: dict[tuple[str, str, int], _jit.Program] = {}
 _LOCK = threading.Lock()
 
 
-def program(op: str, dtype: str, width: int) -> _jit._Program:
+def program(op: str, dtype: str, width: int) -> _jit.Program:
     """The compiled program of `op`'s kernel for `dtype` rows of `width`."""
     key = (op, dtype, width)
     with _LOCK:
         found = _PROGRAMS.get(key)
         if found is None:
             spec = OPS[op]
-            found = _PROGRAMS[key] = _jit._Program(
+            found = _PROGRAMS[key] = _jit.Program(
                 spec.kernel_name(dtype, width, 0), spec.kernel_source(dtype, width),
                 idx_position=spec.num_tensors, label=op)
     return found
 
 
-def programs() -> list[_jit._Program]:
+def programs() -> list[_jit.Program]:
     """The widths' programs this process compiled (for compiler bundles)."""
     with _LOCK:
         return list(_PROGRAMS.values())

@@ -37,6 +37,7 @@ from segops import (
     _jit_trace,
     ops,
 )
+from segops._dtypes import FLOAT_DTYPES
 from segops._fusion_cluster import (
     Cluster,
     ClusterFinder,
@@ -48,7 +49,7 @@ from segops._fusion_cluster import (
 )
 from segops._fusion_index import index_op
 from segops._fusion_translate import ClusterError, ClusterTranslator, SymbolicSize, size_expr
-from segops._jit_trace import _ELEMENT_TYPES, TABLE, Signature
+from segops._jit_trace import TABLE, Signature
 
 __all__ = ["enable", "disable", "options", "reports", "clear_reports", "FusionReport",
            "explain", "Explanation",
@@ -513,7 +514,7 @@ def _translate(finder: ClusterFinder, cluster: Cluster, clusters: list[Cluster],
         if forward is not None and forward in env:
             translator.forward_results[env[node]] = env[forward]
     try:
-        draft = translator.translate(sub, signature, _ELEMENT_TYPES[key.dtype])
+        draft = translator.translate(sub, signature, FLOAT_DTYPES[key.dtype])
     except ClusterError as error:
         raise _Rejected(origin.get(error.node, error.node), str(error)) from None
     except ValueError as error:  # the compiler rejected the inlined calls

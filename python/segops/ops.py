@@ -32,6 +32,7 @@ import torch
 from torch import Tensor
 
 from segops import _columns, _extensions, _gpusim, _library, _output_cache, _validation
+from segops._dtypes import FLOAT_DTYPES
 from segops._op_table import MAX_LEVEL, OPS, SegmentOp, check_dot_shapes, level_name
 from segops._validation import (
     check_float_rows,
@@ -40,8 +41,6 @@ from segops._validation import (
     check_tensor,
 )
 
-_DTYPE_NAMES = {torch.float32: "f32", torch.float64: "f64"}
-
 
 def _row_width(first: Tensor) -> int:
     """The row width of a level's first float argument (1 for (N,))."""
@@ -49,7 +48,7 @@ def _row_width(first: Tensor) -> int:
 
 
 def _kernel_name(spec: SegmentOp, level: int, first: Tensor) -> str:
-    return spec.kernel_name(_DTYPE_NAMES[first.dtype], _row_width(first), level)
+    return spec.kernel_name(FLOAT_DTYPES[first.dtype], _row_width(first), level)
 
 
 def _is_shipped(kernel: str) -> bool:
@@ -74,7 +73,7 @@ def _needs_sorted_index(spec: SegmentOp, level: int, first: Tensor,
         return not _library.kernel(kernel).host_rows
     if _run_time_widths is None:
         return True  # no kernel at all: the op's own check reports it
-    return not _run_time_widths.host_rows(spec.name, _DTYPE_NAMES[first.dtype],
+    return not _run_time_widths.host_rows(spec.name, FLOAT_DTYPES[first.dtype],
                                           _row_width(first), level)
 
 
@@ -139,7 +138,7 @@ def _native_validator(spec: SegmentOp, level: int) -> Callable[..., None]:
             spec.validate(*floats, idx, num_segments)
         if idx.device.type == "meta":
             return  # a trace's (the Meta kernel's call): no values to check
-        if floats and floats[0].dtype in _DTYPE_NAMES and floats[0].dim() in (1, 2, 3):
+        if floats and floats[0].dtype in FLOAT_DTYPES and floats[0].dim() in (1, 2, 3):
             require_sorted = _needs_sorted_index(spec, level, floats[0], idx.device)
         else:
             require_sorted = False
@@ -203,7 +202,7 @@ def _variant_provider(spec: SegmentOp, level: int) -> Callable[[str], dict | Non
 
     def provide(key: str) -> dict | None:
         dtype, _, width = key.partition("_w")
-        if (_run_time_widths is None or dtype not in _DTYPE_NAMES.values()
+        if (_run_time_widths is None or dtype not in FLOAT_DTYPES.values()
                 or not width.isdigit() or int(width) < 1):
             return None
         return _run_time_widths.native_variant(spec.name, dtype, int(width), level)

@@ -15,7 +15,7 @@ using torch::autograd::variable_list;
 /// output cotangents (through the dispatcher, so that it is differentiable
 /// in turn).
 struct SegmentBackward final : Node {
-  std::string levelName;
+  std::string nodeName;
   std::vector<SavedVariable> tensors; // idx at idxPosition
   std::vector<bool> isFloat;          // per tensor: gets a gradient
   size_t idxPosition = 0;
@@ -46,7 +46,7 @@ struct SegmentBackward final : Node {
   }
 
   void release_variables() override { tensors.clear(); }
-  std::string name() const override { return levelName + "Backward"; }
+  std::string name() const override { return nodeName; }
 };
 
 /// `idx` narrowed to int32 and checked, if it is an int64 index of plain
@@ -76,6 +76,12 @@ at::Tensor standIn(const at::Tensor &tensor) {
 }
 } // namespace
 
+void runBelowAutograd(const c10::OperatorHandle &op, c10::DispatchKeySet keys,
+                      torch::jit::Stack *stack) {
+  at::AutoDispatchBelowADInplaceOrView guard;
+  op.redispatchBoxed(keys & c10::after_ADInplaceOrView_keyset, stack);
+}
+
 void differentiate(const c10::OperatorHandle &op, c10::DispatchKeySet keys,
                    torch::jit::Stack *stack, LevelCall call) {
   std::vector<at::Tensor> floats; // the edges: every argument but idx
@@ -98,16 +104,13 @@ void differentiate(const c10::OperatorHandle &op, c10::DispatchKeySet keys,
     }
   }
   size_t outputsFrom = stack->size() - op.schema().arguments().size();
-  {
-    at::AutoDispatchBelowADInplaceOrView guard;
-    op.redispatchBoxed(keys & c10::after_ADInplaceOrView_keyset, stack);
-  }
+  runBelowAutograd(op, keys, stack);
   if (!requiresGrad)
     return;
 
   auto node = makeNode<SegmentBackward>();
   auto *backward = static_cast<SegmentBackward *>(node.get());
-  backward->levelName = op.schema().name();
+  backward->nodeName = std::move(call.nodeName);
   backward->idxPosition = call.idxPosition;
   backward->numSegments = call.numSegments;
   backward->callNext = std::move(call.callNext);

@@ -28,6 +28,8 @@ struct LevelCall {
   std::vector<at::Tensor> tensors;
   size_t idxPosition = 0;
   c10::SymInt numSegments;
+  /// The backward node's name (what autograd's graph shows).
+  std::string nodeName;
   /// The level (which float arguments its backward reads), or null: all.
   const OperatorLevel *level = nullptr;
   /// Puts a replacement for idx on the stack (the int32 index narrowed once
@@ -47,6 +49,22 @@ struct LevelCall {
 /// backward node on its outputs (every tensor it returned).
 void differentiate(const c10::OperatorHandle &op, c10::DispatchKeySet keys,
                    torch::jit::Stack *stack, LevelCall call);
+
+/// Runs the level below autograd: what an autograd kernel does when no
+/// argument requires a gradient (checked first, so that such calls build
+/// no LevelCall: no allocation).
+void runBelowAutograd(const c10::OperatorHandle &op, c10::DispatchKeySet keys,
+                      torch::jit::Stack *stack);
+
+/// Whether a gradient is wanted of any of `tensors` (grad mode on).
+inline bool wantsGradient(const c10::List<at::Tensor> &tensors) {
+  if (!at::GradMode::is_enabled())
+    return false;
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (tensors.get(i).requires_grad())
+      return true;
+  return false;
+}
 
 } // namespace segops_torch
 

@@ -214,11 +214,14 @@ public:
   void operator()(const c10::OperatorHandle &op, c10::DispatchKeySet keys,
                   torch::jit::Stack *stack) {
     auto args = torch::jit::last(stack, 3);
+    if (!wantsGradient(args[1].toTensorList()))
+      return runBelowAutograd(op, keys, stack);
     std::string name = args[0].toStringRef();
     LevelCall call;
     call.tensors = args[1].toTensorVector();
     call.idxPosition = findProgram(name).idxPosition;
     call.numSegments = args[2].toSymInt();
+    call.nodeName = "JitCallBackward";
     call.replaceIndex = [position = call.idxPosition](torch::jit::Stack &stack,
                                                       at::Tensor idx) {
       std::vector<at::Tensor> tensors = stack[stack.size() - 2].toTensorVector();

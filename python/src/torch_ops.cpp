@@ -565,12 +565,19 @@ public:
                   torch::jit::Stack *stack) {
     size_t numFloats = level->numFloats;
     auto args = torch::jit::last(stack, numFloats + 2);
+    bool wanted = false;
+    if (at::GradMode::is_enabled())
+      for (size_t i = 0; i < numFloats; ++i)
+        wanted |= args[i].toTensor().requires_grad();
+    if (!wanted)
+      return runBelowAutograd(op, keys, stack);
     LevelCall call;
     for (size_t i = 0; i <= numFloats; ++i)
       call.tensors.push_back(args[i].toTensor());
     call.idxPosition = numFloats;
     call.numSegments = args[numFloats + 1].toSymInt();
     call.level = level.get();
+    call.nodeName = level->backward + "Backward";
     call.replaceIndex = [](torch::jit::Stack &stack, at::Tensor idx) {
       stack[stack.size() - 2] = std::move(idx);
     };

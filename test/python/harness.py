@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from segops import _gpusim, _jit, _library, _wide
+from segops._dtypes import MANIFEST_DTYPES
 from segops._extensions import segc as _segc
 from segops._gpusim import LIBRARY_PATH
 
@@ -178,7 +179,7 @@ class CompiledModule:
         and returns its outputs, allocated from the manifest's shapes."""
         entry = self.kernels[name]
         outputs = [torch.empty(_library.buffer_shape(buffer["shape"], num_rows, num_segments),
-                               dtype=_library.TORCH_DTYPES[buffer["dtype"]])
+                               dtype=MANIFEST_DTYPES[buffer["dtype"]])
                    for buffer in entry["buffers"] if buffer["role"] == "output"]
         inputs = [t.contiguous() for t in inputs]  # kept alive across the call
         pointers = [t.data_ptr() for t in inputs] + [t.data_ptr() for t in outputs]

@@ -22,6 +22,7 @@ from guard_pages import extent
 
 from segops import _gpusim as gpusim
 from segops import _library
+from segops._dtypes import MANIFEST_DTYPES
 
 pytestmark = [pytest.mark.simulator,
               pytest.mark.skipif(not gpusim.LIBRARY_PATH.exists(),
@@ -66,7 +67,7 @@ def _entry(name: str) -> dict:
 def _buffers(name: str, counts: list[int], seed: int) -> tuple[list[torch.Tensor],
                                                                  list[torch.Tensor], int, int]:
     entry = _entry(name)
-    dtype = _library.TORCH_DTYPES[entry["dtype"]]
+    dtype = MANIFEST_DTYPES[entry["dtype"]]
     generator = torch.Generator().manual_seed(seed)
     n, s = sum(counts), len(counts)
     idx = torch.repeat_interleave(torch.arange(s), torch.tensor(counts, dtype=torch.int64))

@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from segops import _library
+from segops._dtypes import MANIFEST_DTYPES
 
 _BUILDS = _library.manifest()["host"]
 _NATIVE = _library.native_module()
@@ -93,7 +94,7 @@ def _run(library: Any, kernel: _library.Kernel, inputs: list[torch.Tensor],
          num_rows: int, num_segments: int) -> list[torch.Tensor]:
     """The kernel's outputs (NaN before it runs) from `library`'s build."""
     outputs = [torch.full(_library.buffer_shape(buffer["shape"], num_rows, num_segments),
-                          float("nan"), dtype=_library.TORCH_DTYPES[buffer["dtype"]])
+                          float("nan"), dtype=MANIFEST_DTYPES[buffer["dtype"]])
                for buffer in _library.kernel_entry(kernel.name)["buffers"]
                if buffer["role"] == "output"]
     pointers = [tensor.data_ptr() for tensor in [*inputs, *outputs]]
@@ -104,7 +105,7 @@ def _run(library: Any, kernel: _library.Kernel, inputs: list[torch.Tensor],
 def _inputs(kernel: _library.Kernel, idx: torch.Tensor, num_rows: int,
             num_segments: int) -> list[torch.Tensor]:
     entry = _library.kernel_entry(kernel.name)
-    dtype = _library.TORCH_DTYPES[kernel.dtype]
+    dtype = MANIFEST_DTYPES[kernel.dtype]
     generator = torch.Generator().manual_seed(11)
     inputs = []
     for buffer in entry["buffers"]:

@@ -13,6 +13,7 @@ import torch
 from conftest import layout
 
 from segops import _library
+from segops._dtypes import MANIFEST_DTYPES
 
 COUNTS = [3, 0, 1, 4, 0, 2, 0]
 S = len(COUNTS)
@@ -84,7 +85,7 @@ def _op(name: str) -> str:
 def _make(buffer: dict, n: int, generator: torch.Generator, device: str) -> torch.Tensor:
     shape = _library.buffer_shape(buffer["shape"], n, S)
     return torch.randn(shape, dtype=torch.float64, generator=generator).to(
-        device=device, dtype=_library.TORCH_DTYPES[buffer["dtype"]])
+        device=device, dtype=MANIFEST_DTYPES[buffer["dtype"]])
 
 
 def _run(name: str, floats: list[torch.Tensor], idx: torch.Tensor,
@@ -98,7 +99,7 @@ def _run(name: str, floats: list[torch.Tensor], idx: torch.Tensor,
             continue
         inputs.append(idx if buffer["name"] == "idx" else floats_left.pop(0))
     outputs = [torch.empty(_library.buffer_shape(buffer["shape"], idx.shape[0], S),
-                           dtype=_library.TORCH_DTYPES[buffer["dtype"]], device=idx.device)
+                           dtype=MANIFEST_DTYPES[buffer["dtype"]], device=idx.device)
                for buffer in entry["buffers"] if buffer["role"] == "output"]
     harness.run(name, inputs, outputs, idx.shape[0], S)
     return outputs

@@ -210,6 +210,7 @@ def test_jit_to_second_order_at_every_threshold(composite: str, dtype: torch.dty
 import harness  # noqa: E402
 
 from segops import _gpusim, _library  # noqa: E402
+from segops._dtypes import MANIFEST_DTYPES  # noqa: E402
 
 SEGMENT_KERNELS = [k for k, info in _library.kernels().items()
                    if not info.host_rows and not k.endswith("_grad_grad_grad")]
@@ -219,7 +220,7 @@ SIMULATOR_LENGTHS = lengths_around(GPU_THRESHOLDS, largest=None)
 def _kernel_buffers(name: str, length: int, seed: int) -> tuple[list[torch.Tensor],
                                                                   list[torch.Tensor], int, int]:
     entry = _library.kernel_entry(name)
-    dtype = _library.TORCH_DTYPES[entry["dtype"]]
+    dtype = MANIFEST_DTYPES[entry["dtype"]]
     idx, s = long_segment_index(length)
     n = idx.shape[0]
     generator = torch.Generator().manual_seed(seed)
