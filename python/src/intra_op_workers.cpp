@@ -1,10 +1,10 @@
 //===- intra_op_workers.cpp - segrt's workers on PyTorch's threads --------===//
 //
 // The host runtime's workers run on PyTorch's intra-op thread pool: its
-// threads are running already (a launch costs ~1 us, starting and joining a
-// thread ~40 us on a 2-core VM, which made two threads slower than one up
-// to ~1e5 rows), they are the threads torch.set_num_threads sizes, and
-// segops' work never competes with PyTorch's own for the cores.
+// threads are running already (a launch is far cheaper than starting and
+// joining a thread; docs/architecture.md, "The PyTorch layer", has the
+// figures), they are the threads torch.set_num_threads sizes, and segops'
+// work never competes with PyTorch's own for the cores.
 //
 //===----------------------------------------------------------------------===//
 

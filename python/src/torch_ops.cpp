@@ -1,9 +1,10 @@
 //===- torch_ops.cpp - segops operators as C++ PyTorch kernels ------------===//
 //
 // The CPU, autograd and Meta kernels of every segops operator level (one
-// boxed implementation each, parameterized by the level), and the one
-// reader of a kernel's manifest entry. op_library.cpp registers the library
-// ops with them; jit_call's programs run through the same calls.
+// boxed implementation each, parameterized by the level), the checks of a
+// call's arguments against its kernel's buffers, and the levels' variants.
+// op_library.cpp registers the library ops with them; jit_call's programs
+// run through the same calls (host_call.cpp, gpu_call.cpp).
 //
 // The checks here are generic: every tensor must match its kernel buffer's
 // dtype and symbolic shape (N rows, S segments); when one does not, the
@@ -16,8 +17,6 @@
 
 #include "autograd.h"
 
-#include "gpu_program.h"
-#include "scatter_sum.h"
 #include "segrt/BufferCache.h"
 #include "segrt/Host.h"
 #include "segrt/IndexCheck.h"
@@ -27,7 +26,6 @@
 #include <torch/csrc/autograd/function.h>
 #include <torch/library.h>
 
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -41,6 +39,7 @@
 
 
 namespace segops_torch {
+
 
 std::string variantKey(const at::Tensor &first) {
   const char *dtype = first.scalar_type() == at::kDouble  ? "f64"
@@ -171,18 +170,6 @@ OperatorCall takeArguments(const OperatorLevel &level, torch::jit::Stack *stack,
   return call;
 }
 
-at::Tensor narrowHostIndex(const at::Tensor &idx, int64_t numSegments,
-                           int numThreads) {
-  int64_t numRows = idx.size(0);
-  at::Tensor narrowed = emptyHostOutput({numRows}, at::kInt);
-  if (numRows == 0)
-    return narrowed;
-  segrt::IndexCheck result = segrt::narrowIndex(
-      idx.data_ptr<int64_t>(), narrowed.data_ptr<int32_t>(), numRows,
-      numSegments, /*check=*/true, numThreads, /*requireSorted=*/false);
-  return result.problem == segrt::IndexProblem::None ? narrowed : at::Tensor();
-}
-
 BoundBuffers bindBuffers(const OperatorCall &call, at::Tensor kernelIdx) {
   BoundBuffers bound;
   int64_t numRows = call.idx.size(0);
@@ -213,309 +200,7 @@ BoundBuffers bindBuffers(const OperatorCall &call, at::Tensor kernelIdx) {
   return bound;
 }
 
-namespace {
-/// Copies rows of `width` elements of type T: dst[r] = src[order[r]]
-/// (gather) or dst[order[r]] = src[r] (scatter), across PyTorch's threads.
-constexpr int64_t kPrefetchDistance = 64;
-
-template <typename T, bool Scatter>
-void permuteRowsOf(const T *src, T *dst, const int64_t *order, int64_t rows,
-                   int64_t width) {
-  at::parallel_for(0, rows, 8192, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      // The rows are random in one of the two arrays: ask for them early,
-      // so that many misses are in flight at once.
-      if (r + kPrefetchDistance < end)
-        __builtin_prefetch(Scatter
-                               ? dst + order[r + kPrefetchDistance] * width
-                               : src + order[r + kPrefetchDistance] * width,
-                           Scatter ? 1 : 0);
-      const T *from = Scatter ? src + r * width : src + order[r] * width;
-      T *to = Scatter ? dst + order[r] * width : dst + r * width;
-      for (int64_t c = 0; c < width; ++c)
-        to[c] = from[c];
-    }
-  });
-}
-
-/// `input`'s rows in `order` (Scatter: put back from it). A row of a few
-/// floats is a few loads: aten's index_select and index_copy_ cost ~10x
-/// more per row here (a generic copy per row).
-template <bool Scatter>
-at::Tensor permuteRows(const at::Tensor &input, const at::Tensor &order) {
-  if (!input.is_cpu() || input.dim() == 0 ||
-      (input.element_size() != 4 && input.element_size() != 8))
-    return Scatter ? at::empty_like(input).index_copy_(0, order, input)
-                   : input.index_select(0, order);
-  at::Tensor src = contiguousInput(input);
-  at::DimVector shape(src.sizes().begin(), src.sizes().end());
-  shape[0] = order.size(0);
-  at::Tensor out = emptyHostOutput(shape, src.scalar_type());
-  int64_t width = shape[0] ? out.numel() / shape[0] : 0;
-  if (src.element_size() == 4)
-    permuteRowsOf<uint32_t, Scatter>(
-        static_cast<const uint32_t *>(src.const_data_ptr()),
-        static_cast<uint32_t *>(out.data_ptr()), order.data_ptr<int64_t>(),
-        shape[0], width);
-  else
-    permuteRowsOf<uint64_t, Scatter>(
-        static_cast<const uint64_t *>(src.const_data_ptr()),
-        static_cast<uint64_t *>(out.data_ptr()), order.data_ptr<int64_t>(),
-        shape[0], width);
-  return out;
-}
-} // namespace
-
-segrt::IndexCheck runOnSortedRows(const OperatorCall &call,
-                                  const SortedRows &rows, BoundBuffers &bound,
-                                  const KernelRun &run) {
-  OperatorCall sorted = call;
-  size_t next = 0;
-  for (const Buffer &buffer : call.variant->buffers) {
-    if (buffer.isOutput || buffer.isIndex)
-      continue;
-    at::Tensor &input = sorted.floats[next++];
-    if (buffer.isRead && buffer.shape.front() == kRows)
-      input = permuteRows</*Scatter=*/false>(input, rows.order);
-  }
-  bound = bindBuffers(sorted, rows.sortedIdx);
-  const Variant &variant = *call.variant;
-  segrt::IndexCheck check = run(bound);
-  size_t output = 0;
-  for (const Buffer &buffer : variant.buffers) {
-    if (!buffer.isOutput)
-      continue;
-    at::Tensor &result = bound.outputs[output++];
-    if (buffer.shape.front() == kRows)
-      result = permuteRows</*Scatter=*/true>(result, rows.order);
-  }
-  return check;
-}
-
-at::Tensor narrowedIndex(const at::Tensor &idx, int64_t numSegments,
-                         int numThreads) {
-  if (at::Tensor cached = cachedNarrowing(idx, numSegments); cached.defined())
-    return cached;
-  at::Tensor narrowed =
-      narrowHostIndex(contiguousInput(idx), numSegments, numThreads);
-  if (narrowed.defined())
-    rememberNarrowing(idx, numSegments, narrowed);
-  return narrowed;
-}
-
-/// Runs a kernel that only sums one input's rows (Variant::summedFloatArgument)
-/// on the unsorted int32 `kernelIdx` by chunks (scatter_sum.h), if the sizes
-/// suit that: true, with its result in `outputs`; false, having done
-/// nothing, if they do not.
-static bool sumRowsByChunksIfSuited(const OperatorLevel &level,
-                                    const OperatorCall &call,
-                                    const at::Tensor &kernelIdx,
-                                    c10::SmallVector<at::Tensor, 4> &outputs) {
-  const Variant &variant = *call.variant;
-  if (variant.summedFloatArgument < 0)
-    return false;
-  const Buffer *output = &variant.buffers.back(); // the one result
-  const at::Tensor &rows = call.floats[variant.summedFloatArgument];
-  int64_t numRows = call.idx.size(0), numSegments = call.numSegments;
-  at::DimVector shape{numSegments};
-  int64_t width = 1;
-  for (size_t d = 1; d < output->shape.size(); ++d) {
-    shape.push_back(output->shape[d]);
-    width *= output->shape[d];
-  }
-  if (!sumsByChunks(numRows, numSegments, width, rows.element_size()))
-    return false;
-  at::Tensor sums = emptyHostOutput(shape, output->dtype);
-  if (!sumRowsByChunks(contiguousInput(rows), kernelIdx.data_ptr<int32_t>(),
-                       numSegments, sums))
-    reportInvalid(level, call.floats, call.idx, numSegments,
-                  "idx is out of range");
-  outputs = {sums};
-  return true;
-}
-
-c10::SmallVector<at::Tensor, 4> runHostCall(const OperatorLevel &level,
-                                            const OperatorCall &call) {
-  const Variant &variant = *call.variant;
-  TORCH_CHECK(variant.symbol, "segops: ", variant.kernel,
-              " has no host code here (a program from a compiler bundle, "
-              "where there is no compiler, runs on CUDA only)");
-  const at::Tensor &idx = call.idx;
-  int64_t numRows = idx.size(0), numSegments = call.numSegments;
-  int threads = at::get_num_threads();
-  // idx is checked as the kernels read it (one pass over idx), at every
-  // level: values in [0, S), in any order. An int64 index is checked for
-  // range as it is narrowed to the int32 the kernels read (one pass too).
-  auto run = [&](BoundBuffers &buffers) {
-    return segrt::checkIndexAndCallHostKernel(
-        variant.symbol, buffers.pointers,
-        buffers.kernelIdx.data_ptr<int32_t>(), numRows, numSegments, threads,
-        variant.range, variant.split.rows ? &variant.split : nullptr);
-  };
-  // An index whose sorted rows are known (an unsorted one seen before, with
-  // the same content) runs on them at once: no narrowing, no sort.
-  std::optional<SortedRows> known;
-  c10::SmallVector<at::Tensor, 4> sums;
-  if (variant.range == segrt::HostRange::Segments) {
-    known = cachedSortedRows(idx);
-    // A sum by an index known to be unsorted (remembered as such, or with
-    // a transposed order) runs by chunks, on the index as it is.
-    if (variant.summedFloatArgument >= 0) {
-      at::Tensor unsorted = cachedUnsortedIndex(idx, numSegments);
-      if (!unsorted.defined() && known)
-        unsorted = idx.scalar_type() == at::kLong
-                       ? narrowedIndex(idx, numSegments, threads)
-                       : contiguousInput(idx);
-      if (unsorted.defined() &&
-          sumRowsByChunksIfSuited(level, call, unsorted, sums))
-        return sums;
-    }
-  }
-  BoundBuffers bound;
-  if (known) {
-    if (numRows > 0 || numSegments > 0) {
-      if (runOnSortedRows(call, *known, bound, run).problem !=
-          segrt::IndexProblem::None)
-        reportInvalid(level, call.floats, idx, numSegments,
-                      "idx is out of range");
-    } else {
-      bound = bindBuffers(call, known->sortedIdx);
-    }
-    return std::move(bound.outputs);
-  }
-  at::Tensor kernelIdx = contiguousInput(idx);
-  if (idx.scalar_type() == at::kLong) {
-    kernelIdx = narrowedIndex(idx, numSegments, threads);
-    if (!kernelIdx.defined())
-      reportInvalid(level, call.floats, idx, numSegments,
-                    "idx is out of range");
-  }
-  bound = bindBuffers(call, kernelIdx);
-  if (numRows > 0 || numSegments > 0) {
-    segrt::IndexCheck check = run(bound);
-    // Segment kernels walk sorted rows: an unsorted index runs again on
-    // its rows in sorted order (sorted ones cost nothing more), which are
-    // remembered for the next call with this index.
-    if (check.problem == segrt::IndexProblem::Unsorted) {
-      rememberUnsortedIndex(idx, numSegments, bound.kernelIdx);
-      if (sumRowsByChunksIfSuited(level, call, bound.kernelIdx, sums))
-        return sums;
-      check = runOnSortedRows(call, sortRows(idx, bound.kernelIdx), bound, run);
-    }
-    if (check.problem != segrt::IndexProblem::None)
-      reportInvalid(level, call.floats, idx, numSegments,
-                    "idx is out of range");
-  }
-  return std::move(bound.outputs);
-}
-
-void runGpuCall(const OperatorCall &call, const BoundBuffers &bound,
-                segrt::CudaModule &module, uintptr_t stream) {
-  const segrt::GpuProgram &program = call.variant->gpu;
-  int64_t numRows = call.idx.size(0), numSegments = call.numSegments;
-  if (numRows == 0 && numSegments == 0)
-    return;
-  // The long-segment kernels' scratch: on CUDA from the caching allocator,
-  // freed on return and reused only by work queued after these launches on
-  // this stream (it is stream-ordered); simulated, 0xff bytes (NaN floats,
-  // -1 integers), so that a kernel reading what was never written shows.
-  at::Tensor scratch;
-  if (int64_t bytes = program.scratchBytes(numRows, numSegments)) {
-    auto options = at::TensorOptions().dtype(at::kByte).device(call.idx.device());
-    scratch = call.idx.is_cpu() ? at::full({bytes}, 255, options)
-                                : at::empty({bytes}, options);
-  }
-  segrt::launchGpuProgram(
-      module, program, stream, bound.pointers, numRows, numSegments,
-      scratch.defined() ? reinterpret_cast<uintptr_t>(scratch.data_ptr()) : 0);
-}
-
-void GpuModules::setPtxSource(PtxSource source) {
-  std::lock_guard<std::mutex> lock(mutex);
-  ptxSource = std::move(source);
-}
-
-void GpuModules::setSimulatorImage(const std::string &image) {
-  std::lock_guard<std::mutex> lock(mutex);
-  if (image.empty())
-    simulator.release(); // kernels of it may still be queued: never unloaded
-  else
-    simulator = std::make_unique<segrt::CudaModule>(
-        0, image, segrt::CudaBackend::Simulator);
-}
-
-segrt::CudaModule &GpuModules::onDevice(int device) {
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = modules.find(device);
-  if (it != modules.end())
-    return *it->second;
-  TORCH_CHECK(ptxSource, "segops: no PTX source was set for these kernels");
-  auto module = std::make_unique<segrt::CudaModule>(device, ptxSource(device));
-  return *modules.emplace(device, std::move(module)).first->second;
-}
-
-segrt::CudaModule *GpuModules::simulated() {
-  std::lock_guard<std::mutex> lock(mutex);
-  return simulator.get();
-}
-
-std::shared_ptr<GpuModules> libraryGpuModules() {
-  // Never destroyed: kernels may run until exit.
-  static auto *modules =
-      new std::shared_ptr<GpuModules>(std::make_shared<GpuModules>());
-  return *modules;
-}
-
-/// The GPU kernels of `call` on the simulated driver's `module`.
-static c10::SmallVector<at::Tensor, 4>
-runSimulatedCall(const OperatorLevel &level, const OperatorCall &call,
-                 segrt::CudaModule &module) {
-  const at::Tensor &idx = call.idx;
-  int64_t numRows = idx.size(0), numSegments = call.numSegments;
-  at::Tensor kernelIdx = kernelIndex(idx);
-  // Range first, over every row (a descent must not hide a value out of
-  // range), then order where the kernel needs it.
-  auto check = [&](bool requireSorted) {
-    return segrt::checkIndex(kernelIdx.data_ptr<int32_t>(), /*is64Bit=*/false,
-                             numRows, numSegments, at::get_num_threads(),
-                             requireSorted);
-  };
-  if (check(false).problem != segrt::IndexProblem::None)
-    reportInvalid(level, call.floats, idx, numSegments, "idx is out of range");
-  bool unsorted = call.variant->range == segrt::HostRange::Segments &&
-                  check(true).problem != segrt::IndexProblem::None;
-  BoundBuffers bound = bindBuffers(call, kernelIdx);
-  auto run = [&](BoundBuffers &buffers) {
-    runGpuCall(call, buffers, module, /*stream=*/0);
-    return segrt::IndexCheck();
-  };
-  // GPU segment kernels walk sorted rows, as the host's do.
-  if (unsorted) {
-    std::optional<SortedRows> known = cachedSortedRows(idx);
-    runOnSortedRows(call, known ? *known : sortRows(idx, bound.kernelIdx),
-                    bound, run);
-  }
-  else
-    run(bound);
-  return std::move(bound.outputs);
-}
-
-c10::SmallVector<at::Tensor, 4> runCpuCall(const OperatorLevel &level,
-                                           const OperatorCall &call) {
-  if (segrt::CudaModule *simulated = call.variant->gpuModules->simulated())
-    return runSimulatedCall(level, call, *simulated);
-  return runHostCall(level, call);
-}
-
-namespace {
-std::atomic<bool> debugChecksEnabled{false};
-} // namespace
-
-void setDebugChecks(bool enabled) { debugChecksEnabled = enabled; }
-bool debugChecks() { return debugChecksEnabled; }
-
 } // namespace segops_torch
-
 
 namespace {
 using namespace segops_torch;
@@ -526,13 +211,6 @@ using namespace segops_torch;
 std::vector<std::unique_ptr<torch::Library>> &registrations() {
   static auto *libraries = new std::vector<std::unique_ptr<torch::Library>>();
   return *libraries;
-}
-
-int64_t parseExtent(const std::string &symbol) {
-  return symbol == "N"   ? kRows
-         : symbol == "S" ? kSegments
-         : symbol == "?" ? kAnyRows
-                         : std::stoll(symbol);
 }
 
 /// The CPU kernel of one operator level (boxed: one implementation serves
@@ -662,16 +340,6 @@ private:
   std::shared_ptr<const OperatorLevel> level;
 };
 
-at::ScalarType parseDtype(const std::string &name) {
-  if (name == "f32")
-    return at::kFloat;
-  if (name == "f64")
-    return at::kDouble;
-  if (name == "i32")
-    return at::kInt;
-  throw std::invalid_argument("unknown kernel dtype " + name);
-}
-
 /// Where each output of a level gets its shape, read from one of its
 /// kernels: an output whose features are those of the float argument in
 /// its position (a gradient, or a forward keeping its rows' features) takes
@@ -720,77 +388,6 @@ void implement(const std::string &name, c10::DispatchKey key,
 }
 
 } // namespace
-
-Variant segops_torch::parseKernelEntry(const nlohmann::json &entry,
-                                       const SymbolResolver &resolve) {
-  Variant variant;
-  variant.kernel = entry.at("name").get<std::string>();
-  const nlohmann::json &host = entry.at("host");
-  variant.symbol = resolve(host.value("symbol", variant.kernel));
-  const nlohmann::json &buffers = entry.at("buffers");
-  for (const nlohmann::json &description : buffers) {
-    Buffer buffer;
-    buffer.isOutput = description.at("role").get<std::string>() == "output";
-    buffer.isIndex = description.at("name").get<std::string>() == "idx";
-    buffer.isRead = description.value("read", true);
-    buffer.dtype = parseDtype(description.at("dtype").get<std::string>());
-    for (const nlohmann::json &symbol : description.at("shape"))
-      buffer.shape.push_back(parseExtent(symbol.get<std::string>()));
-    variant.buffers.push_back(std::move(buffer));
-  }
-  // Buffers before a position, but idx and outputs, are the float
-  // arguments before it.
-  auto floatArgument = [&](size_t position) {
-    int argument = 0;
-    for (size_t b = 0; b < position; ++b)
-      argument += !variant.buffers[b].isIndex && !variant.buffers[b].isOutput;
-    return argument;
-  };
-  for (size_t b = 0; b < variant.buffers.size(); ++b) {
-    const nlohmann::json &description = buffers[b];
-    if (!description.contains("sums_by"))
-      continue;
-    Buffer &buffer = variant.buffers[b];
-    buffer.sumsBy = floatArgument(description["sums_by"].get<size_t>());
-    buffer.sumsIntoRowsOf =
-        floatArgument(description.at("into_rows_of").get<size_t>());
-    variant.indexedTables.emplace_back(buffer.sumsBy, buffer.sumsIntoRowsOf);
-  }
-  if (entry.contains("gathers") && entry["gathers"].is_array())
-    for (const nlohmann::json &gather : entry["gathers"])
-      variant.indexedTables.emplace_back(
-          floatArgument(gather.at("index").get<size_t>()),
-          floatArgument(gather.at("table").get<size_t>()));
-  variant.range = host.value("range", "segments") == "rows"
-                      ? segrt::HostRange::Rows
-                      : segrt::HostRange::Segments;
-  if (host.contains("split") && host["split"].is_object()) {
-    const nlohmann::json &split = host["split"];
-    variant.split.rows = resolve(split.at("rows_symbol").get<std::string>());
-    variant.split.finish =
-        resolve(split.at("finish_symbol").get<std::string>());
-    variant.split.passTotals =
-        split.at("pass_totals").get<std::vector<int64_t>>();
-    variant.split.combine = segrt::parseTotalCombines(
-        split.at("combine").get<std::vector<std::string>>());
-    // From the manifest, not the variant's key: JIT programs register
-    // under "jit" whatever their dtype.
-    variant.split.isDouble = split.at("totals_dtype").get<std::string>() ==
-                             "f64";
-  }
-  variant.gpu = segops_python::gpuProgram(variant.kernel, entry.at("gpu"));
-  variant.gpuModules = libraryGpuModules();
-  variant.savedForBackward.assign(
-      std::count_if(variant.buffers.begin(), variant.buffers.end(),
-                    [](const Buffer &buffer) {
-                      return !buffer.isOutput && !buffer.isIndex;
-                    }),
-      true);
-  if (host.contains("sums_rows_of") && host["sums_rows_of"].is_number())
-    variant.summedFloatArgument =
-        floatArgument(host["sums_rows_of"].get<size_t>());
-  return variant;
-}
 
 void segops_torch::OperatorLevel::setHooks(Validator validator,
                                            VariantProvider provider) {
