@@ -572,12 +572,21 @@ class JitFunction:
             # Dynamo puts the call in its graph as one node, which fake
             # tensor tracing then runs: specializing needs no data.
             return self._in_graph(*_as_counts(args))
-        args = self._promote(args)
         if self._table is not None:
-            # The warm path in C++: key, lookup and dispatch in one call.
+            # The warm path in C++: key, lookup and dispatch in one call. Its
+            # key holds every tensor's dtype, so arguments that need promoting
+            # (integer numbers) miss it until they are promoted.
             result = self._table(*args)
             if result is not None:
                 return result
+            promoted_args = self._promote(args)
+            if promoted_args is not args:
+                result = self._table(*promoted_args)
+                if result is not None:
+                    return result
+            args = promoted_args
+        else:
+            args = self._promote(args)
         return self._run(*_as_counts(args))
 
     def _promote(self, args: tuple) -> tuple:
