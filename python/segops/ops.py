@@ -35,6 +35,7 @@ from segops import _columns, _extensions, _gpusim, _library, _output_cache, _val
 from segops._dtypes import FLOAT_DTYPES
 from segops._op_table import MAX_LEVEL, OPS, SegmentOp, check_dot_shapes, level_name
 from segops._validation import (
+    INT32_MAX,
     check_float_rows,
     check_index_content,
     check_num_segments,
@@ -236,7 +237,10 @@ def _check_types(op: str, tensors: dict[str, object], num_segments: object) -> i
     if _native is None:
         missing_kernels(f"segops::{op}", "CPU")()
     for name, value in tensors.items():
-        check_tensor(op, name, value)
+        if not isinstance(value, Tensor):
+            check_tensor(op, name, value)
+    if type(num_segments) is int and 0 <= num_segments <= INT32_MAX:
+        return num_segments  # the common case, without the calls below (host overhead)
     return check_num_segments(op, _validation.as_count(num_segments))
 
 
@@ -245,7 +249,8 @@ def _as_feature_rows(tensor: Tensor, op: str, name: str, leading: str = "N") -> 
     view where the rows are contiguous), or (L,) for one feature; (L,) and
     (L, F) as they are. Rows of no features are refused with the shape the
     user passed."""
-    if not isinstance(tensor, Tensor) or tensor.dim() < 2:
+    dim = tensor.dim() if isinstance(tensor, Tensor) else 0
+    if dim < 2 or (dim == 2 and tensor.shape[1] > 1):
         return tensor
     features = math.prod(tensor.shape[1:])
     if features == 0:  # refused, with the shape passed (not the flattened one)
