@@ -78,30 +78,20 @@ _IDENTITIES = {"alias", "detach", "clone", "contiguous", "lift_fresh_copy"}
 # Ops that only change how a value is viewed (per-row scalar columns).
 VIEWS = frozenset({"unsqueeze", "view", "reshape", "_unsafe_view", "squeeze", "expand",
                    "expand_as", "slice"}) | _IDENTITIES
-# The aten ops (overload packet names) Translator.call handles itself; the
-# other pointwise ops go through _jit_pointwise (is_supported says which).
-SUPPORTED_ATEN = (
-    frozenset(_UNARY)
-    | frozenset(_BINARY)
-    | frozenset(_COMPARISONS)
-    | VIEWS
-    | {
-        "sigmoid",
-        "reciprocal",
-        "rsub",
-        "where",
-        "clamp",
-        "clamp_min",
-        "clamp_max",
-        "pow",
-        "square",
-        "sum",
-        "amax",
-        "amin",
-        "linalg_vector_norm",
-        "slice_scatter",
-    }
-)
+# aten ops (overload packet names) -> how Translator.call lowers them
+# (handler(translator, node, args, kwargs)); filled by @lowers below the
+# Translator. The other pointwise ops go through _jit_pointwise
+# (is_supported says which).
+_HANDLERS: dict[str, Callable[..., Any]] = {}
+
+
+def lowers(*packets: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Registers a handler of aten ops `packets` for Translator.call."""
+    def register(handler: Callable[..., Any]) -> Callable[..., Any]:
+        for packet in packets:
+            _HANDLERS[packet] = handler
+        return handler
+    return register
 
 
 @dataclass
@@ -593,109 +583,18 @@ class Translator:
         constant = _jit_pointwise.scalar_constant(node)
         if constant is not None:
             return constant
-        if packet in _IDENTITIES:
-            return self.operand(node, args[0])
-        if packet in _UNARY:
-            return self.elementwise(node, _UNARY[packet], [self.tensor(node, args[0])])
-        if packet == "sigmoid":
-            return self.sigmoid(node, self.tensor(node, args[0]))
-        if packet == "reciprocal":
-            return self.elementwise(node, "arith.divf", [1.0, self.tensor(node, args[0])])
-        if packet in _BINARY and len(args) == 2 and not kwargs:
-            return self.elementwise(node, _BINARY[packet],
-                                    [self.operand(node, a) for a in args[:2]])
-        if packet == "rsub":
-            return self.elementwise(node, "arith.subf",
-                                    [self.operand(node, args[1]), self.operand(node, args[0])])
-        if packet in _COMPARISONS:
-            return self.compare(
-                node, _COMPARISONS[packet], [self.operand(node, a) for a in args[:2]]
-            )
-        if packet == "where":
-            condition = self.operand(node, args[0])
-            if not isinstance(condition, Value) or condition.kind != "bool":
-                raise self.fail(node, "where() needs a comparison as its condition")
-            return self.select(node, condition, self.operand(node, args[1]),
-                               self.operand(node, args[2]))
-        if packet in ("clamp", "clamp_min", "clamp_max"):
-            x = self.tensor(node, args[0])
-            if packet == "clamp":
-                low = args[1] if len(args) > 1 else kwargs.get("min")
-                high = args[2] if len(args) > 2 else kwargs.get("max")
-            else:
-                low, high = (args[1], None) if packet == "clamp_min" else (None, args[1])
-            # torch.clamp's gradient flows where low <= x <= high: selects.
-            if low is not None:
-                low = self.operand(node, low)
-                x = self.select(node, self.compare(node, "olt", [x, low]), low, x)
-            if high is not None:
-                high = self.operand(node, high)
-                x = self.select(node, self.compare(node, "ogt", [x, high]), high, x)
-            return x
-        if packet == "square":
-            x = self.tensor(node, args[0])
-            return self.elementwise(node, "arith.mulf", [x, x])
-        if packet == "sum" and len(args) >= 2:
-            dims = [d % 2 for d in args[1]] if isinstance(args[1], (list, tuple)) else []
-            keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
-            if dims != [1]:
-                raise self.fail(node, "only x.sum(-1) over (N, F) rows is supported (a "
-                                      "reduction over rows is segops.segmented_sum)")
-            total = self.component_sum(node, self.tensor(node, args[0]))
-            return Value(total.name, total.kind, (1,)) if keepdim else total
-        if packet in ("amax", "amin"):
-            dims = args[1] if len(args) > 1 else kwargs.get("dim", [])
-            keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
-            if [d % 2 for d in dims] != [1]:
-                raise self.fail(node, f"only x.{packet}(-1) over (N, F) rows is supported (a "
-                                      "reduction over rows is segops.segmented_max/min)")
-            op = "component_max" if packet == "amax" else "component_min"
-            total = self.component_sum(node, self.tensor(node, args[0]), op)
-            return Value(total.name, total.kind, (1,)) if keepdim else total
-        if packet == "linalg_vector_norm":
-            order = args[1] if len(args) > 1 else kwargs.get("ord", 2)
-            dims = args[2] if len(args) > 2 else kwargs.get("dim")
-            keepdim = args[3] if len(args) > 3 else kwargs.get("keepdim", False)
-            if order != 2 or list(dims or []) not in ([-1], [1]) or keepdim:
-                raise self.fail(node, "only torch.linalg.vector_norm(x, dim=-1) (2-norm of "
-                                      "(N, F) rows) is supported")
-            x = self.tensor(node, args[0])
-            squares = self.elementwise(node, "arith.mulf", [x, x])
-            return self.elementwise(node, "math.sqrt", [self.component_sum(node, squares)])
         if packet in VIEWS and packet not in _IDENTITIES and \
                 isinstance(self.values.get(args[0]), Value) and self.values[args[0]].uniform:
             return self.uniform_view(node, self.tensor(node, args[0]))
-        if packet in ("unsqueeze", "view", "reshape", "_unsafe_view"):
-            x = self.viewed(node, args[0])
-            shape = tuple(node.meta["val"].shape)
-            if x.tail == () and len(shape) == 2 and shape[1] == 1:
-                return Value(x.name, x.kind, (1,))
-            if x.tail == (1,) and len(shape) == 1:
-                return Value(x.name, x.kind, ())  # the column back to its scalars
-            if tuple(node.meta["val"].shape[1:]) == x.tail:
-                return x
-            raise self.fail(node, f"'{target}' to shape {tuple(shape)} is not supported "
-                                  "(only w[:, None] for a per-row scalar w)")
-        if packet == "slice" and _is_whole_slice(node, args):
-            return self.tensor(node, args[0])  # x[:, None] begins with x[:]
-        if packet == "slice_scatter" and _is_whole_slice(node, [args[0]] + args[2:]):
-            return self.tensor(node, args[1])  # its backward: the whole of src
-        if packet == "squeeze":
-            x = self.viewed(node, args[0])
-            shape = tuple(node.meta["val"].shape)
-            if x.tail == (1,) and len(shape) == 1:
-                return Value(x.name, x.kind, ())
-            if shape[1:] == x.tail:
-                return x
-            raise self.fail(node, f"'{target}' to shape {shape} is not supported")
-        if packet in ("expand", "expand_as"):
-            x = self.tensor(node, args[0])
-            tail = tuple(node.meta["val"].shape[1:])
-            if tail == x.tail and x.tail != (1,):
-                return x  # to its own shape
-            if x.tail == (1,) and is_feature_tail(tail):
-                return self.broadcast(x, tail)
-            raise self.fail(node, f"'{target}' is only supported from (N, 1) to (N, F)")
+        handler = _HANDLERS.get(packet)
+        if handler is not None:
+            return handler(self, node, packet, args, kwargs)
+        return self.lower_otherwise(node, packet, args, kwargs)
+
+    def lower_otherwise(self, node: torch.fx.Node, packet: str, args: list[Any],
+                        kwargs: dict[str, Any]) -> Value | float:
+        """An op no handler takes (or takes in this form): a pointwise
+        lowering of _jit_pointwise, else PyTorch's decomposition of it."""
         lowering = _jit_pointwise.LOWERINGS.get(packet)
         if lowering is not None:
             return lowering(_jit_pointwise.Emitter(self, node),
@@ -865,6 +764,180 @@ class Translator:
         ret = (f"  return {', '.join(r.name for r in results)} : "
                f"{', '.join(self.ty(r) for r in results)}")
         return "\n".join([header, *self.lines, ret, "}", ""])
+
+
+# --------------------------------------------------------------------------
+# The aten ops Translator.call lowers itself: handler(translator, node,
+# packet, args, kwargs). A form a handler does not take goes on to
+# Translator.lower_otherwise.
+# --------------------------------------------------------------------------
+
+
+@lowers(*_IDENTITIES)
+def _identity(t: Translator, node: torch.fx.Node, packet: str, args: list, kwargs: dict) -> Any:
+    return t.operand(node, args[0])
+
+
+@lowers(*_UNARY)
+def _unary(t: Translator, node: torch.fx.Node, packet: str, args: list, kwargs: dict) -> Any:
+    return t.elementwise(node, _UNARY[packet], [t.tensor(node, args[0])])
+
+
+@lowers("sigmoid")
+def _sigmoid(t: Translator, node: torch.fx.Node, packet: str, args: list, kwargs: dict) -> Any:
+    return t.sigmoid(node, t.tensor(node, args[0]))
+
+
+@lowers("reciprocal")
+def _reciprocal(t: Translator, node: torch.fx.Node, packet: str, args: list,
+                kwargs: dict) -> Any:
+    return t.elementwise(node, "arith.divf", [1.0, t.tensor(node, args[0])])
+
+
+@lowers(*_BINARY)
+def _binary(t: Translator, node: torch.fx.Node, packet: str, args: list, kwargs: dict) -> Any:
+    if len(args) != 2 or kwargs:  # add(x, y, alpha=...): decomposed
+        return t.lower_otherwise(node, packet, args, kwargs)
+    return t.elementwise(node, _BINARY[packet], [t.operand(node, a) for a in args[:2]])
+
+
+@lowers("rsub")
+def _rsub(t: Translator, node: torch.fx.Node, packet: str, args: list, kwargs: dict) -> Any:
+    return t.elementwise(node, "arith.subf",
+                         [t.operand(node, args[1]), t.operand(node, args[0])])
+
+
+@lowers(*_COMPARISONS)
+def _comparison(t: Translator, node: torch.fx.Node, packet: str, args: list,
+                kwargs: dict) -> Any:
+    return t.compare(node, _COMPARISONS[packet], [t.operand(node, a) for a in args[:2]])
+
+
+@lowers("where")
+def _where(t: Translator, node: torch.fx.Node, packet: str, args: list, kwargs: dict) -> Any:
+    condition = t.operand(node, args[0])
+    if not isinstance(condition, Value) or condition.kind != "bool":
+        raise t.fail(node, "where() needs a comparison as its condition")
+    return t.select(node, condition, t.operand(node, args[1]), t.operand(node, args[2]))
+
+
+@lowers("clamp", "clamp_min", "clamp_max")
+def _clamp(t: Translator, node: torch.fx.Node, packet: str, args: list, kwargs: dict) -> Any:
+    x = t.tensor(node, args[0])
+    if packet == "clamp":
+        low = args[1] if len(args) > 1 else kwargs.get("min")
+        high = args[2] if len(args) > 2 else kwargs.get("max")
+    else:
+        low, high = (args[1], None) if packet == "clamp_min" else (None, args[1])
+    # torch.clamp's gradient flows where low <= x <= high: selects.
+    if low is not None:
+        low = t.operand(node, low)
+        x = t.select(node, t.compare(node, "olt", [x, low]), low, x)
+    if high is not None:
+        high = t.operand(node, high)
+        x = t.select(node, t.compare(node, "ogt", [x, high]), high, x)
+    return x
+
+
+@lowers("square")
+def _square(t: Translator, node: torch.fx.Node, packet: str, args: list, kwargs: dict) -> Any:
+    x = t.tensor(node, args[0])
+    return t.elementwise(node, "arith.mulf", [x, x])
+
+
+@lowers("sum")
+def _sum(t: Translator, node: torch.fx.Node, packet: str, args: list, kwargs: dict) -> Any:
+    if len(args) < 2:  # a sum of everything: decomposed
+        return t.lower_otherwise(node, packet, args, kwargs)
+    dims = [d % 2 for d in args[1]] if isinstance(args[1], (list, tuple)) else []
+    keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
+    if dims != [1]:
+        raise t.fail(node, "only x.sum(-1) over (N, F) rows is supported (a "
+                           "reduction over rows is segops.segmented_sum)")
+    total = t.component_sum(node, t.tensor(node, args[0]))
+    return Value(total.name, total.kind, (1,)) if keepdim else total
+
+
+@lowers("amax", "amin")
+def _extreme(t: Translator, node: torch.fx.Node, packet: str, args: list, kwargs: dict) -> Any:
+    dims = args[1] if len(args) > 1 else kwargs.get("dim", [])
+    keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
+    if [d % 2 for d in dims] != [1]:
+        raise t.fail(node, f"only x.{packet}(-1) over (N, F) rows is supported (a "
+                           "reduction over rows is segops.segmented_max/min)")
+    op = "component_max" if packet == "amax" else "component_min"
+    total = t.component_sum(node, t.tensor(node, args[0]), op)
+    return Value(total.name, total.kind, (1,)) if keepdim else total
+
+
+@lowers("linalg_vector_norm")
+def _vector_norm(t: Translator, node: torch.fx.Node, packet: str, args: list,
+                 kwargs: dict) -> Any:
+    order = args[1] if len(args) > 1 else kwargs.get("ord", 2)
+    dims = args[2] if len(args) > 2 else kwargs.get("dim")
+    keepdim = args[3] if len(args) > 3 else kwargs.get("keepdim", False)
+    if order != 2 or list(dims or []) not in ([-1], [1]) or keepdim:
+        raise t.fail(node, "only torch.linalg.vector_norm(x, dim=-1) (2-norm of "
+                           "(N, F) rows) is supported")
+    x = t.tensor(node, args[0])
+    squares = t.elementwise(node, "arith.mulf", [x, x])
+    return t.elementwise(node, "math.sqrt", [t.component_sum(node, squares)])
+
+
+@lowers("unsqueeze", "view", "reshape", "_unsafe_view")
+def _view(t: Translator, node: torch.fx.Node, packet: str, args: list, kwargs: dict) -> Any:
+    x = t.viewed(node, args[0])
+    shape = tuple(node.meta["val"].shape)
+    if x.tail == () and len(shape) == 2 and shape[1] == 1:
+        return Value(x.name, x.kind, (1,))
+    if x.tail == (1,) and len(shape) == 1:
+        return Value(x.name, x.kind, ())  # the column back to its scalars
+    if tuple(node.meta["val"].shape[1:]) == x.tail:
+        return x
+    raise t.fail(node, f"'{node.target}' to shape {tuple(shape)} is not supported "
+                       "(only w[:, None] for a per-row scalar w)")
+
+
+@lowers("slice")
+def _slice(t: Translator, node: torch.fx.Node, packet: str, args: list, kwargs: dict) -> Any:
+    if _is_whole_slice(node, args):
+        return t.tensor(node, args[0])  # x[:, None] begins with x[:]
+    return t.lower_otherwise(node, packet, args, kwargs)
+
+
+@lowers("slice_scatter")
+def _slice_scatter(t: Translator, node: torch.fx.Node, packet: str, args: list,
+                   kwargs: dict) -> Any:
+    if _is_whole_slice(node, [args[0]] + args[2:]):
+        return t.tensor(node, args[1])  # its backward: the whole of src
+    return t.lower_otherwise(node, packet, args, kwargs)
+
+
+@lowers("squeeze")
+def _squeeze(t: Translator, node: torch.fx.Node, packet: str, args: list, kwargs: dict) -> Any:
+    x = t.viewed(node, args[0])
+    shape = tuple(node.meta["val"].shape)
+    if x.tail == (1,) and len(shape) == 1:
+        return Value(x.name, x.kind, ())
+    if shape[1:] == x.tail:
+        return x
+    raise t.fail(node, f"'{node.target}' to shape {shape} is not supported")
+
+
+@lowers("expand", "expand_as")
+def _expand(t: Translator, node: torch.fx.Node, packet: str, args: list, kwargs: dict) -> Any:
+    x = t.tensor(node, args[0])
+    tail = tuple(node.meta["val"].shape[1:])
+    if tail == x.tail and x.tail != (1,):
+        return x  # to its own shape
+    if x.tail == (1,) and is_feature_tail(tail):
+        return t.broadcast(x, tail)
+    raise t.fail(node, f"'{node.target}' is only supported from (N, 1) to (N, F)")
+
+
+# The aten ops (overload packet names) Translator.call lowers itself.
+SUPPORTED_ATEN = frozenset(_HANDLERS)
+
 
 
 def is_supported(node: torch.fx.Node) -> bool:
