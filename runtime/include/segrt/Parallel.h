@@ -3,8 +3,8 @@
 // The host runtime's workers (a call per thread for segment kernels, the
 // index check's blocks) run through a launcher the embedding application may
 // install: the PyTorch extension installs PyTorch's intra-op thread pool,
-// whose threads are already running (a launch costs ~1 us there against
-// ~40 us for starting and joining a thread). Without one, and in a forked
+// whose threads are already running (far cheaper to launch on than a thread
+// started and joined per call). Without one, and in a forked
 // child (whose copy of a pool has no threads), each worker but the first
 // gets a thread of its own.
 //
