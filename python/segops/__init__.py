@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from segops import _extensions
 from segops import _library as _build
 
 _build.check_build()  # before any extension loads: a clear error on a PyTorch mismatch
@@ -72,5 +73,5 @@ def library_info() -> dict[str, Any]:
         "host_builds": [build["cpu"] for build in data["host"]],
         "host_cpu": build["cpu"],
         "host_library": build["library"],
-        "compiler": _build.has_compiler(),
+        "compiler": _extensions.has_compiler(),
     }

@@ -91,9 +91,6 @@ def check_build() -> None:
             f"(pip install . --no-build-isolation) against this PyTorch.")
 
 
-has_compiler = _extensions.has_compiler
-
-
 def native_module() -> Any:
     """The runtime extension, _segrt (segops._extensions loads it)."""
     return _extensions.segrt()

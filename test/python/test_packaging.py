@@ -9,7 +9,7 @@ import json
 import pytest
 import torch
 
-from segops import _compiler, _library
+from segops import _compiler, _extensions, _library
 
 
 def test_build_records_torch_and_compiler():
@@ -30,7 +30,7 @@ def test_patch_releases_match(monkeypatch):
 
 
 def test_runtime_install_says_the_compiler_is_missing(monkeypatch):
-    monkeypatch.setattr(_library, "has_compiler", lambda: False)
+    monkeypatch.setattr(_extensions, "has_compiler", lambda: False)
     import builtins
 
     real_import = builtins.__import__
