@@ -412,11 +412,7 @@ def _register_native(program_name: str) -> None:
     """Compiles one program level and registers it with the C++ jit_call
     kernels (their hook for a level not registered yet)."""
     prog, level = split_program(program_name)
-    variant = native_variant(prog, level)
-    buffers = variant["entry"]["buffers"]
-    num_floats = sum(1 for b in buffers if b["role"] == "input") - 1
-    num_outputs = sum(1 for b in buffers if b["role"] == "output")
-    _native.register_jit_program(program_name, num_floats, num_outputs, variant,
+    _native.register_jit_program(program_name, native_variant(prog, level),
                                  prog.idx_position, _validator(prog, level))
 
 

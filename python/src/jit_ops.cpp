@@ -13,6 +13,7 @@
 
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <map>
 #include <shared_mutex>
 #include <string>
@@ -158,17 +159,23 @@ void segops_torch::registerJitBindings(py::module_ &m) {
       "a program level not registered yet.");
   m.def(
       "register_jit_program",
-      [](const std::string &name, size_t numFloats, size_t numOutputs,
-         const py::dict &variant, size_t idxPosition, py::object validator) {
+      [](const std::string &name, const py::dict &description,
+         size_t idxPosition, py::object validator) {
+        // Its float arguments and outputs are its kernel's buffers.
+        Variant variant = parseVariantDescription(description);
+        size_t numFloats = variant.savedForBackward.size();
+        size_t numOutputs = std::count_if(
+            variant.buffers.begin(), variant.buffers.end(),
+            [](const Buffer &buffer) { return buffer.isOutput; });
         std::map<std::string, Variant> variants;
-        variants.emplace("jit", parseVariantDescription(variant));
+        variants.emplace("jit", std::move(variant));
         std::shared_ptr<OperatorLevel> level = makeOperatorLevel(
             name, numFloats, numOutputs, std::move(variants), "");
         level->setHooks(pythonValidator(std::move(validator)), nullptr);
         registerJitProgram(name, JitProgram{std::move(level), idxPosition});
       },
-      py::arg("name"), py::arg("num_floats"), py::arg("num_outputs"),
-      py::arg("variant"), py::arg("idx_position"), py::arg("validator"),
+      py::arg("name"), py::arg("variant"), py::arg("idx_position"),
+      py::arg("validator"),
       "Registers one compiled program level for jit_call (variant: its "
       "manifest entry and kernel addresses, see parseVariantDescription).");
 }
