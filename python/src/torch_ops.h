@@ -305,9 +305,6 @@ template <typename NodeType, typename... Args> auto makeNode(Args &&...args) {
         c10::make_intrusive<NodeType>(std::forward<Args>(args)...));
 }
 
-/// segops::jit_call's CPU and autograd kernels and their bindings
-/// (jit_ops.cpp).
-
 /// An uninitialized CPU tensor for a kernel's output; large ones reuse
 /// buffers of earlier outputs (host_outputs.cpp).
 at::Tensor emptyHostOutput(at::IntArrayRef shape, at::ScalarType dtype);

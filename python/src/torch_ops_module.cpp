@@ -108,8 +108,8 @@ PYBIND11_MODULE(_torchops, m) {
   m.def("clear_index_cache", &clearIndexCache,
         "Forgets every remembered narrowing and sorted order.");
   m.def("has_cuda_kernels", &cudaKernelsBuilt,
-        "Whether the CUDA kernels were built (against a PyTorch with CUDA); "
-        "register_level then registers them too.");
+        "Whether the operator library has CUDA kernels (built against a "
+        "PyTorch with CUDA and the CUDA headers).");
   m.def(
       "set_ptx_source",
       [](py::object source) {
