@@ -154,8 +154,8 @@ def library_build(log: Callable[[str], None] = print) -> list[dict]:
     then PTX for sm_80 and sm_90 and the host objects of the built library's
     host builds), timed step by step."""
     rows = []
-    builds = _library.manifest()["host"]
-    host_targets = ",".join(f"{build['cpu']}:{build['vector_bits']}" for build in builds)
+    builds = _library.manifest().host_builds
+    host_targets = ",".join(f"{build.cpu}:{build.vector_bits}" for build in builds)
     with tempfile.TemporaryDirectory() as out:
         derived = Path(out) / "derived.mlir"
         steps = [

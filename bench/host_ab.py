@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from typing import Any
 
 import torch
 
@@ -34,15 +35,15 @@ def _median_ms(call, repeats: int = 9) -> float:
     return statistics.median(samples) * 1e3
 
 
-def _tensors(kernel: dict, num_rows: int, num_segments: int,
+def _tensors(kernel: Any, num_rows: int, num_segments: int,
              idx: torch.Tensor) -> list[torch.Tensor]:
-    dtype = MANIFEST_DTYPES[kernel["dtype"]]
+    dtype = MANIFEST_DTYPES[kernel.dtype]
     tensors = []
-    for buffer in kernel["buffers"]:
-        if buffer["dtype"] == "i32":
+    for buffer in kernel.buffers:
+        if buffer.dtype == "i32":
             tensors.append(idx)
             continue
-        shape = _library.buffer_shape(buffer["shape"], num_rows, num_segments)
+        shape = buffer.extents(num_rows, num_segments)
         tensors.append(torch.randn(shape, dtype=dtype))
     return tensors
 
@@ -64,7 +65,7 @@ def main() -> int:
     threads = torch.get_num_threads()
     print(f"{threads} threads; ms per call, best (median) of {args.rounds} rounds")
     for name in args.kernels.split(","):
-        kernel, info = _library.kernel_entry(name), _library.kernel(name)
+        kernel = _library.kernel(name)
         for length in (int(v) for v in args.lengths.split(",")):
             num_segments = max(1, args.rows // length) if length else 1
             idx = torch.sort(torch.randint(0, num_segments, (args.rows,),
@@ -73,7 +74,7 @@ def main() -> int:
             pointers = [t.data_ptr() for t in tensors]
 
             def run(library):
-                _library.launch_host(info, pointers, args.rows, num_segments, library)
+                library.call_parallel(kernel, pointers, args.rows, num_segments, threads)
 
             times: list[list[float]] = [[], []]
             for _ in range(args.rounds):

@@ -28,15 +28,15 @@ KERNELS = ["segmented_sum_f32_w3", "segmented_mean_f32_w3_grad",
 def _buffers(name: str, num_rows: int) -> list[torch.Tensor]:
     """The kernel's buffers in manifest order for one segment of `num_rows`
     rows: random inputs, idx all zero, empty outputs."""
-    entry = _library.kernel_entry(name)
-    dtype = MANIFEST_DTYPES[entry["dtype"]]
+    entry = _library.kernel(name)
+    dtype = MANIFEST_DTYPES[entry.dtype]
     generator = torch.Generator().manual_seed(0)
     buffers = []
-    for buffer in entry["buffers"]:
-        shape = [num_rows if e == "N" else 1 if e == "S" else int(e) for e in buffer["shape"]]
-        if buffer["dtype"] == "i32":
+    for buffer in entry.buffers:
+        shape = [num_rows if e == "N" else 1 if e == "S" else int(e) for e in buffer.shape]
+        if buffer.dtype == "i32":
             buffers.append(torch.zeros(shape, dtype=torch.int32))
-        elif buffer["role"] == "output":
+        elif buffer.is_output:
             buffers.append(torch.empty(shape, dtype=dtype))
         else:
             buffers.append(torch.randn(shape, dtype=dtype, generator=generator))
@@ -50,13 +50,11 @@ def measure(name: str, num_rows: int, threads: int, rounds: int = 7) -> tuple[fl
         raise ValueError(f"{name} maps rows: no long-segment entry points")
     buffers = _buffers(name, num_rows)
     pointers = [t.data_ptr() for t in buffers]
-    library = _library.host_library()
+    library = _library.native_module().HostLibrary(
+        str(_library.NATIVE_DIR / _library.host_build().library))
 
     def call(tiles: bool) -> None:
-        split = info.split.call_arguments(info.split.rows_symbol, info.split.finish_symbol) \
-            if tiles else {}
-        library.call_parallel(name, pointers, pointers[info.idx_position], num_rows, 1,
-                              threads, info.host_rows, **split)
+        library.call_parallel(info, pointers, num_rows, 1, threads, tiles=tiles)
 
     times: dict[bool, list[float]] = {False: [], True: []}
     for tiles in (False, True):

@@ -28,22 +28,22 @@ def main() -> None:
                              dtype=torch.int32, generator=generator)
     long_idx = torch.sort(torch.randint(-1, 3, (n,), device="cuda", dtype=torch.int32,
                                         generator=generator)).values
-    entries = _library.manifest()["kernels"]
+    entries = _library.manifest().kernels.values()
     for entry in entries:
         for index, rows, count in ((idx, n, segments), (idx, 0, segments), (idx, n, 0),
                                    (long_idx, n, 2)):
             sizes = {"N": rows, "S": count, "?": rows}
             inputs, outputs = [], []
-            for buffer in entry["buffers"]:
-                if buffer["name"] == "idx":
+            for buffer in entry.buffers:
+                if buffer.name == "idx":
                     inputs.append(index[:rows])
                     continue
-                shape = [sizes[d] if d in sizes else int(d) for d in buffer["shape"]]
+                shape = [sizes[d] if d in sizes else int(d) for d in buffer.shape]
                 tensor = torch.randn(
-                    shape, device="cuda", dtype=MANIFEST_DTYPES[buffer["dtype"]]
+                    shape, device="cuda", dtype=MANIFEST_DTYPES[buffer.dtype]
                 )
-                (outputs if buffer["role"] == "output" else inputs).append(tensor)
-            harness.run(entry["name"], inputs, outputs, rows, count)
+                (outputs if buffer.is_output else inputs).append(tensor)
+            harness.run(entry.name, inputs, outputs, rows, count)
     torch.cuda.synchronize()
     print(f"oob_check: ran {len(entries)} kernels x 4 layouts on garbage indices")
 

@@ -62,16 +62,16 @@ __version__ = "0.1.0"
 
 def library_info() -> dict[str, Any]:
     """Where the op library lives and what it holds (kernels, PTX targets)."""
-    data = _build.manifest()
+    manifest = _build.manifest()
     build = _build.host_build()
     return {
         "native_dir": str(_build.NATIVE_DIR),
         # Loadable with torch.ops.load_library without importing segops.
         "operator_library": str(_build.NATIVE_DIR / "libsegops_ops.so"),
         "kernels": sorted(_build.kernels()),
-        "ptx": dict(data["ptx"]),
-        "host_builds": [build["cpu"] for build in data["host"]],
-        "host_cpu": build["cpu"],
-        "host_library": build["library"],
+        "ptx": dict(manifest.ptx),
+        "host_builds": [each.cpu for each in manifest.host_builds],
+        "host_cpu": build.cpu,
+        "host_library": build.library,
         "compiler": _extensions.has_compiler(),
     }

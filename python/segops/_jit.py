@@ -60,8 +60,10 @@ __all__ = ["jit", "JitError", "JitFunction"]
 
 @dataclass(frozen=True)
 class _HostKernel:
-    symbol: int
-    split: tuple[int, int] | None  # tile and finish kernels' addresses
+    """A level's host code, loaded: the addresses of its symbols (the
+    kernel's, and its tile and finish kernels')."""
+
+    addresses: dict[str, int]
 
 
 class Program:
@@ -73,7 +75,7 @@ class Program:
         self.source = source
         self.idx_position = idx_position
         self.label = label  # the user's function, for messages
-        self._entries: dict[int, dict[str, Any]] = {}
+        self._entries: dict[int, _library.KernelRecord] = {}
         self._host: dict[int, _HostKernel] = {}
         # Per level: its simulator image; per (level, device): its PTX.
         self._simulated: dict[int, str] = {}
@@ -88,19 +90,18 @@ class Program:
     def level_name(self, level: int) -> str:
         return level_name(self.name, level)
 
-    def entry(self, level: int) -> dict[str, Any]:
-        """The manifest entry of derivative level `level` (0: the forward)."""
+    def entry(self, level: int) -> _library.KernelRecord:
+        """The kernel record of derivative level `level` (0: the forward)."""
         entry = self._entries.get(level)
         if entry is None:
             entry = self._entries[level] = self.compile_entry(level)
         return entry
 
-    def compile_entry(self, level: int) -> dict[str, Any]:
-        """The level's manifest entry, from the compiler (entry() keeps the
-        first it gets, here or with the level's host code)."""
-        manifest = json.loads(_extensions.segc().manifest(self.source, level))
-        wanted = self.level_name(level)
-        return next(k for k in manifest["kernels"] if k["name"] == wanted)
+    def compile_entry(self, level: int) -> _library.KernelRecord:
+        """The level's kernel record, from the compiler's manifest (entry()
+        keeps the first it gets, here or with the level's host code)."""
+        manifest = _library.parse_manifest(_extensions.segc().manifest(self.source, level))
+        return manifest.kernels[self.level_name(level)]
 
     def _once(self, cache: dict, key: Any, make: Callable[[], Any]) -> Any:
         """cache[key], made once (threads wait for the first maker of that
@@ -264,12 +265,12 @@ def _unpack(data: bytes | None) -> list[bytes] | None:
     return parts if offset == len(data) and parts else None
 
 
-def _cached_json(path: Path) -> Any:
-    """A cached JSON value, or None if missing or corrupt."""
+def _cached_kernel(path: Path) -> _library.KernelRecord | None:
+    """A cached kernel record, or None if missing or corrupt."""
     data = _compiler.read_cache_file(path)
     try:
-        return json.loads(data) if data is not None else None
-    except ValueError:
+        return _library.parse_kernel(data.decode()) if data is not None else None
+    except (ValueError, UnicodeDecodeError):
         return None
 
 
@@ -282,25 +283,19 @@ def _compile_host(program: Program, level: int) -> _HostKernel:
                                       name, program.source])
     manifest_path = path.with_suffix(".json")
     # The manifest is written last; each file is checksummed.
-    entry, objects = _cached_json(manifest_path), _unpack(_compiler.read_cache_file(path))
-    if not isinstance(entry, dict) or entry.get("name") != name or "host" not in entry \
-            or objects is None:
+    entry, objects = _cached_kernel(manifest_path), _unpack(_compiler.read_cache_file(path))
+    if entry is None or entry.name != name or objects is None:
         manifest_text, objects = segc.compile_host_objects(
             program.source, level, name, interleave=_HOST_INTERLEAVE, parts=_HOST_PARTS)
-        entry = next(k for k in json.loads(manifest_text)["kernels"] if k["name"] == name)
+        entry = _library.parse_manifest(manifest_text).kernels[name]
         _compiler.write_cache_file(path, _pack(objects))
-        _compiler.write_cache_file(manifest_path, json.dumps(entry).encode())
+        _compiler.write_cache_file(manifest_path, entry.text.encode())
     program._entries.setdefault(level, entry)
-    host = entry["host"]
-    symbols = [host["symbol"]]
-    split = host.get("split")
+    split = entry.split
+    symbols = [entry.host_symbol]
     if split:
-        symbols += [split["rows_symbol"], split["finish_symbol"]]
-    addresses = segc.load_host_object(objects, symbols)
-    return _HostKernel(
-        symbol=addresses[host["symbol"]],
-        split=(addresses[split["rows_symbol"]], addresses[split["finish_symbol"]])
-        if split else None)
+        symbols += [split.rows_symbol, split.finish_symbol]
+    return _HostKernel(segc.load_host_object(objects, symbols))
 
 
 def _compile_simulated(program: Program, level: int) -> str:
@@ -311,10 +306,9 @@ def _compile_simulated(program: Program, level: int) -> str:
     if obj is None:
         obj = segc.compile_simulator_object(program.source, level, name)
         _compiler.write_cache_file(path, obj)
-    info = _library.kernel_from_entry(program.entry(level))
     # The object calls the simulator's runtime, resolved in its library.
     library = str(_gpusim.LIBRARY_PATH)
-    addresses = segc.load_host_object(obj, sorted(info.gpu_symbols), library)
+    addresses = segc.load_host_object(obj, sorted(program.entry(level).gpu_symbols), library)
     return _library.native_module().simulator_image(library, addresses)
 
 
@@ -326,12 +320,12 @@ def _compile_simulated(program: Program, level: int) -> str:
 def _check_lengths(program: Program, level: int, args: Sequence[Tensor],
                    num_segments: int) -> None:
     entry = program.entry(level)
-    inputs = [b for b in entry["buffers"] if b["role"] == "input"]
+    inputs = [b for b in entry.buffers if not b.is_output]
     if len(inputs) != len(args):
         raise ValueError(f"{program.label}: expected {len(inputs)} tensors, got {len(args)}")
     num_rows = args[program.idx_position].shape[0]
     for position, (buffer, tensor) in enumerate(zip(inputs, args)):
-        leading = buffer["shape"][0]
+        leading = buffer.shape[0]
         expected = {"N": num_rows, "S": num_segments}.get(leading)
         if expected is not None and tensor.shape[0] != expected:
             what = "rows (the length of idx)" if leading == "N" else "num_segments"
@@ -347,8 +341,8 @@ def programs() -> list[Program]:
         return list(_PROGRAMS.values())
 
 
-def program_entry(program: str, level: int = 0) -> dict[str, Any]:
-    """The manifest entry of a registered program's level (raises
+def program_entry(program: str, level: int = 0) -> _library.KernelRecord:
+    """The kernel record of a registered program's level (raises
     ValueError if the compiler rejects the program)."""
     return _PROGRAMS[program].entry(level)
 
@@ -362,13 +356,13 @@ def _fake_jit_call(program: str, args: list[Tensor], num_segments: int) -> list[
     prog, level = split_program(program)
     idx = args[prog.idx_position]
     outputs = []
-    for b in prog.entry(level)["buffers"]:
-        if b["role"] != "output":
+    for b in prog.entry(level).buffers:
+        if not b.is_output:
             continue
-        shape = _library.buffer_shape(b["shape"], idx.shape[0], num_segments)
-        if "sums_by" in b:  # N rows summed into the rows of a table
-            shape[0] = args[b["into_rows_of"]].shape[0]
-        outputs.append(idx.new_empty(shape, dtype=MANIFEST_DTYPES[b["dtype"]]))
+        shape = _library.extents(b, idx.shape[0], num_segments)
+        if b.sums_by >= 0:  # N rows summed into the rows of a table
+            shape[0] = args[b.into_rows_of].shape[0]
+        outputs.append(idx.new_empty(shape, dtype=MANIFEST_DTYPES[b.dtype]))
     return outputs
 
 
@@ -382,37 +376,28 @@ def _validator(program: Program, level: int) -> Callable[..., None]:
     return validate
 
 
-def native_variant(prog: Program, level: int) -> dict[str, Any]:
-    """One program level's description for the C++ kernels (as
-    set_level_hooks' providers and register_jit_program take it: its
-    manifest entry, read in C++), compiled: the addresses of its host
-    kernels (with SEGOPS_SIMULATE_GPU=1 its GPU kernels for the simulator
-    instead), and where its PTX comes from for CUDA devices (compiled on
-    first use)."""
+def compiled_kernel(prog: Program, level: int) -> Any:
+    """One program level, compiled, as the operator library takes it
+    (_torchops.CompiledKernel, for register_jit_program and the row-width
+    providers): its kernel record, the addresses of its host kernels (with
+    SEGOPS_SIMULATE_GPU=1 its GPU kernels for the simulator instead), and
+    where its PTX comes from for CUDA devices (compiled on first use)."""
     entry = prog.entry(level)
-    host = entry["host"]
     addresses: dict[str, int] = {}
     if not _gpusim.ENABLED and getattr(_extensions.segc(), "makes_host_code", True):
         # Else no host code: the simulator's GPU kernels instead, or (a
         # compiler bundle without a compiler) CUDA only.
-        kernel = prog.host_kernel(level)
-        addresses[host.get("symbol", entry["name"])] = kernel.symbol
-        if host.get("split"):
-            rows, finish = kernel.split
-            addresses[host["split"]["rows_symbol"]] = rows
-            addresses[host["split"]["finish_symbol"]] = finish
-    return {
-        "entry": entry, "addresses": addresses,
-        "ptx_source": functools.partial(prog.ptx, level),
-        "simulator_image": prog.simulator_image(level) if _gpusim.ENABLED else None,
-    }
+        addresses = prog.host_kernel(level).addresses
+    return _native.CompiledKernel(
+        entry.text, addresses, ptx_source=functools.partial(prog.ptx, level),
+        simulator_image=prog.simulator_image(level) if _gpusim.ENABLED else "")
 
 
 def _register_native(program_name: str) -> None:
     """Compiles one program level and registers it with the C++ jit_call
     kernels (their hook for a level not registered yet)."""
     prog, level = split_program(program_name)
-    _native.register_jit_program(program_name, native_variant(prog, level),
+    _native.register_jit_program(program_name, compiled_kernel(prog, level),
                                  prog.idx_position, _validator(prog, level))
 
 
@@ -811,9 +796,9 @@ class JitFunction:
             except ValueError as error:
                 raise JitError(f"segops.jit: {self.fn.__name__} is not a segment kernel:\n"
                                f"{error}") from None
-            if len(entry["buffers"]) > MAX_KERNEL_TENSORS:
+            if len(entry.buffers) > MAX_KERNEL_TENSORS:
                 raise JitError(f"segops.jit: {self.fn.__name__}'s kernel takes "
-                               f"{len(entry['buffers'])} tensors (inputs and outputs); host "
+                               f"{len(entry.buffers)} tensors (inputs and outputs); host "
                                f"kernels take at most {MAX_KERNEL_TENSORS}")
             uniform = tuple((k, uniform_tail(tuple(concrete(d) for d in args[i].shape)))
                             for k, i in enumerate(signature.tensor_positions)

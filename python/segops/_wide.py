@@ -41,20 +41,21 @@ def programs() -> list[_jit.Program]:
         return list(_PROGRAMS.values())
 
 
-def native_variant(op: str, dtype: str, width: int, level: int) -> dict[str, Any]:
-    """The C++ kernels' description of level `level` for these rows."""
+def compiled_kernel(op: str, dtype: str, width: int, level: int) -> Any:
+    """Level `level` for these rows, compiled, as the operator library takes
+    it (_torchops.CompiledKernel)."""
     try:
         _extensions.segc()
     except RuntimeError as error:
         raise RuntimeError(
             f"segops::{op}: rows of {width} features need a kernel compiled at run time "
             f"(the op library ships rows of 1 and 3 features), and {error}") from None
-    return _jit.native_variant(program(op, dtype, width), level)
+    return _jit.compiled_kernel(program(op, dtype, width), level)
 
 
 def host_rows(op: str, dtype: str, width: int, level: int) -> bool:
     """Whether the level's host kernel maps rows (any idx order)."""
-    return program(op, dtype, width).entry(level)["host"].get("range") == "rows"
+    return program(op, dtype, width).entry(level).host_rows
 
 
-ops.provide_run_time_widths(ops.RunTimeWidths(native_variant, host_rows))
+ops.provide_run_time_widths(ops.RunTimeWidths(compiled_kernel, host_rows))

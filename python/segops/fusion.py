@@ -533,8 +533,8 @@ def _translate(finder: ClusterFinder, cluster: Cluster, clusters: list[Cluster],
         log.info("segops.fusion: the compiler rejected a cluster of %d nodes; left to "
                  "Inductor:\n%s", len(cluster.nodes), error)
         raise _Rejected(set(cluster.nodes), "the compiler rejected the cluster") from None
-    if len(entry["buffers"]) > _jit.MAX_KERNEL_TENSORS:
-        raise _Rejected(set(cluster.nodes), f"its kernel would take {len(entry['buffers'])} "
+    if len(entry.buffers) > _jit.MAX_KERNEL_TENSORS:
+        raise _Rejected(set(cluster.nodes), f"its kernel would take {len(entry.buffers)} "
                         f"tensors (at most {_jit.MAX_KERNEL_TENSORS})")
     return _Plan(cluster, tensors, outputs, program,
                  {k for k, space in enumerate(spaces) if space == "uniform"})

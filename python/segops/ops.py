@@ -84,8 +84,8 @@ class RunTimeWidths:
     time (segops._wide, which compiles through segops.jit, a layer above
     this module, provides them): each takes (op, dtype, width, level)."""
 
-    # The C++ kernels' description of that level (see set_level_hooks).
-    native_variant: Callable[[str, str, int, int], dict[str, Any]]
+    # That level, compiled (a _torchops.CompiledKernel, see set_level_hooks).
+    compiled_kernel: Callable[[str, str, int, int], Any]
     # Whether that level's host kernel maps rows (any idx order).
     host_rows: Callable[[str, str, int, int], bool]
 
@@ -195,18 +195,18 @@ def missing_kernels(what: str, device: str) -> Callable[..., Any]:
     return kernel
 
 
-def _variant_provider(spec: SegmentOp, level: int) -> Callable[[str], dict | None] | None:
+def _variant_provider(spec: SegmentOp, level: int) -> Callable[[str], Any] | None:
     """Makes the C++ kernels' variant for a row width the op library does
     not ship ("f32_w64"), compiled at run time (provide_run_time_widths)."""
     if not spec.takes_any_width:
         return None
 
-    def provide(key: str) -> dict | None:
+    def provide(key: str) -> Any:
         dtype, _, width = key.partition("_w")
         if (_run_time_widths is None or dtype not in FLOAT_DTYPES.values()
                 or not width.isdigit() or int(width) < 1):
             return None
-        return _run_time_widths.native_variant(spec.name, dtype, int(width), level)
+        return _run_time_widths.compiled_kernel(spec.name, dtype, int(width), level)
     return provide
 
 

@@ -159,10 +159,10 @@ void segops_torch::registerJitBindings(py::module_ &m) {
       "a program level not registered yet.");
   m.def(
       "register_jit_program",
-      [](const std::string &name, const py::dict &description,
+      [](const std::string &name, const CompiledKernel &kernel,
          size_t idxPosition, py::object validator) {
         // Its float arguments and outputs are its kernel's buffers.
-        Variant variant = parseVariantDescription(description);
+        Variant variant = variantOf(kernel);
         size_t numFloats = variant.savedForBackward.size();
         size_t numOutputs = std::count_if(
             variant.buffers.begin(), variant.buffers.end(),
@@ -174,8 +174,8 @@ void segops_torch::registerJitBindings(py::module_ &m) {
         level->setHooks(pythonValidator(std::move(validator)), nullptr);
         registerJitProgram(name, JitProgram{std::move(level), idxPosition});
       },
-      py::arg("name"), py::arg("variant"), py::arg("idx_position"),
+      py::arg("name"), py::arg("kernel"), py::arg("idx_position"),
       py::arg("validator"),
-      "Registers one compiled program level for jit_call (variant: its "
-      "manifest entry and kernel addresses, see parseVariantDescription).");
+      "Registers one compiled program level (a CompiledKernel) for "
+      "jit_call.");
 }

@@ -1,16 +1,14 @@
-//===- kernel_entry.cpp - the one reader of a manifest kernel entry --------===//
+//===- kernel_entry.cpp - an operator variant from a manifest record ------===//
 //
-// A kernel's variant from its manifest entry as lib/Target/Manifest.cpp
-// writes it: the op library's (op_library.cpp) and run-time compiled
-// kernels' (segops.jit programs, widths the library lacks) alike.
+// A kernel's variant from its manifest record (manifest_record.h, the one
+// reader of the manifest): the op library's (op_library.cpp) and run-time
+// compiled kernels' (segops.jit programs, widths the library lacks) alike.
 //
 //===----------------------------------------------------------------------===//
 
 #include "torch_ops.h"
 
-#include "gpu_program.h"
-
-#include <nlohmann/json.hpp>
+#include "manifest_record.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -18,93 +16,54 @@
 namespace segops_torch {
 namespace {
 
-int64_t parseExtent(const std::string &symbol) {
-  return symbol == "N"   ? kRows
-         : symbol == "S" ? kSegments
-         : symbol == "?" ? kAnyRows
-                         : std::stoll(symbol);
-}
-
-at::ScalarType parseDtype(const std::string &name) {
-  if (name == "f32")
+at::ScalarType scalarType(const std::string &dtype) {
+  if (dtype == "f32")
     return at::kFloat;
-  if (name == "f64")
+  if (dtype == "f64")
     return at::kDouble;
-  if (name == "i32")
-    return at::kInt;
-  throw std::invalid_argument("unknown kernel dtype " + name);
+  return at::kInt; // "i32": the record allows no other
 }
 
 } // namespace
 
-Variant parseKernelEntry(const nlohmann::json &entry,
-                        const SymbolResolver &resolve) {
+Variant variantOf(const segops_python::KernelRecord &record,
+                  const SymbolResolver &resolve) {
   Variant variant;
-  variant.kernel = entry.at("name").get<std::string>();
-  const nlohmann::json &host = entry.at("host");
-  variant.symbol = resolve(host.value("symbol", variant.kernel));
-  const nlohmann::json &buffers = entry.at("buffers");
-  for (const nlohmann::json &description : buffers) {
+  variant.kernel = record.name;
+  variant.symbol = resolve(record.hostSymbol);
+  for (const segops_python::BufferRecord &description : record.buffers) {
     Buffer buffer;
-    buffer.isOutput = description.at("role").get<std::string>() == "output";
-    buffer.isIndex = description.at("name").get<std::string>() == "idx";
-    buffer.isRead = description.value("read", true);
-    buffer.dtype = parseDtype(description.at("dtype").get<std::string>());
-    for (const nlohmann::json &symbol : description.at("shape"))
-      buffer.shape.push_back(parseExtent(symbol.get<std::string>()));
+    buffer.isOutput = description.isOutput;
+    buffer.isIndex = description.isIndex;
+    buffer.isRead = description.isRead;
+    buffer.dtype = scalarType(description.dtype);
+    buffer.shape = description.shape;
+    if (description.sumsBy >= 0) {
+      buffer.sumsBy = record.floatArgumentsBefore(description.sumsBy);
+      buffer.sumsIntoRowsOf = record.floatArgumentsBefore(description.intoRowsOf);
+      variant.indexedTables.emplace_back(buffer.sumsBy, buffer.sumsIntoRowsOf);
+    }
     variant.buffers.push_back(std::move(buffer));
   }
-  // Buffers before a position, but idx and outputs, are the float
-  // arguments before it.
-  auto floatArgument = [&](size_t position) {
-    int argument = 0;
-    for (size_t b = 0; b < position; ++b)
-      argument += !variant.buffers[b].isIndex && !variant.buffers[b].isOutput;
-    return argument;
-  };
-  for (size_t b = 0; b < variant.buffers.size(); ++b) {
-    const nlohmann::json &description = buffers[b];
-    if (!description.contains("sums_by"))
-      continue;
-    Buffer &buffer = variant.buffers[b];
-    buffer.sumsBy = floatArgument(description["sums_by"].get<size_t>());
-    buffer.sumsIntoRowsOf =
-        floatArgument(description.at("into_rows_of").get<size_t>());
-    variant.indexedTables.emplace_back(buffer.sumsBy, buffer.sumsIntoRowsOf);
-  }
-  if (entry.contains("gathers") && entry["gathers"].is_array())
-    for (const nlohmann::json &gather : entry["gathers"])
-      variant.indexedTables.emplace_back(
-          floatArgument(gather.at("index").get<size_t>()),
-          floatArgument(gather.at("table").get<size_t>()));
-  variant.range = host.value("range", "segments") == "rows"
-                      ? segrt::HostRange::Rows
-                      : segrt::HostRange::Segments;
-  if (host.contains("split") && host["split"].is_object()) {
-    const nlohmann::json &split = host["split"];
-    variant.split.rows = resolve(split.at("rows_symbol").get<std::string>());
-    variant.split.finish =
-        resolve(split.at("finish_symbol").get<std::string>());
-    variant.split.passTotals =
-        split.at("pass_totals").get<std::vector<int64_t>>();
-    variant.split.combine = segrt::parseTotalCombines(
-        split.at("combine").get<std::vector<std::string>>());
+  for (auto [index, table] : record.gathers)
+    variant.indexedTables.emplace_back(record.floatArgumentsBefore(index),
+                                       record.floatArgumentsBefore(table));
+  variant.range =
+      record.hostRows ? segrt::HostRange::Rows : segrt::HostRange::Segments;
+  if (record.split) {
+    variant.split.rows = resolve(record.split->rowsSymbol);
+    variant.split.finish = resolve(record.split->finishSymbol);
+    variant.split.passTotals = record.split->passTotals;
+    variant.split.combine = segrt::parseTotalCombines(record.split->combine);
     // From the manifest, not the variant's key: JIT programs register
     // under "jit" whatever their dtype.
-    variant.split.isDouble = split.at("totals_dtype").get<std::string>() ==
-                             "f64";
+    variant.split.isDouble = record.split->totalsDouble;
   }
-  variant.gpu = segops_python::gpuProgram(variant.kernel, entry.at("gpu"));
+  variant.gpu = record.gpu;
   variant.gpuModules = libraryGpuModules();
-  variant.savedForBackward.assign(
-      std::count_if(variant.buffers.begin(), variant.buffers.end(),
-                    [](const Buffer &buffer) {
-                      return !buffer.isOutput && !buffer.isIndex;
-                    }),
-      true);
-  if (host.contains("sums_rows_of") && host["sums_rows_of"].is_number())
-    variant.summedFloatArgument =
-        floatArgument(host["sums_rows_of"].get<size_t>());
+  variant.savedForBackward.assign(record.numInputs() - 1, true);
+  if (record.sumsRowsOf >= 0)
+    variant.summedFloatArgument = record.floatArgumentsBefore(record.sumsRowsOf);
   return variant;
 }
 

@@ -11,8 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "gpu_program.h"
 #include "jit_call.h"
+#include "manifest_record.h"
 #include "torch_ops.h"
 
 #include "segrt/CpuLevel.h"
@@ -21,11 +21,8 @@
 
 #include <torch/library.h>
 
-#include <nlohmann/json.hpp>
-
 #include <dlfcn.h>
 
-#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -45,53 +42,21 @@ std::string libraryDirectory() {
   return slash == std::string::npos ? "." : path.substr(0, slash);
 }
 
-nlohmann::json readManifest(const std::string &directory) {
-  std::string path = directory + "/manifest.json";
-  std::ifstream file(path);
-  if (!file)
-    throw std::runtime_error("segops: the op library's manifest " + path +
-                             " is missing; build segops (make build)");
-  nlohmann::json manifest = nlohmann::json::parse(file);
-  if (manifest.value("format", "") != segrt::kManifestFormat ||
-      manifest.value("version", 0) != segrt::kManifestVersion)
-    throw std::runtime_error(path + " is not a version " +
-                             std::to_string(segrt::kManifestVersion) +
-                             " segops op library manifest; rebuild segops");
-  return manifest;
-}
-
-/// The host build this process runs: the one SEGOPS_HOST_CPU names, else
-/// the first (best) one this CPU supports (as segops._library.host_build).
-std::string hostLibraryPath(const nlohmann::json &manifest,
-                            const std::string &directory) {
-  const char *wanted = std::getenv("SEGOPS_HOST_CPU");
-  std::string cpu = wanted ? wanted : "";
-  for (const nlohmann::json &build : manifest.at("host")) {
-    std::string level = build.at("cpu").get<std::string>();
-    if ((cpu.empty() || level == cpu) && segrt::cpuSupports(level))
-      return directory + "/" + build.at("library").get<std::string>();
-  }
-  throw std::runtime_error(
-      cpu.empty() ? "segops: this CPU runs none of the op library's host builds"
-                  : "segops: SEGOPS_HOST_CPU=" + cpu +
-                        " names no host build this CPU runs");
-}
-
 /// PTX that every supported device runs: the oldest architecture's (the
 /// driver compiles it for newer ones). The Python package sets a source
 /// that picks the newest a device supports.
-std::string portablePtx(const nlohmann::json &manifest,
+std::string portablePtx(const segops_python::ManifestRecord &manifest,
                         const std::string &directory) {
   std::string oldest;
   int oldestArchitecture = 0;
-  for (const auto &[chip, file] : manifest.at("ptx").items()) {
+  for (const auto &[chip, file] : manifest.ptx) {
     int architecture = std::stoi(chip.substr(chip.find('_') + 1));
     if (oldest.empty() || architecture < oldestArchitecture)
-      oldest = file.get<std::string>(), oldestArchitecture = architecture;
+      oldest = file, oldestArchitecture = architecture;
   }
-  std::ifstream file(directory + "/" + oldest);
+  std::ifstream stream(directory + "/" + oldest);
   std::stringstream text;
-  text << file.rdbuf();
+  text << stream.rdbuf();
   return text.str();
 }
 
@@ -153,8 +118,10 @@ auto *levelsByName =
 void defineLibraryOps(torch::Library &library) {
   runWorkersOnIntraOpPool();
   std::string directory = libraryDirectory();
-  nlohmann::json manifest = readManifest(directory);
-  hostLibrary = new segrt::HostLibrary(hostLibraryPath(manifest, directory));
+  segops_python::ManifestRecord manifest =
+      segops_python::readManifest(directory + "/manifest.json");
+  hostLibrary = new segrt::HostLibrary(
+      directory + "/" + segops_python::chooseHostBuild(manifest).library);
   libraryGpuModules()->setPtxSource(
       [ptx = portablePtx(manifest, directory)](int) { return ptx; });
   auto resolve = [](const std::string &symbol) {
@@ -167,13 +134,12 @@ void defineLibraryOps(torch::Library &library) {
     std::map<std::string, Variant> variants;
   };
   std::map<std::string, std::map<int, Level>> ops;
-  for (const nlohmann::json &entry : manifest.at("kernels")) {
-    std::optional<KernelName> name =
-        splitKernelName(entry.at("name").get<std::string>());
+  for (const segops_python::KernelRecord &kernel : manifest.kernels) {
+    std::optional<KernelName> name = splitKernelName(kernel.name);
     if (!name)
       continue;
-    ops[name->op][name->level].variants.emplace(
-        name->key, parseKernelEntry(entry, resolve));
+    ops[name->op][name->level].variants.emplace(name->key,
+                                                variantOf(kernel, resolve));
   }
 
   for (auto &[op, levels] : ops) {

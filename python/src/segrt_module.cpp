@@ -1,13 +1,15 @@
 //===- segrt_module.cpp - Python bindings of segrt ------------------------===//
 //
-// segops._native._segrt: the thin layer between the torch.library op
-// implementations (Python) and segrt. Tensors cross as raw addresses; the
-// Python side owns allocation, validation and streams.
+// segops._native._segrt: segrt for Python (index checks, host and GPU
+// launches for tests and tools) and the manifest records
+// (manifest_bindings.cpp). Tensors cross as raw addresses; the caller owns
+// allocation and streams. The operators themselves run in the operator
+// library (libsegops_ops.so).
 //
 //===----------------------------------------------------------------------===//
 
-#include "gpu_program.h"
-#include "py_json.h"
+#include "manifest_bindings.h"
+#include "manifest_record.h"
 #include "segrt/CpuLevel.h"
 #include "segrt/Cuda.h"
 #include "segrt/Error.h"
@@ -31,8 +33,41 @@ static py::tuple asTuple(const segrt::IndexCheck &check) {
   return py::make_tuple(problem, check.row);
 }
 
+/// A kernel's long-segment entry points, resolved by `address` (none if it
+/// has none).
+template <typename Resolve>
+static segrt::HostSplitKernel hostSplit(const segops_python::KernelRecord &kernel,
+                                        Resolve address) {
+  segrt::HostSplitKernel split;
+  if (!kernel.split)
+    return split;
+  split.rows = address(kernel.split->rowsSymbol);
+  split.finish = address(kernel.split->finishSymbol);
+  split.passTotals = kernel.split->passTotals;
+  split.combine = segrt::parseTotalCombines(kernel.split->combine);
+  split.isDouble = kernel.split->totalsDouble;
+  return split;
+}
+
+static segrt::HostRange hostRange(const segops_python::KernelRecord &kernel) {
+  return kernel.hostRows ? segrt::HostRange::Rows : segrt::HostRange::Segments;
+}
+
+/// The index among a call's pointers.
+static const int32_t *indexOf(const segops_python::KernelRecord &kernel,
+                              const std::vector<uintptr_t> &pointers) {
+  size_t position = kernel.idxPosition();
+  if (position >= pointers.size())
+    throw std::invalid_argument("kernel " + kernel.name + " takes " +
+                                std::to_string(kernel.buffers.size()) +
+                                " pointers, got " +
+                                std::to_string(pointers.size()));
+  return reinterpret_cast<const int32_t *>(pointers[position]);
+}
+
 PYBIND11_MODULE(_segrt, m) {
   m.doc() = "segops runtime: host and CUDA kernel loading and launching";
+  segops_python::bindManifestRecords(m);
   py::register_exception<segrt::Error>(m, "SegrtError", PyExc_RuntimeError);
 
   m.def("cpu_supports", &segrt::cpuSupports, py::arg("level"),
@@ -76,40 +111,35 @@ PYBIND11_MODULE(_segrt, m) {
   m.attr("max_kernel_pointers") = segrt::HostLibrary::kMaxPointers;
   m.def(
       "check_index_and_call",
-      [](uintptr_t symbol, const std::vector<uintptr_t> &pointers,
-         uintptr_t idx, int64_t numRows, int64_t numSegments, int numThreads,
-         bool rowRange, uintptr_t splitRows, uintptr_t splitFinish,
-         const std::vector<int64_t> &splitPassTotals,
-         const std::vector<std::string> &splitCombine, bool splitDouble) {
-        segrt::HostSplitKernel split;
-        split.rows = reinterpret_cast<void *>(splitRows);
-        split.finish = reinterpret_cast<void *>(splitFinish);
-        split.passTotals = splitPassTotals;
-        split.combine = segrt::parseTotalCombines(splitCombine);
-        split.isDouble = splitDouble;
+      [](const segops_python::KernelRecord &kernel,
+         const std::map<std::string, uintptr_t> &addresses,
+         const std::vector<uintptr_t> &pointers, int64_t numRows,
+         int64_t numSegments, int numThreads) {
+        auto address = [&addresses](const std::string &symbol) {
+          auto it = addresses.find(symbol);
+          if (it == addresses.end())
+            throw py::key_error("no address for host symbol " + symbol);
+          return reinterpret_cast<void *>(it->second);
+        };
+        segrt::HostSplitKernel split = hostSplit(kernel, address);
+        void *symbol = address(kernel.hostSymbol);
         segrt::IndexCheck result;
         {
           py::gil_scoped_release release;
           result = segrt::checkIndexAndCallHostKernel(
-              reinterpret_cast<void *>(symbol), pointers,
-              reinterpret_cast<const int32_t *>(idx), numRows, numSegments,
-              numThreads,
-              rowRange ? segrt::HostRange::Rows : segrt::HostRange::Segments,
+              symbol, pointers, indexOf(kernel, pointers), numRows,
+              numSegments, numThreads, hostRange(kernel),
               split.rows ? &split : nullptr);
         }
         return asTuple(result);
       },
-      py::arg("symbol"), py::arg("pointers"), py::arg("idx"),
+      py::arg("kernel"), py::arg("addresses"), py::arg("pointers"),
       py::arg("num_rows"), py::arg("num_segments"), py::arg("num_threads"),
-      py::arg("row_range") = false, py::arg("split_rows") = 0,
-      py::arg("split_finish") = 0,
-      py::arg("split_pass_totals") = std::vector<int64_t>(),
-      py::arg("split_combine") = std::vector<std::string>(),
-      py::arg("split_double") = false,
-      "Run every segment (or row) of the host kernel at address `symbol` "
-      "(segrt::checkIndexAndCallHostKernel: idx, contiguous int32, checked "
-      "as the kernel runs): ('', -1), or ('range' or 'order', row) when idx "
-      "broke the contract there (the outputs are then unspecified).");
+      "Run every segment (or row) of a host kernel compiled at run time, "
+      "its symbols at `addresses` (segrt::checkIndexAndCallHostKernel: idx, "
+      "contiguous int32, checked as the kernel runs): ('', -1), or ('range' "
+      "or 'order', row) when idx broke the contract there (the outputs are "
+      "then unspecified).");
 
   py::class_<segrt::HostLibrary>(m, "HostLibrary")
       .def(py::init<const std::string &>(), py::arg("path"))
@@ -120,63 +150,45 @@ PYBIND11_MODULE(_segrt, m) {
            "Run segments [begin, end) of a host kernel.")
       .def(
           "call_parallel",
-          [](segrt::HostLibrary &library, const std::string &name,
-             const std::vector<uintptr_t> &pointers, uintptr_t idx,
-             int64_t numRows, int64_t numSegments, int numThreads,
-             bool rowRange, const std::string &splitRows,
-             const std::string &splitFinish,
-             const std::vector<int64_t> &splitPassTotals,
-             const std::vector<std::string> &splitCombine, bool splitDouble) {
+          [](segrt::HostLibrary &library,
+             const segops_python::KernelRecord &kernel,
+             const std::vector<uintptr_t> &pointers, int64_t numRows,
+             int64_t numSegments, int numThreads, bool tiles) {
             segrt::HostSplitKernel split;
-            if (!splitRows.empty()) {
-              split.rows = library.lookup(splitRows);
-              split.finish = library.lookup(splitFinish);
-              split.passTotals = splitPassTotals;
-              split.combine = segrt::parseTotalCombines(splitCombine);
-              split.isDouble = splitDouble;
-            }
-            library.callParallel(
-                name, pointers, reinterpret_cast<const int32_t *>(idx), numRows,
-                numSegments, numThreads,
-                rowRange ? segrt::HostRange::Rows : segrt::HostRange::Segments,
-                split.rows ? &split : nullptr);
+            if (tiles)
+              split = hostSplit(kernel, [&library](const std::string &symbol) {
+                return library.lookup(symbol);
+              });
+            library.callParallel(kernel.hostSymbol, pointers,
+                                 indexOf(kernel, pointers), numRows,
+                                 numSegments, numThreads, hostRange(kernel),
+                                 split.rows ? &split : nullptr);
           },
-          py::arg("name"), py::arg("pointers"), py::arg("idx"),
-          py::arg("num_rows"), py::arg("num_segments"), py::arg("num_threads"),
-          py::arg("row_range") = false, py::arg("split_rows") = "",
-          py::arg("split_finish") = "",
-          py::arg("split_pass_totals") = std::vector<int64_t>(),
-          py::arg("split_combine") = std::vector<std::string>(),
-          py::arg("split_double") = false,
-          py::call_guard<py::gil_scoped_release>(),
-          "Run every segment (every row with row_range, for kernels whose "
-          "manifest host.range is 'rows'), split by rows across threads "
-          "(sorted int32 idx); with the kernel's host.split entry points "
-          "(tile and finish kernels, totals per pass), long segments are cut "
-          "into tiles.");
+          py::arg("kernel"), py::arg("pointers"), py::arg("num_rows"),
+          py::arg("num_segments"), py::arg("num_threads"),
+          py::arg("tiles") = true, py::call_guard<py::gil_scoped_release>(),
+          "Run every segment (every row, for kernels whose host_rows is "
+          "set) of a kernel of this library, split by rows across threads "
+          "(sorted int32 idx); with `tiles` and the kernel's split entry "
+          "points (tile and finish kernels), long segments are cut into "
+          "tiles.");
 
-  // The GPU launcher (segrt/GpuLauncher.h). `kernel` is a manifest kernel
-  // entry (its name and `gpu`).
-  auto programOf = [](const py::dict &kernel) {
-    return segops_python::gpuProgram(kernel["name"].cast<std::string>(),
-                                     segops_python::toJson(kernel["gpu"]));
-  };
+  // The GPU launcher (segrt/GpuLauncher.h), for a kernel's record.
   m.def(
       "gpu_scratch_bytes",
-      [programOf](const py::dict &kernel, int64_t numRows,
-                  int64_t numSegments) {
-        return programOf(kernel).scratchBytes(numRows, numSegments);
+      [](const segops_python::KernelRecord &kernel, int64_t numRows,
+         int64_t numSegments) {
+        return kernel.gpu.scratchBytes(numRows, numSegments);
       },
       py::arg("kernel"), py::arg("num_rows"), py::arg("num_segments"),
       "Bytes of the scratch buffer a GPU run of the kernel takes (0: none).");
   m.def(
       "plan_gpu_launches",
-      [programOf](const py::dict &kernel, int64_t numRows, int64_t numSegments,
-                  uintptr_t scratch) {
-        segrt::GpuProgram program = programOf(kernel);
+      [](const segops_python::KernelRecord &kernel, int64_t numRows,
+         int64_t numSegments, uintptr_t scratch) {
         py::list launches;
-        for (const segrt::GpuLaunch &launch :
-             segrt::planGpuLaunches(program, numRows, numSegments, scratch))
+        for (const segrt::GpuLaunch &launch : segrt::planGpuLaunches(
+                 kernel.gpu, numRows, numSegments, scratch))
           launches.append(py::make_tuple(
               *launch.kernel, launch.grid,
               std::vector<int64_t>(launch.trailing.data(),
@@ -203,12 +215,12 @@ PYBIND11_MODULE(_segrt, m) {
            "PTX loaded on a device (or, simulated, a simulator_image).")
       .def(
           "run",
-          [programOf](segrt::CudaModule &module, const py::dict &kernel,
-                      uintptr_t stream, const std::vector<uintptr_t> &pointers,
-                      int64_t numRows, int64_t numSegments, uintptr_t scratch) {
-            segrt::GpuProgram program = programOf(kernel);
+          [](segrt::CudaModule &module,
+             const segops_python::KernelRecord &kernel, uintptr_t stream,
+             const std::vector<uintptr_t> &pointers, int64_t numRows,
+             int64_t numSegments, uintptr_t scratch) {
             py::gil_scoped_release release;
-            segrt::launchGpuProgram(module, program, stream, pointers,
+            segrt::launchGpuProgram(module, kernel.gpu, stream, pointers,
                                     numRows, numSegments, scratch);
           },
           py::arg("kernel"), py::arg("stream"), py::arg("pointers"),

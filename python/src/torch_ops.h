@@ -14,13 +14,13 @@
 #define SEGOPS_PYTHON_TORCH_OPS_H
 
 #include "index_cache.h"
+#include "manifest_record.h"
 #include "segrt/Cuda.h"
 #include "segrt/GpuLauncher.h"
 #include "segrt/Host.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <nlohmann/json_fwd.hpp>
 #include <torch/csrc/autograd/function.h>
 #include <torch/library.h>
 
@@ -162,7 +162,9 @@ std::string variantKey(const at::Tensor &first);
 /// by the level's provider (once); null if there is none.
 const Variant *findVariant(const OperatorLevel &level, const std::string &key);
 
-constexpr int64_t kRows = -1, kSegments = -2, kAnyRows = -3;
+using segops_python::kAnyRows;
+using segops_python::kRows;
+using segops_python::kSegments;
 
 int64_t extent(int64_t dimension, int64_t numRows, int64_t numSegments);
 
@@ -265,13 +267,13 @@ c10::SmallVector<at::Tensor, 4> runCudaCall(const OperatorLevel &level,
 c10::SmallVector<at::Tensor, 4> runHostCall(const OperatorLevel &level,
                                             const OperatorCall &call);
 
-/// A kernel's variant from its manifest entry (as lib/Target/Manifest.cpp
-/// writes it): `resolve` gives a host symbol's address (null: no host code).
-/// Every float argument is saved for the backward, and the kernels run from
-/// the op library's GPU modules, until the caller says otherwise.
+/// A kernel's variant from its manifest record: `resolve` gives a host
+/// symbol's address (null: no host code). Every float argument is saved for
+/// the backward, and the kernels run from the op library's GPU modules,
+/// until the caller says otherwise.
 using SymbolResolver = std::function<void *(const std::string &symbol)>;
-Variant parseKernelEntry(const nlohmann::json &entry,
-                         const SymbolResolver &resolve);
+Variant variantOf(const segops_python::KernelRecord &record,
+                  const SymbolResolver &resolve);
 
 /// An operator level of `numFloats` float arguments and `numOutputs`
 /// outputs over these variants, whose backward (if any) is operator

@@ -14,13 +14,25 @@
 
 #include <pybind11/pybind11.h>
 
+#include <map>
+#include <string>
+
 namespace segops_torch {
 
-/// A run-time compiled kernel's variant: `description` holds its manifest
-/// `entry`, the `addresses` of its host symbols, optionally
-/// `saved_for_backward` (per float argument) and, for its GPU code,
-/// `ptx_source` (device -> PTX text) and `simulator_image`.
-Variant parseVariantDescription(const pybind11::dict &description);
+/// A kernel compiled at run time as the Python package hands it over
+/// (_torchops.CompiledKernel): its manifest record, read from the record's
+/// text (KernelRecord.text) by the one reader, the addresses of its host
+/// symbols, and its GPU code: PTX per device from `ptxSource(device)`, and,
+/// simulated, an image of its simulated kernels.
+struct CompiledKernel {
+  segops_python::KernelRecord record;
+  std::map<std::string, uintptr_t> addresses;
+  pybind11::object ptxSource; // None: no CUDA code
+  std::string simulatorImage; // "": not simulated
+};
+
+/// The operator variant of a kernel compiled at run time.
+Variant variantOf(const CompiledKernel &kernel);
 
 /// `validator(*floats, idx, num_segments)` as a level's validator hook (the
 /// callable is kept until exit).

@@ -7,7 +7,6 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "py_json.h"
 #include "torch_ops_bindings.h"
 
 #include "segrt/BufferCache.h"
@@ -57,36 +56,45 @@ OperatorLevel::Validator segops_torch::pythonValidator(py::object validator) {
   };
 }
 
-Variant segops_torch::parseVariantDescription(const py::dict &description) {
-  auto addresses =
-      description["addresses"].cast<std::map<std::string, uintptr_t>>();
-  Variant variant = parseKernelEntry(
-      segops_python::toJson(description["entry"]),
-      [&addresses](const std::string &symbol) -> void * {
-        auto it = addresses.find(symbol);
-        return it == addresses.end() || !it->second
+Variant segops_torch::variantOf(const CompiledKernel &kernel) {
+  Variant variant =
+      variantOf(kernel.record, [&kernel](const std::string &symbol) -> void * {
+        auto it = kernel.addresses.find(symbol);
+        return it == kernel.addresses.end() || !it->second
                    ? nullptr
                    : reinterpret_cast<void *>(it->second);
       });
-  if (description.contains("saved_for_backward"))
-    variant.savedForBackward =
-        description["saved_for_backward"].cast<std::vector<bool>>();
-  // Run-time compiled kernels bring their own GPU code: PTX per device,
-  // and, simulated, an image of their simulated kernels.
+  // Run-time compiled kernels bring their own GPU code.
   variant.gpuModules = std::make_shared<GpuModules>();
-  if (description.contains("ptx_source") &&
-      !description["ptx_source"].is_none())
+  if (kernel.ptxSource && !kernel.ptxSource.is_none())
     variant.gpuModules->setPtxSource(
-        pythonPtxSource(description["ptx_source"].cast<py::object>()));
-  if (description.contains("simulator_image") &&
-      !description["simulator_image"].is_none())
-    variant.gpuModules->setSimulatorImage(
-        description["simulator_image"].cast<std::string>());
+        pythonPtxSource(py::reinterpret_borrow<py::object>(kernel.ptxSource)));
+  if (!kernel.simulatorImage.empty())
+    variant.gpuModules->setSimulatorImage(kernel.simulatorImage);
   return variant;
 }
 
 PYBIND11_MODULE(_torchops, m) {
   m.doc() = "The Python side of segops' operator library (libsegops_ops.so)";
+  py::class_<CompiledKernel>(m, "CompiledKernel")
+      .def(py::init([](const std::string &entry,
+                       std::map<std::string, uintptr_t> addresses,
+                       py::object ptxSource, std::string simulatorImage) {
+             try {
+               return CompiledKernel{segops_python::parseKernelRecord(entry),
+                                     std::move(addresses), std::move(ptxSource),
+                                     std::move(simulatorImage)};
+             } catch (const std::invalid_argument &error) {
+               throw py::value_error(error.what());
+             }
+           }),
+           py::arg("entry"), py::arg("addresses"),
+           py::arg("ptx_source") = py::none(),
+           py::arg("simulator_image") = std::string(),
+           "A kernel compiled at run time: its manifest record's text "
+           "(segrt KernelRecord.text), the addresses of its host symbols "
+           "(none: no host code), ptx_source(device) giving its PTX, and "
+           "its simulated kernels' image ('': none).");
   registerJitBindings(m);
   m.def("index_rechecks", &segrt::indexRechecks,
         "How many times these kernels checked idx again after running (they "
@@ -176,10 +184,10 @@ PYBIND11_MODULE(_torchops, m) {
           py::handle kept = keptForever(std::move(provider));
           makeVariant = [kept](const std::string &key) -> std::optional<Variant> {
             py::gil_scoped_acquire gil;
-            py::object description = kept(key);
-            if (description.is_none())
+            py::object compiled = kept(key);
+            if (compiled.is_none())
               return std::nullopt;
-            return parseVariantDescription(description.cast<py::dict>());
+            return variantOf(compiled.cast<const CompiledKernel &>());
           };
         }
         level->setHooks(pythonValidator(std::move(validator)),
@@ -190,5 +198,5 @@ PYBIND11_MODULE(_torchops, m) {
       "validator(*floats, idx, num_segments) raises the error for arguments "
       "the kernel rejects; provider(key), if given, describes the variant "
       "for a key the op library lacks ('f32_w64': a row width compiled at "
-      "run time; see parseVariantDescription) or returns None.");
+      "run time) as a CompiledKernel, or returns None.");
 }

@@ -7,7 +7,7 @@ check kernels below the operators; the package does not.
 from __future__ import annotations
 
 import ctypes
-import json
+import threading
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
@@ -24,6 +24,66 @@ from segops._gpusim import LIBRARY_PATH
 @cache
 def _capability(device: int) -> tuple[int, int]:
     return torch.cuda.get_device_capability(device)
+
+
+def _segrt() -> Any:
+    return _library.native_module()
+
+
+@cache
+def host_library() -> Any:
+    """The op library's host build this process runs, loaded."""
+    return _segrt().HostLibrary(str(_library.NATIVE_DIR / _library.host_build().library))
+
+
+def launch_host(kernel: Any, pointers: Sequence[int], num_rows: int, num_segments: int,
+                library: Any = None) -> None:
+    """Runs every segment (and zeroes row outputs of rows outside them) of
+    op library kernel `kernel` (a KernelRecord), across PyTorch's intra-op
+    threads when there are enough rows (the runtime decides, and cuts long
+    segments into tiles). `library`: a loaded host build other than this
+    process's (host_library)."""
+    if num_rows == 0 and num_segments == 0:
+        return
+    (library or host_library()).call_parallel(kernel, list(pointers), num_rows, num_segments,
+                                              torch.get_num_threads())
+
+
+_cuda_modules: dict[int, Any] = {}
+_cuda_lock = threading.Lock()
+
+
+def cuda_module(device: int) -> Any:
+    """The op library's PTX loaded on CUDA device `device` (once)."""
+    with _cuda_lock:
+        module = _cuda_modules.get(device)
+        if module is None:
+            if not _segrt().cuda_available():
+                raise RuntimeError(_segrt().cuda_unavailable_reason())
+            ptx = _library.ptx_for(_capability(device)).read_text()
+            module = _cuda_modules[device] = _segrt().CudaModule(device, ptx)
+    return module
+
+
+def run_gpu(module: Any, kernel: Any, stream: int, pointers: Sequence[int], num_rows: int,
+            num_segments: int, device: torch.device) -> None:
+    """One run of `kernel` (a KernelRecord) on `module` (a CudaModule, of
+    the driver or the simulated driver) through segrt's GPU launcher, with
+    its scratch buffer allocated on `device` (on CUDA, PyTorch's
+    stream-ordered allocator: freed on return, reused only by work queued
+    after these launches)."""
+    if num_rows == 0 and num_segments == 0:
+        return
+    scratch_bytes = _segrt().gpu_scratch_bytes(kernel, num_rows, num_segments)
+    scratch = None
+    if scratch_bytes and device.type == "cpu":
+        # The simulated driver: 0xff bytes (NaN floats, -1 integers), so
+        # that a kernel reading what was never written shows.
+        scratch = torch.full((scratch_bytes,), 255, dtype=torch.uint8)
+    elif scratch_bytes:
+        scratch = torch.empty(scratch_bytes, dtype=torch.uint8, device=device)
+    module.run(kernel, stream, list(pointers), num_rows, num_segments,
+               scratch.data_ptr() if scratch is not None else 0)
 
 
 def run(name: str, inputs: Sequence[torch.Tensor], outputs: torch.Tensor | Sequence[torch.Tensor],
@@ -45,13 +105,11 @@ def run(name: str, inputs: Sequence[torch.Tensor], outputs: torch.Tensor | Seque
     elif device.type == "cpu":
         for output in outputs:  # segrt skips the small ones
             _library.advise_huge_pages(output)
-        _library.launch_host(info, pointers, num_rows, num_segments)
+        launch_host(info, pointers, num_rows, num_segments)
     elif device.type == "cuda":
         index = device.index if device.index is not None else torch.cuda.current_device()
-        _library.run_gpu(_library.cuda_module(index, _capability(index)),
-                         _library.kernel_entry(name),
-                         torch.cuda.current_stream(index).cuda_stream, pointers, num_rows,
-                         num_segments, device)
+        run_gpu(cuda_module(index), info, torch.cuda.current_stream(index).cuda_stream,
+                pointers, num_rows, num_segments, device)
     else:
         raise ValueError(f"segops runs on CPU and CUDA tensors, not on {device.type}")
 
@@ -78,14 +136,13 @@ class GpuSimulator:
         """A CUDA module of the simulated driver over this library's kernels
         (and kernels loaded at `addresses`, which call into this library):
         what segrt's GPU launcher runs on in place of the driver's."""
-        native = _library.native_module()
+        native = _segrt()
         return native.CudaModule(0, native.simulator_image(str(self.path), addresses or {}),
                                  simulated=True)
 
     def grid_for(self, name: str, num_rows: int) -> int:
         """The grid the GPU launcher gives kernel `name` for N rows."""
-        launches = _library.native_module().plan_gpu_launches(
-            _library.kernel_entry(name), num_rows, 0, 0)
+        launches = _segrt().plan_gpu_launches(_library.kernel(name), num_rows, 0, 0)
         return launches[-1][1]
 
     def run(self, name: str, inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor],
@@ -102,19 +159,18 @@ class GpuSimulator:
                              f"{info.num_outputs} outputs")
         tensors = list(inputs) + list(outputs)
         _check_host_tensors(tensors)
-        entry = _library.kernel_entry(name)
         if grid is None and not reverse_blocks:
             if self._module is None:
                 self._module = self.module()
-            _library.run_gpu(self._module, entry, 0, [t.data_ptr() for t in tensors],
-                             num_rows, num_segments, torch.device("cpu"))
+            run_gpu(self._module, info, 0, [t.data_ptr() for t in tensors],
+                    num_rows, num_segments, torch.device("cpu"))
             return
-        native = _library.native_module()
-        # Uninitialized on a GPU: 0xff bytes here, as _library.run_gpu fills it.
-        scratch = torch.full((native.gpu_scratch_bytes(entry, num_rows, num_segments),), 255,
+        native = _segrt()
+        # Uninitialized on a GPU: 0xff bytes here, as run_gpu fills it.
+        scratch = torch.full((native.gpu_scratch_bytes(info, num_rows, num_segments),), 255,
                              dtype=torch.uint8)
         for symbol, default_grid, trailing in native.plan_gpu_launches(
-                entry, num_rows, num_segments, scratch.data_ptr()):
+                info, num_rows, num_segments, scratch.data_ptr()):
             self.launch(symbol, tensors, trailing=trailing,
                         grid=grid if grid is not None else default_grid, block=info.block,
                         reverse_blocks=reverse_blocks)
@@ -163,31 +219,26 @@ class CompiledModule:
     def __init__(self, source: str) -> None:
         compiler = _segc()
         manifest, obj = compiler.compile_host_object(source, 0, "", interleave=4)
-        self.manifest = json.loads(manifest)
-        self.kernels = {entry["name"]: entry for entry in self.manifest["kernels"]}
+        self.kernels = _library.parse_manifest(manifest).kernels
         symbols = []
-        for entry in self.kernels.values():
-            host = entry["host"]
-            symbols.append(host["symbol"])
-            if host.get("split"):
-                symbols += [host["split"]["rows_symbol"], host["split"]["finish_symbol"]]
+        for kernel in self.kernels.values():
+            symbols.append(kernel.host_symbol)
+            if kernel.split:
+                symbols += [kernel.split.rows_symbol, kernel.split.finish_symbol]
         self._addresses = compiler.load_host_object(obj, symbols)
 
     def run(self, name: str, inputs: Sequence[torch.Tensor], num_rows: int,
             num_segments: int) -> list[torch.Tensor]:
         """Runs kernel `name` on CPU tensors (in argument order, idx included)
         and returns its outputs, allocated from the manifest's shapes."""
-        entry = self.kernels[name]
-        outputs = [torch.empty(_library.buffer_shape(buffer["shape"], num_rows, num_segments),
-                               dtype=MANIFEST_DTYPES[buffer["dtype"]])
-                   for buffer in entry["buffers"] if buffer["role"] == "output"]
+        kernel = self.kernels[name]
+        outputs = [torch.empty(buffer.extents(num_rows, num_segments),
+                               dtype=MANIFEST_DTYPES[buffer.dtype])
+                   for buffer in kernel.buffers if buffer.is_output]
         inputs = [t.contiguous() for t in inputs]  # kept alive across the call
         pointers = [t.data_ptr() for t in inputs] + [t.data_ptr() for t in outputs]
-        info = _library.kernel_from_entry(entry)
-        split = ((self._addresses[info.split.rows_symbol],
-                  self._addresses[info.split.finish_symbol]) if info.split else None)
-        problem, row = _library.call_host_kernel_at(
-            info, self._addresses[name], split, pointers, num_rows, num_segments)
+        problem, row = _segrt().check_index_and_call(
+            kernel, self._addresses, pointers, num_rows, num_segments, torch.get_num_threads())
         if problem:
             raise ValueError(f"{name}: idx broke the kernel's contract ({problem}) at row {row}")
         return outputs

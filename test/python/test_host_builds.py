@@ -13,34 +13,35 @@ import subprocess
 import sys
 from typing import Any
 
+import harness
 import pytest
 import torch
 
 from segops import _library
 from segops._dtypes import MANIFEST_DTYPES
 
-_BUILDS = _library.manifest()["host"]
+_BUILDS = _library.manifest().host_builds
 _NATIVE = _library.native_module()
 
 
 def test_the_best_supported_build_is_chosen() -> None:
-    supported = [build["cpu"] for build in _BUILDS if _NATIVE.cpu_supports(build["cpu"])]
+    supported = [build.cpu for build in _BUILDS if _NATIVE.cpu_supports(build.cpu)]
     assert supported, "this CPU runs none of the host builds"
     if "SEGOPS_HOST_CPU" not in os.environ:
-        assert _library.host_build()["cpu"] == supported[0]
+        assert _library.host_build().cpu == supported[0]
     assert _NATIVE.cpu_supports("x86-64")
     assert not _NATIVE.cpu_supports("pentium-ii")
 
 
 def _choose(value: str) -> subprocess.CompletedProcess:
-    code = "from segops import _library; print(_library.host_build()['cpu'])"
+    code = "from segops import _library; print(_library.host_build().cpu)"
     env = dict(os.environ, SEGOPS_HOST_CPU=value)
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                           text=True, timeout=120)
 
 
 def test_segops_host_cpu_picks_a_build() -> None:
-    baseline = _BUILDS[-1]["cpu"]
+    baseline = _BUILDS[-1].cpu
     result = _choose(baseline)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == baseline
@@ -62,11 +63,11 @@ maps = open("/proc/self/maps").read()
 print(sorted({line.rsplit("/", 1)[-1] for line in maps.splitlines()
               if "libsegops_host" in line}))
 """
-    env = dict(os.environ, SEGOPS_HOST_CPU=baseline["cpu"])
+    env = dict(os.environ, SEGOPS_HOST_CPU=baseline.cpu)
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                             text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == str([baseline["library"]])
+    assert result.stdout.strip() == str([baseline.library])
 
 
 def test_segops_host_cpu_rejects_a_build_the_library_lacks() -> None:
@@ -90,45 +91,45 @@ def _layouts() -> list[tuple[int, int, torch.Tensor]]:
     return [(len(short), 401, short), (len(medium), 20, medium), (len(long), 45, long)]
 
 
-def _run(library: Any, kernel: _library.Kernel, inputs: list[torch.Tensor],
+def _run(library: Any, kernel: Any, inputs: list[torch.Tensor],
          num_rows: int, num_segments: int) -> list[torch.Tensor]:
     """The kernel's outputs (NaN before it runs) from `library`'s build."""
-    outputs = [torch.full(_library.buffer_shape(buffer["shape"], num_rows, num_segments),
-                          float("nan"), dtype=MANIFEST_DTYPES[buffer["dtype"]])
-               for buffer in _library.kernel_entry(kernel.name)["buffers"]
-               if buffer["role"] == "output"]
+    outputs = [torch.full(buffer.extents(num_rows, num_segments),
+                          float("nan"), dtype=MANIFEST_DTYPES[buffer.dtype])
+               for buffer in _library.kernel(kernel.name).buffers
+               if buffer.is_output]
     pointers = [tensor.data_ptr() for tensor in [*inputs, *outputs]]
-    _library.launch_host(kernel, pointers, num_rows, num_segments, library)
+    harness.launch_host(kernel, pointers, num_rows, num_segments, library)
     return outputs
 
 
-def _inputs(kernel: _library.Kernel, idx: torch.Tensor, num_rows: int,
+def _inputs(kernel: Any, idx: torch.Tensor, num_rows: int,
             num_segments: int) -> list[torch.Tensor]:
-    entry = _library.kernel_entry(kernel.name)
+    entry = _library.kernel(kernel.name)
     dtype = MANIFEST_DTYPES[kernel.dtype]
     generator = torch.Generator().manual_seed(11)
     inputs = []
-    for buffer in entry["buffers"]:
-        if buffer["role"] == "output":
+    for buffer in entry.buffers:
+        if buffer.is_output:
             continue
-        if buffer["dtype"] == "i32":
+        if buffer.dtype == "i32":
             inputs.append(idx)
             continue
-        shape = _library.buffer_shape(buffer["shape"], num_rows, num_segments)
+        shape = buffer.extents(num_rows, num_segments)
         inputs.append(torch.randn(shape, generator=generator, dtype=dtype))
     return inputs
 
 
 _OTHER_BUILDS = [build for build in _BUILDS
-                 if build["cpu"] != _library.host_build()["cpu"]
-                 and _NATIVE.cpu_supports(build["cpu"])]
+                 if build.cpu != _library.host_build().cpu
+                 and _NATIVE.cpu_supports(build.cpu)]
 
 
 @pytest.mark.skipif(not _OTHER_BUILDS, reason="this CPU runs one host build only")
-@pytest.mark.parametrize("build", _OTHER_BUILDS, ids=lambda build: build["cpu"])
+@pytest.mark.parametrize("build", _OTHER_BUILDS, ids=lambda build: build.cpu)
 def test_every_kernel_agrees_across_builds(build: dict[str, Any]) -> None:
-    chosen = _library.host_library()
-    other = _NATIVE.HostLibrary(str(_library.NATIVE_DIR / build["library"]))
+    chosen = harness.host_library()
+    other = _NATIVE.HostLibrary(str(_library.NATIVE_DIR / build.library))
     compared = 0
     for num_rows, num_segments, idx in _layouts():
         for kernel in _library.kernels().values():

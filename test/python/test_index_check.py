@@ -3,6 +3,7 @@ thread split (blocks of 2048 rows, threads above 2^18 rows)."""
 
 from __future__ import annotations
 
+import harness
 import pytest
 import torch
 
@@ -322,8 +323,8 @@ def test_segment_kernels_at_the_top_of_the_int32_range(num_segments: int) -> Non
     x = torch.arange(1.0, 7.0, dtype=torch.float32)
     out = torch.full((5,), float("nan"), dtype=torch.float32)
     name = "segmented_sum_f32_w1"
-    assert [b["name"] for b in _library.kernel_entry(name)["buffers"]] == ["arg0", "idx", "result0"]
-    library = _library.host_library()
+    assert [b.name for b in _library.kernel(name).buffers] == ["arg0", "idx", "result0"]
+    library = harness.host_library()
     pointers = [x.data_ptr(), idx.data_ptr(), out.data_ptr() - first * out.element_size()]
     library.call(name, pointers, 6, num_segments, first, first + 5)
     assert out[:3].tolist() == [1.0, 5.0, 15.0]

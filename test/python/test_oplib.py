@@ -75,7 +75,7 @@ def _forward_kernels() -> list[str]:
 
 
 def _entry(name: str) -> dict:
-    return next(e for e in _library.manifest()["kernels"] if e["name"] == name)
+    return next(e for e in _library.manifest().kernels.values() if e.name == name)
 
 
 def _op(name: str) -> str:
@@ -83,9 +83,9 @@ def _op(name: str) -> str:
 
 
 def _make(buffer: dict, n: int, generator: torch.Generator, device: str) -> torch.Tensor:
-    shape = _library.buffer_shape(buffer["shape"], n, S)
+    shape = buffer.extents(n, S)
     return torch.randn(shape, dtype=torch.float64, generator=generator).to(
-        device=device, dtype=MANIFEST_DTYPES[buffer["dtype"]])
+        device=device, dtype=MANIFEST_DTYPES[buffer.dtype])
 
 
 def _run(name: str, floats: list[torch.Tensor], idx: torch.Tensor,
@@ -94,13 +94,13 @@ def _run(name: str, floats: list[torch.Tensor], idx: torch.Tensor,
     inputs with idx placed where the function has it, then the cotangents."""
     entry = _entry(name)
     inputs, floats_left = [], list(floats) + list(extra)
-    for buffer in entry["buffers"]:
-        if buffer["role"] != "input":
+    for buffer in entry.buffers:
+        if buffer.is_output:
             continue
-        inputs.append(idx if buffer["name"] == "idx" else floats_left.pop(0))
-    outputs = [torch.empty(_library.buffer_shape(buffer["shape"], idx.shape[0], S),
-                           dtype=MANIFEST_DTYPES[buffer["dtype"]], device=idx.device)
-               for buffer in entry["buffers"] if buffer["role"] == "output"]
+        inputs.append(idx if buffer.name == "idx" else floats_left.pop(0))
+    outputs = [torch.empty(buffer.extents(idx.shape[0], S),
+                           dtype=MANIFEST_DTYPES[buffer.dtype], device=idx.device)
+               for buffer in entry.buffers if buffer.is_output]
     harness.run(name, inputs, outputs, idx.shape[0], S)
     return outputs
 
@@ -117,8 +117,8 @@ def test_kernel_and_derived_gradients_match_reference(device: str, name: str) ->
     n = idx.shape[0]
     generator = torch.Generator().manual_seed(hash(name) % 2**31)
     entry = _entry(name)
-    floats = [_make(b, n, generator, device) for b in entry["buffers"]
-              if b["role"] == "input" and b["name"] != "idx"]
+    floats = [_make(b, n, generator, device) for b in entry.buffers
+              if not b.is_output and b.name != "idx"]
     dtype = floats[0].dtype
     reference = REFERENCES[_op(name)]
 

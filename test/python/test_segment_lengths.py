@@ -219,17 +219,17 @@ SIMULATOR_LENGTHS = lengths_around(GPU_THRESHOLDS, largest=None)
 
 def _kernel_buffers(name: str, length: int, seed: int) -> tuple[list[torch.Tensor],
                                                                   list[torch.Tensor], int, int]:
-    entry = _library.kernel_entry(name)
-    dtype = MANIFEST_DTYPES[entry["dtype"]]
+    entry = _library.kernel(name)
+    dtype = MANIFEST_DTYPES[entry.dtype]
     idx, s = long_segment_index(length)
     n = idx.shape[0]
     generator = torch.Generator().manual_seed(seed)
     inputs, outputs = [], []
-    for buffer in entry["buffers"]:
-        shape = _library.buffer_shape(buffer["shape"], n, s)
-        if buffer["dtype"] == "i32":
+    for buffer in entry.buffers:
+        shape = buffer.extents(n, s)
+        if buffer.dtype == "i32":
             inputs.append(idx)
-        elif buffer["role"] == "output":
+        elif buffer.is_output:
             outputs.append(torch.full(shape, float("nan"), dtype=dtype))
         else:
             inputs.append(torch.randn(shape, dtype=dtype, generator=generator))
