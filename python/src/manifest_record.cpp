@@ -25,11 +25,12 @@ int64_t parseExtent(const std::string &symbol) {
     return kSegments;
   if (symbol == "?")
     return kAnyRows;
-  size_t used = 0;
-  int64_t value = std::stoll(symbol, &used);
-  if (used != symbol.size() || value < 0)
+  bool digits = !symbol.empty() && symbol.size() < 18 &&
+                std::all_of(symbol.begin(), symbol.end(),
+                            [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits)
     throw std::invalid_argument("bad buffer extent '" + symbol + "'");
-  return value;
+  return std::stoll(symbol);
 }
 
 std::string parseDtype(const std::string &name) {
