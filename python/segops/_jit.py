@@ -22,7 +22,6 @@ import hashlib
 import inspect
 import json
 import os
-import struct
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -420,6 +419,7 @@ _ops.register_missing_kernels(_lib, "jit_call")
 # --------------------------------------------------------------------------
 
 _JIT_CALL = _ops.jit_call_op()
+
 _is_compiling = torch.compiler.is_compiling
 
 
@@ -510,41 +510,14 @@ class JitFunction:
                            "parameters, which segops.jit cannot specialize on")
         return bound.args
 
-    @staticmethod
-    def _key(args: Sequence[Any], shape: Callable[[Tensor], tuple] = lambda a: a.shape[1:]
-             ) -> tuple:
-        """The specialization of a call: per tensor its dtype, element shape,
-        device type (CUDA or not: other devices are rejected when
-        specializing) and what its length is (rows, segments, both, or
-        neither: a uniform value, keyed by its shape); ints (num_segments)
-        by type only; other scalars by value and, for floats, by their bits
-        (-0.0 and each NaN are their own constants). Built on every call:
-        kept cheap."""
-        rows, segments = _rows_and_segments(args)
-        key = []
-        for a in args:
-            if isinstance(a, Tensor):
-                if a.dim() == 0:
-                    key.append((a.dtype, "uniform", a.is_cuda))
-                    continue
-                length = _length_class(concrete(a.shape[0]), rows, segments)
-                key.append((a.dtype, shape(a), a.is_cuda, length,
-                            tuple(concrete(d) for d in a.shape) if length == "other" else None))
-            elif type(a) is int or isinstance(a, torch.SymInt):
-                key.append(int)
-            elif type(a) is float:
-                key.append((float, struct.pack("<d", a)))
-            else:
-                key.append((type(a), a))
-        return tuple(key)
-
-    def _lookup(self, args: Sequence[Any]) -> tuple[tuple, _Specialization | None]:
-        try:
-            key = self._key(args)
-            return key, self._specializations.get(key)
-        except TypeError:  # symbolic sizes (fake tensors inside torch.compile)
-            key = self._key(args, lambda a: torch.Size([concrete(d) for d in a.shape[1:]]))
-            return key, self._specializations.get(key)
+    def _lookup(self, args: Sequence[Any]) -> tuple[Any, _Specialization | None]:
+        """The call's specialization key (the operator library's, the warm
+        path's: per tensor its dtype, element shape, device type and length
+        class, rows, segments, both or neither, a tensor of neither keyed by
+        its shape; ints by type; floats by their bits) and its
+        specialization, if made."""
+        key = _ops.specialization_key(args)
+        return key, self._specializations.get(key)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if kwargs or len(args) != self._arity:

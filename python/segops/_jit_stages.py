@@ -32,7 +32,6 @@ sender rows (E rows) and each stage's results.
 from __future__ import annotations
 
 import inspect
-import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,6 +47,7 @@ from segops._jit_lengths import Lengths, class_sizes, infer_lengths, is_index, s
 from segops._jit_trace import VIEWS, JitError, concrete, trace
 from segops._op_table import OPS, SEGMENT
 from segops.graph import Graph
+from segops.ops import specialization_key
 
 # The lengths the function is traced with, one per length class (_jit_lengths:
 # index lengths and counts the data flow makes one), distinct from any
@@ -200,27 +200,13 @@ class StagedFunction:
                                                                flat)
         sizes = class_sizes(self.fn.__name__, lengths, flat,
                             lambda: self._names(widths, graphs))
-        key = (shape_key, self._key(flat, lengths))
+        # Beyond the structure: the shapes that are no length class's, and
+        # float constants' bits (the one specialization key, given the classes).
+        key = (shape_key, specialization_key(flat, lengths.classes))
         plan = self._plans.get(key)
         if plan is None:
             plan = self._plans[key] = self._plan(flat, widths, graphs, lengths)
         return flat, plan, sizes
-
-    @staticmethod
-    def _key(flat: Sequence[Any], lengths: Lengths) -> tuple:
-        """What a plan depends on beyond the arguments' structure: the shapes
-        that are no length class's, and float constants' bits."""
-        key: list[Any] = []
-        for a, cls in zip(flat, lengths.classes):
-            if isinstance(a, Tensor):
-                key.append(tuple(concrete(d) for d in a.shape) if cls is None else None)
-            elif type(a) is float:
-                key.append(struct.pack("<d", a))
-            elif cls is None:
-                key.append(a)
-            else:
-                key.append(None)
-        return tuple(key)
 
     def __call__(self, args: Sequence[Any]) -> Any:
         flat, plan, sizes = self._specialize(args)

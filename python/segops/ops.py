@@ -24,7 +24,7 @@ RuntimeError or accept ``True`` as a count) and call ``torch.ops.segops.*``.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -167,6 +167,16 @@ def jit_call_op() -> Callable[..., Any]:
     if _native is None:
         return missing_kernels("segops::jit_call", "CPU")
     return torch.ops.segops.jit_call.default
+
+
+def specialization_key(args: Sequence[Any], classes: Sequence[int | None] | None = None) -> Any:
+    """The one specialization key of segops.jit calls, the operator
+    library's (jit_ops.cpp; jit_call's warm path keys by it too): hashable;
+    `classes` gives each argument's length class (None: a fixed shape or
+    value), else they are inferred from N and S."""
+    if _native is None:
+        missing_kernels("segops.jit", "CPU")()
+    return _native.specialization_key(list(args), None if classes is None else list(classes))
 
 
 def register_missing_kernels(library: torch.library.Library, name: str) -> None:

@@ -65,6 +65,9 @@ void bindManifestRecords(py::module_ &m) {
       .def_readonly("name", &KernelRecord::name)
       .def_readonly("dtype", &KernelRecord::dtype)
       .def_readonly("buffers", &KernelRecord::buffers)
+      .def_readonly("ops", &KernelRecord::ops, "The seg ops it computes.")
+      .def_readonly("passes", &KernelRecord::passes,
+                    "Its passes over each segment's rows.")
       .def_readonly("host_symbol", &KernelRecord::hostSymbol)
       .def_readonly("host_rows", &KernelRecord::hostRows,
                     "A host call computes rows [begin, end), not segments.")

@@ -95,6 +95,9 @@ KernelRecord parseKernel(const json &entry) {
                     [](const BufferRecord &b) { return b.isIndex; }) != 1)
     throw std::invalid_argument("kernel " + kernel.name +
                                 " has no single idx buffer");
+  if (entry.contains("ops"))
+    kernel.ops = entry["ops"].get<std::vector<std::string>>();
+  kernel.passes = entry.value("passes", int64_t(1));
   const json &host = entry.at("host");
   kernel.hostSymbol = host.value("symbol", kernel.name);
   kernel.hostRows = host.value("range", "segments") == "rows";

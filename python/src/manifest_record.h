@@ -64,6 +64,9 @@ struct KernelRecord {
   std::string name;
   std::string dtype;
   std::vector<BufferRecord> buffers;
+  /// The seg ops it computes, and its passes over each segment's rows.
+  std::vector<std::string> ops;
+  int64_t passes = 1;
   std::string hostSymbol;
   /// A host call computes rows [begin, end), not segments.
   bool hostRows = false;

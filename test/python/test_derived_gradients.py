@@ -245,7 +245,7 @@ def test_fused_composite_and_its_gradients_match_pytorch() -> None:
     passes over each segment's rows), matching autograd of the same formula."""
     module = harness.CompiledModule(
         _compiler.seg_opt(COMPOSITE, "--seg-derive=order=2"))
-    assert [k["passes"] for k in module.manifest["kernels"]] == [2, 3, 4]
+    assert [k.passes for k in module.kernels.values()] == [2, 3, 4]
     generator = torch.Generator().manual_seed(11)
     x = torch.randn(N, 3, dtype=torch.float64, generator=generator, requires_grad=True)
     m = torch.randn(S, 3, 3, dtype=torch.float64, generator=generator, requires_grad=True)

@@ -494,3 +494,29 @@ def test_num_segments_as_a_value_is_an_error():
 
     message = _error_of(divides, data["q"], data["idx"], S)
     assert "num_segments as a value" in message
+
+
+def test_one_specialization_key_for_every_caller():
+    """ops.specialization_key (the operator library's, which jit_call's warm
+    path keys by) keys dtype, element shape and length class, never N or
+    S; floats by their bits; given classes, shapes of no class."""
+    from segops.ops import specialization_key as key
+
+    x, idx = torch.randn(10, 3), torch.zeros(10, dtype=torch.int32)
+    assert key([x, idx, 4]) == key([x[:6], idx[:6], 9])
+    assert key([x, idx, 4]) != key([x.double(), idx, 4])
+    assert key([x, idx, 4]) != key([torch.randn(10, 2), idx, 4])
+    assert key([x, idx, 10]) != key([x, idx, 4])  # rows and segments: both
+    assert key([x[:5], idx, 4]) != key([x[:6], idx, 4])  # neither: by shape
+    assert key([x, idx, 4, 0.0]) != key([x, idx, 4, -0.0])
+    assert key([x, idx, 4, 1.0]) == key([x, idx, 4, 1.0])
+    assert key([x, idx, 4, True]) != key([x, idx, 4, False])
+    assert key([x, idx, 4, "a"]) != key([x, idx, 4, "b"])
+    assert key([torch.tensor(2.0), idx, 4]) == key([torch.tensor(3.0), idx[:2], 1])
+    # Given classes: a tensor of class 0 by its element shape only, one of
+    # none by its whole shape, an int of none by value.
+    assert key([x, 4], [0, 1]) == key([x[:2], 7], [0, 1])
+    assert key([x, 4], [None, 1]) != key([x[:2], 4], [None, 1])
+    assert key([x, 4], [0, None]) != key([x, 5], [0, None])
+    with pytest.raises(ValueError, match="one class per argument"):
+        key([x, 4], [0])
