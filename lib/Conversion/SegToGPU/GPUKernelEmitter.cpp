@@ -1,0 +1,353 @@
+//===- GPUKernelEmitter.cpp - segment and row kernels on the GPU ----------===//
+//
+// The segment kernel (warps own the segments starting in their rows) and
+// the row kernel; GPUKernelEmitter.h has the scheme.
+//
+//===----------------------------------------------------------------------===//
+
+#include "GPUKernelEmitter.h"
+
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "segops/Conversion/LongSegmentKernels.h"
+
+using namespace mlir;
+using namespace mlir::seg;
+
+Value mlir::seg::combineNothing(OpBuilder &, Location, Value total,
+                                arith::AtomicRMWKind) {
+  return total;
+}
+void GPUKernelEmitter::emitWarpIds(OpBuilder &b) {
+  threadId = indexToI64(b, b.create<gpu::ThreadIdOp>(loc, gpu::Dimension::x));
+  blockId = indexToI64(b, b.create<gpu::BlockIdOp>(loc, gpu::Dimension::x));
+  gridDim = indexToI64(b, b.create<gpu::GridDimOp>(loc, gpu::Dimension::x));
+  lane = b.create<arith::AndIOp>(loc, threadId, i64(b, kWarpSize - 1));
+  Value warpsPerBlock = i64(b, blockSize / kWarpSize);
+  globalWarp = b.create<arith::AddIOp>(
+      loc, b.create<arith::MulIOp>(loc, blockId, warpsPerBlock),
+      b.create<arith::ShRUIOp>(loc, threadId, i64(b, 5)));
+  totalWarps = b.create<arith::MulIOp>(loc, gridDim, warpsPerBlock);
+}
+
+Value GPUKernelEmitter::segmentOr(OpBuilder &b, Value inRange, Value row) {
+  auto ifOp = b.create<scf::IfOp>(
+      loc, inRange,
+      [&](OpBuilder &tb, Location tl) {
+        tb.create<scf::YieldOp>(
+            tl, KernelCodeBuilder(tb, tl).loadSegment(idx, row));
+      },
+      [&](OpBuilder &eb, Location el) {
+        eb.create<scf::YieldOp>(el, KernelCodeBuilder(eb, el).i64(-1));
+      });
+  return ifOp.getResult(0);
+}
+
+Value GPUKernelEmitter::warpCombine(OpBuilder &b, Value value,
+                                    arith::AtomicRMWKind kind) {
+  Value width = b.create<arith::ConstantIntOp>(loc, kWarpSize, 32);
+  for (int64_t offset = kWarpSize / 2; offset >= 1; offset /= 2) {
+    Value offsetValue = b.create<arith::ConstantIntOp>(loc, offset, 32);
+    Value other = b.create<gpu::ShuffleOp>(loc, value, offsetValue, width,
+                                           gpu::ShuffleMode::XOR)
+                      .getShuffleResult();
+    value = arith::getReductionOp(kind, b, loc, value, other);
+  }
+  return value;
+}
+
+Value GPUKernelEmitter::searchWarp(OpBuilder &b, Value lo, Value hi,
+                                   Value segment,
+                                   arith::CmpIPredicate holding) {
+  Type i64Type = b.getI64Type();
+  return KernelCodeBuilder(b, loc).narrowRange(
+      lo, hi,
+      [&](OpBuilder &sb, Location sl, Value lo,
+          Value hi) -> std::pair<Value, Value> {
+        Value width = sb.create<arith::SubIOp>(sl, hi, lo);
+        // Probe l of 32: lo + ceil(width * (l + 1) / 32) - 1; probe 31 is
+        // hi - 1, and the probes rise with l.
+        auto probe = [&](Value position) {
+          Value scaled = sb.create<arith::MulIOp>(
+              sl, width, sb.create<arith::AddIOp>(sl, position, i64(sb, 1)));
+          Value ceil = sb.create<arith::DivUIOp>(
+              sl, sb.create<arith::AddIOp>(sl, scaled, i64(sb, kWarpSize - 1)),
+              i64(sb, kWarpSize));
+          return sb.create<arith::SubIOp>(
+              sl, sb.create<arith::AddIOp>(sl, lo, ceil), i64(sb, 1));
+        };
+        Value fullMask = sb.create<arith::ConstantIntOp>(sl, -1, 32);
+        Value inside = sb.create<NVVM::VoteBallotOp>(
+            sl, sb.getI32Type(), fullMask,
+            sb.create<arith::CmpIOp>(
+                sl, holding,
+                KernelCodeBuilder(sb, sl).loadSegment(idx, probe(lane)),
+                segment));
+        // The probes holding before the first one that does not.
+        Value outside = sb.create<arith::XOrIOp>(sl, inside, fullMask);
+        Value holding = sb.create<arith::ExtUIOp>(
+            sl, i64Type,
+            sb.create<LLVM::CountTrailingZerosOp>(sl, sb.getI32Type(), outside,
+                                                  /*is_zero_poison=*/false));
+        Value all = sb.create<arith::CmpIOp>(sl, arith::CmpIPredicate::eq,
+                                             holding, i64(sb, kWarpSize));
+        Value none = sb.create<arith::CmpIOp>(sl, arith::CmpIPredicate::eq,
+                                              holding, i64(sb, 0));
+        // All hold: the answer is hi. Else it lies in
+        // [probe(k - 1) + 1, probe(k)], probe(k) failing.
+        Value lastHolding = sb.create<arith::SubIOp>(sl, holding, i64(sb, 1));
+        Value afterHolding = sb.create<arith::AddIOp>(
+            sl, probe(sb.create<arith::MaxSIOp>(sl, lastHolding, i64(sb, 0))),
+            i64(sb, 1));
+        Value newLo = sb.create<arith::SelectOp>(
+            sl, all, hi,
+            sb.create<arith::SelectOp>(sl, none, lo, afterHolding));
+        Value firstFailing = probe(
+            sb.create<arith::MinSIOp>(sl, holding, i64(sb, kWarpSize - 1)));
+        Value newHi = sb.create<arith::SelectOp>(sl, all, hi, firstFailing);
+        return {newLo, newHi};
+      });
+}
+
+void GPUKernelEmitter::emitEmptySegments(OpBuilder &b, Value lo, Value hi,
+                                         Value member, Value groupSize) {
+  auto clamp = [&](Value v) {
+    return b.create<arith::MinSIOp>(
+        loc, b.create<arith::MaxSIOp>(loc, v, i64(b, 0)), numSegments);
+  };
+  Value first = b.create<arith::AddIOp>(loc, clamp(lo), member);
+  b.create<scf::ForOp>(
+      loc, first, clamp(hi), groupSize, ValueRange{},
+      [&](OpBuilder &sb, Location sl, Value segment, ValueRange) {
+        emitter.emitSegment(sb, sl, segment, i64(sb, 0), /*rowLoop=*/nullptr,
+                            /*combine=*/nullptr, Value());
+        sb.create<scf::YieldOp>(sl);
+      });
+}
+
+void GPUKernelEmitter::emitWalkedSegment(OpBuilder &b, Value start,
+                                         Value segment) {
+  KernelCodeBuilder code(b, loc);
+  // The segment's end: each lane walks rows start + lane, + 32, ... while idx
+  // stays the same; the first row that leaves it is the warp minimum.
+  auto walk = b.create<scf::WhileOp>(
+      loc, TypeRange{b.getI64Type()},
+      ValueRange{b.create<arith::AddIOp>(loc, start, lane)},
+      [&](OpBuilder &cb, Location cl, ValueRange rows) {
+        Value inRange = cb.create<arith::CmpIOp>(cl, arith::CmpIPredicate::slt,
+                                                 rows[0], numRows);
+        Value same =
+            cb.create<arith::CmpIOp>(cl, arith::CmpIPredicate::eq,
+                                     segmentOr(cb, inRange, rows[0]), segment);
+        cb.create<scf::ConditionOp>(
+            cl, cb.create<arith::AndIOp>(cl, inRange, same), rows);
+      },
+      [&](OpBuilder &ab, Location al, ValueRange rows) {
+        ab.create<scf::YieldOp>(al, ValueRange{ab.create<arith::AddIOp>(
+                                        al, rows[0], i64(ab, kWarpSize))});
+      });
+  Value end = warpCombine(b, walk.getResult(0), arith::AtomicRMWKind::mins);
+  Value first = b.create<arith::AddIOp>(loc, start, lane);
+
+  auto ifValid = b.create<scf::IfOp>(
+      loc, code.isValidSegment(segment, numSegments), /*withElse=*/true);
+  {
+    OpBuilder vb = ifValid.getThenBodyBuilder();
+    Value count = vb.create<arith::SubIOp>(loc, end, start);
+    auto rowLoop = [&](OpBuilder &rb, Location rl, ValueRange init,
+                       SegmentProgramEmitter::RowBody body,
+                       bool /*storesRows*/) -> SmallVector<Value> {
+      auto loop = rb.create<scf::ForOp>(
+          rl, first, end, i64(rb, kWarpSize), init,
+          [&](OpBuilder &ib, Location il, Value row, ValueRange acc) {
+            ib.create<scf::YieldOp>(
+                il, body(ib, il, row, /*lanes=*/1, /*laneMask=*/Value(), acc));
+          });
+      return SmallVector<Value>(loop.getResults());
+    };
+    auto combine = [&](OpBuilder &cb, Location, Value partial,
+                       arith::AtomicRMWKind kind) {
+      return warpCombine(cb, partial, kind);
+    };
+    Value isLaneZero = vb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
+                                                lane, i64(vb, 0));
+    emitter.emitSegment(vb, loc, segment, count, rowLoop, combine, isLaneZero);
+  }
+  if (program.hasRowOutputs) {
+    // Rows of an invalid segment: zero row outputs.
+    OpBuilder eb = ifValid.getElseBodyBuilder();
+    eb.create<scf::ForOp>(
+        loc, first, end, i64(eb, kWarpSize), ValueRange{},
+        [&](OpBuilder &ib, Location il, Value row, ValueRange) {
+          emitter.emitZeroRowOutputs(ib, il, row);
+          ib.create<scf::YieldOp>(il);
+        });
+  }
+}
+
+void GPUKernelEmitter::emitOwnedSegment(OpBuilder &b, Value rowBase,
+                                        Value mask) {
+  KernelCodeBuilder code(b, loc);
+  Value leader = b.create<LLVM::CountTrailingZerosOp>(loc, b.getI32Type(), mask,
+                                                      /*is_zero_poison=*/false);
+  Value start = b.create<arith::AddIOp>(
+      loc, rowBase, b.create<arith::ExtUIOp>(loc, b.getI64Type(), leader));
+  Value segment = code.loadSegment(idx, start);
+  Value hasPrevious = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sgt,
+                                              start, code.i64(0));
+  Value previous = segmentOr(b, hasPrevious,
+                             b.create<arith::SubIOp>(loc, start, code.i64(1)));
+  emitEmptySegments(b, b.create<arith::AddIOp>(loc, previous, code.i64(1)),
+                    segment, lane, code.i64(kWarpSize));
+  if (!scratch) {
+    emitWalkedSegment(b, start, segment);
+    return;
+  }
+  auto ifLong = b.create<scf::IfOp>(loc, coversWholeTile(b, start, segment),
+                                    /*withElse=*/true);
+  OpBuilder lb = ifLong.getThenBodyBuilder();
+  if (isPassByPass())
+    emitPassByPassLongSegment(lb, segment);
+  else
+    emitLongSegment(lb, start, segment);
+  OpBuilder sb = ifLong.getElseBodyBuilder();
+  emitWalkedSegment(sb, start, segment);
+}
+
+void GPUKernelEmitter::emitRowMap(OpBuilder &b) {
+  Value globalThread = b.create<arith::AddIOp>(
+      loc, b.create<arith::MulIOp>(loc, blockId, i64(b, blockSize)), threadId);
+  Value totalThreads = b.create<arith::MulIOp>(loc, gridDim, i64(b, blockSize));
+  b.create<scf::ForOp>(
+      loc, globalThread, numRows, totalThreads, ValueRange{},
+      [&](OpBuilder &rb, Location rl, Value row, ValueRange) {
+        KernelCodeBuilder code(rb, rl);
+        Value segment = code.loadSegment(idx, row);
+        auto ifValid = rb.create<scf::IfOp>(
+            rl, code.isValidSegment(segment, numSegments), /*withElse=*/true);
+        OpBuilder vb = ifValid.getThenBodyBuilder();
+        auto oneRow = [&](OpBuilder &ob, Location ol, ValueRange init,
+                          SegmentProgramEmitter::RowBody body, bool) {
+          return body(ob, ol, row, /*lanes=*/1, /*laneMask=*/Value(), init);
+        };
+        emitter.emitSegment(vb, rl, segment, i64(vb, 1), oneRow, combineNothing,
+                            Value());
+        OpBuilder eb = ifValid.getElseBodyBuilder();
+        emitter.emitZeroRowOutputs(eb, rl, row);
+        rb.create<scf::YieldOp>(rl);
+      });
+}
+
+void GPUKernelEmitter::emit() {
+  OpBuilder &b = builder;
+  emitWarpIds(b);
+  if (program.mapsRowsOnly()) {
+    emitRowMap(b);
+    b.create<gpu::ReturnOp>(loc);
+    return;
+  }
+  Value numChunks = b.create<arith::DivUIOp>(
+      loc, b.create<arith::AddIOp>(loc, numRows, i64(b, kWarpSize - 1)),
+      i64(b, kWarpSize));
+
+  // No rows: every thread of the grid evaluates empty segments.
+  Value noRows = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, numRows,
+                                         i64(b, 0));
+  auto ifEmpty = b.create<scf::IfOp>(loc, noRows, /*withElse=*/false);
+  {
+    OpBuilder eb = ifEmpty.getThenBodyBuilder();
+    Value globalThread = eb.create<arith::AddIOp>(
+        loc, eb.create<arith::MulIOp>(loc, blockId, i64(eb, blockSize)),
+        threadId);
+    Value totalThreads =
+        eb.create<arith::MulIOp>(loc, gridDim, i64(eb, blockSize));
+    emitEmptySegments(eb, i64(eb, 0), numSegments, globalThread, totalThreads);
+  }
+
+  b.create<scf::ForOp>(
+      loc, globalWarp, numChunks, totalWarps, ValueRange{},
+      [&](OpBuilder &cb, Location, Value chunk, ValueRange) {
+        KernelCodeBuilder code(cb, loc);
+        Value rowBase =
+            cb.create<arith::MulIOp>(loc, chunk, i64(cb, kWarpSize));
+        Value row = cb.create<arith::AddIOp>(loc, rowBase, lane);
+        Value inRange = cb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt,
+                                                 row, numRows);
+        Value segment = segmentOr(cb, inRange, row);
+        Value hasPrevious = cb.create<arith::AndIOp>(
+            loc, inRange,
+            cb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sgt, row,
+                                     i64(cb, 0)));
+        Value previous = segmentOr(
+            cb, hasPrevious, cb.create<arith::SubIOp>(loc, row, i64(cb, 1)));
+        Value changes = cb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne,
+                                                 previous, segment);
+        Value isFirstRow = cb.create<arith::CmpIOp>(
+            loc, arith::CmpIPredicate::eq, row, i64(cb, 0));
+        Value isStart = cb.create<arith::AndIOp>(
+            loc, inRange, cb.create<arith::OrIOp>(loc, isFirstRow, changes));
+        Value fullMask = cb.create<arith::ConstantIntOp>(loc, -1, 32);
+        Value starts = cb.create<NVVM::VoteBallotOp>(loc, cb.getI32Type(),
+                                                     fullMask, isStart);
+        Value zero32 = cb.create<arith::ConstantIntOp>(loc, 0, 32);
+        cb.create<scf::WhileOp>(
+            loc, TypeRange{cb.getI32Type()}, ValueRange{starts},
+            [&](OpBuilder &wb, Location wl, ValueRange mask) {
+              Value more = wb.create<arith::CmpIOp>(
+                  wl, arith::CmpIPredicate::ne, mask[0], zero32);
+              wb.create<scf::ConditionOp>(wl, more, mask);
+            },
+            [&](OpBuilder &wb, Location wl, ValueRange mask) {
+              emitOwnedSegment(wb, rowBase, mask[0]);
+              Value one32 = wb.create<arith::ConstantIntOp>(wl, 1, 32);
+              Value rest = wb.create<arith::AndIOp>(
+                  wl, mask[0], wb.create<arith::SubIOp>(wl, mask[0], one32));
+              wb.create<scf::YieldOp>(wl, rest);
+            });
+
+        // The warp holding the last row evaluates the segments after it.
+        Value lastRow = cb.create<arith::SubIOp>(loc, numRows, i64(cb, 1));
+        Value holdsLast = cb.create<arith::CmpIOp>(
+            loc, arith::CmpIPredicate::slt, lastRow,
+            cb.create<arith::AddIOp>(loc, rowBase, i64(cb, kWarpSize)));
+        auto ifLast = cb.create<scf::IfOp>(loc, holdsLast, /*withElse=*/false);
+        OpBuilder lb = ifLast.getThenBodyBuilder();
+        Value lastSegment =
+            KernelCodeBuilder(lb, loc).loadSegment(idx, lastRow);
+        emitEmptySegments(
+            lb, lb.create<arith::AddIOp>(loc, lastSegment, i64(lb, 1)),
+            numSegments, lane, i64(lb, kWarpSize));
+        cb.create<scf::YieldOp>(loc);
+      });
+  b.create<gpu::ReturnOp>(loc);
+}
+
+void GPUKernelEmitter::storeFromLaneZero(
+    OpBuilder &b, ValueRange values, Value base,
+    function_ref<Value(OpBuilder &, int64_t)> index) {
+  Value isLaneZero =
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, lane, i64(b, 0));
+  auto ifLaneZero = b.create<scf::IfOp>(loc, isLaneZero, /*withElse=*/false);
+  OpBuilder zb = ifLaneZero.getThenBodyBuilder();
+  for (auto [i, value] : llvm::enumerate(values))
+    KernelCodeBuilder(zb, loc).store(value, base, index(zb, i));
+}
+
+SmallVector<Value>
+GPUKernelEmitter::reduceRows(OpBuilder &b, Value lo, Value hi, ValueRange init,
+                             SegmentProgramEmitter::RowBody body) {
+  // Lane-strided rows, then the butterfly: every lane holds the totals.
+  auto loop = b.create<scf::ForOp>(
+      loc, b.create<arith::AddIOp>(loc, lo, lane), hi, i64(b, kWarpSize), init,
+      [&](OpBuilder &ib, Location il, Value row, ValueRange acc) {
+        ib.create<scf::YieldOp>(
+            il, body(ib, il, row, /*lanes=*/1, /*laneMask=*/Value(), acc));
+      });
+  SmallVector<Value> totals;
+  for (Value partial : loop.getResults())
+    // Tile kernels exist for sum-only programs (hasLongSegmentKernels).
+    totals.push_back(warpCombine(b, partial, arith::AtomicRMWKind::addf));
+  return totals;
+}

@@ -1,0 +1,208 @@
+//===- GPUKernelEmitter.h - gpu.func kernels of a segment program -*- C++ -*-===//
+//
+// The emitter convert-seg-to-gpu runs for each kernel function: the segment
+// (or row) kernel in GPUKernelEmitter.cpp, the long-segment kernels and the
+// segment kernel's long-segment paths in GPULongSegments.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SEGOPS_LIB_CONVERSION_SEGTOGPU_GPUKERNELEMITTER_H
+#define SEGOPS_LIB_CONVERSION_SEGTOGPU_GPUKERNELEMITTER_H
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "segops/Conversion/KernelCodeBuilder.h"
+#include "segops/Conversion/KernelSignature.h"
+#include "segops/Conversion/SegmentProgram.h"
+
+namespace mlir {
+namespace seg {
+
+inline constexpr int64_t kWarpSize = 32;
+inline constexpr int64_t kTileRows = SegmentProgram::kGPUTileRows;
+/// Tile slots each lane loads per step when adding a long segment's tiles.
+inline constexpr int64_t kTilesPerLane = 4;
+
+/// Emits the gpu.func kernels of a segment program.
+//
+// Segment kernels: warps own chunks of 32 rows (grid-stride) and the
+// segments that *start* in them (row 0, or where idx changes), found with a
+// ballot. For each such segment the warp finds where it ends (a lane-strided
+// walk over idx and a warp minimum), runs the program's passes over its rows
+// lane-strided (so loads coalesce), and combines partial sums with a fixed
+// xor butterfly, so every lane holds the totals and results are bitwise
+// reproducible; lane 0 stores the segment outputs. Empty segments (between
+// two starts, before the first or after the last) are evaluated one per lane
+// with no rows. Rows whose segment is outside [0, S) get zero row outputs.
+//
+// Long segments of splittable programs (one pass, no row outputs): a
+// segment covering a whole aligned tile of kTileRows rows is *long*. The
+// `__tiles` kernel, launched first, gives each tile to a warp, which reduces
+// the rows of the long segments that cross it: the segment of its first row
+// (the head) and that of its last (the tail), each into a slot of
+// `partials` (2 per tile). The segment kernel then finds a long segment's
+// end with a 32-way search and adds its tiles' partials in tile order
+// instead of walking its rows, so one segment of 1e7 rows costs one warp a
+// few hundred loads while 1e4 warps reduce its rows.
+//
+// Row maps (programs that only map rows): one thread per row, grid-stride,
+// whatever the segments.
+//
+// No atomics, and every access is checked against N and S (and the tile
+// count) whatever idx holds.
+class GPUKernelEmitter {
+public:
+  GPUKernelEmitter(const SegmentProgram &program, gpu::GPUFuncOp kernel,
+                   segrt::abi::Entry entry, int64_t blockSize)
+      : GPUKernelEmitter(program, kernel,
+                         KernelArguments(kernel.getBody().front(),
+                                         program.buffers.size(), entry),
+                         blockSize) {}
+
+  GPUKernelEmitter(const SegmentProgram &program, gpu::GPUFuncOp kernel,
+                   const KernelArguments &arguments, int64_t blockSize)
+      : program(program), kernel(kernel), blockSize(blockSize),
+        builder(OpBuilder::atBlockBegin(&kernel.getBody().front())),
+        loc(program.func.getLoc()), buffers(arguments.buffers()),
+        numRows(arguments.get(segrt::abi::Param::NumRows)),
+        numSegments(arguments.get(segrt::abi::Param::NumSegments)),
+        emitter(program, buffers, numRows, numSegments) {
+    idx = buffers[program.argumentBuffer[cast<BlockArgument>(program.idx)
+                                             .getArgNumber()]];
+    scratch = arguments.lookup(segrt::abi::Param::Scratch);
+    runningPass = arguments.lookup(segrt::abi::Param::Pass);
+  }
+
+  /// The segment kernel (or, for row maps, the row kernel).
+  void emit();
+  /// Split programs (one pass, no row outputs): `__tiles`, the raw totals
+  /// of the long segments crossing each tile.
+  void emitTiles();
+  /// Pass-by-pass programs (the other segment programs), in launch order:
+  /// `__bounds` (each long segment's rows), then per pass `__tiles<p>` (its
+  /// rows: row outputs, and totals into the tile slots) and, if the pass
+  /// reduces, `__pass_totals<p>` (the segment's totals of the pass).
+  void emitBounds();
+  /// `__tiles` and `__pass_totals` take the pass as their last argument.
+  void emitPassTiles();
+  void emitPassTotals();
+
+  /// Splittable programs: long segments reduced by a tile kernel.
+  bool isSplit() const { return program.isSplittable(); }
+  /// Other segment programs: long segments run pass by pass.
+  bool isPassByPass() const {
+    return program.hasLongSegmentKernels() && !program.isSplittable();
+  }
+
+private:
+  using TileBody = function_ref<void(OpBuilder &, Value tile, Value tileStart,
+                                     Value tileEnd)>;
+  using PieceBody = function_ref<void(OpBuilder &, Value which, Value segment,
+                                      Value lo, Value hi)>;
+  using StartBody = function_ref<void(OpBuilder &, Value segment, Value start)>;
+  using TilePieceBody = function_ref<void(OpBuilder &, Value tile, Value which,
+                                          Value segment, Value lo, Value hi)>;
+
+  Value i64(OpBuilder &b, int64_t value) {
+    return KernelCodeBuilder(b, loc).i64(value);
+  }
+  Value indexToI64(OpBuilder &b, Value value) {
+    return b.create<arith::IndexCastOp>(loc, b.getI64Type(), value);
+  }
+  /// Sets lane, globalWarp and totalWarps.
+  void emitWarpIds(OpBuilder &b);
+  /// idx[row] where `inRange`, else -1, never reading outside idx.
+  Value segmentOr(OpBuilder &b, Value inRange, Value row);
+  /// Butterfly over the warp combining by `kind`; every lane gets the
+  /// result.
+  Value warpCombine(OpBuilder &b, Value value, arith::AtomicRMWKind kind);
+  /// The first row r in [lo, hi) where `idx[r] <holding> segment` is
+  /// false, or hi, for a comparison true on a prefix of the range (eq: the
+  /// segment's end; ne: its start): 32 rows probed per step (one per lane, a
+  /// ballot), so ~log32(hi - lo) steps. Warp-uniform; for any content of idx
+  /// it terminates and stays in [lo, hi].
+  Value searchWarp(OpBuilder &b, Value lo, Value hi, Value segment,
+                   arith::CmpIPredicate holding);
+  /// Each lane of a group of `groupSize` threads evaluates the empty
+  /// segments [lo, hi) (clamped to [0, S)) it is given, `member` being its
+  /// position in the group.
+  void emitEmptySegments(OpBuilder &b, Value lo, Value hi, Value member,
+                         Value groupSize);
+  void emitOwnedSegment(OpBuilder &b, Value rowBase, Value mask);
+  /// The rows of a (short) segment from `start`: found by a walk, reduced
+  /// lane-strided.
+  void emitWalkedSegment(OpBuilder &b, Value start, Value segment);
+  void emitRowMap(OpBuilder &b);
+
+  // Long segments.
+  /// The first multiple of the tile size at or after `row`.
+  Value alignedTileAfter(OpBuilder &b, Value row);
+  /// An i1: the segment starting at `start` covers a whole aligned tile.
+  Value coversWholeTile(OpBuilder &b, Value start, Value segment);
+  /// The end of a long segment (a 32-way search from the tile it covers).
+  Value searchLongSegmentEnd(OpBuilder &b, Value start, Value segment);
+  /// Split programs: a long segment's outputs from its tiles' partials.
+  void emitLongSegment(OpBuilder &b, Value start, Value segment);
+  /// Pass-by-pass programs: a long segment's outputs from its totals.
+  void emitPassByPassLongSegment(OpBuilder &b, Value segment);
+  /// A warp per tile, grid-stride (the body of every tile kernel).
+  void emitTileLoop(OpBuilder &b, TileBody body);
+  /// For each long segment crossing the tile: `body(which, segment, lo,
+  /// hi)`, its rows [lo, hi) in the tile, `which` 0 for the segment of the
+  /// tile's first row (the head), 1 for that of its last (the tail).
+  void forEachLongPiece(OpBuilder &b, Value tile, Value tileStart,
+                        Value tileEnd, PieceBody body);
+  /// The tile kernels' loop over every tile's long pieces (see
+  /// forEachLongPiece): `valid(tile, which, segment, lo, hi)` for a piece of
+  /// a valid segment, `invalid` (if given) for one of an invalid segment.
+  void emitLongPieceLoop(TilePieceBody valid, TilePieceBody invalid = {});
+  /// For each long segment starting in the tile: `body(segment, start)`.
+  void forEachLongStart(OpBuilder &b, Value tile, Value tileStart,
+                        Value tileEnd, StartBody body);
+  /// The first row of `tail` (the segment of the tile's last row) in the
+  /// tile.
+  Value tailStartIn(OpBuilder &b, Value tileStart, Value tileEnd, Value tail);
+  /// Rows [lo, hi) lane-strided through `body`, lanes combined.
+  SmallVector<Value> reduceRows(OpBuilder &b, Value lo, Value hi,
+                                ValueRange init,
+                                SegmentProgramEmitter::RowBody body);
+  /// The totals `components` of a long segment's tile slots, added in an
+  /// order that depends on the segment only; every lane gets them.
+  SmallVector<Value> sumTilePartials(OpBuilder &b, Value start, Value end,
+                                     ValueRange components);
+  void storeFromLaneZero(OpBuilder &b, ValueRange values, Value base,
+                         function_ref<Value(OpBuilder &, int64_t)> index);
+
+  // The scratch buffer: pass-by-pass programs hold each segment's bounds (start,
+  // end: 2 i64) and raw totals (all passes), then the tiles' partials (2
+  // slots of all passes' totals per tile); split programs the partials.
+  Value byteOffset(OpBuilder &b, Value base, Value bytes);
+  Value segmentTotals(OpBuilder &b);
+  Value partials(OpBuilder &b);
+  /// Index of component `component` of slot `which` (0 head, 1 tail) of
+  /// `tile` in the partials.
+  Value partialIndex(OpBuilder &b, Value tile, Value which, Value component);
+  std::pair<Value, Value> loadBounds(OpBuilder &b, Value segment);
+  SmallVector<Value> loadSegmentTotals(OpBuilder &b, Value segment,
+                                       unsigned pass, int64_t count);
+
+  const SegmentProgram &program;
+  gpu::GPUFuncOp kernel;
+  int64_t blockSize;
+  OpBuilder builder;
+  Location loc;
+  SmallVector<Value> buffers;
+  Value numRows, numSegments, idx, scratch;
+  /// Long-segment kernels of pass-by-pass programs: the pass they run.
+  Value runningPass;
+  Value threadId, blockId, gridDim, lane, globalWarp, totalWarps;
+  SegmentProgramEmitter emitter;
+};
+
+/// A combine that keeps the total (for values no lane combines).
+Value combineNothing(OpBuilder &, Location, Value total, arith::AtomicRMWKind);
+
+} // namespace seg
+} // namespace mlir
+
+#endif // SEGOPS_LIB_CONVERSION_SEGTOGPU_GPUKERNELEMITTER_H

@@ -1,0 +1,522 @@
+//===- GPULongSegments.cpp - long segments on the GPU ---------------------===//
+//
+// The long-segment kernels (`__tiles`; `__bounds`, `__tiles`,
+// `__pass_totals`) and the segment kernel's paths for long segments: from
+// tile partials (split programs) or from their totals (pass by pass).
+//
+//===----------------------------------------------------------------------===//
+
+#include "GPUKernelEmitter.h"
+
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "segops/Conversion/LongSegmentKernels.h"
+
+using namespace mlir;
+using namespace mlir::seg;
+
+Value GPUKernelEmitter::alignedTileAfter(OpBuilder &b, Value row) {
+  return b.create<arith::MulIOp>(
+      loc,
+      b.create<arith::DivUIOp>(
+          loc, b.create<arith::AddIOp>(loc, row, i64(b, kTileRows - 1)),
+          i64(b, kTileRows)),
+      i64(b, kTileRows));
+}
+
+Value GPUKernelEmitter::coversWholeTile(OpBuilder &b, Value start,
+                                        Value segment) {
+  // The first aligned tile at or after start; the segment covers it if its
+  // last row (within N) holds the segment (idx sorted).
+  Value tileLast = b.create<arith::AddIOp>(loc, alignedTileAfter(b, start),
+                                           i64(b, kTileRows - 1));
+  Value inRange = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt,
+                                          tileLast, numRows);
+  return b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
+                                 segmentOr(b, inRange, tileLast), segment);
+}
+
+Value GPUKernelEmitter::searchLongSegmentEnd(OpBuilder &b, Value start,
+                                             Value segment) {
+  // It reaches at least the end of the tile it covers; search from there.
+  Value covered = b.create<arith::AddIOp>(loc, alignedTileAfter(b, start),
+                                          i64(b, kTileRows));
+  covered = b.create<arith::MinSIOp>(loc, covered, numRows);
+  return searchWarp(b, covered, numRows, segment, arith::CmpIPredicate::eq);
+}
+
+Value GPUKernelEmitter::byteOffset(OpBuilder &b, Value base, Value bytes) {
+  return b.create<LLVM::GEPOp>(loc, LLVM::LLVMPointerType::get(b.getContext()),
+                               b.getI8Type(), base, ValueRange{bytes},
+                               /*inbounds=*/true);
+}
+
+Value GPUKernelEmitter::segmentTotals(OpBuilder &b) {
+  // Pass-by-pass scratch: the segments' bounds (2 i64 each), then their totals.
+  return byteOffset(b, scratch,
+                    b.create<arith::MulIOp>(loc, numSegments, i64(b, 16)));
+}
+
+Value GPUKernelEmitter::partials(OpBuilder &b) {
+  if (!isPassByPass())
+    return scratch;
+  int64_t elementBytes = program.elementType.getIntOrFloatBitWidth() / 8;
+  Value totalsBytes = b.create<arith::MulIOp>(
+      loc, numSegments,
+      i64(b, program.numReductionComponents() * elementBytes));
+  return byteOffset(b, segmentTotals(b), totalsBytes);
+}
+
+Value GPUKernelEmitter::partialIndex(OpBuilder &b, Value tile, Value which,
+                                     Value component) {
+  int64_t totals = program.numReductionComponents();
+  Value slot = b.create<arith::AddIOp>(
+      loc, b.create<arith::MulIOp>(loc, tile, i64(b, 2)), which);
+  return b.create<arith::AddIOp>(
+      loc, b.create<arith::MulIOp>(loc, slot, i64(b, totals)), component);
+}
+
+SmallVector<Value> GPUKernelEmitter::sumTilePartials(OpBuilder &b, Value start,
+                                                     Value end,
+                                                     ValueRange components) {
+  KernelCodeBuilder code(b, loc);
+  Type elementType = program.elementType;
+  Value base = partials(b);
+  Value firstTile = b.create<arith::DivUIOp>(loc, start, i64(b, kTileRows));
+  Value lastTile = b.create<arith::DivUIOp>(
+      loc, b.create<arith::SubIOp>(loc, end, i64(b, 1)), i64(b, kTileRows));
+  // The first tile holds the segment's rows in its tail slot, unless the
+  // segment starts the tile (then they are its head); every later tile's
+  // head slot holds the segment's rows in it. kTilesPerLane * 32 tiles at a
+  // time: each lane adds its tiles in order (independent loads, in flight
+  // together: a segment of 1e7 rows has ~10^4 tiles, and one load at a time
+  // would make this loop the kernel's latency), then the butterfly, added
+  // in order: the order depends on the segment only. (The shuffles in the
+  // loop also keep LLVM from unrolling it.)
+  Value firstSlot = b.create<arith::SelectOp>(
+      loc,
+      b.create<arith::CmpIOp>(
+          loc, arith::CmpIPredicate::eq,
+          b.create<arith::RemUIOp>(loc, start, i64(b, kTileRows)), i64(b, 0)),
+      i64(b, 0), i64(b, 1));
+  SmallVector<Value> zeros(components.size(), code.zero(elementType));
+  auto loop = b.create<scf::ForOp>(
+      loc, firstTile, b.create<arith::AddIOp>(loc, lastTile, i64(b, 1)),
+      i64(b, kWarpSize * kTilesPerLane), zeros,
+      [&](OpBuilder &ib, Location il, Value chunk, ValueRange sums) {
+        KernelCodeBuilder load(ib, il);
+        SmallVector<Value> laneSums(components.size(), Value());
+        for (int64_t k = 0; k < kTilesPerLane; ++k) {
+          Value tile = ib.create<arith::AddIOp>(
+              il, chunk,
+              ib.create<arith::AddIOp>(il, lane, i64(ib, k * kWarpSize)));
+          Value inRange = ib.create<arith::CmpIOp>(
+              il, arith::CmpIPredicate::ule, tile, lastTile);
+          Value readTile = ib.create<arith::MinUIOp>(il, tile, lastTile);
+          Value slot = ib.create<arith::SelectOp>(
+              il,
+              ib.create<arith::CmpIOp>(il, arith::CmpIPredicate::eq, readTile,
+                                       firstTile),
+              firstSlot, i64(ib, 0));
+          for (auto [i, component] : llvm::enumerate(components)) {
+            Value value = load.load(
+                base, elementType, partialIndex(ib, readTile, slot, component));
+            value = ib.create<arith::SelectOp>(il, inRange, value,
+                                               load.zero(elementType));
+            laneSums[i] =
+                k == 0 ? value
+                       : ib.create<arith::AddFOp>(il, laneSums[i], value);
+          }
+        }
+        SmallVector<Value> next;
+        for (auto [sum, laneSum] : llvm::zip(sums, laneSums))
+          next.push_back(ib.create<arith::AddFOp>(
+              il, sum, warpCombine(ib, laneSum, arith::AtomicRMWKind::addf)));
+        ib.create<scf::YieldOp>(il, next);
+      });
+  return SmallVector<Value>(loop.getResults());
+}
+
+void GPUKernelEmitter::emitLongSegment(OpBuilder &b, Value start,
+                                       Value segment) {
+  KernelCodeBuilder code(b, loc);
+  Value end = searchLongSegmentEnd(b, start, segment);
+  auto ifValid = b.create<scf::IfOp>(
+      loc, code.isValidSegment(segment, numSegments), /*withElse=*/false);
+  OpBuilder vb = ifValid.getThenBodyBuilder();
+  Value isLaneZero =
+      vb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, lane, i64(vb, 0));
+  auto readPartials = [&](OpBuilder &rb, Location, ValueRange init,
+                          SegmentProgramEmitter::RowBody, bool) {
+    SmallVector<Value> components;
+    for (int64_t i = 0, e = init.size(); i < e; ++i)
+      components.push_back(i64(rb, i));
+    return sumTilePartials(rb, start, end, components);
+  };
+  emitter.emitSegment(vb, loc, segment,
+                      vb.create<arith::SubIOp>(loc, end, start), readPartials,
+                      combineNothing, isLaneZero);
+}
+
+std::pair<Value, Value> GPUKernelEmitter::loadBounds(OpBuilder &b,
+                                                     Value segment) {
+  // Written by the bounds kernel for every valid long segment; clamped, so
+  // that whatever they hold (idx breaking the contract) no tile index
+  // derived from them leaves the partials.
+  KernelCodeBuilder code(b, loc);
+  Type i64Type = b.getI64Type();
+  Value slot = b.create<arith::MulIOp>(loc, segment, i64(b, 2));
+  Value start = code.load(scratch, i64Type, slot);
+  Value end = code.load(scratch, i64Type,
+                        b.create<arith::AddIOp>(loc, slot, i64(b, 1)));
+  start = b.create<arith::MinSIOp>(
+      loc, b.create<arith::MaxSIOp>(loc, start, i64(b, 0)),
+      b.create<arith::SubIOp>(loc, numRows, i64(b, 1)));
+  end = b.create<arith::MinSIOp>(
+      loc,
+      b.create<arith::MaxSIOp>(loc, end,
+                               b.create<arith::AddIOp>(loc, start, i64(b, 1))),
+      numRows);
+  return {start, end};
+}
+
+SmallVector<Value> GPUKernelEmitter::loadSegmentTotals(OpBuilder &b,
+                                                       Value segment,
+                                                       unsigned pass,
+                                                       int64_t count) {
+  KernelCodeBuilder code(b, loc);
+  Value base = segmentTotals(b);
+  Value row = b.create<arith::MulIOp>(loc, segment,
+                                      i64(b, program.numReductionComponents()));
+  SmallVector<Value> totals;
+  for (int64_t i = 0; i < count; ++i)
+    totals.push_back(
+        code.load(base, program.elementType,
+                  b.create<arith::AddIOp>(
+                      loc, row, i64(b, program.reductionOffset(pass) + i))));
+  return totals;
+}
+
+void GPUKernelEmitter::emitPassByPassLongSegment(OpBuilder &b, Value segment) {
+  // The tile kernels stored its row outputs (or zeros, for an invalid
+  // segment) and the finish kernels its raw totals: what is left are the
+  // segment outputs.
+  KernelCodeBuilder code(b, loc);
+  auto ifValid = b.create<scf::IfOp>(
+      loc, code.isValidSegment(segment, numSegments), /*withElse=*/false);
+  OpBuilder vb = ifValid.getThenBodyBuilder();
+  auto [start, end] = loadBounds(vb, segment);
+  auto readTotals = [&](OpBuilder &rb, Location, ValueRange init,
+                        SegmentProgramEmitter::RowBody, bool) {
+    return loadSegmentTotals(rb, segment, emitter.currentPass(), init.size());
+  };
+  Value isLaneZero =
+      vb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, lane, i64(vb, 0));
+  emitter.emitSegment(vb, loc, segment,
+                      vb.create<arith::SubIOp>(loc, end, start), readTotals,
+                      combineNothing, isLaneZero);
+}
+
+void GPUKernelEmitter::emitTileLoop(OpBuilder &b, TileBody body) {
+  emitWarpIds(b);
+  Value numTiles = b.create<arith::DivUIOp>(
+      loc, b.create<arith::AddIOp>(loc, numRows, i64(b, kTileRows - 1)),
+      i64(b, kTileRows));
+  b.create<scf::ForOp>(
+      loc, globalWarp, numTiles, totalWarps, ValueRange{},
+      [&](OpBuilder &tb, Location, Value tile, ValueRange) {
+        Value tileStart =
+            tb.create<arith::MulIOp>(loc, tile, i64(tb, kTileRows));
+        Value tileEnd = tb.create<arith::MinSIOp>(
+            loc, tb.create<arith::AddIOp>(loc, tileStart, i64(tb, kTileRows)),
+            numRows);
+        body(tb, tile, tileStart, tileEnd);
+        tb.create<scf::YieldOp>(loc);
+      });
+  b.create<gpu::ReturnOp>(loc);
+}
+
+/// Runs `body(which)` for which = 0 and 1 in a loop, so that the code of
+/// the body is emitted once.
+static void forEachOfTwo(OpBuilder &b, Location loc,
+                         function_ref<void(OpBuilder &, Value which)> body) {
+  KernelCodeBuilder code(b, loc);
+  b.create<scf::ForOp>(loc, code.i64(0), code.i64(2), code.i64(1), ValueRange{},
+                       [&](OpBuilder &fb, Location, Value which, ValueRange) {
+                         body(fb, which);
+                         fb.create<scf::YieldOp>(loc);
+                       });
+}
+
+void GPUKernelEmitter::forEachLongPiece(OpBuilder &tb, Value tile,
+                                        Value tileStart, Value tileEnd,
+                                        PieceBody body) {
+  KernelCodeBuilder code(tb, loc);
+  auto cmp = [&](arith::CmpIPredicate predicate, Value x, Value y) {
+    return tb.create<arith::CmpIOp>(loc, predicate, x, y);
+  };
+  Value fullEnd = tb.create<arith::AddIOp>(loc, tileStart, i64(tb, kTileRows));
+  Value head = code.loadSegment(idx, tileStart);
+  Value tail =
+      code.loadSegment(idx, tb.create<arith::SubIOp>(loc, tileEnd, i64(tb, 1)));
+  // The head segment is long if it covers this tile or the one before (a
+  // long segment holding this tile's first row covers one of them); a
+  // different tail segment, if it covers the next tile.
+  Value fullLast = tb.create<arith::SubIOp>(loc, fullEnd, i64(tb, 1));
+  Value coversThis =
+      cmp(arith::CmpIPredicate::eq,
+          segmentOr(tb, cmp(arith::CmpIPredicate::slt, fullLast, numRows),
+                    fullLast),
+          head);
+  Value hasBefore = cmp(arith::CmpIPredicate::sgt, tile, i64(tb, 0));
+  Value before = tb.create<arith::SubIOp>(
+      loc, tb.create<arith::MaxSIOp>(loc, tileStart, i64(tb, kTileRows)),
+      i64(tb, kTileRows));
+  Value coversBefore = tb.create<arith::AndIOp>(
+      loc, hasBefore,
+      cmp(arith::CmpIPredicate::eq, code.loadSegment(idx, before), head));
+  Value headIsLong = tb.create<arith::OrIOp>(loc, coversThis, coversBefore);
+  Value nextLast =
+      tb.create<arith::AddIOp>(loc, fullEnd, i64(tb, kTileRows - 1));
+  Value tailIsLong = tb.create<arith::AndIOp>(
+      loc, cmp(arith::CmpIPredicate::ne, tail, head),
+      cmp(arith::CmpIPredicate::eq,
+          segmentOr(tb, cmp(arith::CmpIPredicate::slt, nextLast, numRows),
+                    nextLast),
+          tail));
+  // Where the head ends, where the tail starts: one 32-way search each.
+  auto searchIf = [&](Value condition, Value otherwise, Value lo, Value segment,
+                      arith::CmpIPredicate holding) {
+    auto ifOp = tb.create<scf::IfOp>(
+        loc, condition,
+        [&](OpBuilder &sb, Location) {
+          sb.create<scf::YieldOp>(
+              loc, searchWarp(sb, lo, tileEnd, segment, holding));
+        },
+        [&](OpBuilder &ob, Location) {
+          ob.create<scf::YieldOp>(loc, otherwise);
+        });
+    return ifOp.getResult(0);
+  };
+  Value headEnd = searchIf(headIsLong, tileStart,
+                           tb.create<arith::AddIOp>(loc, tileStart, i64(tb, 1)),
+                           head, arith::CmpIPredicate::eq);
+  Value tailStart =
+      searchIf(tailIsLong, tileEnd, tileStart, tail, arith::CmpIPredicate::ne);
+  forEachOfTwo(tb, loc, [&](OpBuilder &b, Value which) {
+    Value isHead = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, which,
+                                           i64(b, 0));
+    auto pick = [&](Value ifHead, Value ifTail) {
+      return b.create<arith::SelectOp>(loc, isHead, ifHead, ifTail).getResult();
+    };
+    Value segment = pick(head, tail);
+    Value lo = pick(tileStart, tailStart), hi = pick(headEnd, tileEnd);
+    auto ifLong = b.create<scf::IfOp>(loc, pick(headIsLong, tailIsLong),
+                                      /*withElse=*/false);
+    OpBuilder lb = ifLong.getThenBodyBuilder();
+    body(lb, which, segment, lo, hi);
+  });
+}
+
+void GPUKernelEmitter::forEachLongStart(OpBuilder &tb, Value tile,
+                                        Value tileStart, Value tileEnd,
+                                        StartBody body) {
+  KernelCodeBuilder code(tb, loc);
+  Value head = code.loadSegment(idx, tileStart);
+  Value tail =
+      code.loadSegment(idx, tb.create<arith::SubIOp>(loc, tileEnd, i64(tb, 1)));
+  // The head starts here if the row before holds another segment; a
+  // different tail always starts in the tile (found by a search).
+  Value hasBefore = tb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sgt,
+                                             tile, i64(tb, 0));
+  Value previous = segmentOr(
+      tb, hasBefore, tb.create<arith::SubIOp>(loc, tileStart, i64(tb, 1)));
+  Value headStarts = tb.create<arith::AndIOp>(
+      loc,
+      tb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, previous, head),
+      coversWholeTile(tb, tileStart, head));
+  Value tailDiffers =
+      tb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, tail, head);
+  auto ifTail = tb.create<scf::IfOp>(
+      loc, tailDiffers,
+      [&](OpBuilder &db, Location) {
+        db.create<scf::YieldOp>(loc, tailStartIn(db, tileStart, tileEnd, tail));
+      },
+      [&](OpBuilder &ob, Location) { ob.create<scf::YieldOp>(loc, tileEnd); });
+  Value tailStart = ifTail.getResult(0);
+  Value tailStarts = tb.create<arith::AndIOp>(
+      loc, tailDiffers, coversWholeTile(tb, tailStart, tail));
+  forEachOfTwo(tb, loc, [&](OpBuilder &b, Value which) {
+    Value isHead = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, which,
+                                           i64(b, 0));
+    auto pick = [&](Value ifHead, Value ifTail) {
+      return b.create<arith::SelectOp>(loc, isHead, ifHead, ifTail).getResult();
+    };
+    Value segment = pick(head, tail), start = pick(tileStart, tailStart);
+    auto ifLong = b.create<scf::IfOp>(loc, pick(headStarts, tailStarts),
+                                      /*withElse=*/false);
+    OpBuilder lb = ifLong.getThenBodyBuilder();
+    body(lb, segment, start);
+  });
+}
+
+Value GPUKernelEmitter::tailStartIn(OpBuilder &b, Value tileStart,
+                                    Value tileEnd, Value tail) {
+  return searchWarp(b, tileStart, tileEnd, tail, arith::CmpIPredicate::ne);
+}
+
+void GPUKernelEmitter::emitLongPieceLoop(TilePieceBody valid,
+                                         TilePieceBody invalid) {
+  emitTileLoop(builder, [&](OpBuilder &tb, Value tile, Value tileStart,
+                            Value tileEnd) {
+    forEachLongPiece(
+        tb, tile, tileStart, tileEnd,
+        [&](OpBuilder &b, Value which, Value segment, Value lo, Value hi) {
+          auto ifValid = b.create<scf::IfOp>(
+              loc,
+              KernelCodeBuilder(b, loc).isValidSegment(segment, numSegments),
+              /*withElse=*/static_cast<bool>(invalid));
+          OpBuilder vb = ifValid.getThenBodyBuilder();
+          valid(vb, tile, which, segment, lo, hi);
+          if (invalid) {
+            OpBuilder eb = ifValid.getElseBodyBuilder();
+            invalid(eb, tile, which, segment, lo, hi);
+          }
+        });
+  });
+}
+
+void GPUKernelEmitter::emitTiles() {
+  // Split programs: one pass; each long piece's raw totals into its slot.
+  emitLongPieceLoop([&](OpBuilder &vb, Value tile, Value which, Value segment,
+                        Value lo, Value hi) {
+    auto rowLoop = [&](OpBuilder &rb, Location, ValueRange init,
+                       SegmentProgramEmitter::RowBody body, bool) {
+      SmallVector<Value> totals = reduceRows(rb, lo, hi, init, body);
+      storeFromLaneZero(rb, totals, partials(rb),
+                        [&](OpBuilder &ib, int64_t i) {
+                          return partialIndex(ib, tile, which, i64(ib, i));
+                        });
+      return totals;
+    };
+    Value never = vb.create<arith::ConstantIntOp>(loc, 0, 1);
+    emitter.emitSegment(vb, loc, segment, vb.create<arith::SubIOp>(loc, hi, lo),
+                        rowLoop, combineNothing, never);
+  });
+}
+
+void GPUKernelEmitter::emitBounds() {
+  emitTileLoop(
+      builder, [&](OpBuilder &tb, Value tile, Value tileStart, Value tileEnd) {
+        forEachLongStart(
+            tb, tile, tileStart, tileEnd,
+            [&](OpBuilder &b, Value segment, Value start) {
+              KernelCodeBuilder code(b, loc);
+              Value end = searchLongSegmentEnd(b, start, segment);
+              auto ifValid = b.create<scf::IfOp>(
+                  loc, code.isValidSegment(segment, numSegments),
+                  /*withElse=*/false);
+              OpBuilder vb = ifValid.getThenBodyBuilder();
+              Value slot = vb.create<arith::MulIOp>(loc, segment, i64(vb, 2));
+              storeFromLaneZero(
+                  vb, {start, end}, scratch, [&](OpBuilder &ib, int64_t i) {
+                    return ib.create<arith::AddIOp>(loc, slot, i64(ib, i));
+                  });
+            });
+      });
+}
+
+void GPUKernelEmitter::emitPassTiles() {
+  auto valid = [&](OpBuilder &vb, Value tile, Value which, Value segment,
+                   Value lo, Value hi) {
+    auto [start, end] = loadBounds(vb, segment);
+    // Earlier passes than the running one: their totals (pass-totals
+    // kernels); the running pass: the tile's rows (row outputs stored on the way, totals into
+    // the slot); later passes: nothing.
+    auto rowLoop = [&](OpBuilder &rb, Location, ValueRange init,
+                       SegmentProgramEmitter::RowBody body,
+                       bool) -> SmallVector<Value> {
+      unsigned pass = emitter.currentPass();
+      return KernelCodeBuilder(rb, loc).selectByRunningPass(
+          runningPass, pass, init,
+          [&](OpBuilder &eb, Location) {
+            return loadSegmentTotals(eb, segment, pass,
+                                     program.numReductionComponents(pass));
+          },
+          [&](OpBuilder &hb, Location) {
+            SmallVector<Value> totals = reduceRows(hb, lo, hi, init, body);
+            storeFromLaneZero(hb, totals, partials(hb),
+                              [&](OpBuilder &ib, int64_t i) {
+                                return partialIndex(
+                                    ib, tile, which,
+                                    i64(ib, program.reductionOffset(pass) + i));
+                              });
+            return totals;
+          });
+    };
+    Value never = vb.create<arith::ConstantIntOp>(loc, 0, 1);
+    emitter.emitSegment(vb, loc, segment,
+                        vb.create<arith::SubIOp>(loc, end, start), rowLoop,
+                        combineNothing, never);
+  };
+  // Rows of an invalid segment: zero row outputs (in pass 0's launch).
+  auto invalid = [&](OpBuilder &eb, Value, Value, Value, Value lo, Value hi) {
+    Value first = eb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, runningPass,
+                                           i64(eb, 0));
+    auto ifFirst = eb.create<scf::IfOp>(loc, first, /*withElse=*/false);
+    OpBuilder fb = ifFirst.getThenBodyBuilder();
+    fb.create<scf::ForOp>(
+        loc, fb.create<arith::AddIOp>(loc, lo, lane), hi, i64(fb, kWarpSize),
+        ValueRange{}, [&](OpBuilder &ib, Location il, Value row, ValueRange) {
+          emitter.emitZeroRowOutputs(ib, il, row);
+          ib.create<scf::YieldOp>(il);
+        });
+  };
+  if (program.hasRowOutputs)
+    emitLongPieceLoop(valid, invalid);
+  else
+    emitLongPieceLoop(valid);
+}
+
+void GPUKernelEmitter::emitPassTotals() {
+  // The totals of the running pass: components [first, first + count) of every
+  // pass's totals, picked from constants by the pass.
+  OpBuilder &b0 = builder;
+  Value first = i64(b0, 0), count = i64(b0, 0);
+  for (unsigned pass = 0; pass < program.numPasses; ++pass) {
+    Value isPass = b0.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
+                                            runningPass, i64(b0, pass));
+    first = b0.create<arith::SelectOp>(
+        loc, isPass, i64(b0, program.reductionOffset(pass)), first);
+    count = b0.create<arith::SelectOp>(
+        loc, isPass, i64(b0, program.numReductionComponents(pass)), count);
+  }
+  emitTileLoop(builder, [&](OpBuilder &tb, Value tile, Value tileStart,
+                            Value tileEnd) {
+    forEachLongStart(
+        tb, tile, tileStart, tileEnd, [&](OpBuilder &b, Value segment, Value) {
+          KernelCodeBuilder code(b, loc);
+          auto ifValid = b.create<scf::IfOp>(
+              loc, code.isValidSegment(segment, numSegments),
+              /*withElse=*/false);
+          OpBuilder vb = ifValid.getThenBodyBuilder();
+          auto [start, end] = loadBounds(vb, segment);
+          Value row = vb.create<arith::MulIOp>(
+              loc, segment, i64(vb, program.numReductionComponents()));
+          Value totals = segmentTotals(vb);
+          vb.create<scf::ForOp>(
+              loc, first, vb.create<arith::AddIOp>(loc, first, count),
+              i64(vb, 1), ValueRange{},
+              [&](OpBuilder &cb, Location, Value component, ValueRange) {
+                Value total = sumTilePartials(cb, start, end, component)[0];
+                storeFromLaneZero(
+                    cb, total, totals, [&](OpBuilder &ib, int64_t) {
+                      return ib.create<arith::AddIOp>(loc, row, component);
+                    });
+                cb.create<scf::YieldOp>(loc);
+              });
+        });
+  });
+}
