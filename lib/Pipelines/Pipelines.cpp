@@ -18,6 +18,7 @@
 #include "mlir/Transforms/Passes.h"
 #include "segops/Conversion/Passes.h"
 #include "segops/Dialect/Seg/Transforms/Passes.h"
+#include "segrt/OpLibrary.h"
 
 using namespace mlir;
 using namespace mlir::seg;
@@ -84,14 +85,11 @@ void mlir::seg::buildSegToPTXPipeline(OpPassManager &pm,
   pm.addPass(createGpuModuleToBinaryPass(binary));
 }
 
-/// What seg-differentiate appends to a function's name (its default).
-static constexpr llvm::StringLiteral kGradientSuffix = "_grad";
-
 std::string mlir::seg::derivativeFunctionName(llvm::StringRef name,
                                               unsigned level) {
   std::string result = name.str();
   for (unsigned k = 0; k < level; ++k)
-    result += kGradientSuffix;
+    result += segrt::kGradientSuffix;
   return result;
 }
 
@@ -99,7 +97,7 @@ void mlir::seg::buildSegDerivePipeline(OpPassManager &pm,
                                        const SegDeriveOptions &options) {
   for (unsigned level = 0; level < options.order; ++level) {
     SegDifferentiateOptions differentiate;
-    differentiate.suffix = kGradientSuffix.str();
+    differentiate.suffix = segrt::kGradientSuffix;
     differentiate.onlySuffix = derivativeFunctionName("", level);
     pm.addPass(createSegDifferentiate(differentiate));
     pm.addPass(createCanonicalizerPass());

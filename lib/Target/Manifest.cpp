@@ -7,6 +7,7 @@
 #include "segops/Conversion/SegmentProgram.h"
 #include "segops/Dialect/Seg/IR/SegDialect.h"
 #include "segrt/KernelABI.h"
+#include "segrt/OpLibrary.h"
 
 using namespace mlir;
 using namespace mlir::seg;
@@ -170,8 +171,8 @@ mlir::seg::buildKernelManifest(ModuleOp source, int64_t blockSize) {
       return failure();
     kernels.push_back(describeKernel(*program, blockSize));
   }
-  return llvm::json::Object{{"format", "segops-op-library"},
-                            {"version", 8},
+  return llvm::json::Object{{"format", segrt::kManifestFormat},
+                            {"version", segrt::kManifestVersion},
                             {"abi", describeABI()},
                             {"kernels", std::move(kernels)}};
 }

@@ -15,6 +15,7 @@ from typing import Any
 
 from torch import Tensor
 
+from segops import _extensions
 from segops._validation import (
     DTypeError,
     check_float_rows,
@@ -24,10 +25,11 @@ from segops._validation import (
     check_tensor,
 )
 
-# Derivative levels in the op library (seg-derive order 3).
-MAX_LEVEL = 3
-# What seg-derive appends to a function's name per derivative level.
-GRAD_SUFFIX = "_grad"
+# How derivative levels are named, and the highest one the op library
+# ships: segrt/OpLibrary.h's, which the compiler and the operator library
+# read too (_segrt exposes them).
+GRAD_SUFFIX: str = _extensions.segrt().gradient_suffix
+MAX_LEVEL: int = _extensions.segrt().max_derivative_order
 
 ROW, SEGMENT = "row", "segment"
 
@@ -99,26 +101,6 @@ class SegmentOp:
         return (f"func.func @{name}({params}) -> {result} {{\n"
                 f"  %0 = {self.seg_op} {operands} : {types} -> {result}\n"
                 f"  return %0 : {result}\n}}\n")
-
-    def float_spaces(self, level: int) -> list[str]:
-        """The space (ROW or SEGMENT) of each float argument of a level: the
-        op's, then each cotangent has the space of the value it is the
-        cotangent of."""
-        spaces = list(self.operand_spaces)
-        outputs = [self.result_space]
-        for _ in range(level):
-            spaces, outputs = spaces + outputs, spaces
-        return spaces
-
-    def float_names(self, level: int) -> tuple[list[str], int]:
-        """The float arguments of a level (the op's, then the cotangents of
-        each level below) and its number of outputs."""
-        names = list(self.float_args)
-        outputs = 1
-        for _ in range(level):
-            cotangents = [f"grad{len(names) + k}" for k in range(outputs)]
-            outputs, names = len(names), names + cotangents
-        return names, outputs
 
 
 # --------------------------------------------------------------------------

@@ -16,6 +16,7 @@
 #include "segrt/Host.h"
 #include "segrt/IndexCheck.h"
 #include "segrt/Memory.h"
+#include "segrt/OpLibrary.h"
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -109,6 +110,10 @@ PYBIND11_MODULE(_segrt, m) {
       "(fewer page faults on first touch).");
 
   m.attr("max_kernel_pointers") = segrt::HostLibrary::kMaxPointers;
+  // How derivative levels are named and how many the op library has
+  // (segrt/OpLibrary.h, which the compiler reads too).
+  m.attr("gradient_suffix") = segrt::kGradientSuffix;
+  m.attr("max_derivative_order") = segrt::kMaxDerivativeOrder;
   m.def(
       "check_index_and_call",
       [](const segops_python::KernelRecord &kernel,

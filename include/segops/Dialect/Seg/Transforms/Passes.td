@@ -37,8 +37,9 @@ def SegDifferentiate : Pass<"seg-differentiate", "ModuleOp"> {
                "Argument positions to differentiate with respect to "
                "(default: every floating-point tensor argument, except "
                "one no result depends on whose space is unknown)">,
-    Option<"suffix", "suffix", "std::string", /*default=*/"\"_grad\"",
-           "Suffix of the gradient function's name">,
+    Option<"suffix", "suffix", "std::string",
+           /*default=*/"::segrt::kGradientSuffix",
+           "Suffix of the gradient function's name (segrt/OpLibrary.h)">,
     Option<"onlySuffix", "only-suffix", "std::string", /*default=*/"\"\"",
            "Without `function`: differentiate exactly the functions whose "
            "names end in this (e.g. _grad, for second order)">,
