@@ -14,8 +14,9 @@ using namespace segrt;
 /// vectorizes it) and rescanned row by row only if it holds a problem.
 static constexpr int64_t kBlockRows = 2048;
 
-/// Below this many rows a second worker costs more than it saves (4x fewer
-/// when the workers' threads run already, as in Host.cpp).
+/// Below this many rows a second worker costs more than it saves (fewer
+/// when the workers' threads run already, as in Host.cpp; the crossover is
+/// docs/benchmarks.md, "Parallel calls").
 static int64_t checkParallelMinRows() {
   return hasWorkerLauncher() ? int64_t(1) << 16 : int64_t(1) << 18;
 }

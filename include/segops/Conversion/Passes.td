@@ -141,8 +141,8 @@ def SegExpandExtrema : Pass<"seg-expand-extrema"> {
     picks by the sign bit), so a reduction's result does not depend on the
     order it combines its terms. x86 lowers `llvm.maximum` to a scalar
     sequence LLVM's SLP vectoriser leaves alone; compares and selects it
-    vectorises: the max of rows of many features ran at 13-25% of a copy's
-    bandwidth before, at memory bandwidth after (docs/benchmarks.md).
+    vectorises, which brings the max of rows of many features to memory
+    bandwidth (docs/benchmarks.md has the measurement).
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
