@@ -4,7 +4,9 @@
 Each public op is a seg dialect op; ``segops::<op>`` is its forward and
 ``segops::<op>_grad``, ``_grad_grad``... its derivative levels, each running
 the op library's kernel of the same name for the tensors' dtype and row
-width. test_op_table.py checks this table against oplib/segops.mlir.
+width. The op library's source, oplib/segops.mlir, is generated from this
+table (library_source; `python scripts/generate_oplib.py`), and
+test_op_table.py checks that it is.
 """
 
 from __future__ import annotations
@@ -70,6 +72,11 @@ class SegmentOp:
     # Whether the result carries the row width (else it contracts the
     # features, as dot and rms_norm do: one scalar per segment).
     result_has_width: bool = True
+    # Float arguments that are a (F, F) matrix per row or segment
+    # (segmented_matvec's m).
+    matrix_args: frozenset[str] = frozenset()
+    # The row widths the op library ships kernels for.
+    library_widths: tuple[int, ...] = (1, 3)
 
     @property
     def num_tensors(self) -> int:
@@ -81,14 +88,15 @@ class SegmentOp:
 
     def kernel_source(self, dtype: str, width: int) -> str:
         """The op's forward kernel function for `dtype` rows of `width`
-        features, as oplib/segops.mlir writes it (the op library's w1 and w3
-        functions are exactly these; test_op_table.py checks it). Only for
-        ops that take rows of any width."""
-        if not self.takes_any_width:
+        features: the op library's functions (library_source) and those of
+        widths compiled at run time alike."""
+        if not self.takes_any_width and width not in self.library_widths:
             raise ValueError(f"{self.name} takes no rows of {width} features")
         scalar = f"tensor<?x{dtype}>"
         wide = scalar if width == 1 else f"tensor<?x{width}x{dtype}>"
-        floats = [(name, scalar if name in self.scalar_args else wide)
+        matrix = f"tensor<?x{width}x{width}x{dtype}>"
+        floats = [(name, scalar if name in self.scalar_args
+                   else matrix if name in self.matrix_args else wide)
                   for name in self.float_args]
         index = ("idx", "tensor<?xi32>")
         result = wide if self.result_has_width else scalar
@@ -214,13 +222,36 @@ OPS: dict[str, SegmentOp] = {op.name: op for op in [
     _op("segmented_mul", "seg.mul", ("x", "y"), (ROW, SEGMENT), ROW, _validate_mul,
         scalar_args=frozenset({"y"})),
     _op("segmented_matvec", "seg.matvec", ("v", "m"), (ROW, SEGMENT), ROW, _validate_matvec,
-        takes_any_width=False),
+        takes_any_width=False, matrix_args=frozenset({"m"}), library_widths=(3,)),
     _op("segmented_gather", "seg.gather", ("y",), (SEGMENT,), ROW, _validate_gather),
     _op("segmented_max", "seg.max", ("x",), (ROW,), SEGMENT,
         _validate_reduction("segmented_max")),
     _op("segmented_min", "seg.min", ("x",), (ROW,), SEGMENT,
         _validate_reduction("segmented_min")),
 ]}
+
+
+# The op library's element types.
+LIBRARY_DTYPES = ("f32", "f64")
+
+
+def library_source() -> str:
+    """oplib/segops.mlir: every op's forward kernel function per library
+    dtype and row width. The build derives the derivative levels."""
+    header = (
+        "// The segops op library: the forward kernel function of every public op,\n"
+        "// per element type and row width, named <op>_<dtype>_w<row width>. The\n"
+        f"// build derives their derivatives to order {MAX_LEVEL} with seg-derive (functions\n"
+        f"// <name>{GRAD_SUFFIX}, <name>{GRAD_SUFFIX * 2}, ...) and compiles all of them with\n"
+        "// seg-compile: PTX per architecture and host code, one fused kernel per\n"
+        "// function.\n"
+        "//\n"
+        "// Generated from the op table (python/segops/_op_table.py) by\n"
+        "// `python scripts/generate_oplib.py`: edit the table, not this file.\n")
+    functions = [spec.kernel_source(dtype, width)
+                 for dtype in LIBRARY_DTYPES for width in (1, 3)
+                 for spec in OPS.values() if width in spec.library_widths]
+    return header + "".join("\n" + function for function in functions)
 
 
 def op_level(name: str) -> tuple[SegmentOp, int] | None:
