@@ -41,7 +41,7 @@ test-lit: build
 	$(NINJA) check-seg
 
 test-python: develop
-	$(PYTHON) -m pytest -q
+	$(PYTHON) -m pytest -q --durations=25
 
 # Python lint (configured in pyproject.toml).
 test-lint: bootstrap
