@@ -74,16 +74,21 @@ def run_gpu(module: Any, kernel: Any, stream: int, pointers: Sequence[int], num_
     after these launches)."""
     if num_rows == 0 and num_segments == 0:
         return
-    scratch_bytes = _segrt().gpu_scratch_bytes(kernel, num_rows, num_segments)
-    scratch = None
-    if scratch_bytes and device.type == "cpu":
-        # The simulated driver: 0xff bytes (NaN floats, -1 integers), so
-        # that a kernel reading what was never written shows.
-        scratch = torch.full((scratch_bytes,), 255, dtype=torch.uint8)
-    elif scratch_bytes:
-        scratch = torch.empty(scratch_bytes, dtype=torch.uint8, device=device)
+    scratch = _scratch(kernel, num_rows, num_segments, device)
     module.run(kernel, stream, list(pointers), num_rows, num_segments,
-               scratch.data_ptr() if scratch is not None else 0)
+               scratch.data_ptr() if scratch.numel() else 0)
+
+
+def _scratch(kernel: Any, num_rows: int, num_segments: int,
+             device: torch.device) -> torch.Tensor:
+    """The scratch buffer of one GPU run of `kernel` (empty if it takes
+    none): on the simulated driver 0xff bytes (NaN floats, -1 integers), so
+    that a kernel reading what was never written shows; on CUDA
+    uninitialized."""
+    size = _segrt().gpu_scratch_bytes(kernel, num_rows, num_segments)
+    if device.type == "cpu":
+        return torch.full((size,), 255, dtype=torch.uint8)
+    return torch.empty(size, dtype=torch.uint8, device=device)
 
 
 def run(name: str, inputs: Sequence[torch.Tensor], outputs: torch.Tensor | Sequence[torch.Tensor],
@@ -165,11 +170,8 @@ class GpuSimulator:
             run_gpu(self._module, info, 0, [t.data_ptr() for t in tensors],
                     num_rows, num_segments, torch.device("cpu"))
             return
-        native = _segrt()
-        # Uninitialized on a GPU: 0xff bytes here, as run_gpu fills it.
-        scratch = torch.full((native.gpu_scratch_bytes(info, num_rows, num_segments),), 255,
-                             dtype=torch.uint8)
-        for symbol, default_grid, trailing in native.plan_gpu_launches(
+        scratch = _scratch(info, num_rows, num_segments, torch.device("cpu"))
+        for symbol, default_grid, trailing in _segrt().plan_gpu_launches(
                 info, num_rows, num_segments, scratch.data_ptr()):
             self.launch(symbol, tensors, trailing=trailing,
                         grid=grid if grid is not None else default_grid, block=info.block,
