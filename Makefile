@@ -40,8 +40,11 @@ demo: develop
 test-lit: build
 	$(NINJA) check-seg
 
+# pytest-xdist workers (the time it saves: docs/benchmarks.md, "make test
+# time"); PYTEST_WORKERS=0 runs the tests in one process.
+PYTEST_WORKERS ?= 2
 test-python: develop
-	$(PYTHON) -m pytest -q --durations=25
+	$(PYTHON) -m pytest -q -n $(PYTEST_WORKERS) --durations=25
 
 # Python lint (configured in pyproject.toml).
 test-lint: bootstrap
