@@ -78,10 +78,11 @@ bool makeKey(py::sequence args, const std::optional<py::sequence> &classes,
   if (!classes) {
     for (py::handle arg : args) {
       PyObject *object = arg.ptr();
-      if (rows < 0 && THPVariable_Check(object)) {
+      if (THPVariable_Check(object)) {
         const at::Tensor &tensor = THPVariable_Unpack(object);
-        if (tensor.dim() == 1 && (tensor.scalar_type() == at::kInt ||
-                                  tensor.scalar_type() == at::kLong))
+        if (rows < 0 && tensor.dim() == 1 &&
+            (tensor.scalar_type() == at::kInt ||
+             tensor.scalar_type() == at::kLong))
           rows = exampleValue(tensor.sym_size(0));
       } else if (segments < 0 &&
                  (PyLong_CheckExact(object) || isSymInt(arg))) {
