@@ -49,6 +49,13 @@ struct SegmentBackward final : Node {
   std::string name() const override { return nodeName; }
 };
 
+/// The keys of `tensor` below autograd: only its backend's for a plain
+/// tensor; more for a fake, functional or batched one (a trace's).
+c10::DispatchKeySet dataKeys(const at::Tensor &tensor) {
+  return tensor.key_set() - c10::autograd_dispatch_keyset_with_ADInplaceOrView -
+         c10::autocast_dispatch_keyset;
+}
+
 /// `idx` narrowed to int32 and checked, if it is an int64 index of plain
 /// CPU tensors (not fake, functional or batched ones, whose data cannot be
 /// read here) that passes the check; else an undefined tensor, and the
@@ -57,19 +64,21 @@ struct SegmentBackward final : Node {
 at::Tensor narrowedForBackward(const at::Tensor &idx,
                                const c10::SymInt &numSegments) {
   std::optional<int64_t> segments = numSegments.maybe_as_int();
-  c10::DispatchKeySet dataKeys =
-      idx.key_set() - c10::autograd_dispatch_keyset_with_ADInplaceOrView -
-      c10::autocast_dispatch_keyset;
   if (!segments || idx.scalar_type() != at::kLong || idx.dim() != 1 ||
-      dataKeys != c10::DispatchKeySet(c10::DispatchKey::CPU))
+      dataKeys(idx) != c10::DispatchKeySet(c10::DispatchKey::CPU))
     return {};
   return narrowedIndex(idx, *segments, at::get_num_threads());
 }
 
 /// A row-less stand-in of `tensor` (same dtype and features): what is saved
-/// of an argument the backward never reads. Symbolic sizes: a fake tensor's
-/// row count must not be specialized.
+/// of an argument the backward never reads, in place of a plain tensor. A
+/// traced one (torch.export's) is saved itself: a tensor made here would
+/// be a constant the trace cannot place.
 at::Tensor standIn(const at::Tensor &tensor) {
+  c10::DispatchKeySet keys = dataKeys(tensor);
+  if (keys != c10::DispatchKeySet(c10::DispatchKey::CPU) &&
+      keys != c10::DispatchKeySet(c10::DispatchKey::CUDA))
+    return tensor;
   c10::SymDimVector shape(tensor.sym_sizes().begin(), tensor.sym_sizes().end());
   shape[0] = 0;
   return tensor.new_empty_symint(shape);

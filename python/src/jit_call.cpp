@@ -20,7 +20,9 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <map>
+#include <mutex>
 #include <shared_mutex>
 #include <sstream>
 #include <unordered_map>
@@ -40,20 +42,34 @@ JitCompileHook &compileHook() {
   return *hook;
 }
 
-const JitProgram &findProgram(const std::string &name) {
-  {
-    std::shared_lock<std::shared_mutex> lock(programsMutex);
-    auto it = programs().find(name);
-    if (it != programs().end())
-      return it->second;
-    TORCH_CHECK(compileHook(), "segops::jit_call: no program ", name);
-  }
-  compileHook()(name); // raises the compiler's error, if any
+const JitProgram *registeredProgram(const std::string &name) {
   std::shared_lock<std::shared_mutex> lock(programsMutex);
   auto it = programs().find(name);
-  TORCH_CHECK(it != programs().end(), "segops::jit_call: program ", name,
+  return it == programs().end() ? nullptr : &it->second;
+}
+
+const JitProgram &findProgram(const std::string &name) {
+  if (const JitProgram *program = registeredProgram(name))
+    return *program;
+  // Programs shipped with an exported model, named by the environment.
+  static std::once_flag environmentLoaded;
+  std::call_once(environmentLoaded, loadProgramsFromEnvironment);
+  if (const JitProgram *program = registeredProgram(name))
+    return *program;
+  bool canCompile;
+  {
+    std::shared_lock<std::shared_mutex> lock(programsMutex);
+    canCompile = static_cast<bool>(compileHook());
+  }
+  TORCH_CHECK(canCompile, "segops::jit_call: no program ", name,
+              ": register the programs an exported model calls with "
+              "segops::load_programs(directory) or SEGOPS_PROGRAMS=directory "
+              "(segops.export.package writes them)");
+  compileHook()(name); // raises the compiler's error, if any
+  const JitProgram *program = registeredProgram(name);
+  TORCH_CHECK(program, "segops::jit_call: program ", name,
               " was not registered by its compilation");
-  return it->second;
+  return *program;
 }
 
 /// The call's floats (every tensor but idx), idx and S.
@@ -254,8 +270,26 @@ void registerJitProgram(const std::string &name, JitProgram program) {
   programs().emplace(name, std::move(program));
 }
 
+JitProgram makeJitProgram(const std::string &name, Variant variant,
+                          size_t idxPosition,
+                          OperatorLevel::Validator validator) {
+  size_t numFloats = variant.savedForBackward.size();
+  size_t numOutputs =
+      std::count_if(variant.buffers.begin(), variant.buffers.end(),
+                    [](const Buffer &buffer) { return buffer.isOutput; });
+  std::map<std::string, Variant> variants;
+  variants.emplace("jit", std::move(variant));
+  std::shared_ptr<OperatorLevel> level =
+      makeOperatorLevel(name, numFloats, numOutputs, std::move(variants), "");
+  if (validator)
+    level->setHooks(std::move(validator), nullptr);
+  return JitProgram{std::move(level), idxPosition};
+}
+
 void defineJitCall(torch::Library &library) {
   library.def("jit_call(str program, Tensor[] args, SymInt num_segments) -> Tensor[]");
+  library.def("load_programs(str directory) -> int",
+              [](std::string directory) { return loadPrograms(directory); });
   library.impl("jit_call",
                torch::dispatch(c10::DispatchKey::CPU,
                                torch::CppFunction::makeFromBoxedFunctor(

@@ -271,18 +271,10 @@ void segops_torch::registerJitBindings(py::module_ &m) {
       "register_jit_program",
       [](const std::string &name, const CompiledKernel &kernel,
          size_t idxPosition, py::object validator) {
-        // Its float arguments and outputs are its kernel's buffers.
-        Variant variant = variantOf(kernel);
-        size_t numFloats = variant.savedForBackward.size();
-        size_t numOutputs = std::count_if(
-            variant.buffers.begin(), variant.buffers.end(),
-            [](const Buffer &buffer) { return buffer.isOutput; });
-        std::map<std::string, Variant> variants;
-        variants.emplace("jit", std::move(variant));
-        std::shared_ptr<OperatorLevel> level = makeOperatorLevel(
-            name, numFloats, numOutputs, std::move(variants), "");
-        level->setHooks(pythonValidator(std::move(validator)), nullptr);
-        registerJitProgram(name, JitProgram{std::move(level), idxPosition});
+        registerJitProgram(name, makeJitProgram(name, variantOf(kernel),
+                                                idxPosition,
+                                                pythonValidator(
+                                                    std::move(validator))));
       },
       py::arg("name"), py::arg("kernel"), py::arg("idx_position"),
       py::arg("validator"),

@@ -11,6 +11,8 @@
 #include "manifest_record.h"
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 namespace segops_torch {
@@ -25,6 +27,25 @@ at::ScalarType scalarType(const std::string &dtype) {
 }
 
 } // namespace
+
+std::string readPortablePtx(const segops_python::ManifestRecord &manifest,
+                            const std::string &directory) {
+  std::string oldest;
+  int oldestArchitecture = 0;
+  for (const auto &[chip, file] : manifest.ptx) {
+    int architecture = std::stoi(chip.substr(chip.find('_') + 1));
+    if (oldest.empty() || architecture < oldestArchitecture)
+      oldest = file, oldestArchitecture = architecture;
+  }
+  if (oldest.empty())
+    return "";
+  std::ifstream stream(directory + "/" + oldest);
+  if (!stream)
+    throw std::runtime_error("cannot read " + directory + "/" + oldest);
+  std::stringstream text;
+  text << stream.rdbuf();
+  return text.str();
+}
 
 Variant variantOf(const segops_python::KernelRecord &record,
                   const SymbolResolver &resolve) {

@@ -112,6 +112,22 @@ void bindManifestRecords(py::module_ &m) {
       [](const std::string &text) { return parseManifest(text); },
       py::arg("text"), "A manifest from its text (ValueError if malformed).");
   m.def(
+      "package_manifest",
+      [](const std::string &compiled,
+         const std::vector<std::tuple<std::string, std::string, int64_t>>
+             &hostBuilds,
+         const std::map<std::string, std::string> &ptx) {
+        std::vector<HostBuildRecord> builds;
+        for (const auto &[cpu, library, vectorBits] : hostBuilds)
+          builds.push_back({cpu, library, vectorBits});
+        return packageManifest(compiled, builds, ptx);
+      },
+      py::arg("compiled"), py::arg("host_builds"), py::arg("ptx"),
+      "The manifest text of a shipped program level: the compiler's "
+      "manifest `compiled` with its host builds [(cpu, library file, vector "
+      "bits)], best first, and PTX files {chip: file} (ValueError if "
+      "`compiled` is not a manifest).");
+  m.def(
       "parse_kernel",
       [](const std::string &text) { return parseKernelRecord(text); },
       py::arg("text"), "A kernel from its entry's text (KernelRecord.text).");

@@ -279,4 +279,19 @@ KernelRecord parseKernelRecord(std::string_view text) {
   return malformedAsInvalid([&] { return parseKernel(json::parse(text)); });
 }
 
+std::string packageManifest(std::string_view compiled,
+                            const std::vector<HostBuildRecord> &hostBuilds,
+                            const std::map<std::string, std::string> &ptx) {
+  parseManifest(compiled); // the format, version and kernels are checked
+  json manifest = json::parse(compiled);
+  json builds = json::array();
+  for (const HostBuildRecord &build : hostBuilds)
+    builds.push_back({{"cpu", build.cpu},
+                      {"library", build.library},
+                      {"vector_bits", build.vectorBits}});
+  manifest["host"] = std::move(builds);
+  manifest["ptx"] = ptx;
+  return manifest.dump();
+}
+
 } // namespace segops_python

@@ -124,6 +124,15 @@ ManifestRecord readManifest(const std::string &path);
 /// Parses one kernel entry's JSON text (KernelRecord::text).
 KernelRecord parseKernelRecord(std::string_view text);
 
+/// `compiled` (a manifest the compiler returned for kernels compiled at run
+/// time) with the host builds and PTX files that hold its kernels (files in
+/// the manifest's directory): a manifest like the op library's, for one
+/// program level that segops.export ships. Throws std::invalid_argument if
+/// `compiled` is not a manifest of this version.
+std::string packageManifest(std::string_view compiled,
+                            const std::vector<HostBuildRecord> &hostBuilds,
+                            const std::map<std::string, std::string> &ptx);
+
 } // namespace segops_python
 
 #endif // SEGOPS_PYTHON_MANIFEST_RECORD_H

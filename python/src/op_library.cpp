@@ -42,24 +42,6 @@ std::string libraryDirectory() {
   return slash == std::string::npos ? "." : path.substr(0, slash);
 }
 
-/// PTX that every supported device runs: the oldest architecture's (the
-/// driver compiles it for newer ones). The Python package sets a source
-/// that picks the newest a device supports.
-std::string portablePtx(const segops_python::ManifestRecord &manifest,
-                        const std::string &directory) {
-  std::string oldest;
-  int oldestArchitecture = 0;
-  for (const auto &[chip, file] : manifest.ptx) {
-    int architecture = std::stoi(chip.substr(chip.find('_') + 1));
-    if (oldest.empty() || architecture < oldestArchitecture)
-      oldest = file, oldestArchitecture = architecture;
-  }
-  std::ifstream stream(directory + "/" + oldest);
-  std::stringstream text;
-  text << stream.rdbuf();
-  return text.str();
-}
-
 /// A kernel's name split into the operator level it serves
 /// (segmented_sum_grad) and its variant key (f32_w3).
 struct KernelName {
@@ -123,7 +105,7 @@ void defineLibraryOps(torch::Library &library) {
   hostLibrary = new segrt::HostLibrary(
       directory + "/" + segops_python::chooseHostBuild(manifest).library);
   libraryGpuModules()->setPtxSource(
-      [ptx = portablePtx(manifest, directory)](int) { return ptx; });
+      [ptx = readPortablePtx(manifest, directory)](int) { return ptx; });
   auto resolve = [](const std::string &symbol) {
     return hostLibrary->lookup(symbol);
   };

@@ -100,13 +100,14 @@ public:
 
   /// Compiles the kernel functions of `source` (and derivatives to `order`;
   /// only function `keep` if it is not empty) to host object files for this
-  /// CPU, in up to `numParts` parts compiled in parallel; returns the
-  /// manifest and the objects.
+  /// CPU (or the LLVM CPU `cpu`, with `vectorBits` for it), in up to
+  /// `numParts` parts compiled in parallel; returns the manifest and the
+  /// objects.
   std::pair<std::string, std::vector<std::string>>
   compileHostObjects(const std::string &source, unsigned order,
                      const std::string &keep, unsigned optLevel,
                      int64_t vectorBits, int64_t interleave,
-                     unsigned numParts) {
+                     unsigned numParts, const std::string &cpu = "") {
     std::string manifestText;
     std::vector<std::string> objects;
     withModule(
@@ -120,6 +121,8 @@ public:
               llvm::formatv("{0}", llvm::json::Value(std::move(*manifest)))
                   .str();
           seg::HostTarget target = hostTarget();
+          if (!cpu.empty())
+            target.cpu = cpu;
           target.optLevel = optLevel;
           if (vectorBits > 0)
             target.vectorBits = vectorBits;
@@ -453,12 +456,16 @@ PYBIND11_MODULE(_segc, m) {
       "compile_host_objects",
       [](const std::string &source, unsigned order, const std::string &keep,
          unsigned optLevel, int64_t vectorBits, int64_t interleave,
-         unsigned parts) {
+         unsigned parts, const std::string &cpu) {
+        if (!cpu.empty() && vectorBits <= 0)
+          throw py::value_error(
+              "compile_host_objects: a cpu needs its vector_bits");
         std::pair<std::string, std::vector<std::string>> result;
         {
           py::gil_scoped_release release;
-          result = compiler().compileHostObjects(
-              source, order, keep, optLevel, vectorBits, interleave, parts);
+          result = compiler().compileHostObjects(source, order, keep, optLevel,
+                                                 vectorBits, interleave, parts,
+                                                 cpu);
         }
         py::list objects;
         for (const std::string &object : result.second)
@@ -467,10 +474,13 @@ PYBIND11_MODULE(_segc, m) {
       },
       py::arg("source"), py::arg("order") = 0, py::arg("keep") = "",
       py::arg("opt_level") = 3, py::arg("vector_bits") = 0,
-      py::arg("interleave") = 1, py::arg("parts") = 2,
+      py::arg("interleave") = 1, py::arg("parts") = 2, py::arg("cpu") = "",
       "compile_host_object in up to `parts` object files, LLVM running on "
       "them in parallel (the functions split by size): (manifest JSON, "
-      "[object file bytes]); load them together with load_host_object.");
+      "[object file bytes]); load them together with load_host_object, or "
+      "link them into a shared library. `cpu` (an LLVM CPU such as "
+      "x86-64-v3, with its vector_bits) compiles for that CPU level instead "
+      "of this CPU.");
   m.def(
       "compile_simulator_object",
       [](const std::string &source, unsigned order, const std::string &keep) {

@@ -275,6 +275,12 @@ using SymbolResolver = std::function<void *(const std::string &symbol)>;
 Variant variantOf(const segops_python::KernelRecord &record,
                   const SymbolResolver &resolve);
 
+/// The PTX of a manifest in `directory` that every supported device runs:
+/// the oldest architecture's (the driver compiles it for newer ones), or ""
+/// if it has none. Throws std::runtime_error if the file cannot be read.
+std::string readPortablePtx(const segops_python::ManifestRecord &manifest,
+                            const std::string &directory);
+
 /// An operator level of `numFloats` float arguments and `numOutputs`
 /// outputs over these variants, whose backward (if any) is operator
 /// segops::`backward`, registered already.

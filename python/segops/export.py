@@ -1,0 +1,151 @@
+"""segops.export: models that use segops, deployed without Python.
+
+>>> exported = torch.export.export(model, inputs, dynamic_shapes=...)
+>>> package = segops.export.package(exported, "model.pt2")   # and model.segops/
+
+``torch.export`` traces a model's segops calls as operators: the library
+ops (``segops::segmented_sum``, ...) and ``segops::jit_call("<program>",
+...)`` for each segops.jit function and, with segops.fusion, each fused
+cluster. AOTInductor compiles the rest into the package. A C++ process runs
+it with ``torch::inductor::AOTIModelPackageLoader`` once it has loaded
+``libsegops_ops.so`` (which defines every segops operator, with no Python)
+and registered the programs the package names: :func:`package` writes them
+beside the package, one directory per program level holding its manifest,
+its host code as a shared library per CPU level the op library ships, and
+its PTX per chip. docs/deploy.md has the steps and the limits.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import zipfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from segops import _extensions, _jit, _library, fusion
+
+__all__ = ["package", "programs_called", "programs_directory", "write_programs",
+           "load_programs", "operator_library"]
+
+# Program names as jit_call names them (jit_<function>_<hash>[_grad...],
+# jit_fused_<hash>...): the candidates in a package's text.
+_PROGRAM_NAME = re.compile(rb"\bjit_[A-Za-z0-9_]+")
+# The op library's code per reduction: a deployed model runs at its speed.
+_HOST_INTERLEAVE = 4
+
+
+def operator_library() -> Path:
+    """libsegops_ops.so: the shared library that defines every segops
+    operator (load it with torch.ops.load_library, or link it from C++).
+    The op library it reads (manifest.json, host code, PTX) lies beside it."""
+    return _extensions.OPERATOR_LIBRARY
+
+
+def programs_directory(package_path: str | os.PathLike[str]) -> Path:
+    """Where :func:`package` writes the programs of `package_path`:
+    model.pt2 -> model.segops/."""
+    return Path(package_path).with_suffix(".segops")
+
+
+def package(exported: torch.export.ExportedProgram, package_path: str | os.PathLike[str], *,
+            use_fusion: bool = True, inductor_configs: dict[str, Any] | None = None,
+            chips: Sequence[str] | None = None) -> Path:
+    """Packages `exported` with AOTInductor (``aoti_compile_and_package``;
+    with `use_fusion`, through segops.fusion's pass) at `package_path`, and
+    writes the segops programs it calls to ``programs_directory(package_path)``
+    with PTX for `chips` (default: the op library's). Returns the package's
+    path."""
+    configs = dict(fusion.options()) if use_fusion else {}
+    configs.update(inductor_configs or {})
+    path = Path(torch._inductor.aoti_compile_and_package(
+        exported, package_path=str(package_path), inductor_configs=configs))
+    directory = programs_directory(path)
+    if directory.exists():
+        shutil.rmtree(directory)  # a stale program must not be loaded
+    write_programs(programs_called(path), directory, chips)
+    return path
+
+
+def programs_called(package_path: str | os.PathLike[str]) -> list[str]:
+    """The jit_call programs (with their derivative levels) that an
+    AOTInductor package names, as this process knows them."""
+    names: set[str] = set()
+    with zipfile.ZipFile(package_path) as archive:
+        for member in archive.namelist():
+            names.update(match.decode() for match in _PROGRAM_NAME.findall(archive.read(member)))
+    programs = []
+    for name in sorted(names):
+        try:
+            _jit.split_program(name)
+        except ValueError:
+            continue  # not a program (jit_call itself, a kernel's name, ...)
+        programs.append(name)
+    return programs
+
+
+def write_programs(names: Iterable[str], directory: str | os.PathLike[str],
+                   chips: Sequence[str] | None = None) -> None:
+    """Writes each program level in `names` (jit_call's program names) to
+    its own subdirectory of `directory`, as load_programs reads them."""
+    chips = list(chips) if chips is not None else sorted(_library.manifest().ptx)
+    for name in names:
+        program, level = _jit.split_program(name)
+        _write_level(program, level, Path(directory) / name, chips)
+
+
+def load_programs(directory: str | os.PathLike[str]) -> int:
+    """Registers the programs under `directory` with jit_call (what a C++
+    process does with segops::load_programs); returns how many levels."""
+    return torch.ops.segops.load_programs(str(directory))
+
+
+def _write_level(program: _jit.Program, level: int, directory: Path,
+                 chips: Sequence[str]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    segc = _extensions.segc()
+    name = program.level_name(level)
+    builds = []
+    compiled = ""
+    # The op library's CPU levels, so that the package runs wherever it does.
+    for build in _library.manifest().host_builds:
+        compiled, objects = segc.compile_host_objects(
+            program.source, level, name, vector_bits=build.vector_bits,
+            interleave=_HOST_INTERLEAVE, parts=1, cpu=build.cpu)
+        library = f"host_{build.cpu}.so"
+        _link_shared_library(objects, directory / library)
+        builds.append((build.cpu, library, build.vector_bits))
+    ptx = {}
+    for chip in chips:
+        (directory / f"{chip}.ptx").write_text(program.ptx_for_chip(level, chip))
+        ptx[chip] = f"{chip}.ptx"
+    manifest = _library.native_module().package_manifest(compiled, builds, ptx)
+    (directory / "manifest.json").write_text(manifest)
+
+
+def _c_compiler() -> str:
+    for candidate in (os.environ.get("CC"), "cc", "gcc", "clang"):
+        if candidate and shutil.which(candidate):
+            return candidate
+    raise RuntimeError("segops.export links each program's host code into a shared library "
+                       "and needs a C compiler driver (cc, gcc or clang, or $CC); "
+                       "AOTInductor needs one too")
+
+
+def _link_shared_library(objects: Sequence[bytes], path: Path) -> None:
+    with tempfile.TemporaryDirectory(prefix="segops-export-") as scratch:
+        files = []
+        for number, data in enumerate(objects):
+            file = Path(scratch) / f"part{number}.o"
+            file.write_bytes(data)
+            files.append(str(file))
+        result = subprocess.run([_c_compiler(), "-shared", "-o", str(path), *files, "-lm"],
+                                capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"segops.export: linking {path.name} failed:\n{result.stderr}")
