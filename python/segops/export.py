@@ -17,11 +17,13 @@ its PTX per chip. docs/deploy.md has the steps and the limits.
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import shutil
 import subprocess
 import tempfile
+import warnings
 import zipfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -31,7 +33,7 @@ import torch
 
 from segops import _extensions, _jit, _library, fusion
 
-__all__ = ["package", "programs_called", "programs_directory", "write_programs",
+__all__ = ["export", "package", "programs_called", "programs_directory", "write_programs",
            "load_programs", "operator_library"]
 
 # Program names as jit_call names them (jit_<function>_<hash>[_grad...],
@@ -46,6 +48,39 @@ def operator_library() -> Path:
     operator (load it with torch.ops.load_library, or link it from C++).
     The op library it reads (manifest.json, host code, PTX) lies beside it."""
     return _extensions.OPERATOR_LIBRARY
+
+
+class _Traced(torch.nn.Module):
+    """A graph traced by make_fx, as a module torch.export takes."""
+
+    def __init__(self, graph: torch.fx.GraphModule) -> None:
+        super().__init__()
+        self.graph_module = graph
+
+    def forward(self, *args: Any) -> Any:
+        return self.graph_module(*args)
+
+
+def export(model: torch.nn.Module, args: tuple[Any, ...],
+           dynamic_shapes: Any = None) -> torch.export.ExportedProgram:
+    """``torch.export.export(model, args, dynamic_shapes=...)`` for a model
+    whose forward differentiates itself (forces from
+    ``torch.autograd.grad`` of an energy): the model is first traced
+    through autograd with make_fx (symbolic sizes), so that the export
+    sees the backward as operators, as NequIP's AOTInductor path does.
+    torch.export alone refuses such models when an op's derivative reads
+    its output (exp, tanh: "a fake tensor in the exported program
+    constant's list"). Parameters become constants of the export (a
+    deployed model's weights)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    graph = make_fx(model, tracing_mode="symbolic", _allow_non_fake_inputs=True)(*args)
+    if isinstance(dynamic_shapes, dict):  # by the forward's parameter names
+        names = list(inspect.signature(model.forward).parameters)[:len(args)]
+        dynamic_shapes = [dynamic_shapes.get(name) for name in names]
+    if dynamic_shapes is not None:
+        dynamic_shapes = (tuple(dynamic_shapes),)  # _Traced.forward's *args
+    return torch.export.export(_Traced(graph), tuple(args), dynamic_shapes=dynamic_shapes)
 
 
 def programs_directory(package_path: str | os.PathLike[str]) -> Path:
@@ -123,7 +158,14 @@ def _write_level(program: _jit.Program, level: int, directory: Path,
         builds.append((build.cpu, library, build.vector_bits))
     ptx = {}
     for chip in chips:
-        (directory / f"{chip}.ptx").write_text(program.ptx_for_chip(level, chip))
+        try:
+            text = program.ptx_for_chip(level, chip)
+        except segc.CompileError as error:
+            # Host code only (f64 tanh, say, has no GPU lowering): a CUDA
+            # call of this program raises.
+            warnings.warn(f"segops.export: {name} runs on the host only: {error}", stacklevel=3)
+            continue
+        (directory / f"{chip}.ptx").write_text(text)
         ptx[chip] = f"{chip}.ptx"
     manifest = _library.native_module().package_manifest(compiled, builds, ptx)
     (directory / "manifest.json").write_text(manifest)
