@@ -10,7 +10,7 @@ JOBS       ?=
 
 NINJA := ninja -C $(BUILD_DIR) $(if $(JOBS),-j$(JOBS))
 
-.PHONY: all bootstrap configure build develop demo test test-quick test-lint test-lit test-python test-fuzz test-wheel wheel fuzz sanitize bench clean device-bundle
+.PHONY: all bootstrap configure build develop demo examples-cpp test test-quick test-lint test-lit test-python test-fuzz test-wheel wheel fuzz sanitize bench clean device-bundle
 
 all: build
 
@@ -48,7 +48,7 @@ test-python: develop
 
 # Python lint (configured in pyproject.toml).
 test-lint: bootstrap
-	$(PYTHON) -m ruff check python bench scripts test
+	$(PYTHON) -m ruff check python bench scripts test examples
 
 # A tier for iterating, under 2 minutes after a build: lint, lit, and the
 # tests not marked slow in the op, index and JIT suites.
@@ -126,6 +126,10 @@ sanitize: bootstrap
 	cp python/segops/*.py $(SANITIZE_DIR)/python/segops/
 	$(SANITIZE_ENV) PYTHONPATH=$(CURDIR)/$(SANITIZE_DIR)/python SEGOPS_BUILD_DIR=$(CURDIR)/$(SANITIZE_DIR) \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider $(SANITIZE_TESTS)
+
+# The C++ programs that run exported models with no Python (docs/deploy.md).
+examples-cpp: develop
+	$(PYTHON) examples/cpp/build.py $(BUILD_DIR)/examples-cpp
 
 bench: develop
 	$(PYTHON) -m bench

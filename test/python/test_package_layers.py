@@ -22,6 +22,8 @@ LAYERS: list[set[str]] = [
      "_jit_lengths", "_jit_stages", "_jit", "_wide"},
     # segops.fusion.
     {"_fusion_translate", "_fusion_cluster", "fusion"},
+    # segops.export: packaging models for C++.
+    {"export"},
     # The package's API.
     {"__init__"},
 ]
