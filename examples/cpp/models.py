@@ -3,7 +3,7 @@ torch.export and packaged with segops.export (export_models.py), and
 checked against eager PyTorch by test/python/test_deploy.py.
 
 - `Demo`: energy and forces of a batch of molecules from library ops
-  (segmented_sum, segmented_mean), a segops.jit function of three indices
+  (segmented_sum on rows of 8 features, segmented_mean), a segops.jit function of three indices
   (receivers i, senders j and the molecule of each atom) and PyTorch code
   that segops.fusion fuses (index_add message passing).
 - `LennardJones`: energy and forces of the Lennard-Jones system of
@@ -53,8 +53,8 @@ class Demo(torch.nn.Module):
         rij = pos[j] - pos[i] + shift
         message = x[j] * torch.exp(-(rij * rij).sum(-1, keepdim=True))
         h = torch.zeros_like(x).index_add(0, i, message)
-        e_atoms = torch.tanh(h) @ self.w
-        e_features = segops.segmented_sum(e_atoms, batch, num_molecules)
+        # Rows of 8 features: a width the op library does not ship.
+        e_features = segops.segmented_sum(torch.tanh(h), batch, num_molecules) @ self.w
         centre = segops.segmented_mean(pos, batch, num_molecules)
         e_centre = (centre * centre).sum(-1) * 1e-3
         energy = e_pairs + e_features + e_centre + molecule_bias

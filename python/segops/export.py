@@ -31,10 +31,11 @@ from typing import Any
 
 import torch
 
-from segops import _extensions, _jit, _library, fusion
+from segops import _extensions, _jit, _library, _wide, fusion
+from segops._op_table import OPS, split_level_name
 
 __all__ = ["export", "package", "programs_called", "programs_directory", "write_programs",
-           "load_programs", "operator_library"]
+           "write_row_widths", "load_programs", "operator_library"]
 
 # Program names as jit_call names them (jit_<function>_<hash>[_grad...],
 # jit_fused_<hash>...): the candidates in a package's text.
@@ -105,6 +106,7 @@ def package(exported: torch.export.ExportedProgram, package_path: str | os.PathL
     if directory.exists():
         shutil.rmtree(directory)  # a stale program must not be loaded
     write_programs(programs_called(path), directory, chips)
+    write_row_widths(exported, directory, chips)
     return path
 
 
@@ -133,6 +135,33 @@ def write_programs(names: Iterable[str], directory: str | os.PathLike[str],
     for name in names:
         program, level = _jit.split_program(name)
         _write_level(program, level, Path(directory) / name, chips)
+
+
+def write_row_widths(exported: torch.export.ExportedProgram, directory: str | os.PathLike[str],
+                     chips: Sequence[str] | None = None) -> None:
+    """Writes, beside the programs, the kernels of the library op levels in
+    `exported` whose rows are wider than the op library ships (a process
+    with Python compiles those at run time): load_programs adds them to
+    their ops."""
+    chips = list(chips) if chips is not None else sorted(_library.manifest().ptx)
+    shipped = _library.kernels()
+    for node in exported.graph.nodes:
+        if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+            continue
+        if node.target.namespace != "segops":
+            continue
+        op, level = split_level_name(node.target._opname)
+        if op not in OPS or not node.args or not isinstance(node.args[0], torch.fx.Node):
+            continue
+        first = node.args[0].meta.get("val")
+        if not isinstance(first, torch.Tensor):
+            continue
+        dtype = {torch.float32: "f32", torch.float64: "f64"}.get(first.dtype)
+        width = 1 if first.dim() < 2 else int(first.shape[1])
+        if dtype is None or OPS[op].kernel_name(dtype, width, level) in shipped:
+            continue
+        program = _wide.program(op, dtype, width)
+        _write_level(program, level, Path(directory) / program.level_name(level), chips)
 
 
 def load_programs(directory: str | os.PathLike[str]) -> int:

@@ -179,6 +179,18 @@ std::shared_ptr<OperatorLevel> libraryLevel(const std::string &name) {
   return it == levelsByName->end() ? nullptr : it->second;
 }
 
+bool provideLibraryVariant(const std::string &kernelName, Variant variant) {
+  std::optional<KernelName> name = splitKernelName(kernelName);
+  if (!name)
+    return false;
+  std::shared_ptr<OperatorLevel> level =
+      libraryLevel(levelName(name->op, name->level));
+  if (!level)
+    return false;
+  level->provide(name->key, std::move(variant));
+  return true;
+}
+
 const std::map<std::string, std::shared_ptr<OperatorLevel>> &libraryLevels() {
   return *levelsByName;
 }

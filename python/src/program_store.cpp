@@ -4,7 +4,8 @@
 // calls `segops::jit_call("<program>", ...)`. segops.export.package writes
 // the programs it names beside the package, one directory per program
 // level: manifest.json (the op library's format, one kernel), the kernel's
-// host code as one shared library per CPU level, and its PTX per chip. A
+// host code as one shared library per CPU level, and its PTX per chip; and
+// so the kernels of library ops on rows wider than the op library ships. A
 // process without Python or the compiler registers them here, through
 // segops::load_programs(directory) or SEGOPS_PROGRAMS, with the same
 // reader, launchers and autograd as the op library.
@@ -54,10 +55,13 @@ int64_t loadProgramLevel(const fs::path &directory) {
   for (const segops_python::KernelRecord &kernel : manifest.kernels) {
     TORCH_CHECK(kernel.numOutputs() > 0, "segops::load_programs: ", where,
                 ": kernel ", kernel.name, " has no outputs");
-    // idx's position among the tensors jit_call takes (the inputs).
-    size_t idxPosition = kernel.floatArgumentsBefore(kernel.idxPosition());
     Variant variant = variantOf(kernel, resolve);
     variant.gpuModules = modules;
+    // A library op's row width the op library lacks, or a jit_call program.
+    if (provideLibraryVariant(kernel.name, variant))
+      continue;
+    // idx's position among the tensors jit_call takes (the inputs).
+    size_t idxPosition = kernel.floatArgumentsBefore(kernel.idxPosition());
     registerJitProgram(kernel.name, makeJitProgram(kernel.name,
                                                    std::move(variant),
                                                    idxPosition));

@@ -402,6 +402,12 @@ segops_torch::OperatorLevel::validator() const {
   return validatorHook;
 }
 
+void segops_torch::OperatorLevel::provide(const std::string &key,
+                                         Variant variant) {
+  std::unique_lock<std::shared_mutex> lock(providedMutex);
+  provided.emplace(key, std::move(variant));
+}
+
 const Variant *segops_torch::findVariant(const OperatorLevel &level,
                                          const std::string &key) {
   auto shipped = level.variants.find(key);

@@ -144,6 +144,9 @@ struct OperatorLevel {
       std::function<std::optional<Variant>(const std::string &key)>;
   void setHooks(Validator validator, VariantProvider provider);
   Validator validator() const;
+  /// Adds a variant the op library does not ship (a row width compiled
+  /// ahead, shipped with an exported model); a key it has stays as it is.
+  void provide(const std::string &key, Variant variant);
 
   /// Variants made by the provider, added while other threads look up:
   /// guarded (std::map keeps references to its elements valid).
@@ -298,6 +301,10 @@ void registerLevelKernels(std::shared_ptr<OperatorLevel> level,
 /// them (op_library.cpp registers them as the library loads).
 std::shared_ptr<OperatorLevel> libraryLevel(const std::string &name);
 const std::map<std::string, std::shared_ptr<OperatorLevel>> &libraryLevels();
+/// Adds `variant` to the library op level and key its kernel's name
+/// (segmented_sum_f32_w64_grad) gives; false if the name is not a library
+/// kernel's.
+bool provideLibraryVariant(const std::string &kernelName, Variant variant);
 /// Why the library defined no operators as it loaded; "" where it did.
 const std::string &libraryLoadError();
 
