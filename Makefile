@@ -10,7 +10,7 @@ JOBS       ?=
 
 NINJA := ninja -C $(BUILD_DIR) $(if $(JOBS),-j$(JOBS))
 
-.PHONY: all bootstrap configure build develop demo examples-cpp test test-quick test-lint test-lit test-python test-fuzz test-wheel wheel fuzz sanitize bench clean device-bundle
+.PHONY: all bootstrap configure build develop demo examples-cpp test test-quick test-lint test-lit test-python test-fuzz test-wheel wheel wheel-runtime fuzz sanitize bench clean device-bundle
 
 all: build
 
@@ -69,20 +69,30 @@ test-fuzz: build
 fuzz: build
 	$(PYTHON) scripts/fuzz_seg_opt.py --seg-opt $(BUILD_DIR)/bin/seg-opt --seconds $(FUZZ_SECONDS) --seed $(FUZZ_SEED)
 
-# The runtime wheel (dist/): the package, segrt, the extensions and the op
-# library prebuilt in $(BUILD_DIR)/oplib; no LLVM/MLIR at run time. Built by
-# pip through scikit-build-core against this interpreter's PyTorch.
+# The wheel (dist/): the package, segrt, the extensions, the op library
+# prebuilt in $(BUILD_DIR)/oplib and the compiler module _segc as the main
+# build linked it (with LLVM/MLIR's static libraries): segops.jit and
+# segops.fusion with no LLVM/MLIR installed. Built by pip through
+# scikit-build-core against this interpreter's PyTorch. `make
+# wheel-runtime` leaves the compiler out (the library ops only).
 WHEEL_DIR ?= dist
-
-wheel: build
-	rm -f $(WHEEL_DIR)/segops-*.whl
-	$(PYTHON) -m pip wheel . --no-build-isolation --no-deps --quiet --disable-pip-version-check \
-	  -w $(WHEEL_DIR) -C build-dir=build-wheel \
+SEGC_MODULE = $(firstword $(wildcard python/segops/_native/_segc.*.so))
+WHEEL_BUILD = $(PYTHON) -m pip wheel . --no-build-isolation --no-deps --quiet \
+	  --disable-pip-version-check -w $(WHEEL_DIR) \
 	  -C cmake.define.SEGOPS_BUILD_COMPILER=OFF \
 	  -C cmake.define.SEGOPS_PREBUILT_OPLIB=$(abspath $(BUILD_DIR))/oplib
 
-# The runtime wheel installed into a fresh venv, checked from outside the
-# source tree with no LLVM/MLIR loaded.
+wheel: build
+	rm -f $(WHEEL_DIR)/segops-*.whl
+	$(WHEEL_BUILD) -C build-dir=build-wheel \
+	  -C cmake.define.SEGOPS_PREBUILT_COMPILER=$(abspath $(SEGC_MODULE))
+
+wheel-runtime: build
+	rm -f $(WHEEL_DIR)/segops-*.whl
+	$(WHEEL_BUILD) -C build-dir=build-wheel-runtime -C cmake.define.SEGOPS_PREBUILT_COMPILER=
+
+# The wheel installed into a fresh venv, checked from outside the source
+# tree with the system's LLVM/MLIR out of reach.
 test-wheel: wheel
 	$(PYTHON) scripts/check_wheel.py $(wildcard $(WHEEL_DIR)/segops-*.whl)
 
