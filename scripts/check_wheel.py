@@ -71,6 +71,9 @@ CHECK = textwrap.dedent("""
         fused = torch.compile(model, options=segops.fusion.options())
         torch.testing.assert_close(fused(wide, idx), model(wide, idx))
         assert segops.fusion.reports(), "segops.fusion fused nothing"
+        import segops.export  # deployment: what a C++ build takes from the wheel
+        assert (segops.export.include_dir() / "segops_deploy.h").is_file()
+        assert segops.export.operator_library().is_file()
         print("wheel check: segops.jit and segops.fusion from the wheel's compiler: ok")
     else:
         for rows in (x, wide):  # a shipped width, and one the op library lacks

@@ -33,7 +33,8 @@ def build(directory: Path = DEFAULT_BUILD) -> Path:
         _run(["cmake", "-S", str(SOURCE), "-B", str(directory), "-G", "Ninja",
               "-DCMAKE_BUILD_TYPE=Release",
               f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}",
-              f"-DSEGOPS_OPS_LIBRARY={segops.export.operator_library()}"])
+              f"-DSEGOPS_OPS_LIBRARY={segops.export.operator_library()}",
+              f"-DSEGOPS_INCLUDE_DIR={segops.export.include_dir()}"])
     _run(["cmake", "--build", str(directory)])
     return directory
 

@@ -25,6 +25,7 @@ from segops._fusion_index import IndexOp, index_op
 from segops._fusion_translate import (
     is_unused_placeholder,
     jit_program_level,
+    library_call,
     segment_op_level,
     size_expr,
 )
@@ -98,9 +99,9 @@ def segment_key(node: torch.fx.Node) -> Key | None:
         idx, size = tensors[program[0].idx_position], node.args[2]
         floats = [t for i, t in enumerate(tensors) if i != program[0].idx_position]
         first = _value(floats[0]) if floats else None
-    elif segment_op_level(node.target) is not None and len(node.args) >= 3:
-        idx, size = node.args[-2], node.args[-1]
-        first = _value(node.args[0])
+    elif (call := library_call(node)) is not None:
+        idx, size = call.idx, call.num_segments
+        first = _value(call.arguments[0]) if call.arguments else None
     elif (found := index_op(node)) is not None and found.kind == "sum":
         idx, size, first = found.index, found.count_node, _value(found.values)
     else:
@@ -140,14 +141,16 @@ def forward_node(node: torch.fx.Node) -> torch.fx.Node | None:
     if found is None or found[1] == 0:
         return None
     public = found[0]
-    num_tensors = OPS[public].num_tensors
-    operands = list(node.args[:num_tensors]) + list(node.args[-2:])
-    first = operands[0]
+    call = library_call(node)
+    first = call.arguments[0] if call is not None and call.arguments else None
     if not isinstance(first, torch.fx.Node):
         return None
     for user in first.users:
-        if (user.op == "call_function" and segment_op_level(user.target) == (public, 0)
-                and list(user.args) == operands[:num_tensors] + operands[num_tensors:]):
+        if user.op != "call_function" or segment_op_level(user.target) != (public, 0):
+            continue
+        forward = library_call(user)
+        if forward is not None and (forward.arguments, forward.idx, forward.num_segments) == (
+                call.arguments, call.idx, call.num_segments):
             return user
     return None
 

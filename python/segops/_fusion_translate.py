@@ -19,7 +19,7 @@ from typing import Any
 import sympy
 import torch
 
-from segops import _extensions, _jit
+from segops import _extensions, _jit, ops
 from segops._fusion_index import IndexOp
 from segops._jit_trace import ROW, SEGMENT, TABLE, JitError, Translator, Value
 from segops._op_table import OPS, op_level
@@ -40,6 +40,14 @@ def segment_op_level(target: Any) -> tuple[str, int] | None:
         return None
     found = op_level(target.__name__.split(".")[0])
     return (found[0].name, found[1]) if found is not None else None
+
+
+def library_call(node: torch.fx.Node) -> ops.OperatorCall | None:
+    """A library op node's arguments, placed by the operator's signature;
+    None for other nodes."""
+    if segment_op_level(node.target) is None:
+        return None
+    return ops.operator_call(node.target.__name__.split(".")[0], node.args)
 
 
 @dataclass(frozen=True)
@@ -249,20 +257,23 @@ class ClusterTranslator(Translator):
         """A segops library op at derivative level `level`: a call of the
         compiler's derivative of the op's level-0 function."""
         segment_op = OPS[public]
-        num_tensors, takes_count = segment_op.num_tensors, segment_op.takes_count
-        floats, idx = list(node.args[:-2]), node.args[-2]
-        if not self.is_index(idx):
+        takes_count = segment_op.takes_count
+        call = library_call(node)
+        if call is None:
+            raise self.fail(node, f"{public}: arguments unlike its operator's")
+        if not self.is_index(call.idx):
             raise self.fail(node, f"{public}: idx is not the cluster's index")
         # The forward's result: this node's value at level 0; above, the
         # first cotangent (of the forward's result) has its shape.
-        result = node.meta["val"] if level == 0 else floats[num_tensors].meta["val"]
+        result = node.meta["val"] if level == 0 else call.cotangents[0].meta["val"]
         source = _segment_op_function(
-            segment_op.seg_op, tuple(_tail(f.meta["val"]) for f in floats[:num_tensors]),
+            segment_op.seg_op, tuple(_tail(f.meta["val"]) for f in call.arguments),
             _tail(result), self.element, takes_count)
-        # The derived function's arguments: the op's tensors, idx, the
-        # count (if the op takes one), then the cotangents of each level.
-        operands = floats[:num_tensors] + ["idx"] + (["count"] if takes_count else []) + \
-            floats[num_tensors:]
+        # The derived function's arguments (the compiler's order, seg-derive):
+        # the op's tensors, idx, the count (if the op takes one), then the
+        # cotangents of each level.
+        operands = call.arguments + ["idx"] + (["count"] if takes_count else []) + \
+            call.cotangents
         forward = self.values.get(self.forward_results.get(node))
         return self.call_derived(node, public, derived_function(source, "f", level), operands,
                                  forward if level > 0 and isinstance(forward, Value) else None)

@@ -367,8 +367,7 @@ def _fake_jit_call(program: str, args: list[Tensor], num_segments: int) -> list[
 
 def _validator(program: Program, level: int) -> Callable[..., None]:
     """Raises the error for arguments the C++ kernel rejected."""
-    def validate(*args: Any) -> None:
-        floats, idx, num_segments = list(args[:-2]), args[-2], args[-1]
+    def validate(floats: list[Tensor], idx: Tensor, num_segments: Any) -> None:
         tensors = floats[:program.idx_position] + [idx] + floats[program.idx_position:]
         _check_lengths(program, level, tensors, num_segments)
         check_index_content(program.label, idx, num_segments)

@@ -35,7 +35,7 @@ from segops import _extensions, _jit, _library, _wide, fusion
 from segops._op_table import OPS, split_level_name
 
 __all__ = ["export", "package", "programs_called", "programs_directory", "write_programs",
-           "write_row_widths", "load_programs", "operator_library"]
+           "write_row_widths", "load_programs", "operator_library", "include_dir"]
 
 # Program names as jit_call names them (jit_<function>_<hash>[_grad...],
 # jit_fused_<hash>...): the candidates in a package's text.
@@ -84,6 +84,12 @@ def export(model: torch.nn.Module, args: tuple[Any, ...],
     return torch.export.export(_Traced(graph), tuple(args), dynamic_shapes=dynamic_shapes)
 
 
+def include_dir() -> Path:
+    """The directory of segops_deploy.h, the C++ header with
+    segops::loadPrograms (nothing to link but libtorch)."""
+    return Path(__file__).resolve().parent / "include"
+
+
 def programs_directory(package_path: str | os.PathLike[str]) -> Path:
     """Where :func:`package` writes the programs of `package_path`:
     model.pt2 -> model.segops/."""
@@ -105,6 +111,7 @@ def package(exported: torch.export.ExportedProgram, package_path: str | os.PathL
     directory = programs_directory(path)
     if directory.exists():
         shutil.rmtree(directory)  # a stale program must not be loaded
+    directory.mkdir(parents=True)  # empty for a model that calls no program
     write_programs(programs_called(path), directory, chips)
     write_row_widths(exported, directory, chips)
     return path

@@ -23,6 +23,7 @@ RuntimeError or accept ``True`` as a count) and call ``torch.ops.segops.*``.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -133,8 +134,7 @@ def _ptx_text(device: int) -> str:
 def _native_validator(spec: SegmentOp, level: int) -> Callable[..., None]:
     """Raises the error for arguments the C++ kernel rejected (on CUDA in
     debug mode, checks idx before every launch)."""
-    def validate(*args) -> None:
-        floats, idx, num_segments = args[:-2], args[-2], args[-1]
+    def validate(floats: list[Tensor], idx: Tensor, num_segments: Any) -> None:
         if level == 0:
             spec.validate(*floats, idx, num_segments)
         if idx.device.type == "meta":
@@ -159,6 +159,38 @@ def native_kernels() -> Any | None:
 
 class MissingKernelsError(RuntimeError):
     """This build has no C++ kernels for the device (the only kernels)."""
+
+
+@dataclass(frozen=True)
+class OperatorCall:
+    """The arguments of a call of a library operator level (a graph node's
+    args), placed by the level's signature as the operator library defines
+    it: the op's float arguments, the cotangents its derivative levels
+    add, idx and num_segments."""
+
+    arguments: list[Any]
+    cotangents: list[Any]
+    idx: Any
+    num_segments: Any
+
+
+@functools.cache
+def _signature(level: str) -> Any:
+    if _native is None:
+        raise MissingKernelsError(f"segops::{level}: the C++ operator kernels are missing")
+    return _native.operator_signature(level)
+
+
+def operator_call(level: str, args: Sequence[Any]) -> OperatorCall | None:
+    """`args` of a call of library operator level `level` (segmented_sum_grad)
+    by the level's signature; None if they do not fit it."""
+    signature = _signature(level)
+    if len(args) != signature.num_segments_position + 1:
+        return None
+    first_cotangent = signature.num_arguments
+    return OperatorCall(list(args[:first_cotangent]),
+                        list(args[first_cotangent:first_cotangent + signature.num_cotangents]),
+                        args[signature.idx_position], args[signature.num_segments_position])
 
 
 def jit_call_op() -> Callable[..., Any]:

@@ -92,6 +92,23 @@ std::string schemaOf(const std::string &name, const Variant &variant,
   return schema + ")";
 }
 
+} // namespace
+
+OperatorSignature signatureOf(const OperatorLevel &level) {
+  // As schemaOf writes it: the float arguments, then idx, then S.
+  OperatorSignature signature;
+  signature.numArguments = level.numArguments;
+  signature.numCotangents = level.numFloats - level.numArguments;
+  signature.idxPosition = level.numFloats;
+  signature.numSegmentsPosition = level.numFloats + 1;
+  signature.numOutputs = level.numOutputs;
+  signature.derivativeOrder = level.derivativeOrder;
+  signature.backward = level.backward;
+  return signature;
+}
+
+namespace {
+
 // Never destroyed: the dispatcher may call the kernels until exit.
 segrt::HostLibrary *hostLibrary = nullptr;
 auto *levelsByName =
@@ -161,6 +178,7 @@ void defineLibraryOps(torch::Library &library) {
       std::shared_ptr<OperatorLevel> registered = makeOperatorLevel(
           name, numFloats, numOutputs, std::move(level.variants), backward);
       registered->derivativeOrder = number;
+      registered->numArguments = numArguments;
       registerLevelKernels(registered, /*withMetaKernel=*/true);
       levelsByName->emplace(name, std::move(registered));
     }

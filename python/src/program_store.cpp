@@ -79,11 +79,15 @@ int64_t loadPrograms(const std::string &directory) {
   try {
     if (fs::exists(root / "manifest.json"))
       return loadProgramLevel(root);
-    int64_t loaded = 0;
-    for (const fs::directory_entry &entry : fs::directory_iterator(root))
+    // An empty directory: a model that calls no programs.
+    int64_t loaded = 0, entries = 0;
+    for (const fs::directory_entry &entry : fs::directory_iterator(root)) {
+      ++entries;
       if (entry.is_directory() && fs::exists(entry.path() / "manifest.json"))
         loaded += loadProgramLevel(entry.path());
-    TORCH_CHECK(loaded > 0, "segops::load_programs: ", directory,
+    }
+    TORCH_CHECK(loaded > 0 || entries == 0, "segops::load_programs: ",
+                directory,
                 " holds no programs (a directory per program level, each "
                 "with a manifest.json, as segops.export.package writes)");
     return loaded;

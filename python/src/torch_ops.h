@@ -128,6 +128,8 @@ struct OperatorLevel {
   std::map<std::string, Variant> variants; // by "f32_w3"
   std::string backward;                    // the next level; "" for the last
   int derivativeOrder = 0;                 // 0: the op itself
+  /// The op's own float arguments (level 0's): the rest are cotangents.
+  size_t numArguments = 0;
   std::optional<c10::OperatorHandle> backwardOp; // resolved at registration
   /// Per output, where its shape comes from (the Meta kernel's shapes).
   std::vector<OutputShape> outputShapes;
@@ -301,6 +303,21 @@ void registerLevelKernels(std::shared_ptr<OperatorLevel> level,
 /// them (op_library.cpp registers them as the library loads).
 std::shared_ptr<OperatorLevel> libraryLevel(const std::string &name);
 const std::map<std::string, std::shared_ptr<OperatorLevel>> &libraryLevels();
+/// Where a library op level's arguments lie in its schema
+/// (`segops::<level>(Tensor arg0, ..., Tensor grad<i>, ..., Tensor idx,
+/// SymInt num_segments)`, op_library.cpp): the Python package reads graphs
+/// of these ops by it rather than restating the layout.
+struct OperatorSignature {
+  size_t numArguments = 0;  // the op's own float arguments, from position 0
+  size_t numCotangents = 0; // then the cotangents of the levels below
+  size_t idxPosition = 0;
+  size_t numSegmentsPosition = 0;
+  size_t numOutputs = 0;
+  int derivativeOrder = 0;
+  std::string backward; // the next level, "" for the last
+};
+OperatorSignature signatureOf(const OperatorLevel &level);
+
 /// Adds `variant` to the library op level and key its kernel's name
 /// (segmented_sum_f32_w64_grad) gives; false if the name is not a library
 /// kernel's.

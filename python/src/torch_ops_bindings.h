@@ -34,8 +34,8 @@ struct CompiledKernel {
 /// The operator variant of a kernel compiled at run time.
 Variant variantOf(const CompiledKernel &kernel);
 
-/// `validator(*floats, idx, num_segments)` as a level's validator hook (the
-/// callable is kept until exit).
+/// `validator(floats, idx, num_segments)` (floats a list) as a level's
+/// validator hook (the callable is kept until exit).
 OperatorLevel::Validator pythonValidator(pybind11::object validator);
 
 void registerJitBindings(pybind11::module_ &m);

@@ -46,13 +46,12 @@ OperatorLevel::Validator segops_torch::pythonValidator(py::object validator) {
   return [kept](at::TensorList floats, const at::Tensor &idx,
                 const c10::SymInt &numSegments) {
     py::gil_scoped_acquire gil;
-    py::tuple args(floats.size() + 2);
+    py::list floatList(floats.size());
     for (size_t i = 0; i < floats.size(); ++i)
-      args[i] = py::reinterpret_steal<py::object>(THPVariable_Wrap(floats[i]));
-    args[floats.size()] =
-        py::reinterpret_steal<py::object>(THPVariable_Wrap(idx));
-    args[floats.size() + 1] = py::cast(numSegments);
-    kept(*args);
+      floatList[i] =
+          py::reinterpret_steal<py::object>(THPVariable_Wrap(floats[i]));
+    kept(floatList, py::reinterpret_steal<py::object>(THPVariable_Wrap(idx)),
+         py::cast(numSegments));
   };
 }
 
@@ -174,6 +173,27 @@ PYBIND11_MODULE(_torchops, m) {
       },
       "The operator levels libsegops_ops.so registered (segmented_sum, "
       "segmented_sum_grad, ...).");
+  py::class_<OperatorSignature>(m, "OperatorSignature",
+                                "Where a library op level's arguments lie.")
+      .def_readonly("num_arguments", &OperatorSignature::numArguments)
+      .def_readonly("num_cotangents", &OperatorSignature::numCotangents)
+      .def_readonly("idx_position", &OperatorSignature::idxPosition)
+      .def_readonly("num_segments_position",
+                    &OperatorSignature::numSegmentsPosition)
+      .def_readonly("num_outputs", &OperatorSignature::numOutputs)
+      .def_readonly("derivative_order", &OperatorSignature::derivativeOrder)
+      .def_readonly("backward", &OperatorSignature::backward);
+  m.def(
+      "operator_signature",
+      [](const std::string &name) {
+        std::shared_ptr<OperatorLevel> level = libraryLevel(name);
+        TORCH_CHECK(level, "segops: no library operator level ", name);
+        return signatureOf(*level);
+      },
+      py::arg("name"),
+      "Where the arguments of library operator level `name` "
+      "(segmented_sum_grad) lie in its schema: the op's float arguments, "
+      "the cotangents, idx and num_segments.");
   m.def(
       "set_level_hooks",
       [](const std::string &name, py::object validator, py::object provider) {
@@ -195,7 +215,7 @@ PYBIND11_MODULE(_torchops, m) {
       },
       py::arg("name"), py::arg("validator"), py::arg("provider") = py::none(),
       "Attaches the Python package's hooks to a library operator level: "
-      "validator(*floats, idx, num_segments) raises the error for arguments "
+      "validator(floats, idx, num_segments) raises the error for arguments "
       "the kernel rejects; provider(key), if given, describes the variant "
       "for a key the op library lacks ('f32_w64': a row width compiled at "
       "run time) as a CompiledKernel, or returns None.");

@@ -175,6 +175,8 @@ def test_library_op_rows_wider_than_the_op_library_ship(tmp_path: Path) -> None:
 def test_load_programs_reports_what_is_wrong(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="is not a directory"):
         segops.export.load_programs(tmp_path / "missing")
+    assert segops.export.load_programs(tmp_path) == 0  # a model that calls none
+    (tmp_path / "notes.txt").write_text("not a program")
     with pytest.raises(RuntimeError, match="holds no programs"):
         segops.export.load_programs(tmp_path)
     level = tmp_path / "jit_broken"

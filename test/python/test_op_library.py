@@ -148,6 +148,26 @@ def test_every_library_level_is_defined_in_cpp() -> None:
         assert schema.arguments[-2].name == "idx" and schema.arguments[-1].name == "num_segments"
 
 
+def test_operator_signatures_place_the_schema_arguments() -> None:
+    """operator_call reads a graph node's arguments by the signature the
+    operator library reports: the op's arguments (arg<i>), the cotangents
+    (grad<i>), idx and num_segments, as the registered schema names them."""
+    from segops._op_table import MAX_LEVEL, OPS, level_name
+
+    for op, spec in OPS.items():
+        for level in range(MAX_LEVEL + 1):
+            name = level_name(op, level)
+            names = [a.name for a in getattr(torch.ops.segops, name).default._schema.arguments]
+            call = segops.ops.operator_call(name, names)
+            assert call.arguments == [f"arg{i}" for i in range(spec.num_tensors)]
+            assert call.cotangents == [f"grad{i}" for i in range(spec.num_tensors, len(names) - 2)]
+            assert (call.idx, call.num_segments) == ("idx", "num_segments")
+            signature = segops.ops.native_kernels().operator_signature(name)
+            assert signature.derivative_order == level
+            assert signature.backward == (level_name(op, level + 1) if level < MAX_LEVEL else "")
+            assert segops.ops.operator_call(name, names[:-1]) is None
+
+
 @pytest.mark.skipif(segops.ops.native_kernels() is None, reason="no operator library")
 def test_the_meta_kernel_checks_what_a_trace_can_see() -> None:
     """With the package loaded its validator words the errors (the library's
