@@ -80,6 +80,10 @@ void bindManifestRecords(py::module_ &m) {
           "block", [](const KernelRecord &k) { return k.gpu.block; },
           "GPU threads per block.")
       .def_property_readonly("gpu_symbols", &KernelRecord::gpuSymbols)
+      .def_property_readonly(
+          "gpu_block",
+          [](const KernelRecord &kernel) { return kernel.gpu.block; },
+          "Threads per block of its GPU launches.")
       .def_readonly("text", &KernelRecord::text,
                     "The entry's JSON text: how the kernel crosses to the "
                     "operator library (_torchops.CompiledKernel).")
