@@ -7,6 +7,7 @@ torch wheel and this checkout's libsegops_ops.so:
 
 from __future__ import annotations
 
+import fcntl
 import subprocess
 import sys
 from pathlib import Path
@@ -27,15 +28,17 @@ def _run(command: list[str]) -> None:
 
 def build(directory: Path = DEFAULT_BUILD) -> Path:
     """Builds run_package and md_lj in `directory` (incrementally); returns
-    it."""
+    it. Concurrent callers (pytest workers) take turns."""
     directory.mkdir(parents=True, exist_ok=True)
-    if not (directory / "build.ninja").exists():
-        _run(["cmake", "-S", str(SOURCE), "-B", str(directory), "-G", "Ninja",
-              "-DCMAKE_BUILD_TYPE=Release",
-              f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}",
-              f"-DSEGOPS_OPS_LIBRARY={segops.export.operator_library()}",
-              f"-DSEGOPS_INCLUDE_DIR={segops.export.include_dir()}"])
-    _run(["cmake", "--build", str(directory)])
+    with open(directory / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (directory / "build.ninja").exists():
+            _run(["cmake", "-S", str(SOURCE), "-B", str(directory), "-G", "Ninja",
+                  "-DCMAKE_BUILD_TYPE=Release",
+                  f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}",
+                  f"-DSEGOPS_OPS_LIBRARY={segops.export.operator_library()}",
+                  f"-DSEGOPS_INCLUDE_DIR={segops.export.include_dir()}"])
+        _run(["cmake", "--build", str(directory)])
     return directory
 
 
