@@ -222,6 +222,9 @@ int main(int argc, char **argv) {
                    "lists; rebuild more often\n";
       return 1;
     }
+  } catch (const c10::Error &error) { // without the C++ backtrace
+    std::cerr << "md_lj: " << error.what_without_backtrace() << "\n";
+    return 1;
   } catch (const std::exception &error) {
     std::cerr << "md_lj: " << error.what() << "\n";
     return 1;

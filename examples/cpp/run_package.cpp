@@ -69,6 +69,9 @@ int main(int argc, char **argv) {
     std::cout << "ran " << argv[1] << " (" << programs
               << " segops program levels): " << outputs.size()
               << " outputs\n";
+  } catch (const c10::Error &error) { // without the C++ backtrace
+    std::cerr << "run_package: " << error.what_without_backtrace() << "\n";
+    return 1;
   } catch (const std::exception &error) {
     std::cerr << "run_package: " << error.what() << "\n";
     return 1;
