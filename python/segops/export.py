@@ -32,6 +32,7 @@ from typing import Any
 import torch
 
 from segops import _extensions, _jit, _library, _wide, fusion
+from segops._dtypes import FLOAT_DTYPES
 from segops._op_table import OPS, split_level_name
 
 __all__ = ["export", "package", "programs_called", "programs_directory", "write_programs",
@@ -163,7 +164,7 @@ def write_row_widths(exported: torch.export.ExportedProgram, directory: str | os
         first = node.args[0].meta.get("val")
         if not isinstance(first, torch.Tensor):
             continue
-        dtype = {torch.float32: "f32", torch.float64: "f64"}.get(first.dtype)
+        dtype = FLOAT_DTYPES.get(first.dtype)
         width = 1 if first.dim() < 2 else int(first.shape[1])
         if dtype is None or OPS[op].kernel_name(dtype, width, level) in shipped:
             continue

@@ -14,9 +14,9 @@
 
 #include "jit_call.h"
 
-#include <c10/util/Exception.h>
+#include "segrt/Host.h"
 
-#include <dlfcn.h>
+#include <c10/util/Exception.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -36,16 +36,11 @@ int64_t loadProgramLevel(const fs::path &directory) {
       segops_python::readManifest((directory / "manifest.json").string());
   const segops_python::HostBuildRecord &build =
       segops_python::chooseHostBuild(manifest);
-  std::string library = (directory / build.library).string();
-  // Kept open until exit: the kernels may run until then.
-  void *handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
-  TORCH_CHECK(handle, "segops::load_programs: cannot load ", library, ": ",
-              dlerror());
-  auto resolve = [&](const std::string &symbol) -> void * {
-    void *address = dlsym(handle, symbol.c_str());
-    if (!address)
-      throw std::runtime_error(library + " has no kernel " + symbol);
-    return address;
+  // Never destroyed: the kernels may run until exit.
+  auto *library =
+      new segrt::HostLibrary((directory / build.library).string());
+  auto resolve = [library](const std::string &symbol) {
+    return library->lookup(symbol);
   };
   auto modules = std::make_shared<GpuModules>();
   if (!manifest.ptx.empty())
