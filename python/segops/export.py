@@ -153,6 +153,7 @@ def write_row_widths(exported: torch.export.ExportedProgram, directory: str | os
     their ops."""
     chips = list(chips) if chips is not None else sorted(_library.manifest().ptx)
     shipped = _library.kernels()
+    wanted: set[tuple[str, str, int, int]] = set()  # an op level used twice ships once
     for node in exported.graph.nodes:
         if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
             continue
@@ -166,8 +167,9 @@ def write_row_widths(exported: torch.export.ExportedProgram, directory: str | os
             continue
         dtype = FLOAT_DTYPES.get(first.dtype)
         width = 1 if first.dim() < 2 else int(first.shape[1])
-        if dtype is None or OPS[op].kernel_name(dtype, width, level) in shipped:
-            continue
+        if dtype is not None and OPS[op].kernel_name(dtype, width, level) not in shipped:
+            wanted.add((op, dtype, width, level))
+    for op, dtype, width, level in sorted(wanted):
         program = _wide.program(op, dtype, width)
         _write_level(program, level, Path(directory) / program.level_name(level), chips)
 
