@@ -2,8 +2,9 @@
 torch.compile and torch.compile with segops.fusion, in one run: PyG's
 GCNConv, GATConv, SAGEConv, SoftmaxAggregation and global pooling on a
 graph of 20,000 nodes with 64 features (a training step: forward, and
-the gradients of a loss for the input and every parameter), and PyG's
-SchNet (energy and forces; a force-matching training step).
+the gradients of a loss for the input and every parameter), PyG's
+SchNet, and a small MACE model (mace-torch with e3nn; energy and forces,
+and a force-matching training step).
 
     python -m bench.models [--models gcn,gat,...] [--threads 2] [--scale 1.0]
 
@@ -15,6 +16,9 @@ against eager.
 
 PyG's radius_graph needs the compiled pyg-lib: SchNet's neighbour list is
 a fixed one here (all pairs within each molecule), as in bench/varying_sizes.
+MACE's is the pairs closer than its cutoff; MACE is prepared for
+torch.compile with its own `mace.tools.compile.prepare` and runs with
+`training=True`, as MACE's calculator compiles it.
 """
 
 from __future__ import annotations
@@ -205,7 +209,88 @@ def schnet_training(atoms: int, features: int, dtype: torch.dtype) -> Workload:
     return Workload(step, (z, pos, batch), parameters)
 
 
-# name -> (builder, benchmark size): nodes for the layers, atoms for SchNet.
+def mace_model(dtype: torch.dtype, features: int = 16, max_ell: int = 2,
+               correlation: int = 3) -> torch.nn.Module:
+    """A small MACE (two interactions, spherical harmonics to `max_ell`,
+    three elements), made the way MACE's own calculator makes a model for
+    torch.compile (`mace.tools.compile.prepare`)."""
+    # e3nn 0.4.4 loads its constants with torch.load, which since PyTorch
+    # 2.6 refuses the slices they hold unless allowed.
+    torch.serialization.add_safe_globals([slice])
+    import numpy as np
+    from e3nn import o3
+    from mace import modules
+    from mace.tools.compile import prepare
+
+    def build() -> torch.nn.Module:
+        torch.manual_seed(0)
+        return modules.MACE(
+            r_max=MACE_CUTOFF, num_bessel=8, num_polynomial_cutoff=5, max_ell=max_ell,
+            interaction_cls=modules.interaction_classes["RealAgnosticResidualInteractionBlock"],
+            interaction_cls_first=modules.interaction_classes["RealAgnosticInteractionBlock"],
+            num_interactions=2, num_elements=3, hidden_irreps=o3.Irreps(
+                f"{features}x0e+{features}x1o"), MLP_irreps=o3.Irreps(f"{features}x0e"),
+            atomic_energies=np.zeros(3), avg_num_neighbors=20.0, atomic_numbers=[1, 6, 8],
+            correlation=correlation, gate=torch.nn.functional.silu).to(dtype)
+
+    return prepare(build)()
+
+
+MACE_CUTOFF = 4.0
+
+
+def mace_graph(atoms: int, dtype: torch.dtype, seed: int = 1) -> dict[str, torch.Tensor]:
+    """MACE's input (the dictionary its data loader makes) for molecules of
+    20 to 35 atoms of three elements: the pairs within the cutoff, no
+    periodic cell."""
+    z, pos, batch, edge_index = _molecules(atoms, dtype, seed)
+    pos = pos.detach()
+    lengths = (pos[edge_index[0]] - pos[edge_index[1]]).norm(dim=-1)
+    edge_index = edge_index[:, lengths < MACE_CUTOFF]
+    graphs, edges = int(batch[-1]) + 1, edge_index.shape[1]
+    counts = torch.bincount(batch, minlength=graphs)
+    return {"positions": pos.clone().requires_grad_(),
+            "node_attrs": torch.nn.functional.one_hot(z % 3, 3).to(dtype),
+            "edge_index": edge_index, "shifts": torch.zeros(edges, 3, dtype=dtype),
+            "unit_shifts": torch.zeros(edges, 3, dtype=dtype),
+            "cell": torch.zeros(3 * graphs, 3, dtype=dtype), "batch": batch,
+            "ptr": torch.cat([counts.new_zeros(1), counts.cumsum(0)]),
+            "head": torch.zeros(graphs, dtype=torch.long)}
+
+
+def mace_forces(atoms: int, features: int, dtype: torch.dtype) -> Workload:
+    """MACE's energies per molecule and forces."""
+    model = mace_model(dtype, min(features, 16))
+
+    def step(data: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        out = model(data, training=True, compute_force=True)
+        return out["energy"].detach(), out["forces"].detach()
+
+    return Workload(step, (mace_graph(atoms, dtype),), tuple(model.parameters()))
+
+
+def mace_training(atoms: int, features: int, dtype: torch.dtype) -> Workload:
+    """MACE fitted to energies and forces: the loss, the energies and
+    forces, and the loss's gradients for every parameter (through the
+    forces: second derivatives)."""
+    model = mace_model(dtype, min(features, 16))
+    parameters = tuple(model.parameters())
+    data = mace_graph(atoms, dtype)
+    generator = torch.Generator().manual_seed(2)
+    e_ref = torch.randn(data["head"].shape, generator=generator, dtype=dtype)
+    f_ref = torch.randn(data["positions"].shape, generator=generator, dtype=dtype)
+
+    def step(data: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        out = model(data, training=True, compute_force=True)
+        loss = ((out["energy"] - e_ref) ** 2).mean() + ((out["forces"] - f_ref) ** 2).mean()
+        return (loss.detach(), out["energy"].detach(), out["forces"].detach(),
+                *torch.autograd.grad(loss, parameters))
+
+    return Workload(step, (data,), parameters)
+
+
+# name -> (builder, benchmark size): nodes for the layers, atoms for SchNet
+# and MACE.
 MODELS: dict[str, tuple[Callable[..., Workload], int]] = {
     "gcn": (_layer(_gcn), 20_000),
     "gat": (_layer(_gat), 20_000),
@@ -215,6 +300,8 @@ MODELS: dict[str, tuple[Callable[..., Workload], int]] = {
     "global-pooling-sized": (global_pooling_sized, 20_000),
     "schnet-forces": (schnet_forces, 2_000),
     "schnet-training": (schnet_training, 2_000),
+    "mace-forces": (mace_forces, 1_000),
+    "mace-training": (mace_training, 1_000),
 }
 
 

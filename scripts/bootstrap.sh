@@ -10,7 +10,9 @@ PYTHON=${PYTHON:-python3}
 APT_PACKAGES=(llvm-19-dev libmlir-19-dev mlir-19-tools llvm-19-tools ninja-build cmake g++ make ccache nlohmann-json3-dev)
 # torch_geometric (pure Python): the docs' PyG recipe runs PyG's own SchNet.
 # expecttest: torch.testing._internal (the OpInfo database) imports it.
-PIP_PACKAGES=(torch==2.13.0 pybind11==3.1.0 pytest==9.0.3 lit==23.1.5 numpy==2.4.6 matplotlib==3.10.7 scikit-build-core==1.1.2 ruff==0.17.6 torch_geometric==2.8.1 expecttest==0.3.0 pytest-xdist==3.8.0)
+# mace-torch (pure Python, with e3nn): bench/models.py and test_models.py
+# run a MACE model.
+PIP_PACKAGES=(torch==2.13.0 pybind11==3.1.0 pytest==9.0.3 lit==23.1.5 numpy==2.4.6 matplotlib==3.10.7 scikit-build-core==1.1.2 ruff==0.17.6 torch_geometric==2.8.1 expecttest==0.3.0 pytest-xdist==3.8.0 mace-torch==0.3.16 e3nn==0.4.4)
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi

@@ -61,6 +61,10 @@ _JIT_CALL = ops.jit_call_op()
 # Clusters with fewer ops than this stay as they are (one library op is
 # already one kernel).
 _MIN_OPS = 2
+# Pointwise ops that only add rows: a cluster of these and aten sums by its
+# index is what Inductor's own scatter-add loop does in one pass.
+_ADDITIVE = frozenset({torch.ops.aten.add.Tensor, torch.ops.aten.sub.Tensor,
+                       torch.ops.aten.neg.default})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,18 +130,20 @@ class _Rejected(Exception):
 class Explanation:
     """What segops.fusion did with a model (`explain`): the clusters it
     fused, the nodes it left out of a cluster and why, the clusters too
-    small to be worth a kernel, and the ops of the graphs that no cluster
+    small or too simple to be worth a kernel, and the ops of the graphs that no cluster
     can take (ops segops has no kernel code for)."""
 
     clusters: list[FusionReport] = dataclasses.field(default_factory=list)
     left_out: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
-    too_small: list[list[str]] = dataclasses.field(default_factory=list)
+    left_to_inductor: list[tuple[str, list[str]]] = dataclasses.field(default_factory=list)
     unsupported: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def note_graph(self, graph: torch.fx.Graph, clusters: list[Cluster]) -> None:
         for cluster in clusters:
-            if _compute_ops(cluster) < _MIN_OPS:
-                self.too_small.append(sorted(str(n.target) for n in cluster.nodes))
+            why = _left_to_inductor(cluster)
+            if why is not None:
+                self.left_to_inductor.append(
+                    (why, sorted(str(n.target) for n in cluster.nodes)))
         clustered = set().union(*(c.nodes for c in clusters)) if clusters else set()
         for node in graph.nodes:
             if node.op != "call_function" or node in clustered or index_op(node) is not None \
@@ -157,9 +163,9 @@ class Explanation:
         if self.left_out:
             lines.append("left out of a cluster:")
             lines += [f"  {name} ({target}): {why}" for name, target, why in self.left_out]
-        if self.too_small:
-            lines.append(f"clusters of fewer than {_MIN_OPS} ops, left to Inductor:")
-            lines += ["  " + " ".join(ops) for ops in self.too_small]
+        if self.left_to_inductor:
+            lines.append("clusters left to Inductor, not worth a kernel:")
+            lines += [f"  ({why}) " + " ".join(ops) for why, ops in self.left_to_inductor]
         if self.unsupported:
             lines.append("ops segops.fusion has no kernel code for (left to Inductor):")
             lines += [f"  {name} x{count}" for name, count in sorted(self.unsupported.items())]
@@ -196,6 +202,30 @@ def _example(node: torch.fx.Node) -> Any:
 
 def _compute_ops(cluster: Cluster) -> int:
     return sum(1 for n in cluster.nodes if not is_view(n))
+
+
+def _only_adds_into_sums(cluster: Cluster) -> bool:
+    """Whether a cluster only adds its inputs' rows and sums them with
+    aten's scatter_add/index_put/index_add: Inductor makes that one loop
+    over the inputs too, while a kernel on an unsorted index would first
+    copy every input into the index's sorted order (measured on MACE's
+    training step: such clusters made it slower; docs/benchmarks.md)."""
+    for node in cluster.members():
+        if is_view(node) or node.target in _ADDITIVE:
+            continue
+        found = index_op(node)
+        if found is None or found.kind != "sum" or found.reduce != "sum":
+            return False
+    return True
+
+
+def _left_to_inductor(cluster: Cluster) -> str | None:
+    """Why a cluster is not worth a kernel, or None if it is."""
+    if _compute_ops(cluster) < _MIN_OPS:
+        return f"fewer than {_MIN_OPS} ops"
+    if _only_adds_into_sums(cluster):
+        return "only additions into a sum"
+    return None
 
 
 class SegmentFusionPass(CustomGraphPass):
@@ -258,7 +288,7 @@ class SegmentFusionPass(CustomGraphPass):
             inputs = {id(c): finder.inputs(c) for c in clusters}
             try:
                 plans = [_translate(finder, c, clusters, inputs) for c in clusters
-                         if _compute_ops(c) >= _MIN_OPS]
+                         if _left_to_inductor(c) is None]
             except _Rejected as rejected:
                 log.debug("segops.fusion: leaving out %s: %s",
                           ", ".join(sorted(n.name for n in rejected.nodes)), rejected)

@@ -497,6 +497,34 @@ def test_explain_names_clusters_left_out_nodes_and_unknown_ops(capsys):
     assert fusion._EXPLAINING is None
 
 
+def test_a_cluster_that_only_adds_into_a_sum_is_left_to_inductor(capsys):
+    """`index_add(a + b - c)`: Inductor's scatter-add loop does that in one
+    pass, where a kernel on an unsorted index first copies every input into
+    sorted order, so the pass leaves it and says why; one multiplication
+    more makes it a cluster. Both as eager."""
+    generator = torch.Generator().manual_seed(4)
+    index = torch.randint(0, 20, (300,), generator=generator)
+    a, b, c = (torch.randn(300, 4, dtype=torch.float64, generator=generator)
+               for _ in range(3))
+
+    def adds(a, b, c, index):
+        return a.new_zeros(20, 4).index_add(0, index, a + b - c)
+
+    def scaled(a, b, c, index):
+        return a.new_zeros(20, 4).index_add(0, index, a * b - c)
+
+    explanation = fusion.explain(adds, a, b, c, index)
+    assert not explanation.clusters, explanation
+    assert ("only additions into a sum", ["aten.add.Tensor", "aten.index_put.default",
+                                          "aten.sub.Tensor"]) in explanation.left_to_inductor
+    assert "(only additions into a sum)" in capsys.readouterr().out
+    assert_close(fused_compile(adds)(a, b, c, index), adds(a, b, c, index))
+    fusion.clear_reports()
+    assert_close(fused_compile(scaled)(a, b, c, index), scaled(a, b, c, index))
+    assert [r.ops for r in fusion.reports()] == [
+        ("aten.mul.Tensor", "aten.sub.Tensor", "aten.index_put.default")]
+
+
 def test_integer_operands_promote_as_eager_and_fuse():
     """Atomic numbers z (int64) in float arithmetic, and a mask of them
     (`z > 3`): converted to floats outside, as eager's promotion does, so
