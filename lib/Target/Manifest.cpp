@@ -86,7 +86,7 @@ static llvm::json::Object describeGPU(const SegmentProgram &program,
     llvm::json::Array launches;
     for (const LongSegmentLaunch &launch : longLaunches)
       launches.push_back(llvm::json::Object{
-          {"kernel", program.getName().str() + launch.suffix},
+          {"kernel", program.getName().str() + launch.kernel.suffix},
           {"pass", launch.pass}});
     LongSegmentScratch scratch = longSegmentScratch(program);
     gpu["long_segments"] =

@@ -38,14 +38,9 @@ struct LongSegmentKernel {
   std::string suffix;
 };
 
-/// The long-segment kernels of `program` (none for programs that only map
-/// rows).
-SmallVector<LongSegmentKernel>
-longSegmentKernels(const SegmentProgram &program);
-
-/// One launch of a long-segment kernel: its suffix and the pass it runs.
+/// One launch of a long-segment kernel: the kernel and the pass it runs.
 struct LongSegmentLaunch {
-  std::string suffix;
+  LongSegmentKernel kernel;
   unsigned pass = 0;
 };
 
@@ -54,6 +49,11 @@ struct LongSegmentLaunch {
 /// `__pass_totals` (if it reduces).
 SmallVector<LongSegmentLaunch>
 longSegmentLaunches(const SegmentProgram &program);
+
+/// The long-segment kernels of `program`: those its launches run, once each
+/// (none for programs that only map rows).
+SmallVector<LongSegmentKernel>
+longSegmentKernels(const SegmentProgram &program);
 
 /// Bytes of the scratch buffer the kernels share: `perSegment * S +
 /// perTile * ceil(N / kGPUTileRows)`.

@@ -2,39 +2,47 @@
 
 #include "segops/Conversion/LongSegmentKernels.h"
 
+#include "llvm/ADT/STLExtras.h"
+
 using namespace mlir;
 using namespace mlir::seg;
-
-SmallVector<LongSegmentKernel>
-mlir::seg::longSegmentKernels(const SegmentProgram &program) {
-  if (!program.hasLongSegmentKernels())
-    return {};
-  // Split programs' kernel adds each long segment's slots itself.
-  if (program.isSplittable())
-    return {{LongSegmentKernel::Tiles, "__tiles"}};
-  return {{LongSegmentKernel::Bounds, "__bounds"},
-          {LongSegmentKernel::PassTiles, "__tiles"},
-          {LongSegmentKernel::PassTotals, "__pass_totals"}};
-}
 
 SmallVector<LongSegmentLaunch>
 mlir::seg::longSegmentLaunches(const SegmentProgram &program) {
   if (!program.hasLongSegmentKernels())
     return {};
+  // Split programs' kernel adds each long segment's slots itself.
   if (program.isSplittable())
-    return {{"__tiles", 0}};
-  SmallVector<LongSegmentLaunch> launches{{"__bounds", 0}};
+    return {{{LongSegmentKernel::Tiles, "__tiles"}, 0}};
+  const LongSegmentKernel bounds{LongSegmentKernel::Bounds, "__bounds"};
+  const LongSegmentKernel tiles{LongSegmentKernel::PassTiles, "__tiles"};
+  const LongSegmentKernel totals{LongSegmentKernel::PassTotals,
+                                 "__pass_totals"};
+  SmallVector<LongSegmentLaunch> launches{{bounds, 0}};
   for (unsigned pass = 0; pass < program.numPasses; ++pass) {
     bool reduces = program.numReductionComponents(pass) > 0;
     // Pass 0's tiles also zero the rows of invalid long segments.
     bool visitsRows = reduces || program.storesRowsInPass(pass) ||
                       (pass == 0 && program.hasRowOutputs);
     if (visitsRows)
-      launches.push_back({"__tiles", pass});
+      launches.push_back({tiles, pass});
     if (reduces)
-      launches.push_back({"__pass_totals", pass});
+      launches.push_back({totals, pass});
   }
   return launches;
+}
+
+SmallVector<LongSegmentKernel>
+mlir::seg::longSegmentKernels(const SegmentProgram &program) {
+  // Only kernels some launch runs: a program none of whose passes reduces
+  // (the gradient of a sum, which broadcasts) has no __pass_totals.
+  SmallVector<LongSegmentKernel> kernels;
+  for (const LongSegmentLaunch &launch : longSegmentLaunches(program))
+    if (llvm::none_of(kernels, [&](const LongSegmentKernel &kernel) {
+          return kernel.kind == launch.kernel.kind;
+        }))
+      kernels.push_back(launch.kernel);
+  return kernels;
 }
 
 LongSegmentScratch

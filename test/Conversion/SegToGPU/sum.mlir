@@ -262,6 +262,27 @@ func.func @rms_norm_backward(%x: tensor<?x3xf64>, %idx: tensor<?xi32>, %n: index
 
 // -----
 
+// The derived backward of mean: two passes (segment counts, from each
+// segment's bounds, then the rows) but no reduction. Long segments get
+// __bounds and __tiles; with no totals to gather there is no __pass_totals
+// kernel (it was emitted before, though nothing launched it).
+// CHECK-LABEL: gpu.func @mean_grad(
+// CHECK: gpu.func @mean_grad__bounds(
+// CHECK: gpu.func @mean_grad__tiles(
+// CHECK-NOT: mean_grad__pass_totals
+func.func @mean_grad(%x: tensor<?xf32> {seg.space = "row"}, %idx: tensor<?xi32>, %n: index,
+                     %g: tensor<?xf32> {seg.space = "segment"}) -> tensor<?xf32> {
+  %cst = arith.constant 1.000000e+00 : f32
+  %count = seg.count %idx, %n : tensor<?xi32> -> tensor<?xf32>
+  %ones = tensor.splat %cst[%n] : tensor<?xf32>
+  %inverse = arith.divf %ones, %count : tensor<?xf32>
+  %gathered = seg.gather %g, %idx : tensor<?xf32>, tensor<?xi32> -> tensor<?xf32>
+  %0 = seg.mul %gathered, %inverse, %idx : tensor<?xf32>, tensor<?xf32>, tensor<?xi32> -> tensor<?xf32>
+  return %0 : tensor<?xf32>
+}
+
+// -----
+
 // Functions without seg ops are left alone, and no GPU module is created.
 // CHECK-LABEL: func.func @not_a_kernel
 // CHECK-NOT: gpu.module
