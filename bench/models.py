@@ -210,10 +210,11 @@ def schnet_training(atoms: int, features: int, dtype: torch.dtype) -> Workload:
 
 
 def mace_model(dtype: torch.dtype, features: int = 16, max_ell: int = 2,
-               correlation: int = 3) -> torch.nn.Module:
-    """A small MACE (two interactions, spherical harmonics to `max_ell`,
-    three elements), made the way MACE's own calculator makes a model for
-    torch.compile (`mace.tools.compile.prepare`)."""
+               correlation: int = 3, interactions: int = 2) -> torch.nn.Module:
+    """A small MACE (spherical harmonics to `max_ell`, three elements; the
+    first interaction block, then residual ones), made the way MACE's own
+    calculator makes a model for torch.compile
+    (`mace.tools.compile.prepare`)."""
     # e3nn 0.4.4 loads its constants with torch.load, which since PyTorch
     # 2.6 refuses the slices they hold unless allowed.
     torch.serialization.add_safe_globals([slice])
@@ -228,7 +229,7 @@ def mace_model(dtype: torch.dtype, features: int = 16, max_ell: int = 2,
             r_max=MACE_CUTOFF, num_bessel=8, num_polynomial_cutoff=5, max_ell=max_ell,
             interaction_cls=modules.interaction_classes["RealAgnosticResidualInteractionBlock"],
             interaction_cls_first=modules.interaction_classes["RealAgnosticInteractionBlock"],
-            num_interactions=2, num_elements=3, hidden_irreps=o3.Irreps(
+            num_interactions=interactions, num_elements=3, hidden_irreps=o3.Irreps(
                 f"{features}x0e+{features}x1o"), MLP_irreps=o3.Irreps(f"{features}x0e"),
             atomic_energies=np.zeros(3), avg_num_neighbors=20.0, atomic_numbers=[1, 6, 8],
             correlation=correlation, gate=torch.nn.functional.silu).to(dtype)
@@ -258,9 +259,10 @@ def mace_graph(atoms: int, dtype: torch.dtype, seed: int = 1) -> dict[str, torch
             "head": torch.zeros(graphs, dtype=torch.long)}
 
 
-def mace_forces(atoms: int, features: int, dtype: torch.dtype) -> Workload:
+def mace_forces(atoms: int, features: int, dtype: torch.dtype,
+                interactions: int = 2) -> Workload:
     """MACE's energies per molecule and forces."""
-    model = mace_model(dtype, min(features, 16))
+    model = mace_model(dtype, min(features, 16), interactions=interactions)
 
     def step(data: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
         out = model(data, training=True, compute_force=True)
@@ -269,11 +271,12 @@ def mace_forces(atoms: int, features: int, dtype: torch.dtype) -> Workload:
     return Workload(step, (mace_graph(atoms, dtype),), tuple(model.parameters()))
 
 
-def mace_training(atoms: int, features: int, dtype: torch.dtype) -> Workload:
+def mace_training(atoms: int, features: int, dtype: torch.dtype,
+                  interactions: int = 2) -> Workload:
     """MACE fitted to energies and forces: the loss, the energies and
     forces, and the loss's gradients for every parameter (through the
     forces: second derivatives)."""
-    model = mace_model(dtype, min(features, 16))
+    model = mace_model(dtype, min(features, 16), interactions=interactions)
     parameters = tuple(model.parameters())
     data = mace_graph(atoms, dtype)
     generator = torch.Generator().manual_seed(2)
