@@ -2,6 +2,7 @@
 // RUN: FileCheck %s --check-prefix=MANIFEST < %t/manifest.json
 // RUN: FileCheck %s --check-prefix=PTX90 < %t/segops_sm_90.ptx
 // RUN: FileCheck %s --check-prefix=PTX80 < %t/segops_sm_80.ptx
+// RUN: FileCheck %s --check-prefix=TOTALS < %t/segops_sm_90.ptx
 // RUN: llvm-nm %t/segops_host_x86-64-v2.o | FileCheck %s --check-prefix=HOST
 // RUN: rm -rf %t.two && seg-compile %s -o %t.two --host-targets=x86-64-v3:256,x86-64-v2:128
 // RUN: FileCheck %s --check-prefix=TWO < %t.two/manifest.json
@@ -200,6 +201,10 @@ func.func @gather_scalar(%y: tensor<?xf64>, %idx: tensor<?xi32>) -> tensor<?xf64
 
 // PTX90-DAG: .visible .entry normalize__bounds(
 // PTX90-DAG: .visible .entry normalize__pass_totals(
+// The pass-totals kernel asks for one block per SM (no spills under ptxas).
+// TOTALS: .visible .entry normalize__pass_totals(
+// TOTALS: .maxntid 256, 1, 1
+// TOTALS-NEXT: .minnctapersm 1
 func.func @normalize(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?x3xf32> {
   %r = seg.rms_norm %x, %idx, %n : tensor<?x3xf32>, tensor<?xi32> -> tensor<?xf32>
   %w = seg.mul %x, %r, %idx : tensor<?x3xf32>, tensor<?xf32>, tensor<?xi32> -> tensor<?x3xf32>

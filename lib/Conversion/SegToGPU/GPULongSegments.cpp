@@ -481,6 +481,12 @@ void GPUKernelEmitter::emitPassTiles() {
 }
 
 void GPUKernelEmitter::emitPassTotals() {
+  // A warp per long segment, and few of those: occupancy does not matter
+  // here. Under `.maxntid 256` alone ptxas aims for full occupancy (32
+  // registers) and spills; asking for one block per SM lets it keep its
+  // values in registers (docs/benchmarks.md, GPU kernels by ptxas).
+  kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+                  builder.getI32IntegerAttr(1));
   // The totals of the running pass: components [first, first + count) of every
   // pass's totals, picked from constants by the pass.
   OpBuilder &b0 = builder;
