@@ -33,7 +33,7 @@ from torch import Tensor
 
 from segops import _compiler, _extensions, _gpusim, _library, _validation
 from segops import ops as _ops
-from segops._dtypes import FLOAT_DTYPES, INDEX_DTYPES, MANIFEST_DTYPES
+from segops._dtypes import FLOAT_DTYPES, INDEX_DTYPES
 from segops._jit_promote import integer_layout, number_arguments, promoted
 from segops._jit_stages import StagedFunction, uses_several_indices
 from segops._jit_trace import (
@@ -346,25 +346,6 @@ def program_entry(program: str, level: int = 0) -> _library.KernelRecord:
     return _PROGRAMS[program].entry(level)
 
 
-def fake_outputs(program: str, args: list[Tensor], num_segments: int) -> list[Tensor]:
-    """jit_call's outputs for fake (or meta) arguments: shapes and dtypes."""
-    return _fake_jit_call(program, args, num_segments)
-
-
-def _fake_jit_call(program: str, args: list[Tensor], num_segments: int) -> list[Tensor]:
-    prog, level = split_program(program)
-    idx = args[prog.idx_position]
-    outputs = []
-    for b in prog.entry(level).buffers:
-        if not b.is_output:
-            continue
-        shape = _library.extents(b, idx.shape[0], num_segments)
-        if b.sums_by >= 0:  # N rows summed into the rows of a table
-            shape[0] = args[b.into_rows_of].shape[0]
-        outputs.append(idx.new_empty(shape, dtype=MANIFEST_DTYPES[b.dtype]))
-    return outputs
-
-
 def _validator(program: Program, level: int) -> Callable[..., None]:
     """Raises the error for arguments the C++ kernel rejected."""
     def validate(floats: list[Tensor], idx: Tensor, num_segments: Any) -> None:
@@ -399,14 +380,10 @@ def _register_native(program_name: str) -> None:
                                  prog.idx_position, _validator(prog, level))
 
 
-# segops::jit_call is defined by the operator library, with its CPU, CUDA and
-# autograd kernels; its outputs' shapes are the program's, known here.
+# segops::jit_call is defined by the operator library, with its CPU, CUDA,
+# autograd and Meta kernels, the library ops' (a warm call is a dispatch and
+# a launch); they ask _register_native for a level the first time it runs.
 _lib = torch.library.Library("segops", "FRAGMENT")
-if _ops.native_kernels() is not None:
-    torch.library.register_fake("segops::jit_call", _fake_jit_call, lib=_lib)
-# The CPU, CUDA and autograd kernels are C++, the library ops' (a warm call
-# is a dispatch and a launch); they ask _register_native for a level the
-# first time it runs.
 _native = _ops.native_kernels()
 if _native is not None:
     _native.register_jit_op(_register_native)

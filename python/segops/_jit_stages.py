@@ -47,7 +47,7 @@ from segops._jit_lengths import Lengths, class_sizes, infer_lengths, is_index, s
 from segops._jit_trace import VIEWS, JitError, concrete, trace
 from segops._op_table import OPS, SEGMENT
 from segops.graph import Graph
-from segops.ops import specialization_key
+from segops.ops import OperatorCall, operator_call, specialization_key
 
 # The lengths the function is traced with, one per length class (_jit_lengths:
 # index lengths and counts the data flow makes one), distinct from any
@@ -62,6 +62,13 @@ def _segment_op(node: torch.fx.Node) -> str | None:
         return None
     name = node.target.__name__.split(".")[0]
     return name if name in OPS else None
+
+
+def _call(node: torch.fx.Node) -> OperatorCall:
+    """A segops op node's arguments, placed by the operator's signature."""
+    call = operator_call(node.target.__name__.split(".")[0], node.args)
+    assert call is not None, node.format_node()
+    return call
 
 
 def _gathers_as_segment_ops(module: torch.fx.GraphModule) -> None:
@@ -289,7 +296,7 @@ class StagedFunction:
             op = _segment_op(node)
             if op is None:
                 continue
-            idx = node.args[OPS[op].num_tensors]
+            idx = _call(node).idx
             if not isinstance(idx, torch.fx.Node) or idx.op != "placeholder":
                 raise JitError(f"segops.jit: {name}: {op} takes an index computed in the "
                                "function; indices must be arguments")
@@ -302,7 +309,7 @@ class StagedFunction:
                 continue
             op = _segment_op(node)
             if op is not None:
-                idx = node.args[OPS[op].num_tensors]
+                idx = _call(node).idx
                 labels[node] = idx if idx in stages else None
                 continue
             if _is_free_view(node):
@@ -374,7 +381,7 @@ class StagedFunction:
     def _make_kernel(self, step: _Step, number: int, trace_sizes: dict[int, int]) -> None:
         """The step's single-index segops.jit function: its inputs, the
         index and the count in, its outputs out."""
-        counts = {node.args[OPS[_segment_op(node)].num_tensors + 1]
+        counts = {_call(node).num_segments
                   for node in step.nodes if _segment_op(node) is not None
                   and OPS[_segment_op(node)].result_space == SEGMENT}
         count = counts.pop() if len(counts) == 1 else None
@@ -451,11 +458,11 @@ class StagedFunction:
         position = {node: k for k, node in enumerate(plan.placeholders)}
         for node in plan.module.graph.nodes:
             op = _segment_op(node)
-            idx = node.args[OPS[op].num_tensors] if op is not None else None
+            idx = _call(node).idx if op is not None else None
             if idx not in position or not _is_plain(flat[position[idx]]):
                 continue
             if OPS[op].result_space == SEGMENT:
-                cls = plan.trace_sizes.get(node.args[OPS[op].num_tensors + 1])
+                cls = plan.trace_sizes.get(_call(node).num_segments)
                 if cls is None:
                     continue
                 bound = concrete(sizes[cls])

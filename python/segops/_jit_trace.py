@@ -25,6 +25,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 from segops import _columns, _jit_pointwise
 from segops._dtypes import INDEX_DTYPES
 from segops._op_table import OPS, ROW, SEGMENT
+from segops.ops import operator_call
 
 # The space of a table: an argument read at the rows a second index names
 # (any length), with no space of its own in the kernel.
@@ -507,16 +508,17 @@ class Translator:
 
     def segment_op(self, node: torch.fx.Node, name: str) -> Value:
         segment_op = OPS[name]
-        num_tensors = segment_op.num_tensors
-        args = list(node.args)
+        call = operator_call(name, node.args)
+        if call is None:
+            raise self.fail(node, f"{name}: arguments do not fit its signature")
         tensors = []
-        for a, space in zip(args[:num_tensors], segment_op.operand_spaces):
+        for a, space in zip(call.arguments, segment_op.operand_spaces):
             tensor = self.tensor(node, a)
             if tensor.uniform and space == ROW:
                 raise self.fail(node, f"{name} takes rows here, not a uniform value (a 0-d "
                                       "or per-feature tensor)")
             tensors.append(self.place(node, tensor, space))
-        idx = args[num_tensors]
+        idx = call.idx
         if name == "segmented_gather" and isinstance(idx, torch.fx.Node) \
                 and isinstance(self.values.get(idx), Value) and self.values[idx].kind == "gidx":
             return self.gather_rows(node, tensors[0], self.values[idx])

@@ -94,14 +94,6 @@ def parse_kernel(text: str) -> KernelRecord:
     return native_module().parse_kernel(text)
 
 
-def extents(buffer: BufferRecord, num_rows: Any, num_segments: Any) -> list[Any]:
-    """buffer.extents(num_rows, num_segments) for sizes that may be
-    symbolic (torch.SymInt, in fake and meta kernels), which the C++ method
-    would make concrete (a guard on each)."""
-    sizes = {"N": num_rows, "S": num_segments}
-    return [sizes[extent] if extent in sizes else int(extent) for extent in buffer.shape]
-
-
 @cache
 def host_build() -> Any:
     """The manifest's host kernel build this process runs (cpu, library):

@@ -642,8 +642,8 @@ def _rewrite(graph: torch.fx.Graph, plans: list[_Plan], fake_mode: Any,
             call = graph.call_function(_JIT_CALL, (plan.program, inputs, size))
         size_example = size.meta["val"] if isinstance(size, torch.fx.Node) else size
         with fake_mode:
-            values = _jit.fake_outputs(plan.program, [n.meta["val"] for n in plan.inputs],
-                                      size_example)
+            values = _JIT_CALL(plan.program, [n.meta["val"] for n in plan.inputs],
+                               size_example)
         call.meta["val"] = values
         for position, node in enumerate(plan.outputs):
             with graph.inserting_after(call):

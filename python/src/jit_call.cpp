@@ -2,8 +2,8 @@
 //
 // segops.jit runs every compiled function through one operator,
 // `segops::jit_call(str program, Tensor[] args, SymInt num_segments)`. It is
-// defined here, in the operator library, with its CPU, CUDA and autograd
-// kernels, running the library ops' host and GPU launchers, so a warm call
+// defined here, in the operator library, with its CPU, CUDA, autograd and
+// Meta kernels, running the library ops' host and GPU launchers, so a warm call
 // costs a dispatch and a kernel launch. Programs (one per specialization and
 // derivative level) are registered with their kernels' addresses; a level
 // not yet compiled (the first backward at that level) is asked of the
@@ -222,6 +222,49 @@ private:
   c10::DeviceType deviceType;
 };
 
+/// jit_call's Meta (fake) kernel: the program's outputs, shaped from its
+/// kernel record in the symbolic N and S of a trace (a scatter output has
+/// as many rows as the table it sums into), without reading any data.
+class JitMetaKernel final : public c10::OperatorKernel {
+public:
+  void operator()(const c10::OperatorHandle &, c10::DispatchKeySet,
+                  torch::jit::Stack *stack) {
+    auto args = torch::jit::last(stack, 3);
+    std::string name = args[0].toStringRef();
+    std::vector<at::Tensor> tensors = args[1].toTensorVector();
+    c10::SymInt numSegments = args[2].toSymInt();
+    torch::jit::drop(stack, 3);
+    const JitProgram &program = findProgram(name);
+    const OperatorLevel &level = *program.level;
+    TORCH_CHECK_VALUE(tensors.size() == level.numFloats + 1,
+                      "segops::jit_call: program ", name, " takes ",
+                      level.numFloats + 1, " tensors, got ", tensors.size());
+    const at::Tensor &idx = tensors[program.idxPosition];
+    auto floatArgument = [&](int position) -> const at::Tensor & {
+      size_t k = static_cast<size_t>(position);
+      return tensors[k < program.idxPosition ? k : k + 1];
+    };
+    std::vector<at::Tensor> outputs;
+    for (const Buffer &buffer : level.variants.begin()->second.buffers) {
+      if (!buffer.isOutput)
+        continue;
+      c10::SymDimVector shape;
+      for (int64_t dimension : buffer.shape) {
+        TORCH_CHECK(dimension != kAnyRows, "segops::jit_call: program ", name,
+                    " has an output of any number of rows");
+        shape.push_back(dimension == kRows       ? idx.sym_size(0)
+                        : dimension == kSegments ? numSegments
+                                                 : c10::SymInt(dimension));
+      }
+      if (buffer.sumsBy >= 0)
+        shape.front() = floatArgument(buffer.sumsIntoRowsOf).sym_size(0);
+      outputs.push_back(
+          at::empty_symint(shape, idx.options().dtype(buffer.dtype)));
+    }
+    stack->emplace_back(c10::List<at::Tensor>(std::move(outputs)));
+  }
+};
+
 /// jit_call's autograd kernel: its arguments as the one autograd
 /// implementation reads them (the tensor list, idx at the program's
 /// position), and the next level as jit_call of `<program>_grad`.
@@ -300,6 +343,10 @@ void defineJitCall(torch::Library &library) {
                                  torch::CppFunction::makeFromBoxedFunctor(
                                      std::make_unique<JitKernel>(
                                          c10::DeviceType::CUDA))));
+  library.impl("jit_call",
+               torch::dispatch(c10::DispatchKey::Meta,
+                               torch::CppFunction::makeFromBoxedFunctor(
+                                   std::make_unique<JitMetaKernel>())));
   library.impl("jit_call",
                torch::dispatch(c10::DispatchKey::Autograd,
                                torch::CppFunction::makeFromBoxedFunctor(

@@ -41,8 +41,8 @@ int64_t loadPrograms(const std::string &directory);
 /// jit_call calls it once, on the first program it does not know.
 void loadProgramsFromEnvironment();
 
-/// Defines segops::jit_call in `library`, with its CPU, CUDA (where built)
-/// and autograd kernels.
+/// Defines segops::jit_call in `library`, with its CPU, CUDA (where built),
+/// autograd and Meta kernels.
 void defineJitCall(torch::Library &library);
 
 } // namespace segops_torch

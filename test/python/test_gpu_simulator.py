@@ -33,7 +33,7 @@ KERNELS = [entry["name"] for entry in MANIFEST["kernels"]]
 
 # Rows per segment. Warps own 32-row chunks and blocks 256 rows: segments
 # start and end on both sides of those boundaries; empty segments at the
-# head, middle and tail; one segment longer than a block. Split programs
+# head, middle and tail; one segment longer than a block. One-pass programs
 # reduce segments covering a whole 1024-row tile from their tiles' partials:
 # long segments starting on and off tile boundaries, ending on one, two
 # long segments sharing a tile, and short ones around them.
@@ -108,7 +108,7 @@ def test_segment_of_more_tiles_than_one_step_adds(simulator: harness.GpuSimulato
                                                   name: str) -> None:
     """A long segment's tile totals are added 128 tiles (32 lanes x 4) per
     step: a segment of 130 tiles takes two steps, the second partly masked
-    (split programs: sum; staged: rms_norm and dot backward)."""
+    (one-pass programs: sum; staged: rms_norm and dot backward)."""
     counts = [5, 130 * TILE + 17, 3]
     inputs, simulated, n, s = _buffers(name, counts, 11)
     _, host, _, _ = _buffers(name, counts, 11)
@@ -147,7 +147,7 @@ PROBE = textwrap.dedent('''
     # row: slow to simulate), so long indices are sorted, with a few rows
     # overwritten; all hold values out of range too (below 0 and at or above
     # S), and the long ones few values, so that segments valid and invalid
-    # cover whole 1024-row tiles (split programs' tile kernels).
+    # cover whole 1024-row tiles (one-pass programs' tile kernels).
     cases = [(0, 3, "random"), (1, 1, "random"), (5, 0, "random"), (33, 2, "random"),
              (300, 20, "random"), (300, 20, "sorted"), (6000, 1, "sorted"),
              (6000, 2, "perturbed")]

@@ -467,3 +467,59 @@ def test_pair_potential_on_the_gpu_simulator() -> None:
         print("ok")
     """)
     run_simulated(script)
+
+
+def test_compile_dynamic_forces_of_any_system_size_compile_once() -> None:
+    """jit_call's Meta kernel (C++) shapes every level's outputs in the
+    trace's symbols: the forces, summed by the senders into as many rows
+    as pos has (atoms, not edges), keep working as atoms, edges and
+    systems change, with one graph."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(lj_jit, fullgraph=True, dynamic=True)
+    for systems, side in ((2, 3), (3, 3), (2, 4)):
+        system = lattice_system(systems, side, torch.float64, seed=systems)
+        args = (torch.tensor(1.0, dtype=torch.float64), torch.tensor(0.95, dtype=torch.float64),
+                system["i"], system["j"], system["batch"], system["atoms"], system["systems"])
+        pos = system["pos"].clone().requires_grad_()
+        e = compiled(pos, *args)
+        forces = -torch.autograd.grad(e.sum(), pos)[0]
+        e_ref = lj_reference(pos, *args)
+        forces_ref = -torch.autograd.grad(e_ref.sum(), pos)[0]
+        torch.testing.assert_close(e, e_ref)
+        torch.testing.assert_close(forces, forces_ref)
+    assert counters["stats"]["unique_graphs"] == 1
+
+
+def test_jit_call_shapes_meta_tensors_without_python() -> None:
+    """No fake kernel of jit_call is registered from Python: the operator
+    library's Meta kernel answers, from the program's kernel record."""
+    from torch._library.simple_registry import singleton
+
+    assert singleton.find("segops::jit_call").fake_impl.kernel is None
+    system = lattice_system(1, 3, torch.float64)
+    args = (system["pos"], torch.tensor(1.0, dtype=torch.float64),
+            torch.tensor(1.0, dtype=torch.float64), system["i"], system["j"],
+            system["batch"], system["atoms"], system["systems"])
+    pos = args[0].clone().requires_grad_()
+    torch.autograd.grad(lj_jit(pos, *args[1:]).sum(), pos)  # compiled before recording
+    calls = []
+
+    class Recorder(torch.utils._python_dispatch.TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func is torch.ops.segops.jit_call.default:
+                calls.append(args)
+            return func(*args, **(kwargs or {}))
+
+    with Recorder():
+        torch.autograd.grad(lj_jit(pos, *args[1:]).sum(), pos)
+    assert any(program.endswith("_grad") for program, _, _ in calls)
+    for program, tensors, num_segments in calls:
+        tensors = [t.detach() for t in tensors]
+        real = torch.ops.segops.jit_call(program, tensors, num_segments)
+        meta = torch.ops.segops.jit_call(program, [t.to("meta") for t in tensors],
+                                         num_segments)
+        assert [(m.shape, m.dtype, m.device.type) for m in meta] == \
+            [(r.shape, r.dtype, "meta") for r in real]

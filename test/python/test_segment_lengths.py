@@ -159,7 +159,7 @@ def _centered_energy(x: torch.Tensor, q: torch.Tensor, idx: torch.Tensor, s: int
 
 
 def _squares(x: torch.Tensor, q: torch.Tensor, idx: torch.Tensor, s: int) -> torch.Tensor:
-    """One pass, one sum (a split program)."""
+    """One pass, one sum (a one-pass program)."""
     return segops.segmented_sum(q * q, idx, s)
 
 

@@ -22,7 +22,7 @@ namespace seg {
 /// (buffers, N, S, scratch) and then an i64: the pass they run.
 struct LongSegmentKernel {
   enum Kind {
-    /// Split programs: the raw totals of each tile's long pieces.
+    /// One-pass programs: the raw totals of each tile's long pieces.
     Tiles,
     /// Pass-by-pass programs: each long segment's first and last row.
     Bounds,

@@ -101,10 +101,11 @@ public:
   /// Their rows can be computed in any grouping: no segment boundaries.
   bool mapsRowsOnly() const;
 
-  /// True for programs whose segments may be split into tiles of rows on
-  /// the host: one pass of reductions and no row outputs, so a segment's
-  /// result follows from its tiles' raw totals, added in tile order.
-  bool isSplittable() const {
+  /// True for one-pass programs: one pass of sums and no row outputs, so a
+  /// long segment's result follows from its tiles' raw totals, added in
+  /// tile order (the GPU's `__tiles` kernel reduces it in one launch; other
+  /// programs with long-segment kernels run pass by pass).
+  bool isOnePass() const {
     return numPasses == 1 && !hasRowOutputs && reducesBySumsOnly();
   }
 
@@ -129,8 +130,8 @@ public:
   /// How each accumulator of pass `pass` combines, in accumulator order.
   SmallVector<arith::AtomicRMWKind> combiningKinds(unsigned pass) const;
 
-  /// Rows per tile when the GPU kernels split long segments of splittable
-  /// programs (the `__tiles` kernel): a segment covering a whole aligned
+  /// Rows per tile when the GPU kernels split long segments (the `__tiles`
+  /// kernel): a segment covering a whole aligned
   /// tile is long. Written to the manifest.
   static constexpr int64_t kGPUTileRows = 1024;
 

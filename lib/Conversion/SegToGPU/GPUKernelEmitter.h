@@ -35,7 +35,7 @@ inline constexpr int64_t kTilesPerLane = 4;
 // two starts, before the first or after the last) are evaluated one per lane
 // with no rows. Rows whose segment is outside [0, S) get zero row outputs.
 //
-// Long segments of splittable programs (one pass, no row outputs): a
+// Long segments of one-pass programs (one pass, no row outputs): a
 // segment covering a whole aligned tile of kTileRows rows is *long*. The
 // `__tiles` kernel, launched first, gives each tile to a warp, which reduces
 // the rows of the long segments that cross it: the segment of its first row
@@ -75,7 +75,7 @@ public:
 
   /// The segment kernel (or, for row maps, the row kernel).
   void emit();
-  /// Split programs (one pass, no row outputs): `__tiles`, the raw totals
+  /// One-pass programs (one pass, no row outputs): `__tiles`, the raw totals
   /// of the long segments crossing each tile.
   void emitTiles();
   /// Pass-by-pass programs (the other segment programs), in launch order:
@@ -87,11 +87,11 @@ public:
   void emitPassTiles();
   void emitPassTotals();
 
-  /// Splittable programs: long segments reduced by a tile kernel.
-  bool isSplit() const { return program.isSplittable(); }
+  /// One-pass programs: long segments reduced by a tile kernel.
+  bool isOnePass() const { return program.isOnePass(); }
   /// Other segment programs: long segments run pass by pass.
   bool isPassByPass() const {
-    return program.hasLongSegmentKernels() && !program.isSplittable();
+    return program.hasLongSegmentKernels() && !program.isOnePass();
   }
 
 private:
@@ -141,7 +141,7 @@ private:
   Value coversWholeTile(OpBuilder &b, Value start, Value segment);
   /// The end of a long segment (a 32-way search from the tile it covers).
   Value searchLongSegmentEnd(OpBuilder &b, Value start, Value segment);
-  /// Split programs: a long segment's outputs from its tiles' partials.
+  /// One-pass programs: a long segment's outputs from its tiles' partials.
   void emitLongSegment(OpBuilder &b, Value start, Value segment);
   /// Pass-by-pass programs: a long segment's outputs from its totals.
   void emitPassByPassLongSegment(OpBuilder &b, Value segment);
@@ -175,7 +175,7 @@ private:
 
   // The scratch buffer: pass-by-pass programs hold each segment's bounds (start,
   // end: 2 i64) and raw totals (all passes), then the tiles' partials (2
-  // slots of all passes' totals per tile); split programs the partials.
+  // slots of all passes' totals per tile); one-pass programs the partials.
   Value byteOffset(OpBuilder &b, Value base, Value bytes);
   Value segmentTotals(OpBuilder &b);
   Value partials(OpBuilder &b);

@@ -2,7 +2,7 @@
 //
 // The long-segment kernels (`__tiles`; `__bounds`, `__tiles`,
 // `__pass_totals`) and the segment kernel's paths for long segments: from
-// tile partials (split programs) or from their totals (pass by pass).
+// tile partials (one-pass programs) or from their totals (pass by pass).
 //
 //===----------------------------------------------------------------------===//
 
@@ -389,7 +389,7 @@ void GPUKernelEmitter::emitLongPieceLoop(TilePieceBody valid,
 }
 
 void GPUKernelEmitter::emitTiles() {
-  // Split programs: one pass; each long piece's raw totals into its slot.
+  // One-pass programs: one pass; each long piece's raw totals into its slot.
   emitLongPieceLoop([&](OpBuilder &vb, Value tile, Value which, Value segment,
                         Value lo, Value hi) {
     auto rowLoop = [&](OpBuilder &rb, Location, ValueRange init,

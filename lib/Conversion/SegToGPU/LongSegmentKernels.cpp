@@ -11,8 +11,8 @@ SmallVector<LongSegmentLaunch>
 mlir::seg::longSegmentLaunches(const SegmentProgram &program) {
   if (!program.hasLongSegmentKernels())
     return {};
-  // Split programs' kernel adds each long segment's slots itself.
-  if (program.isSplittable())
+  // One-pass programs' kernel adds each long segment's slots itself.
+  if (program.isOnePass())
     return {{{LongSegmentKernel::Tiles, "__tiles"}, 0}};
   const LongSegmentKernel bounds{LongSegmentKernel::Bounds, "__bounds"};
   const LongSegmentKernel tiles{LongSegmentKernel::PassTiles, "__tiles"};
@@ -55,7 +55,7 @@ mlir::seg::longSegmentScratch(const SegmentProgram &program) {
   // also keep each segment's bounds (two i64) and totals.
   LongSegmentScratch scratch;
   scratch.perTile = 2 * totalsBytes;
-  if (!program.isSplittable())
+  if (!program.isOnePass())
     scratch.perSegment = 16 + totalsBytes;
   return scratch;
 }

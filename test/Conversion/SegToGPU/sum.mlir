@@ -1,7 +1,7 @@
 // RUN: seg-opt %s --convert-seg-to-gpu --canonicalize --cse -split-input-file | FileCheck %s
 
 // A vec3 sum becomes a kernel over raw pointers (x, idx, out) plus N and S,
-// and, being splittable (one pass, no row outputs), the partials of its
+// and, being a one-pass program (one pass, no row outputs), the partials of its
 // tiles. Warps grid-stride over chunks of 32 rows; a ballot finds the rows
 // where a segment starts; for each, the warp evaluates the empty segments
 // before it (zeros for a sum). A segment covering the aligned 1024-row tile
@@ -96,7 +96,7 @@
 // two pieces (so the program's row code is emitted once) reduces each long
 // one's rows lane-strided, sums them with the butterfly and stores them from
 // lane 0 into the tile's slot: (2 * tile + slot) * 3 totals. Long-segment
-// kernels take the pass they run last (unused by a split program).
+// kernels take the pass they run last (unused by a one-pass program).
 // CHECK: gpu.func @sum_vec3__tiles(%[[X:[^:]*]]: !llvm.ptr, %[[IDX:[^:]*]]: !llvm.ptr, %[[OUT:[^:]*]]: !llvm.ptr,
 // CHECK-DAG: %[[N:arg[0-9]+]]: i64 {seg.param = "num_rows"}
 // CHECK-DAG: %[[S:arg[0-9]+]]: i64 {seg.param = "num_segments"}
