@@ -17,22 +17,40 @@ technical specifications per compute capability:
 - 2,048 threads (64 warps) and 32 blocks per SM;
 - 228 KiB of shared memory per SM, of which 1 KiB is reserved per block.
 
-The memory-traffic half of the model (sectors per warp-level access from
-the SIMT simulator, the critical path of long segments, an estimated time
-against HBM bandwidth) is not written yet.
+With `--traffic`, the memory-traffic half: every op, dtype, derivative
+level, row width and segment layout runs once on the SIMT simulator with
+its memory trace on (bench/gpu_traffic.py), and each launch's counts,
+scaled to N = 1e6 and 1e7 rows, give an estimated time on an H200:
+
+    launch time = max(DRAM, L1, latency) + launch overhead
+    DRAM    = distinct sectors x 32 B / (4.8 TB/s x 0.79)
+    L1      = sectors of every warp instruction x 32 B / (132 SMs x 128 B x 1.98 GHz)
+    latency = max(one warp's rounds, all warps' rounds / resident warps) x 0.73 us
+
+and the ideal time is the bytes the op must move (its buffers read once,
+its outputs written once) at the same 3.8 TB/s. The constants, where they
+come from and what the model leaves out are in docs/benchmarks.md ("GPU
+performance model").
+
+    python -m bench.gpu_model --traffic [--ops segmented_sum,...] [--levels 0,1]
+        [--widths 1,3,16,64,256] [--dtypes f32,f64] [--csv PATH] [--plot PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
+import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from bench import report
 from segops import _library
@@ -104,6 +122,216 @@ def occupancy(kernel: KernelResources, block: int, limits: SMLimits = SM90) -> f
     return blocks * warps_per_block / limits.max_warps
 
 
+@dataclass(frozen=True)
+class GpuSpec:
+    """A GPU as the time model sees it (defaults: an H200 SXM)."""
+
+    name: str = "H200"
+    hbm_bytes_per_s: float = 4.8e12
+    # The fraction of it a copy reaches: 3.8 TB/s on the 2026-11-29 H200 run.
+    copy_fraction: float = 0.79
+    sms: int = 132
+    clock_hz: float = 1.98e9
+    # L1 sector throughput per SM: 4 sectors of 32 B per clock.
+    l1_bytes_per_clock: int = 128
+    # One round of dependent loads and the warp collective after it: the
+    # 2026-11-29 one-segment rows (one warp walked 1e7 rows, a round per 32
+    # rows: 223-237 ms / 312,500 rounds).
+    round_latency_s: float = 0.73e-6
+    launch_s: float = 3e-6
+
+    @property
+    def copy_bytes_per_s(self) -> float:
+        return self.hbm_bytes_per_s * self.copy_fraction
+
+
+H200 = GpuSpec()
+
+# Layouts: mean segment length (None: one segment of all rows).
+LAYOUTS: dict[str, int | None] = {"~10": 10, "~100": 100, "~1000": 1000, "one": None}
+WIDTHS = (1, 3, 16, 64, 256)
+TARGET_ROWS = (10**6, 10**7)
+
+
+def simulated_rows(width: int) -> int:
+    """Rows a traced run simulates (counts scale linearly to the target N):
+    64Ki for narrow rows, fewer for wide ones (simulation time)."""
+    return max(8192, min(65536, 2**20 // width))
+
+
+def extrapolate(small: Any, large: Any, rows: int, one_segment: bool) -> Any:
+    """A traced call's counts at `rows` rows, from the same call traced at
+    two sizes: each count is linear in N (a launch's instructions, sectors,
+    warps and rounds all are, for a fixed mean segment length), except the
+    rounds of the slowest warp, which grow with N only when N is one
+    segment (else the larger trace's)."""
+    from bench.gpu_traffic import LaunchTraffic
+
+    if len(small.launches) != len(large.launches):
+        raise ValueError(f"{small.op}: {len(small.launches)} launches at {small.num_rows} rows, "
+                         f"{len(large.launches)} at {large.num_rows}")
+    step = (rows - large.num_rows) / (large.num_rows - small.num_rows)
+
+    def line(low: float, high: float) -> float:
+        return max(0.0, high + (high - low) * step)
+
+    launches = []
+    for low, high in zip(small.launches, large.launches):
+        values: dict[str, Any] = {}
+        for field in dataclasses.fields(LaunchTraffic):
+            a, b = getattr(low, field.name), getattr(high, field.name)
+            if field.name in ("kernel", "block_size"):
+                values[field.name] = b
+            elif field.name == "max_warp_rounds" and not one_segment:
+                values[field.name] = max(a, b)
+            else:
+                values[field.name] = line(a, b)
+        launches.append(LaunchTraffic(**values))
+    return dataclasses.replace(large, num_rows=rows, num_segments=round(
+        line(small.num_segments, large.num_segments)), launches=tuple(launches),
+        required_bytes=line(small.required_bytes, large.required_bytes))
+
+
+def estimate_launch(launch: Any, resources: KernelResources | None,
+                    spec: GpuSpec = H200) -> dict[str, float]:
+    """One launch's time terms (seconds)."""
+    dram = launch.distinct_sectors * 32 / spec.copy_bytes_per_s
+    l1 = launch.sectors * 32 / (spec.sms * spec.l1_bytes_per_clock * spec.clock_hz)
+    warp_occupancy = occupancy(resources, launch.block_size) if resources else 1.0
+    resident = max(1.0, spec.sms * SM90.max_warps * warp_occupancy)
+    latency = max(launch.max_warp_rounds,
+                  launch.warp_rounds / max(1.0, min(resident, launch.warps))) \
+        * spec.round_latency_s
+    return {"dram": dram, "l1": l1, "latency": latency,
+            "time": max(dram, l1, latency) + spec.launch_s, "occupancy": warp_occupancy}
+
+
+def estimate_call(call: Any, resources: dict[str, KernelResources],
+                  spec: GpuSpec = H200) -> dict[str, Any]:
+    """A call's model row (its counts at the rows it is for)."""
+    terms = [estimate_launch(launch, resources.get(launch.kernel), spec)
+             for launch in call.launches]
+    time = sum(t["time"] for t in terms)
+    ideal = call.required_bytes / spec.copy_bytes_per_s
+    slowest = max(terms, key=lambda t: t["time"])
+    bound = max(("dram", "l1", "latency"), key=lambda key: slowest[key])
+    launches = call.launches
+    sectors = sum(launch.sectors for launch in launches)
+    instructions = sum(launch.instructions for launch in launches)
+    kernels = [resources[launch.kernel] for launch in launches if launch.kernel in resources]
+    return {
+        "op": call.op, "dtype": call.dtype, "level": call.level, "width": call.width,
+        "N": call.num_rows, "launches": len(launches),
+        "estimate_us": round(time * 1e6, 2), "ideal_us": round(ideal * 1e6, 2),
+        "estimate_over_ideal": round(time / ideal, 3),
+        "bound": bound,
+        "useful_sector_fraction": round(sum(x.useful_bytes for x in launches)
+                                        / (32 * sectors), 3) if sectors else "",
+        "dram_efficiency": round(call.required_bytes
+                                 / (32 * sum(x.distinct_sectors for x in launches)), 3),
+        "active_lanes": round(sum(x.load_lanes + x.store_lanes for x in launches)
+                              / (32 * instructions), 3) if instructions else "",
+        "instructions_per_row": round(instructions / call.num_rows, 3),
+        "longest_warp_rounds": round(max(x.max_warp_rounds for x in launches)),
+        "min_occupancy": round(min(t["occupancy"] for t in terms), 3),
+        "max_registers": max((k.registers for k in kernels), default=""),
+        "spill_bytes": sum(k.spill_store_bytes + k.spill_load_bytes for k in kernels),
+    }
+
+
+def level_resources(op: str, dtype: str, width: int, level: int, chip: str
+                    ) -> dict[str, KernelResources]:
+    """ptxas's report of one op level's GPU kernels (compiled from the op's
+    kernel function at this width, as the library or a run-time width
+    compiles it)."""
+    from segops import _wide
+
+    ptx = _wide.program(op, dtype, width).ptx_for_chip(level, chip)
+    with tempfile.TemporaryDirectory() as scratch:
+        path = Path(scratch) / "level.ptx"
+        path.write_text(ptx)
+        return parse_ptxas(run_ptxas(path, chip))
+
+
+def traffic_rows(ops: list[str], dtypes: list[str], levels: list[int], widths: list[int],
+                 chip: str, log: Any = print) -> list[dict[str, Any]]:
+    """The model's rows: every op, dtype, level, width, layout and target N."""
+    from bench import gpu_traffic
+    from segops._op_table import OPS
+
+    rows = []
+    for op in ops:
+        spec = OPS[op]
+        for dtype in dtypes:
+            for width in widths:
+                if not spec.takes_any_width and width not in spec.library_widths:
+                    continue
+                for level in levels:
+                    resources = level_resources(op, dtype, width, level, chip)
+                    for layout, length in LAYOUTS.items():
+                        large = simulated_rows(width)
+                        small, large = (gpu_traffic.trace_call(op, dtype, level, width, n,
+                                                               length)
+                                        for n in (large // 2, large))
+                        for target in TARGET_ROWS:
+                            call = extrapolate(small, large, target, length is None)
+                            rows.append({**estimate_call(call, resources), "layout": layout})
+                        log(f"{op} {dtype} w{width} level {level} {layout}: "
+                            f"{rows[-1]['estimate_us']} us (ideal {rows[-1]['ideal_us']}) "
+                            f"at N=1e7, {rows[-1]['bound']}-bound")
+    return rows
+
+
+def summarize_traffic(rows: list[dict[str, Any]]) -> None:
+    """How many forward and first-backward rows at N = 1e7 meet issue 40's
+    targets."""
+    judged = [r for r in rows if r["N"] == 10**7 and r["level"] <= 1]
+    if not judged:
+        return
+    checks = {
+        ">= 90% useful sector bytes": lambda r: r["useful_sector_fraction"] in ("", None)
+        or r["useful_sector_fraction"] >= 0.9,
+        "no spills": lambda r: r["spill_bytes"] == 0,
+        ">= 50% occupancy": lambda r: r["min_occupancy"] >= 0.5,
+        "estimate <= 1.25x ideal": lambda r: r["estimate_over_ideal"] <= 1.25,
+    }
+    print(f"targets at N = 1e7, levels 0 and 1 ({len(judged)} rows):")
+    for name, check in checks.items():
+        met = sum(1 for r in judged if check(r))
+        print(f"  {name}: {met} of {len(judged)}")
+
+
+def plot_traffic(path: Path, rows: list[dict[str, Any]]) -> None:
+    """Estimate / ideal at N = 1e7 against the row width: a panel per op
+    and level (f32), a line per layout."""
+    from bench.report import _pyplot
+
+    plt = _pyplot()
+    chosen = [r for r in rows if r["N"] == 10**7 and r["dtype"] == "f32"]
+    ops = list(dict.fromkeys(r["op"] for r in chosen))
+    levels = sorted({r["level"] for r in chosen})
+    figure, axes = plt.subplots(len(levels), len(ops), figsize=(2.6 * len(ops), 2.6 * len(levels)),
+                                sharey=True, squeeze=False)
+    for column, op in enumerate(ops):
+        for line, level in enumerate(levels):
+            axis = axes[line][column]
+            for layout in LAYOUTS:
+                points = sorted((r["width"], r["estimate_over_ideal"]) for r in chosen
+                                if r["op"] == op and r["level"] == level
+                                and r["layout"] == layout)
+                if points:
+                    axis.plot(*zip(*points), marker="o", label=layout)
+            axis.set_xscale("log", base=2)
+            axis.set_yscale("log")
+            axis.axhline(1.25, color="grey", linestyle=":")
+            axis.set_title(f"{op.removeprefix('segmented_')} level {level}", fontsize=8)
+    axes[0][0].legend(fontsize=7)
+    axes[0][0].set_ylabel("estimate / ideal")
+    figure.suptitle("GPU model, H200, N = 1e7, float32 (x: row width)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+
+
 def run_ptxas(ptx: Path, chip: str) -> str:
     ptxas = shutil.which("ptxas")
     if ptxas is None:
@@ -167,11 +395,40 @@ def summarize(rows: list[dict], chip: str) -> None:
               + ", ".join(unlaunched))
 
 
+def _csv_list(text: str) -> list[str]:
+    return [item for item in text.split(",") if item]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--chip", default="sm_90")
     parser.add_argument("--csv", type=Path, default=None)
+    parser.add_argument("--traffic", action="store_true",
+                        help="run the memory-traffic model on the simulator")
+    parser.add_argument("--ops", default="")
+    parser.add_argument("--dtypes", default="f32,f64")
+    parser.add_argument("--levels", default="0,1")
+    parser.add_argument("--widths", default=",".join(map(str, WIDTHS)))
+    parser.add_argument("--plot", type=Path, default=None)
     options = parser.parse_args()
+    if options.traffic:
+        if os.environ.get("SEGOPS_SIMULATE_GPU", "") in ("", "0"):
+            # The simulator runs the ops only if set before segops loads.
+            os.execve(sys.executable, [sys.executable, "-m", "bench.gpu_model", *sys.argv[1:]],
+                      {**os.environ, "SEGOPS_SIMULATE_GPU": "1"})
+        from segops._op_table import OPS
+
+        rows = traffic_rows(_csv_list(options.ops) or list(OPS), _csv_list(options.dtypes),
+                            [int(x) for x in _csv_list(options.levels)],
+                            [int(x) for x in _csv_list(options.widths)], options.chip)
+        summarize_traffic(rows)
+        path = options.csv or DOCS / f"gpu_model_{options.chip}.csv"
+        report.write_csv(path, rows)
+        print(f"wrote {path}")
+        plot_path = options.plot or path.with_suffix(".png")
+        report.plot(lambda p, r, _: plot_traffic(p, r), plot_path, rows, "")
+        print(f"wrote {plot_path}")
+        return
     rows = library_rows(options.chip)
     summarize(rows, options.chip)
     path = options.csv or DOCS / f"gpu_ptxas_{options.chip}.csv"

@@ -3,6 +3,7 @@
 #include "manifest_bindings.h"
 
 #include "manifest_record.h"
+#include "segrt/GpuLauncher.h"
 
 #include <pybind11/stl.h>
 
@@ -80,6 +81,18 @@ void bindManifestRecords(py::module_ &m) {
           "block", [](const KernelRecord &k) { return k.gpu.block; },
           "GPU threads per block.")
       .def_property_readonly("gpu_symbols", &KernelRecord::gpuSymbols)
+      .def(
+          "gpu_launches",
+          [](const KernelRecord &kernel, int64_t numRows, int64_t numSegments) {
+            std::vector<std::pair<std::string, uint32_t>> launches;
+            for (const segrt::GpuLaunch &launch : segrt::planGpuLaunches(
+                     kernel.gpu, numRows, numSegments, /*scratch=*/0))
+              launches.emplace_back(*launch.kernel, launch.grid);
+            return launches;
+          },
+          py::arg("num_rows"), py::arg("num_segments"),
+          "The GPU launches of a run over N rows and S segments, in order: "
+          "(kernel symbol, blocks), as segrt's launcher plans them.")
       .def_property_readonly(
           "gpu_block",
           [](const KernelRecord &kernel) { return kernel.gpu.block; },

@@ -12,10 +12,15 @@
 #include "segrt/Host.h"
 #include "segrt/KernelABI.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -44,6 +49,152 @@ struct SimThread {
   int64_t result = 0;
 };
 
+constexpr int64_t kSectorBytes = 32;
+
+/// One warp instruction being gathered: its lanes' accesses.
+struct WarpAccess {
+  bool isStore = false;
+  int64_t lanes = 0;
+  /// (address, bytes) of each lane; duplicates are removed when folded.
+  std::vector<std::pair<int64_t, int32_t>> accesses;
+};
+
+/// What the trace keeps per thread of the running block.
+struct LaneTrace {
+  std::unordered_map<int32_t, int64_t> executions; // per site
+  int64_t pendingLoads = 0;
+  int64_t rounds = 0;
+};
+
+/// The memory traffic of one launch, gathered block by block.
+class LaunchTrace {
+public:
+  LaunchTrace(int32_t loadsPerRound, int64_t gridSize, int64_t blockSize)
+      : loadsPerRound(loadsPerRound), lanes(blockSize) {
+    totals.gridSize = gridSize;
+    totals.blockSize = blockSize;
+  }
+
+  void access(int thread, int64_t address, int32_t bytes, bool isStore,
+              int32_t site) {
+    LaneTrace &lane = lanes[thread];
+    int64_t execution = lane.executions[site]++;
+    Key key{thread / kWarpSize, site, execution};
+    WarpAccess &warpAccess = open[key];
+    warpAccess.isStore = isStore;
+    ++warpAccess.lanes;
+    warpAccess.accesses.emplace_back(address, bytes);
+    if (!isStore)
+      ++lane.pendingLoads;
+  }
+
+  /// A lane reached a collective or exited: its loads since the last one
+  /// end a dependent chain.
+  void endRound(int thread) {
+    LaneTrace &lane = lanes[thread];
+    lane.rounds += (lane.pendingLoads + loadsPerRound - 1) / loadsPerRound;
+    lane.pendingLoads = 0;
+  }
+
+  /// Folds a finished block's warp instructions and rounds into the totals.
+  void endBlock() {
+    for (auto &[key, warpAccess] : open)
+      fold(warpAccess);
+    open.clear();
+    for (size_t warp = 0; warp * kWarpSize < lanes.size(); ++warp) {
+      int64_t rounds = 0;
+      for (size_t lane = 0; lane < kWarpSize; ++lane)
+        rounds = std::max(rounds, lanes[warp * kWarpSize + lane].rounds);
+      totals.warpRounds += rounds;
+      totals.maxWarpRounds = std::max(totals.maxWarpRounds, rounds);
+      ++totals.warps;
+    }
+    for (LaneTrace &lane : lanes)
+      lane = LaneTrace();
+    if (loadSectors.size() > kCompactAt)
+      compact(loadSectors);
+    if (storeSectors.size() > kCompactAt)
+      compact(storeSectors);
+  }
+
+  SegsimTraffic finish() {
+    compact(loadSectors);
+    compact(storeSectors);
+    totals.distinctLoadSectors = static_cast<int64_t>(loadSectors.size());
+    totals.distinctStoreSectors = static_cast<int64_t>(storeSectors.size());
+    return totals;
+  }
+
+private:
+  struct Key {
+    int32_t warp, site;
+    int64_t execution;
+    bool operator==(const Key &other) const {
+      return warp == other.warp && site == other.site &&
+             execution == other.execution;
+    }
+  };
+  struct KeyHash {
+    size_t operator()(const Key &key) const {
+      return std::hash<int64_t>()(key.execution * 1000003 +
+                                  (static_cast<int64_t>(key.site) << 5) +
+                                  key.warp);
+    }
+  };
+  static constexpr size_t kCompactAt = size_t(1) << 24;
+
+  static void compact(std::vector<int64_t> &sectors) {
+    std::sort(sectors.begin(), sectors.end());
+    sectors.erase(std::unique(sectors.begin(), sectors.end()), sectors.end());
+  }
+
+  void fold(WarpAccess &warpAccess) {
+    auto &accesses = warpAccess.accesses;
+    std::sort(accesses.begin(), accesses.end());
+    accesses.erase(std::unique(accesses.begin(), accesses.end()),
+                   accesses.end());
+    std::vector<int64_t> sectors;
+    int64_t useful = 0;
+    for (auto [address, bytes] : accesses) {
+      useful += bytes;
+      for (int64_t sector = address / kSectorBytes;
+           sector <= (address + bytes - 1) / kSectorBytes; ++sector)
+        sectors.push_back(sector);
+    }
+    std::sort(sectors.begin(), sectors.end());
+    sectors.erase(std::unique(sectors.begin(), sectors.end()), sectors.end());
+    int64_t count = static_cast<int64_t>(sectors.size());
+    std::vector<int64_t> &distinct =
+        warpAccess.isStore ? storeSectors : loadSectors;
+    distinct.insert(distinct.end(), sectors.begin(), sectors.end());
+    if (warpAccess.isStore) {
+      ++totals.storeInstructions;
+      totals.storeLanes += warpAccess.lanes;
+      totals.storeUsefulBytes += useful;
+      totals.storeSectors += count;
+    } else {
+      ++totals.loadInstructions;
+      totals.loadLanes += warpAccess.lanes;
+      totals.loadUsefulBytes += useful;
+      totals.loadSectors += count;
+    }
+  }
+
+  int32_t loadsPerRound;
+  SegsimTraffic totals{};
+  std::vector<LaneTrace> lanes;
+  std::unordered_map<Key, WarpAccess, KeyHash> open;
+  std::vector<int64_t> loadSectors, storeSectors;
+};
+
+/// The traced launches (segsim_trace), from any thread.
+std::mutex traceMutex;
+std::atomic<int32_t> traceLoadsPerRound{0};
+std::vector<SegsimTraffic> &tracedLaunches() {
+  static auto *launches = new std::vector<SegsimTraffic>();
+  return *launches;
+}
+
 struct Simulation {
   void *kernel = nullptr;
   std::vector<int64_t> arguments;
@@ -52,6 +203,10 @@ struct Simulation {
   SimThread *running = nullptr;
   ucontext_t scheduler;
   std::string error;
+  /// Set while tracing.
+  std::unique_ptr<LaunchTrace> trace;
+
+  int runningThread() const { return static_cast<int>(running - threads.data()); }
 };
 
 thread_local Simulation *current = nullptr;
@@ -86,6 +241,8 @@ void threadMain() {
   Simulation &sim = simulation();
   callKernel(sim.kernel, sim.arguments,
              std::make_index_sequence<kMaxArguments + 1>());
+  if (sim.trace)
+    sim.trace->endRound(sim.runningThread());
   sim.running->state = State::Exited;
   // uc_link returns to the scheduler.
 }
@@ -93,6 +250,8 @@ void threadMain() {
 void waitAt(Collective collective, int32_t site) {
   Simulation &sim = simulation();
   SimThread &thread = *sim.running;
+  if (sim.trace)
+    sim.trace->endRound(sim.runningThread());
   thread.state = State::Waiting;
   thread.collective = collective;
   thread.site = site;
@@ -263,8 +422,11 @@ bool runBlock(Simulation &sim, char *stacks) {
       }
       live |= thread.state != State::Exited;
     }
-    if (!live)
+    if (!live) {
+      if (sim.trace)
+        sim.trace->endBlock();
       return true;
+    }
     if (!completeCollectives(sim) || !sim.error.empty()) {
       if (sim.error.empty()) {
         sim.error = "deadlock in block " + std::to_string(sim.blockId) +
@@ -312,6 +474,9 @@ int segsim_launch(void *kernel, const uint64_t *pointers, int numPointers,
   sim.gridDim = gridSize;
   sim.blockDim = blockSize;
   sim.threads.resize(blockSize);
+  if (int32_t loadsPerRound = traceLoadsPerRound.load())
+    sim.trace =
+        std::make_unique<LaunchTrace>(loadsPerRound, gridSize, blockSize);
 
   size_t stackBytes = static_cast<size_t>(blockSize) * kStackBytes;
   void *stacks = mmap(nullptr, stackBytes, PROT_READ | PROT_WRITE,
@@ -329,7 +494,33 @@ int segsim_launch(void *kernel, const uint64_t *pointers, int numPointers,
   // Fibers left waiting after an error are abandoned: kernel frames own
   // nothing, so freeing their stacks is enough.
   munmap(stacks, stackBytes);
+  if (ok && sim.trace) {
+    SegsimTraffic traffic = sim.trace->finish();
+    std::lock_guard<std::mutex> lock(traceMutex);
+    if (traceLoadsPerRound.load())
+      tracedLaunches().push_back(traffic);
+  }
   return ok ? 0 : fail(sim.error);
+}
+
+void segsim_trace(int32_t loadsPerRound) {
+  std::lock_guard<std::mutex> lock(traceMutex);
+  if (loadsPerRound > 0)
+    tracedLaunches().clear();
+  traceLoadsPerRound.store(std::max(loadsPerRound, 0));
+}
+
+int64_t segsim_trace_count(void) {
+  std::lock_guard<std::mutex> lock(traceMutex);
+  return static_cast<int64_t>(tracedLaunches().size());
+}
+
+int32_t segsim_trace_record(int64_t index, SegsimTraffic *record) {
+  std::lock_guard<std::mutex> lock(traceMutex);
+  if (index < 0 || index >= static_cast<int64_t>(tracedLaunches().size()))
+    return 1;
+  *record = tracedLaunches()[index];
+  return 0;
 }
 
 int64_t segsim_thread_id() {
@@ -366,4 +557,11 @@ int32_t segsim_ballot(int32_t mask, int32_t predicate, int32_t site) {
 }
 
 void segsim_barrier(int32_t site) { waitAt(Collective::Barrier, site); }
+
+void segsim_access(int64_t address, int32_t bytes, int32_t isStore,
+                   int32_t site) {
+  Simulation &sim = simulation();
+  if (sim.trace)
+    sim.trace->access(sim.runningThread(), address, bytes, isStore != 0, site);
+}
 }

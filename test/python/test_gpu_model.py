@@ -1,14 +1,33 @@
 """bench.gpu_model's reading of ptxas and its occupancy rule, on ptxas
 output written out here and on cases the CUDA Occupancy Calculator gives
-for compute capability 9.0."""
+for compute capability 9.0; the simulator's memory trace on kernels whose
+accesses are counted by hand; the time model's arithmetic."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import os
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from bench.gpu_model import KernelResources, library_rows, occupancy, parse_ptxas
+from bench.gpu_model import (
+    H200,
+    KernelResources,
+    estimate_call,
+    estimate_launch,
+    extrapolate,
+    library_rows,
+    occupancy,
+    parse_ptxas,
+)
+from bench.gpu_traffic import Call, LaunchTraffic
+
+ROOT = Path(__file__).resolve().parents[2]
 
 LOG = """\
 ptxas info    : 0 bytes gmem
@@ -55,3 +74,106 @@ def test_every_shipped_kernel_has_a_row() -> None:
     assert len(launched) >= 300
     assert all(row["block"] > 0 and 0 < row["occupancy"] <= 1 for row in launched)
     assert {row["op"] for row in rows} >= {"segmented_sum", "segmented_max", "segmented_matvec"}
+
+
+def _traced(calls: list[tuple]) -> list[dict]:
+    """bench.gpu_traffic.trace_call(*call) for each call, in a process that
+    runs the ops on the simulator."""
+    code = ("import dataclasses, json, sys\n"
+            "from bench.gpu_traffic import trace_call\n"
+            "calls = json.loads(sys.argv[1])\n"
+            "print(json.dumps([dataclasses.asdict(trace_call(*c)) for c in calls]))\n")
+    result = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(calls)], cwd=ROOT, capture_output=True,
+        text=True, env=dict(os.environ, SEGOPS_SIMULATE_GPU="1"), timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def traces() -> list[dict]:
+    return _traced([
+        ["segmented_sum", "f32", 1, 1, 4096, 10],   # a thread per row, 4-byte rows
+        ["segmented_sum", "f32", 1, 3, 4096, 10],   # a thread per row, 12-byte rows
+        ["segmented_sum", "f64", 0, 1, 4096, None],  # one segment of 4 tiles
+        ["segmented_sum", "f64", 0, 1, 8192, None],  # one segment of 8 tiles
+    ])
+
+
+def test_trace_groups_lanes_into_warp_instructions(traces: list[dict]) -> None:
+    """The sum's gradient broadcasts each segment's cotangent to its rows,
+    a row per lane: 4-byte rows are stored 32 lanes to 128 contiguous bytes
+    (4 sectors, all useful); 12-byte rows, a feature per instruction, touch
+    12 sectors for 128 useful bytes. Either way every byte of the output
+    is one distinct sector's."""
+    (narrow,), (wide,) = traces[0]["launches"], traces[1]["launches"]
+    assert narrow["kernel"] == "segmented_sum_f32_w1_grad"
+    assert (narrow["store_instructions"], narrow["store_lanes"]) == (4096 // 32, 4096)
+    assert (narrow["store_useful_bytes"], narrow["store_sectors"]) == (4096 * 4, 4096 * 4 // 32)
+    assert narrow["distinct_store_sectors"] == 4096 * 4 // 32
+    assert (wide["store_instructions"], wide["store_lanes"]) == (3 * 4096 // 32, 3 * 4096)
+    assert wide["store_useful_bytes"] == 4096 * 12
+    assert wide["store_sectors"] == 3 * (4096 // 32) * 12
+    assert wide["distinct_store_sectors"] == 4096 * 12 // 32
+    for launch in (narrow, wide):
+        assert launch["warps"] == 4096 // 32
+        assert launch["load_useful_bytes"] <= 32 * launch["load_sectors"]
+
+
+def test_trace_rounds_of_one_segment_in_tiles(traces: list[dict]) -> None:
+    """One segment: a warp per 1024-row tile reduces it (`__tiles`: the
+    same rounds per warp at any N, twice the warps at twice the rows), then
+    the kernel adds the tiles' totals."""
+    small, large = traces[2], traces[3]
+    assert [launch["kernel"] for launch in large["launches"]] == \
+        ["segmented_sum_f64_w1__tiles", "segmented_sum_f64_w1"]
+    tiles_small, tiles_large = small["launches"][0], large["launches"][0]
+    assert tiles_large["max_warp_rounds"] == tiles_small["max_warp_rounds"] > 0
+    # Every row is read (idx only where the 32-way searches probe it).
+    rows_sectors = 8192 * 8 // 32
+    assert rows_sectors < tiles_large["distinct_load_sectors"] < 1.25 * rows_sectors
+    assert tiles_large["load_useful_bytes"] >= 8192 * 8
+
+
+def _launch(**counts: float) -> LaunchTraffic:
+    fields = {f.name: 0 for f in dataclasses.fields(LaunchTraffic)}
+    fields.update(kernel="k", block_size=256, **counts)
+    return LaunchTraffic(**fields)
+
+
+def test_time_model_terms() -> None:
+    """DRAM: distinct sectors at the copy bandwidth; L1: every instruction's
+    sectors at 4 per SM clock; latency: rounds over the resident warps, or
+    the slowest warp's alone."""
+    moved = _launch(distinct_load_sectors=10**6, load_sectors=10**6, warps=1000,
+                    warp_rounds=1000)
+    terms = estimate_launch(moved, None)
+    assert terms["dram"] == pytest.approx(32e6 / H200.copy_bytes_per_s)
+    assert terms["time"] == pytest.approx(terms["dram"] + H200.launch_s)
+    scattered = _launch(distinct_load_sectors=1000, load_sectors=10**8)
+    assert estimate_launch(scattered, None)["l1"] == pytest.approx(
+        32e8 / (H200.sms * H200.l1_bytes_per_clock * H200.clock_hz))
+    walked = _launch(warps=1, warp_rounds=10**5, max_warp_rounds=10**5)
+    assert estimate_launch(walked, None)["latency"] == pytest.approx(1e5 * H200.round_latency_s)
+    spread = _launch(warps=10**6, warp_rounds=10**6, max_warp_rounds=1)
+    resident = H200.sms * 64 * 0.5
+    half = KernelResources("k", 64, 0, 0, 0, 0)  # 64 registers: 50% occupancy
+    assert estimate_launch(spread, half)["latency"] == pytest.approx(
+        1e6 / resident * H200.round_latency_s)
+
+
+def test_extrapolation_is_linear_in_rows() -> None:
+    def call(rows: int, rounds: int) -> Call:
+        launch = _launch(load_sectors=rows // 8, distinct_load_sectors=rows // 8,
+                         warps=rows // 32, warp_rounds=rows // 32, max_warp_rounds=rounds)
+        return Call("segmented_sum", "f32", 0, 1, rows, rows // 10, (launch,), 8 * rows)
+
+    short = extrapolate(call(1000, 3), call(2000, 4), 10**6, one_segment=False)
+    (launch,) = short.launches
+    assert launch.load_sectors == pytest.approx(10**6 / 8)
+    assert launch.max_warp_rounds == 4  # fixed segment lengths: the larger trace's
+    assert short.required_bytes == pytest.approx(8e6)
+    one = extrapolate(call(1000, 10), call(2000, 20), 10**6, one_segment=True)
+    assert one.launches[0].max_warp_rounds == pytest.approx(1e4)
+    row = estimate_call(short, {})
+    assert row["N"] == 10**6 and row["dram_efficiency"] == pytest.approx(2.0)

@@ -92,11 +92,14 @@ def ConvertGPUToSimulator : Pass<"convert-gpu-to-simulator", "ModuleOp"> {
     | `gpu.shuffle` | `@segsim_shuffle(mode, bits, offset, width, site)`; its `valid` result `@segsim_shuffle_valid(mode, offset, width)` |
     | `nvvm.vote.ballot.sync` | `@segsim_ballot(mask, predicate, site)` |
     | `gpu.barrier` | `@segsim_barrier(site)` |
+    | `llvm.load`, `llvm.store` | kept, after `@segsim_access(address, bytes, is_store, site)` |
     | `gpu.return` | `func.return` |
 
-    `site` numbers each collective operation of the module, so that the
-    simulator can report lanes that meet different collectives (divergence,
-    undefined on a GPU). The `gpu.module`s are erased. Any other GPU or
+    `site` numbers each collective and memory access of the module, so that
+    the simulator can report lanes that meet different collectives
+    (divergence, undefined on a GPU) and group the lanes of a warp's access
+    into one memory instruction (the memory-traffic trace, off unless asked
+    for: `segsim_trace`). The `gpu.module`s are erased. Any other GPU or
     NVVM operation, and workgroup or private attributions, are errors.
     The result lowers to LLVM like the host kernels.
   }];

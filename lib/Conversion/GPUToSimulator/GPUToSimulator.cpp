@@ -11,8 +11,10 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/DataLayoutInterfaces.h"
 
 namespace mlir {
 namespace seg {
@@ -61,6 +63,10 @@ private:
                           StringRef name, int64_t yzValue);
   void rewriteShuffle(gpu::ShuffleOp shuffle);
   void rewriteBallot(NVVM::VoteBallotOp ballot);
+  /// Reports a load or store of `bytes` at `address` to the simulator's
+  /// memory-traffic trace, before the access.
+  void traceAccess(Operation *access, Value address, Type accessed,
+                   bool isStore);
 
   ModuleOp module;
   int64_t nextSite = 0;
@@ -146,6 +152,17 @@ void SimulatorCalls::rewriteBallot(NVVM::VoteBallotOp ballot) {
   ballot.erase();
 }
 
+void SimulatorCalls::traceAccess(Operation *access, Value address,
+                                 Type accessed, bool isStore) {
+  OpBuilder b(access);
+  Location loc = access->getLoc();
+  int64_t bytes = DataLayout::closest(access).getTypeSize(accessed);
+  Value asInt = b.create<LLVM::PtrToIntOp>(loc, b.getI64Type(), address);
+  call(b, loc, "segsim_access", {},
+       {asInt, i32(b, loc, bytes), i32(b, loc, isStore ? 1 : 0),
+        i32(b, loc, nextSite++)});
+}
+
 LogicalResult SimulatorCalls::rewrite(Region &body) {
   SmallVector<Operation *> ops;
   body.walk([&](Operation *op) { ops.push_back(op); });
@@ -162,6 +179,11 @@ LogicalResult SimulatorCalls::rewrite(Region &body) {
       rewriteShuffle(shuffle);
     } else if (auto ballot = dyn_cast<NVVM::VoteBallotOp>(op)) {
       rewriteBallot(ballot);
+    } else if (auto load = dyn_cast<LLVM::LoadOp>(op)) {
+      traceAccess(op, load.getAddr(), load.getType(), /*isStore=*/false);
+    } else if (auto store = dyn_cast<LLVM::StoreOp>(op)) {
+      traceAccess(op, store.getAddr(), store.getValue().getType(),
+                  /*isStore=*/true);
     } else if (isa<gpu::BarrierOp>(op)) {
       OpBuilder b(op);
       call(b, op->getLoc(), "segsim_barrier", {},

@@ -15,6 +15,9 @@
 // a lane that exited while its warp-mates wait, or a lane outside the member
 // mask are errors: on a GPU they are undefined behaviour or a hang. What it
 // does not model: timing, memory ordering between blocks, shared memory.
+// What it can count (segsim_trace): each launch's memory traffic, the
+// lanes of a warp's load or store grouped into one instruction as a GPU
+// issues it, for the performance model (bench/gpu_model.py).
 //
 //===----------------------------------------------------------------------===//
 
@@ -33,6 +36,38 @@ enum SegsimShuffleMode {
   SEGSIM_DOWN = 2,
   SEGSIM_IDX = 3
 };
+
+/// One traced launch's global memory traffic. A warp instruction is the
+/// k-th execution of one load or store site by the lanes of one warp (the
+/// lanes a GPU would issue it for, if they reconverge as the simulator's
+/// collectives require). Sectors are the 32-byte pieces of memory an
+/// instruction touches; `useful` bytes are those its lanes asked for, each
+/// address once (a broadcast counts once).
+typedef struct SegsimTraffic {
+  int64_t gridSize, blockSize;
+  /// Warps that ran.
+  int64_t warps;
+  /// Warp instructions, the lanes they ran for, their useful bytes and the
+  /// sectors they touched (summed over instructions).
+  int64_t loadInstructions, loadLanes, loadUsefulBytes, loadSectors;
+  int64_t storeInstructions, storeLanes, storeUsefulBytes, storeSectors;
+  /// Distinct sectors over the whole launch: what moves between L2 and DRAM
+  /// if L2 keeps every sector between its uses.
+  int64_t distinctLoadSectors, distinctStoreSectors;
+  /// Dependent load rounds: per lane, the loads between two collectives
+  /// (or the start and the end) in groups of `loadsPerRound` (the loads one
+  /// warp keeps in flight), summed; a warp's rounds are its slowest
+  /// lane's. Summed over warps, and the most of one warp.
+  int64_t warpRounds, maxWarpRounds;
+} SegsimTraffic;
+
+/// Starts (`loadsPerRound` > 0, clearing the records) or stops (0) tracing
+/// every launch, on any thread.
+void segsim_trace(int32_t loadsPerRound);
+/// How many launches were traced since tracing started.
+int64_t segsim_trace_count(void);
+/// Copies launch `index`'s record (in launch order); 0, or 1 if there is none.
+int32_t segsim_trace_record(int64_t index, SegsimTraffic *record);
 
 /// Runs `kernel`, a simulated GPU kernel (its buffers' `pointers`, then the
 /// `numTrailing` 64-bit trailing arguments of its entry point, in the order
@@ -60,6 +95,10 @@ int32_t segsim_shuffle_valid(int32_t mode, int32_t offset, int32_t width);
 int32_t segsim_ballot(int32_t mask, int32_t predicate, int32_t site);
 /// `bar.sync 0`: waits for every live thread of the block.
 void segsim_barrier(int32_t site);
+/// Before every global load or store of `bytes` at `address` (traced if
+/// tracing is on).
+void segsim_access(int64_t address, int32_t bytes, int32_t isStore,
+                   int32_t site);
 }
 
 #endif // SEGRT_GPUSIMULATOR_H
