@@ -155,16 +155,20 @@ TARGET_ROWS = (10**6, 10**7)
 
 def simulated_rows(width: int) -> int:
     """Rows a traced run simulates (counts scale linearly to the target N):
-    64Ki for narrow rows, fewer for wide ones (simulation time)."""
-    return max(8192, min(65536, 2**20 // width))
+    32Ki for narrow rows, fewer for wide ones (simulation time), at least
+    4 tiles."""
+    return max(4096, min(32768, 2**18 // width))
 
 
-def extrapolate(small: Any, large: Any, rows: int, one_segment: bool) -> Any:
+def extrapolate(small: Any, large: Any, rows: int, one_segment: bool,
+                grids: list[int] | None = None) -> Any:
     """A traced call's counts at `rows` rows, from the same call traced at
-    two sizes: each count is linear in N (a launch's instructions, sectors,
-    warps and rounds all are, for a fixed mean segment length), except the
-    rounds of the slowest warp, which grow with N only when N is one
-    segment (else the larger trace's)."""
+    two sizes: each count is linear in N (a launch's instructions, sectors
+    and rounds all are, for a fixed mean segment length), except the rounds
+    of the slowest warp, which grow with N only when N is one segment (else
+    the larger trace's), and the warps, which are the launch's grid at
+    `rows` (`grids`, from the launcher's plan; a small trace's grid is
+    clamped to one block)."""
     from bench.gpu_traffic import LaunchTraffic
 
     if len(small.launches) != len(large.launches):
@@ -176,7 +180,7 @@ def extrapolate(small: Any, large: Any, rows: int, one_segment: bool) -> Any:
         return max(0.0, high + (high - low) * step)
 
     launches = []
-    for low, high in zip(small.launches, large.launches):
+    for position, (low, high) in enumerate(zip(small.launches, large.launches)):
         values: dict[str, Any] = {}
         for field in dataclasses.fields(LaunchTraffic):
             a, b = getattr(low, field.name), getattr(high, field.name)
@@ -186,6 +190,9 @@ def extrapolate(small: Any, large: Any, rows: int, one_segment: bool) -> Any:
                 values[field.name] = max(a, b)
             else:
                 values[field.name] = line(a, b)
+        if grids is not None:
+            values["grid_size"] = grids[position]
+            values["warps"] = grids[position] * high.block_size // SM90.warp_size
         launches.append(LaunchTraffic(**values))
     return dataclasses.replace(large, num_rows=rows, num_segments=round(
         line(small.num_segments, large.num_segments)), launches=tuple(launches),
@@ -273,8 +280,11 @@ def traffic_rows(ops: list[str], dtypes: list[str], levels: list[int], widths: l
                         small, large = (gpu_traffic.trace_call(op, dtype, level, width, n,
                                                                length)
                                         for n in (large // 2, large))
+                        record = gpu_traffic.kernel_record(op, dtype, width, level)
                         for target in TARGET_ROWS:
-                            call = extrapolate(small, large, target, length is None)
+                            segments = 1 if length is None else max(1, round(target / length))
+                            grids = [grid for _, grid in record.gpu_launches(target, segments)]
+                            call = extrapolate(small, large, target, length is None, grids)
                             rows.append({**estimate_call(call, resources), "layout": layout})
                         log(f"{op} {dtype} w{width} level {level} {layout}: "
                             f"{rows[-1]['estimate_us']} us (ideal {rows[-1]['ideal_us']}) "
@@ -395,6 +405,31 @@ def summarize(rows: list[dict], chip: str) -> None:
               + ", ".join(unlaunched))
 
 
+def compare(before: Path, after: Path, rows: int = 10**7) -> None:
+    """The estimates of two model runs side by side, at `rows` rows, for
+    the rows that moved by more than 5% (and a summary per layout)."""
+    def read(path: Path) -> dict[tuple, dict[str, str]]:
+        return {(r["op"], r["dtype"], r["level"], r["width"], r["layout"]): r
+                for r in report.read_csv(path) if int(r["N"]) == rows}
+
+    old, new = read(before), read(after)
+    moved = []
+    for key in old.keys() & new.keys():
+        a, b = float(old[key]["estimate_us"]), float(new[key]["estimate_us"])
+        if abs(b - a) > 0.05 * a:
+            moved.append((key, a, b, float(new[key]["ideal_us"])))
+    print(f"{len(moved)} of {len(old.keys() & new.keys())} rows moved by more than 5% "
+          f"at N = {rows:.0e}")
+    for layout in LAYOUTS:
+        ratios = [b / a for key, a, b, _ in moved if key[4] == layout]
+        if ratios:
+            print(f"  {layout}: {len(ratios)} rows, after/before "
+                  f"{min(ratios):.2f} to {max(ratios):.2f} "
+                  f"(geometric mean {math.prod(ratios) ** (1 / len(ratios)):.2f})")
+    for key, a, b, ideal in sorted(moved):
+        print(f"  {' '.join(map(str, key))}: {a:.1f} -> {b:.1f} us (ideal {ideal:.1f})")
+
+
 def _csv_list(text: str) -> list[str]:
     return [item for item in text.split(",") if item]
 
@@ -410,7 +445,12 @@ def main() -> None:
     parser.add_argument("--levels", default="0,1")
     parser.add_argument("--widths", default=",".join(map(str, WIDTHS)))
     parser.add_argument("--plot", type=Path, default=None)
+    parser.add_argument("--compare", type=Path, nargs=2, metavar=("BEFORE", "AFTER"),
+                        help="compare two --traffic CSV files")
     options = parser.parse_args()
+    if options.compare:
+        compare(*options.compare)
+        return
     if options.traffic:
         if os.environ.get("SEGOPS_SIMULATE_GPU", "") in ("", "0"):
             # The simulator runs the ops only if set before segops loads.

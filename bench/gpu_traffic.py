@@ -191,9 +191,7 @@ def trace_call(op: str, dtype: str, level: int, width: int, num_rows: int,
         outputs = operator(*floats, idx, num_segments)
     if isinstance(outputs, Tensor):
         outputs = (outputs,)
-    entry = _library.kernels().get(OPS[op].kernel_name(dtype, width, level)) \
-        or _wide.program(op, dtype, width).entry(level)
-    plan = entry.gpu_launches(num_rows, num_segments)
+    plan = kernel_record(op, dtype, width, level).gpu_launches(num_rows, num_segments)
     if len(plan) != len(records):
         raise RuntimeError(f"{level_name(op, level)} (w{width}, {dtype}): the launcher "
                            f"planned {len(plan)} launches, the simulator ran {len(records)}")
@@ -202,7 +200,14 @@ def trace_call(op: str, dtype: str, level: int, width: int, num_rows: int,
                                  if f.name != "kernel"})
         for (kernel, _), r in zip(plan, records))
     return Call(op, dtype, level, width, num_rows, num_segments, launches,
-                required_bytes(entry, num_rows, num_segments))
+                required_bytes(kernel_record(op, dtype, width, level), num_rows, num_segments))
+
+
+def kernel_record(op: str, dtype: str, width: int, level: int) -> _library.KernelRecord:
+    """The kernel record of `op`'s level for `dtype` rows of `width`: the op
+    library's, or that of the width compiled at run time."""
+    return _library.kernels().get(OPS[op].kernel_name(dtype, width, level)) \
+        or _wide.program(op, dtype, width).entry(level)
 
 
 _ELEMENT_BYTES = {"f32": 4, "f64": 8, "i32": 4}

@@ -123,7 +123,7 @@ def plot_overhead(path: Path, rows: list[dict], title: str) -> None:
     plt.close(figure)
 
 
-def _read_csv(path: Path) -> list[dict]:
+def read_csv(path: Path) -> list[dict]:
     with path.open() as handle:
         return list(csv.DictReader(handle))
 
@@ -153,7 +153,7 @@ def markdown(directory: Path, device: str = "cpu") -> str:
         lines += ["| op | w | N | mean seg len | fwd µs | / eager | / compiled | % copy bw "
                   "| % clone bw | fwd+bwd µs | / eager | / compiled |",
                   "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        for row in _read_csv(ops_path):
+        for row in read_csv(ops_path):
             lines.append(
                 f"| {row['op']} | {row['width']} | {int(row['N']):,} | "
                 f"{int(row['mean_seg_len']):,} | {_number(row['fwd segops us'], 1)} | "
@@ -167,14 +167,14 @@ def markdown(directory: Path, device: str = "cpu") -> str:
     overhead_path = directory / f"overhead_{device}.csv"
     if overhead_path.exists():
         lines += ["", "| call (N=100) | µs | / index_add_ |", "|---|---:|---:|"]
-        for row in _read_csv(overhead_path):
+        for row in read_csv(overhead_path):
             lines.append(f"| {row['call']} | {_number(row['us'], 1)} | "
                          f"{_number(row.get('vs index_add_'))} |")
     compile_path = directory / "compile.csv"
     if compile_path.exists():
         lines += ["", "| compilation | cold | memory hit | disk hit | cold, 1 thread "
                   "| cold, 1 thread, O2 |", "|---|---:|---:|---:|---:|---:|"]
-        compile_rows = _read_csv(compile_path)
+        compile_rows = read_csv(compile_path)
         for row in compile_rows:
             if row.get("cold ms"):
                 lines.append(f"| {row['what']} | {_number(row['cold ms'], 1)} ms | "

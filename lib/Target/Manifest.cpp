@@ -81,6 +81,8 @@ static llvm::json::Object describeGPU(const SegmentProgram &program,
                          {"grid", llvm::json::Object{{"elements", "rows"},
                                                      {"per_block", blockSize},
                                                      {"min", 1}}}};
+  if (!program.mapsRowsOnly())
+    gpu["packed_chunk_rows"] = SegmentProgram::kGPUChunkRows;
   SmallVector<LongSegmentLaunch> longLaunches = longSegmentLaunches(program);
   if (!longLaunches.empty()) {
     llvm::json::Array launches;

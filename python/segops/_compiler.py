@@ -6,6 +6,7 @@ tool (tests only). The harness that runs one compiled module's host kernels
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import subprocess
@@ -37,9 +38,12 @@ def seg_opt(source: str, *flags: str) -> str:
     return result.stdout
 
 
+@functools.cache
 def _compiler_identity(path: Path) -> str:
     """Changes whenever the compiler binary does (so a rebuilt compiler
-    never serves stale cache entries)."""
+    never serves stale cache entries). Taken once per process: the module
+    it loaded stays what compiles, and a compiler rebuilt while the process
+    runs must not have this one's output filed under its name."""
     stat = path.stat()
     return f"{path}:{stat.st_size}:{stat.st_mtime_ns}"
 

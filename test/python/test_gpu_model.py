@@ -175,5 +175,9 @@ def test_extrapolation_is_linear_in_rows() -> None:
     assert short.required_bytes == pytest.approx(8e6)
     one = extrapolate(call(1000, 10), call(2000, 20), 10**6, one_segment=True)
     assert one.launches[0].max_warp_rounds == pytest.approx(1e4)
+    # Warps: the launch's grid at the target rows (a small trace's is
+    # clamped to one block), not a line through the traces.
+    planned = extrapolate(call(1000, 3), call(2000, 4), 10**6, one_segment=False, grids=[977])
+    assert planned.launches[0].warps == 977 * 256 // 32
     row = estimate_call(short, {})
     assert row["N"] == 10**6 and row["dram_efficiency"] == pytest.approx(2.0)

@@ -52,6 +52,9 @@ LAYOUTS = {
     "longs-sharing-a-tile": [1500, 1600, 2],
     "short-across-tiles": [TILE - 3, 2 * TILE - 1, 5],
     "exact-tiles": [TILE, TILE],
+    # Segments that start and end in one 32-row chunk run packed, a lane per
+    # row; one row longer, or crossing a chunk's end, they are walked.
+    "packed-threshold": [32, 32, 31, 2, 29, 1, 1, 0, 1, 33, 32, 5, 27, 1],
 }
 
 

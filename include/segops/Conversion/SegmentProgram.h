@@ -134,6 +134,12 @@ public:
   /// kernel): a segment covering a whole aligned
   /// tile is long. Written to the manifest.
   static constexpr int64_t kGPUTileRows = 1024;
+  /// Rows of the chunks the GPU segment kernel gives each warp: a segment
+  /// that starts and ends in one chunk is packed (run with the chunk's
+  /// other such segments, a lane per row); a longer one is walked by the
+  /// warp (or, covering a whole tile, reduced by tile kernels). Written to
+  /// the manifest.
+  static constexpr int64_t kGPUChunkRows = 32;
 
   /// Number of scalar accumulators of the program's reductions (a vec3 sum
   /// counts 3, a dot 1, an outer sum 9): the raw totals of one tile.

@@ -216,6 +216,147 @@ void GPUKernelEmitter::emitOwnedSegment(OpBuilder &b, Value rowBase,
   emitWalkedSegment(sb, start, segment);
 }
 
+Value GPUKernelEmitter::segmentedCombine(OpBuilder &b, Value value,
+                                         arith::AtomicRMWKind kind,
+                                         Value endLane, Value headLane) {
+  Value width = b.create<arith::ConstantIntOp>(loc, kWarpSize, 32);
+  for (int64_t offset = 1; offset < kWarpSize; offset *= 2) {
+    Value offsetValue = b.create<arith::ConstantIntOp>(loc, offset, 32);
+    Value after = b.create<gpu::ShuffleOp>(loc, value, offsetValue, width,
+                                           gpu::ShuffleMode::DOWN)
+                      .getShuffleResult();
+    Value inSegment = b.create<arith::CmpIOp>(
+        loc, arith::CmpIPredicate::sle,
+        b.create<arith::AddIOp>(loc, lane, i64(b, offset)), endLane);
+    value = b.create<arith::SelectOp>(
+        loc, inSegment, arith::getReductionOp(kind, b, loc, value, after),
+        value);
+  }
+  return b.create<gpu::ShuffleOp>(loc, value, headLane, width,
+                                  gpu::ShuffleMode::IDX)
+      .getShuffleResult();
+}
+
+Value GPUKernelEmitter::emitPackedSegments(OpBuilder &b, Value rowBase,
+                                           Value row, Value inRange,
+                                           Value segment, Value previous,
+                                           Value starts) {
+  KernelCodeBuilder code(b, loc);
+  Type i32Type = b.getI32Type();
+  auto i32 = [&](int64_t value) {
+    return b.create<arith::ConstantIntOp>(loc, value, 32);
+  };
+  auto ballot = [&](Value predicate) {
+    return b.create<NVVM::VoteBallotOp>(loc, i32Type, i32(-1), predicate);
+  };
+  auto widen = [&](Value value) {
+    return b.create<arith::ExtUIOp>(loc, b.getI64Type(), value);
+  };
+  auto negate = [&](Value predicate) {
+    return b.create<arith::XOrIOp>(
+        loc, predicate, b.create<arith::ConstantIntOp>(loc, 1, 1));
+  };
+  Value lane32 = b.create<arith::TruncIOp>(loc, i32Type, lane);
+  // Starts at or before this lane, and after it.
+  Value upToLane = b.create<arith::SubIOp>(
+      loc, b.create<arith::ShLIOp>(loc, i32(2), lane32), i32(1));
+  Value startsUpTo = b.create<arith::AndIOp>(loc, starts, upToLane);
+  Value startsAfter = b.create<arith::AndIOp>(
+      loc, starts, b.create<arith::XOrIOp>(loc, upToLane, i32(-1)));
+  Value hasHead = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne,
+                                          startsUpTo, i32(0));
+  Value headLane = b.create<arith::SubIOp>(
+      loc, i32(kWarpSize - 1),
+      b.create<LLVM::CountLeadingZerosOp>(loc, i32Type, startsUpTo,
+                                          /*is_zero_poison=*/false));
+  Value endsInside = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne,
+                                             startsAfter, i32(0));
+  Value nextStart = widen(b.create<LLVM::CountTrailingZerosOp>(
+      loc, i32Type, startsAfter, /*is_zero_poison=*/false));
+  // Without a start after it, a segment ends at the chunk's end or N.
+  Value lastLane = b.create<arith::MinSIOp>(
+      loc, i64(b, kWarpSize - 1),
+      b.create<arith::SubIOp>(
+          loc, b.create<arith::SubIOp>(loc, numRows, rowBase), i64(b, 1)));
+  Value endLane = b.create<arith::SelectOp>(
+      loc, endsInside, b.create<arith::SubIOp>(loc, nextStart, i64(b, 1)),
+      lastLane);
+  // Whether the chunk's last row ends its segment (lane 31 looks).
+  Value nextRow = b.create<arith::AddIOp>(loc, rowBase, i64(b, kWarpSize));
+  Value nextInRange = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt,
+                                              nextRow, numRows);
+  Value endsAtChunkEnd = b.create<arith::OrIOp>(
+      loc, negate(nextInRange),
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne,
+                              segmentOr(b, nextInRange, nextRow), segment));
+  Value isLastLane = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
+                                             lane, i64(b, kWarpSize - 1));
+  Value chunkEndsSegment = b.create<arith::CmpIOp>(
+      loc, arith::CmpIPredicate::ne,
+      ballot(b.create<arith::AndIOp>(loc, isLastLane, endsAtChunkEnd)),
+      i32(0));
+  Value member = b.create<arith::AndIOp>(
+      loc, b.create<arith::AndIOp>(loc, inRange, hasHead),
+      b.create<arith::OrIOp>(loc, endsInside, chunkEndsSegment));
+  Value isHead = b.create<arith::AndIOp>(
+      loc, member,
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, lane32, headLane));
+  Value invalid = b.create<arith::AndIOp>(
+      loc, member, negate(code.isValidSegment(segment, numSegments)));
+  Value heads = ballot(isHead);
+  Value packs = b.create<arith::AndIOp>(
+      loc,
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, heads, i32(0)),
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, ballot(invalid),
+                              i32(0)));
+  auto ifPacks = b.create<scf::IfOp>(
+      loc, packs,
+      [&](OpBuilder &pb, Location pl) {
+        // Lanes outside packed segments run the first packed segment's
+        // program on a row in range, masked: no loads out of bounds.
+        Value firstHead = pb.create<LLVM::CountTrailingZerosOp>(
+            pl, i32Type, heads, /*is_zero_poison=*/false);
+        Value width = pb.create<arith::ConstantIntOp>(pl, kWarpSize, 32);
+        Value firstSegment =
+            pb.create<gpu::ShuffleOp>(pl, segment, firstHead, width,
+                                      gpu::ShuffleMode::IDX)
+                .getShuffleResult();
+        Value laneSegment =
+            pb.create<arith::SelectOp>(pl, member, segment, firstSegment);
+        Value safeRow = pb.create<arith::MinSIOp>(
+            pl, row, pb.create<arith::SubIOp>(pl, numRows, i64(pb, 1)));
+        Value ownEnd = pb.create<arith::SelectOp>(pl, member, endLane, lane);
+        Value ownHead = pb.create<arith::SelectOp>(pl, member, headLane, lane32);
+        Value count = pb.create<arith::AddIOp>(
+            pl, pb.create<arith::SubIOp>(pl, endLane, widen(headLane)),
+            i64(pb, 1));
+        // Empty segments before a packed one: its head lane's, alone.
+        auto ifHead = pb.create<scf::IfOp>(pl, isHead, /*withElse=*/false);
+        {
+          OpBuilder hb = ifHead.getThenBodyBuilder();
+          emitEmptySegments(hb, hb.create<arith::AddIOp>(pl, previous, i64(hb, 1)),
+                            segment, i64(hb, 0), i64(hb, 1));
+        }
+        auto rowLoop = [&](OpBuilder &rb, Location rl, ValueRange init,
+                           SegmentProgramEmitter::RowBody body,
+                           bool /*storesRows*/) -> SmallVector<Value> {
+          return body(rb, rl, safeRow, /*lanes=*/1, member, init);
+        };
+        auto combine = [&](OpBuilder &cb, Location, Value partial,
+                           arith::AtomicRMWKind kind) {
+          return segmentedCombine(cb, partial, kind, ownEnd, ownHead);
+        };
+        emitter.emitSegment(pb, pl, laneSegment, count, rowLoop, combine,
+                            isHead);
+        pb.create<scf::YieldOp>(pl, heads);
+      },
+      [&](OpBuilder &eb, Location el) {
+        eb.create<scf::YieldOp>(el, ValueRange{
+            eb.create<arith::ConstantIntOp>(el, 0, 32).getResult()});
+      });
+  return ifPacks.getResult(0);
+}
+
 void GPUKernelEmitter::emitRowMap(OpBuilder &b) {
   Value globalThread = b.create<arith::AddIOp>(
       loc, b.create<arith::MulIOp>(loc, blockId, i64(b, blockSize)), threadId);
@@ -292,8 +433,14 @@ void GPUKernelEmitter::emit() {
         Value starts = cb.create<NVVM::VoteBallotOp>(loc, cb.getI32Type(),
                                                      fullMask, isStart);
         Value zero32 = cb.create<arith::ConstantIntOp>(loc, 0, 32);
+        Value packed = emitPackedSegments(cb, rowBase, row, inRange, segment,
+                                          previous, starts);
+        Value unpacked = cb.create<arith::AndIOp>(
+            loc, starts,
+            cb.create<arith::XOrIOp>(
+                loc, packed, cb.create<arith::ConstantIntOp>(loc, -1, 32)));
         cb.create<scf::WhileOp>(
-            loc, TypeRange{cb.getI32Type()}, ValueRange{starts},
+            loc, TypeRange{cb.getI32Type()}, ValueRange{unpacked},
             [&](OpBuilder &wb, Location wl, ValueRange mask) {
               Value more = wb.create<arith::CmpIOp>(
                   wl, arith::CmpIPredicate::ne, mask[0], zero32);

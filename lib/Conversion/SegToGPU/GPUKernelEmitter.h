@@ -20,6 +20,8 @@ namespace seg {
 
 inline constexpr int64_t kWarpSize = 32;
 inline constexpr int64_t kTileRows = SegmentProgram::kGPUTileRows;
+static_assert(SegmentProgram::kGPUChunkRows == kWarpSize,
+              "a chunk is a row per lane");
 /// Tile slots each lane loads per step when adding a long segment's tiles.
 inline constexpr int64_t kTilesPerLane = 4;
 
@@ -27,11 +29,17 @@ inline constexpr int64_t kTilesPerLane = 4;
 //
 // Segment kernels: warps own chunks of 32 rows (grid-stride) and the
 // segments that *start* in them (row 0, or where idx changes), found with a
-// ballot. For each such segment the warp finds where it ends (a lane-strided
-// walk over idx and a warp minimum), runs the program's passes over its rows
-// lane-strided (so loads coalesce), and combines partial sums with a fixed
-// xor butterfly, so every lane holds the totals and results are bitwise
-// reproducible; lane 0 stores the segment outputs. Empty segments (between
+// ballot. Segments that also end in the chunk (short ones: ~10-row segments
+// put ~3 in a chunk) are *packed*: one pass of the program runs them all,
+// a lane per row, each lane on its own segment; partial totals combine by a
+// segmented suffix scan (5 shuffles, each lane adding the lanes after it in
+// its segment) and every lane takes its segment head's total; head lanes
+// store. For each other segment the warp finds where it ends (a
+// lane-strided walk over idx and a warp minimum), runs the program's passes
+// over its rows lane-strided (so loads coalesce), and combines partial sums
+// with a fixed xor butterfly, so every lane holds the totals; lane 0 stores
+// the segment outputs. Which path a segment takes depends on its rows and
+// their chunk only, so results are bitwise the same at any grid size. Empty segments (between
 // two starts, before the first or after the last) are evaluated one per lane
 // with no rows. Rows whose segment is outside [0, S) get zero row outputs.
 //
@@ -129,6 +137,19 @@ private:
   void emitEmptySegments(OpBuilder &b, Value lo, Value hi, Value member,
                          Value groupSize);
   void emitOwnedSegment(OpBuilder &b, Value rowBase, Value mask);
+  /// The segments that start and end in the warp's chunk of 32 rows, all at
+  /// once (see the scheme above). Returns the mask of starts it handled (0
+  /// for none: when one of them is invalid the chunk runs its segments one
+  /// at a time).
+  Value emitPackedSegments(OpBuilder &b, Value rowBase, Value row,
+                           Value inRange, Value segment, Value previous,
+                           Value starts);
+  /// Packed segments' combine: lane l combines its value with those of the
+  /// lanes after it up to `endLane` (its segment's last lane; itself for
+  /// lanes outside packed segments) by a suffix scan, then takes the result
+  /// of `headLane` (its segment's first). Fixed order, no atomics.
+  Value segmentedCombine(OpBuilder &b, Value value, arith::AtomicRMWKind kind,
+                         Value endLane, Value headLane);
   /// The rows of a (short) segment from `start`: found by a walk, reduced
   /// lane-strided.
   void emitWalkedSegment(OpBuilder &b, Value start, Value segment);

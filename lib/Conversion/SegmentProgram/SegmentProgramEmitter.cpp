@@ -140,9 +140,15 @@ static void storeElement(KernelCodeBuilder &code, Value buffer, Value element,
     code.storeVectorMasked(all, buffer, base, mask);
     return;
   }
+  OpBuilder &b = code.builder;
+  OpBuilder::InsertionGuard guard(b);
+  if (laneMask) {
+    // One row per thread: a masked-off thread stores nothing.
+    auto ifStore = b.create<scf::IfOp>(code.loc, laneMask, /*withElse=*/false);
+    b.setInsertionPointToStart(ifStore.thenBlock());
+  }
   for (auto [c, value] : llvm::enumerate(components))
-    code.store(value, buffer,
-               code.builder.create<arith::AddIOp>(code.loc, base, code.i64(c)));
+    code.store(value, buffer, b.create<arith::AddIOp>(code.loc, base, code.i64(c)));
 }
 
 /// Segment values used by the rows of a vector body: one vector per

@@ -28,7 +28,29 @@
 // CHECK-COUNT-3: llvm.store %cst
 // CHECK: scf.for %[[CHUNK:.*]] = %{{.*}} to %{{.*}} step %{{.*}} : i64
 // CHECK: %[[STARTS:.*]] = nvvm.vote.ballot.sync %c-1_i32, %{{.*}} : i32
-// CHECK: scf.while (%[[MASK:.*]] = %[[STARTS]]) : (i32) -> i32
+// Segments that start and end in the chunk are packed: a lane per row (the
+// first packed segment's for lanes outside them), the head lane evaluating
+// the empty segments before its own; per component a segmented suffix scan
+// (5 shuffles down, an add where the lane `offset` after is in the
+// segment) and the head's total to every lane; head lanes store.
+// Lane 31 tells whether the chunk's last row ends its segment.
+// CHECK: nvvm.vote.ballot.sync
+// CHECK: %[[HEADS:.*]] = nvvm.vote.ballot.sync %c-1_i32, %[[ISHEAD:.*]] : i32
+// CHECK: %[[INVALID:.*]] = nvvm.vote.ballot.sync
+// CHECK: scf.if %[[PACKS:.*]] {
+// CHECK: gpu.shuffle  idx %{{.*}}, %{{.*}}, %c32_i32 : i64
+// CHECK: scf.if %[[ISHEAD]] {
+// CHECK: llvm.load %{{.*}} : !llvm.ptr -> f32
+// CHECK: %[[DOWN1:.*]], %{{.*}} = gpu.shuffle  down %[[ACC:.*]], %c1_i32, %c32_i32 : f32
+// CHECK: arith.addf %[[ACC]], %[[DOWN1]] : f32
+// CHECK-COUNT-4: gpu.shuffle  down
+// CHECK: %[[TOTAL:.*]], %{{.*}} = gpu.shuffle  idx
+// CHECK-COUNT-2: gpu.shuffle  idx
+// CHECK: scf.if %[[ISHEAD]] {
+// CHECK: llvm.store %[[TOTAL]]
+// The other starts one at a time.
+// CHECK: %[[UNPACKED:.*]] = arith.andi %[[STARTS]], %{{.*}} : i32
+// CHECK: scf.while (%[[MASK:.*]] = %[[UNPACKED]]) : (i32) -> i32
 // CHECK: "llvm.intr.cttz"
 // CHECK: scf.for %{{.*}} step %c32_i64 : i64
 // CHECK-COUNT-3: llvm.store %cst
