@@ -220,6 +220,7 @@ Value GPUKernelEmitter::segmentedCombine(OpBuilder &b, Value value,
                                          arith::AtomicRMWKind kind,
                                          Value endLane, Value headLane) {
   Value width = b.create<arith::ConstantIntOp>(loc, kWarpSize, 32);
+  Value lane32 = b.create<arith::TruncIOp>(loc, b.getI32Type(), lane);
   for (int64_t offset = 1; offset < kWarpSize; offset *= 2) {
     Value offsetValue = b.create<arith::ConstantIntOp>(loc, offset, 32);
     Value after = b.create<gpu::ShuffleOp>(loc, value, offsetValue, width,
@@ -227,7 +228,7 @@ Value GPUKernelEmitter::segmentedCombine(OpBuilder &b, Value value,
                       .getShuffleResult();
     Value inSegment = b.create<arith::CmpIOp>(
         loc, arith::CmpIPredicate::sle,
-        b.create<arith::AddIOp>(loc, lane, i64(b, offset)), endLane);
+        b.create<arith::AddIOp>(loc, lane32, offsetValue), endLane);
     value = b.create<arith::SelectOp>(
         loc, inSegment, arith::getReductionOp(kind, b, loc, value, after),
         value);
@@ -240,7 +241,7 @@ Value GPUKernelEmitter::segmentedCombine(OpBuilder &b, Value value,
 Value GPUKernelEmitter::emitPackedSegments(OpBuilder &b, Value rowBase,
                                            Value row, Value inRange,
                                            Value segment, Value previous,
-                                           Value starts) {
+                                           Value endsAtRow, Value starts) {
   KernelCodeBuilder code(b, loc);
   Type i32Type = b.getI32Type();
   auto i32 = [&](int64_t value) {
@@ -271,30 +272,25 @@ Value GPUKernelEmitter::emitPackedSegments(OpBuilder &b, Value rowBase,
                                           /*is_zero_poison=*/false));
   Value endsInside = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne,
                                              startsAfter, i32(0));
-  Value nextStart = widen(b.create<LLVM::CountTrailingZerosOp>(
-      loc, i32Type, startsAfter, /*is_zero_poison=*/false));
+  Value nextStart = b.create<LLVM::CountTrailingZerosOp>(
+      loc, i32Type, startsAfter, /*is_zero_poison=*/false);
   // Without a start after it, a segment ends at the chunk's end or N.
-  Value lastLane = b.create<arith::MinSIOp>(
-      loc, i64(b, kWarpSize - 1),
-      b.create<arith::SubIOp>(
-          loc, b.create<arith::SubIOp>(loc, numRows, rowBase), i64(b, 1)));
+  Value lastLane = b.create<arith::TruncIOp>(
+      loc, i32Type,
+      b.create<arith::MinSIOp>(
+          loc, i64(b, kWarpSize - 1),
+          b.create<arith::SubIOp>(
+              loc, b.create<arith::SubIOp>(loc, numRows, rowBase),
+              i64(b, 1))));
   Value endLane = b.create<arith::SelectOp>(
-      loc, endsInside, b.create<arith::SubIOp>(loc, nextStart, i64(b, 1)),
+      loc, endsInside, b.create<arith::SubIOp>(loc, nextStart, i32(1)),
       lastLane);
-  // Whether the chunk's last row ends its segment (lane 31 looks).
-  Value nextRow = b.create<arith::AddIOp>(loc, rowBase, i64(b, kWarpSize));
-  Value nextInRange = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt,
-                                              nextRow, numRows);
-  Value endsAtChunkEnd = b.create<arith::OrIOp>(
-      loc, negate(nextInRange),
-      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne,
-                              segmentOr(b, nextInRange, nextRow), segment));
+  // Whether the chunk's last row ends its segment (lane 31's row).
   Value isLastLane = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
                                              lane, i64(b, kWarpSize - 1));
   Value chunkEndsSegment = b.create<arith::CmpIOp>(
       loc, arith::CmpIPredicate::ne,
-      ballot(b.create<arith::AndIOp>(loc, isLastLane, endsAtChunkEnd)),
-      i32(0));
+      ballot(b.create<arith::AndIOp>(loc, isLastLane, endsAtRow)), i32(0));
   Value member = b.create<arith::AndIOp>(
       loc, b.create<arith::AndIOp>(loc, inRange, hasHead),
       b.create<arith::OrIOp>(loc, endsInside, chunkEndsSegment));
@@ -325,11 +321,10 @@ Value GPUKernelEmitter::emitPackedSegments(OpBuilder &b, Value rowBase,
             pb.create<arith::SelectOp>(pl, member, segment, firstSegment);
         Value safeRow = pb.create<arith::MinSIOp>(
             pl, row, pb.create<arith::SubIOp>(pl, numRows, i64(pb, 1)));
-        Value ownEnd = pb.create<arith::SelectOp>(pl, member, endLane, lane);
+        Value ownEnd = pb.create<arith::SelectOp>(pl, member, endLane, lane32);
         Value ownHead = pb.create<arith::SelectOp>(pl, member, headLane, lane32);
-        Value count = pb.create<arith::AddIOp>(
-            pl, pb.create<arith::SubIOp>(pl, endLane, widen(headLane)),
-            i64(pb, 1));
+        Value count = widen(pb.create<arith::AddIOp>(
+            pl, pb.create<arith::SubIOp>(pl, endLane, headLane), i32(1)));
         // Empty segments before a packed one: its head lane's, alone.
         auto ifHead = pb.create<scf::IfOp>(pl, isHead, /*withElse=*/false);
         {
@@ -423,6 +418,17 @@ void GPUKernelEmitter::emit() {
                                      i64(cb, 0)));
         Value previous = segmentOr(
             cb, hasPrevious, cb.create<arith::SubIOp>(loc, row, i64(cb, 1)));
+        // Whether the segment ends at this row (loaded with the rows above,
+        // in the same round): lane 31's tells packing where the chunk ends.
+        Value nextRow = cb.create<arith::AddIOp>(loc, row, i64(cb, 1));
+        Value hasNext = cb.create<arith::CmpIOp>(
+            loc, arith::CmpIPredicate::slt, nextRow, numRows);
+        Value endsAtRow = cb.create<arith::OrIOp>(
+            loc,
+            cb.create<arith::XOrIOp>(
+                loc, hasNext, cb.create<arith::ConstantIntOp>(loc, 1, 1)),
+            cb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne,
+                                     segmentOr(cb, hasNext, nextRow), segment));
         Value changes = cb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne,
                                                  previous, segment);
         Value isFirstRow = cb.create<arith::CmpIOp>(
@@ -434,7 +440,7 @@ void GPUKernelEmitter::emit() {
                                                      fullMask, isStart);
         Value zero32 = cb.create<arith::ConstantIntOp>(loc, 0, 32);
         Value packed = emitPackedSegments(cb, rowBase, row, inRange, segment,
-                                          previous, starts);
+                                          previous, endsAtRow, starts);
         Value unpacked = cb.create<arith::AndIOp>(
             loc, starts,
             cb.create<arith::XOrIOp>(

@@ -138,16 +138,18 @@ private:
                          Value groupSize);
   void emitOwnedSegment(OpBuilder &b, Value rowBase, Value mask);
   /// The segments that start and end in the warp's chunk of 32 rows, all at
-  /// once (see the scheme above). Returns the mask of starts it handled (0
-  /// for none: when one of them is invalid the chunk runs its segments one
-  /// at a time).
+  /// once (see the scheme above); `endsAtRow`: the lane's row is its
+  /// segment's last. Returns the mask of starts it handled (0 for none:
+  /// when one of them is invalid the chunk runs its segments one at a
+  /// time).
   Value emitPackedSegments(OpBuilder &b, Value rowBase, Value row,
                            Value inRange, Value segment, Value previous,
-                           Value starts);
+                           Value endsAtRow, Value starts);
   /// Packed segments' combine: lane l combines its value with those of the
   /// lanes after it up to `endLane` (its segment's last lane; itself for
   /// lanes outside packed segments) by a suffix scan, then takes the result
-  /// of `headLane` (its segment's first). Fixed order, no atomics.
+  /// of `headLane` (its segment's first; both i32). Fixed order, no
+  /// atomics.
   Value segmentedCombine(OpBuilder &b, Value value, arith::AtomicRMWKind kind,
                          Value endLane, Value headLane);
   /// The rows of a (short) segment from `start`: found by a walk, reduced
