@@ -87,6 +87,14 @@ def _worker(rank: int, world_size: int, store: str, out: str) -> None:
                    os.path.join(out, f"rank{rank}.pt"))
     finally:
         dist.destroy_process_group()
+    # Leave without the interpreter's teardown: there the DDP reducer drops
+    # the last reference to the gloo process group, whose destructor joins
+    # its run-loop thread holding the GIL while that thread may need the GIL
+    # to free a finished all-reduce (its thread-local state holds a Python
+    # object). Seen here as a rank that never exits (PyTorch 2.13; gdb:
+    # ~Reducer -> ~ProcessGroupGloo -> thread::join against
+    # ~AsyncAllreduceWork -> take_gil).
+    os._exit(0)
 
 
 def _one_process(world_size: int) -> dict[str, torch.Tensor]:

@@ -6,6 +6,7 @@ of several indices, segops.Graph and torch.compile, against pure PyTorch
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -118,8 +119,13 @@ def test_compile_fullgraph_energy_and_forces() -> None:
     eps, sigma = torch.tensor(1.0, dtype=torch.float64), torch.tensor(0.95, dtype=torch.float64)
     args = (eps, sigma, system["i"], system["j"], system["batch"], system["atoms"],
             system["systems"])
-    compiled = torch.compile(lj_jit, fullgraph=True)
-    e = compiled(pos, *args)
+    _assert_energies_and_forces_match(torch.compile(lj_jit, fullgraph=True), pos, args)
+
+
+def _assert_energies_and_forces_match(energy: Callable[..., Tensor], pos: Tensor,
+                                      args: tuple) -> None:
+    """energy(pos, *args) and its forces equal the pure-PyTorch reference's."""
+    e = energy(pos, *args)
     forces = -torch.autograd.grad(e.sum(), pos)[0]
     e_ref = lj_reference(pos, *args)
     forces_ref = -torch.autograd.grad(e_ref.sum(), pos)[0]
@@ -483,13 +489,8 @@ def test_compile_dynamic_forces_of_any_system_size_compile_once() -> None:
         system = lattice_system(systems, side, torch.float64, seed=systems)
         args = (torch.tensor(1.0, dtype=torch.float64), torch.tensor(0.95, dtype=torch.float64),
                 system["i"], system["j"], system["batch"], system["atoms"], system["systems"])
-        pos = system["pos"].clone().requires_grad_()
-        e = compiled(pos, *args)
-        forces = -torch.autograd.grad(e.sum(), pos)[0]
-        e_ref = lj_reference(pos, *args)
-        forces_ref = -torch.autograd.grad(e_ref.sum(), pos)[0]
-        torch.testing.assert_close(e, e_ref)
-        torch.testing.assert_close(forces, forces_ref)
+        _assert_energies_and_forces_match(compiled, system["pos"].clone().requires_grad_(),
+                                          args)
     assert counters["stats"]["unique_graphs"] == 1
 
 
