@@ -191,7 +191,8 @@ def trace_call(op: str, dtype: str, level: int, width: int, num_rows: int,
         outputs = operator(*floats, idx, num_segments)
     if isinstance(outputs, Tensor):
         outputs = (outputs,)
-    plan = kernel_record(op, dtype, width, level).gpu_launches(num_rows, num_segments)
+    record = kernel_record(op, dtype, width, level)
+    plan = record.gpu_launches(num_rows, num_segments)
     if len(plan) != len(records):
         raise RuntimeError(f"{level_name(op, level)} (w{width}, {dtype}): the launcher "
                            f"planned {len(plan)} launches, the simulator ran {len(records)}")
@@ -200,7 +201,7 @@ def trace_call(op: str, dtype: str, level: int, width: int, num_rows: int,
                                  if f.name != "kernel"})
         for (kernel, _), r in zip(plan, records))
     return Call(op, dtype, level, width, num_rows, num_segments, launches,
-                required_bytes(kernel_record(op, dtype, width, level), num_rows, num_segments))
+                required_bytes(record, num_rows, num_segments))
 
 
 def kernel_record(op: str, dtype: str, width: int, level: int) -> _library.KernelRecord:
