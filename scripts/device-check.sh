@@ -75,11 +75,18 @@ test -f build/oplib/manifest.json || { echo "build/oplib is missing: run make bu
 # run must not replace the development build's python/segops/_native.
 BUILD=build-device
 NATIVE="$PWD/$BUILD/python/segops/_native"
+# The system compiler where there is one: the GPU machine's default g++
+# (/opt/gcc) links libstdc++ statically into shared libraries, and a second
+# libstdc++ beside PyTorch's breaks exceptions thrown across the two.
+compilers=()
+if [ "$dry_run" = 0 ] && [ -x /usr/bin/g++ ]; then
+  compilers=(-DCMAKE_CXX_COMPILER=/usr/bin/g++ -DCMAKE_C_COMPILER=/usr/bin/gcc)
+fi
 configure() {
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DSEGOPS_BUILD_COMPILER=OFF -DSEGOPS_PREBUILT_OPLIB="$PWD/build/oplib" \
     -DSEGOPS_PYTHON_NATIVE_DIR="$NATIVE" \
-    -DPython3_EXECUTABLE="$(command -v python3)" "$@" >> "$OUT/cmake.log"
+    -DPython3_EXECUTABLE="$(command -v python3)" "${compilers[@]}" "$@" >> "$OUT/cmake.log"
 }
 configure || { cat "$OUT/cmake.log"; exit 2; }
 if ! timeout 300 ninja -C "$BUILD" > "$OUT/ninja.log" 2>&1; then
@@ -90,6 +97,11 @@ if ! timeout 300 ninja -C "$BUILD" > "$OUT/ninja.log" 2>&1; then
   exit 2
 fi
 cp python/segops/*.py "$BUILD/python/segops/"
+# pytest puts python/ first on the path (pytest.ini): there, the package
+# finds these native parts where the development build would put them.
+if [ "$dry_run" = 0 ] && [ ! -e python/segops/_native ]; then
+  ln -s "$NATIVE" python/segops/_native
+fi
 export PYTHONPATH="$PWD/$BUILD/python:$PWD"
 python3 -c "from segops._native import _torchops as t; print('C++ CUDA operator kernels:', t.has_cuda_kernels())" \
   || { echo "the C++ operator kernels do not import"; exit 2; }

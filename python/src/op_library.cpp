@@ -25,7 +25,6 @@
 
 #include <fstream>
 #include <map>
-#include <regex>
 #include <sstream>
 
 namespace segops_torch {
@@ -50,14 +49,27 @@ struct KernelName {
   int level = 0;
 };
 
-std::optional<KernelName> splitKernelName(const std::string &name) {
-  static const std::regex pattern("(.+)_(f32|f64)_w([0-9]+)((?:_grad)*)");
-  std::smatch match;
-  if (!std::regex_match(name, match, pattern))
+// Parsed by hand, not with std::regex: this runs while the library loads,
+// and a toolchain that links libstdc++ statically (the GPU machine's) may
+// not have initialized the locale std::regex needs by then.
+std::optional<KernelName> splitKernelName(std::string name) {
+  // name = <op>_<f32|f64>_w<digits>(_grad)*
+  const std::string suffix = segrt::kGradientSuffix;
+  int level = 0;
+  while (name.size() > suffix.size() &&
+         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    name.resize(name.size() - suffix.size());
+    ++level;
+  }
+  size_t digits = name.find_last_not_of("0123456789");
+  if (digits == std::string::npos || digits + 1 == name.size() ||
+      digits < 5 || name.compare(digits - 1, 2, "_w") != 0)
     return std::nullopt;
-  std::string suffix = segrt::kGradientSuffix;
-  return KernelName{match[1], match[2].str() + "_w" + match[3].str(),
-                    static_cast<int>(match[4].length() / suffix.size())};
+  size_t dtype = digits - 5; // the '_' before f32 or f64
+  std::string type = name.substr(dtype + 1, 3);
+  if (dtype == 0 || name[dtype] != '_' || (type != "f32" && type != "f64"))
+    return std::nullopt;
+  return KernelName{name.substr(0, dtype), name.substr(dtype + 1), level};
 }
 
 std::string levelName(const std::string &op, int level) {

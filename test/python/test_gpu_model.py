@@ -100,6 +100,7 @@ def traces() -> list[dict]:
     ])
 
 
+@pytest.mark.simulator
 def test_trace_groups_lanes_into_warp_instructions(traces: list[dict]) -> None:
     """The sum's gradient broadcasts each segment's cotangent to its rows,
     a row per lane: 4-byte rows are stored 32 lanes to 128 contiguous bytes
@@ -120,6 +121,7 @@ def test_trace_groups_lanes_into_warp_instructions(traces: list[dict]) -> None:
         assert launch["load_useful_bytes"] <= 32 * launch["load_sectors"]
 
 
+@pytest.mark.simulator
 def test_trace_rounds_of_one_segment_in_tiles(traces: list[dict]) -> None:
     """One segment: a warp per 1024-row tile reduces it (`__tiles`: the
     same rounds per warp at any N, twice the warps at twice the rows), then
