@@ -41,6 +41,11 @@ static cl::opt<bool> gpuSimulator(
     cl::desc("Also write segops_gpusim.o: the GPU kernels as host code for "
              "the SIMT simulator (testing without a GPU)"),
     cl::init(false));
+static cl::opt<std::string> ptxas(
+    "ptxas",
+    cl::desc("ptxas to check the PTX with: kernels it spills registers in "
+             "are compiled again asking for one block per SM"),
+    cl::value_desc("path"), cl::init(""));
 static cl::opt<int64_t> blockSize("block-size", cl::desc("Threads per block"),
                                   cl::init(256));
 
@@ -113,7 +118,9 @@ static LogicalResult run(MLIRContext &context) {
     seg::SegToPTXOptions options;
     options.chip = chip;
     options.blockSize = blockSize.getValue();
-    FailureOr<std::string> ptx = seg::compileToPTX(*module, options);
+    seg::PTXCodegenOptions codegen;
+    codegen.ptxas = ptxas;
+    FailureOr<std::string> ptx = seg::compileToPTX(*module, options, codegen);
     if (failed(ptx))
       return failure();
     std::string fileName = "segops_" + chip + ".ptx";

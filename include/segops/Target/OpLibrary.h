@@ -29,6 +29,11 @@ struct PTXCodegenOptions {
   /// comes out about as large as after O2 (docs/benchmarks.md) in a third
   /// of the LLVM time.
   bool quickOptimization = false;
+  /// ptxas, to check the PTX with (none: no check). ptxas aims for an
+  /// occupancy of its own choosing and spills registers to reach it; a
+  /// kernel it spills in is compiled again with `.maxnreg` (nvvm.maxnreg) at
+  /// the next occupancy step down, until it spills no more or has 255.
+  std::string ptxas;
 };
 
 /// Compiles the kernel functions of `source` to PTX for `options.chip`.
