@@ -33,7 +33,7 @@ from torch import Tensor
 
 from segops import _compiler, _extensions, _gpusim, _library, _validation
 from segops import ops as _ops
-from segops._dtypes import FLOAT_DTYPES, INDEX_DTYPES
+from segops._dtypes import FLOAT_DTYPES, INDEX_DTYPES, SIXTEEN_BIT_DTYPES
 from segops._jit_promote import integer_layout, number_arguments, promoted
 from segops._jit_stages import StagedFunction, uses_several_indices
 from segops._jit_trace import (
@@ -440,6 +440,24 @@ def _as_counts(args: tuple) -> tuple:
     return tuple(_validation.as_count(a) if not isinstance(a, (int, float)) else a for a in args)
 
 
+def _sixteen_bit_dtype(args: Sequence[Any]) -> torch.dtype | None:
+    """The 16-bit dtype of the call's float tensors, if they all have one."""
+    dtypes = {a.dtype for a in args if isinstance(a, Tensor) and a.is_floating_point()}
+    if len(dtypes) == 1 and (dtype := dtypes.pop()) in SIXTEEN_BIT_DTYPES:
+        return dtype
+    return None
+
+
+def _cast_floats(values: Any, source: torch.dtype, target: torch.dtype) -> Any:
+    """`values` (a tensor, or a tuple or list of values) with its `source`
+    tensors converted to `target` (differentiably)."""
+    if isinstance(values, Tensor):
+        return values.to(target) if values.dtype == source else values
+    if isinstance(values, (tuple, list)):
+        return type(values)(_cast_floats(v, source, target) for v in values)
+    return values
+
+
 class JitFunction:
     """A segops.jit function: call it like the Python function."""
 
@@ -499,6 +517,8 @@ class JitFunction:
         if kwargs or len(args) != self._arity:
             args = self._bind(args, kwargs)
         if _is_compiling():
+            if (sixteen_bit := _sixteen_bit_dtype(args)) is not None:
+                return self._in_float32(args, sixteen_bit)
             # Dynamo puts the call in its graph as one node, which fake
             # tensor tracing then runs: specializing needs no data.
             return self._in_graph(*_as_counts(args))
@@ -509,6 +529,8 @@ class JitFunction:
             result = self._table(*args)
             if result is not None:
                 return result
+            if (sixteen_bit := _sixteen_bit_dtype(args)) is not None:
+                return self._in_float32(args, sixteen_bit)
             promoted_args = self._promote(args)
             if promoted_args is not args:
                 result = self._table(*promoted_args)
@@ -516,8 +538,15 @@ class JitFunction:
                     return result
             args = promoted_args
         else:
+            if (sixteen_bit := _sixteen_bit_dtype(args)) is not None:
+                return self._in_float32(args, sixteen_bit)
             args = self._promote(args)
         return self._run(*_as_counts(args))
+
+    def _in_float32(self, args: tuple, dtype: torch.dtype) -> Any:
+        """A call on bfloat16 or float16 rows: run in float32, the results
+        in their dtype."""
+        return _cast_floats(self(*_cast_floats(args, dtype, torch.float32)), torch.float32, dtype)
 
     def _promote(self, args: tuple) -> tuple:
         """Integer arguments the function computes with, as floats (as

@@ -77,6 +77,9 @@ class SegmentOp:
     matrix_args: frozenset[str] = frozenset()
     # The row widths the op library ships kernels for.
     library_widths: tuple[int, ...] = (1, 3)
+    # Whether it takes bfloat16 and float16 rows (run in float32, the
+    # result in the input dtype: segops._dtypes.SIXTEEN_BIT_DTYPES).
+    takes_16_bit: bool = False
 
     @property
     def num_tensors(self) -> int:
@@ -212,9 +215,9 @@ def _op(name: str, seg_op: str, float_args: tuple[str, ...], operand_spaces: tup
 # The ops, in registration order.
 OPS: dict[str, SegmentOp] = {op.name: op for op in [
     _op("segmented_sum", "seg.sum", ("x",), (ROW,), SEGMENT,
-        _validate_reduction("segmented_sum")),
+        _validate_reduction("segmented_sum"), takes_16_bit=True),
     _op("segmented_mean", "seg.mean", ("x",), (ROW,), SEGMENT,
-        _validate_reduction("segmented_mean")),
+        _validate_reduction("segmented_mean"), takes_16_bit=True),
     _op("segmented_rms_norm", "seg.rms_norm", ("x",), (ROW,), SEGMENT, _validate_rms_norm,
         result_has_width=False),
     _op("segmented_dot", "seg.dot", ("x", "y"), (ROW, ROW), SEGMENT, _validate_dot,
@@ -223,11 +226,12 @@ OPS: dict[str, SegmentOp] = {op.name: op for op in [
         scalar_args=frozenset({"y"})),
     _op("segmented_matvec", "seg.matvec", ("v", "m"), (ROW, SEGMENT), ROW, _validate_matvec,
         takes_any_width=False, matrix_args=frozenset({"m"}), library_widths=(3,)),
-    _op("segmented_gather", "seg.gather", ("y",), (SEGMENT,), ROW, _validate_gather),
+    _op("segmented_gather", "seg.gather", ("y",), (SEGMENT,), ROW, _validate_gather,
+        takes_16_bit=True),
     _op("segmented_max", "seg.max", ("x",), (ROW,), SEGMENT,
-        _validate_reduction("segmented_max")),
+        _validate_reduction("segmented_max"), takes_16_bit=True),
     _op("segmented_min", "seg.min", ("x",), (ROW,), SEGMENT,
-        _validate_reduction("segmented_min")),
+        _validate_reduction("segmented_min"), takes_16_bit=True),
 ]}
 
 
@@ -260,3 +264,8 @@ def op_level(name: str) -> tuple[SegmentOp, int] | None:
     base, level = split_level_name(name)
     op = OPS.get(base)
     return (op, level) if op is not None and level <= MAX_LEVEL else None
+
+
+def sixteen_bit_ops() -> list[str]:
+    """The ops that take bfloat16 and float16 rows."""
+    return [op.name for op in OPS.values() if op.takes_16_bit]

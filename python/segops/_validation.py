@@ -21,7 +21,7 @@ from collections.abc import Callable
 import torch
 
 from segops import _library
-from segops._dtypes import FLOAT_DTYPES, INDEX_DTYPES
+from segops._dtypes import FLOAT_DTYPES, INDEX_DTYPES, SIXTEEN_BIT_DTYPES
 
 INT32_MAX = 2**31 - 1
 
@@ -59,6 +59,16 @@ def _shape(tensor: torch.Tensor) -> str:
     return "(" + ", ".join(str(d) for d in tensor.shape) + ("," if tensor.dim() == 1 else "") + ")"
 
 
+def sixteen_bit_note(dtype: torch.dtype) -> str:
+    """For a 16-bit dtype an op refuses, which ops take it."""
+    if dtype not in SIXTEEN_BIT_DTYPES:
+        return ""
+    from segops._op_table import sixteen_bit_ops  # the table imports this module
+
+    return (f" (bfloat16 and float16 rows are taken by {', '.join(sixteen_bit_ops())}; "
+            "convert to float32 for the others)")
+
+
 def check_tensor(op: str, name: str, value: object) -> torch.Tensor:
     if not isinstance(value, torch.Tensor):
         raise TypeError(f"{op}: {name} must be a torch.Tensor, got {type(value).__name__}")
@@ -70,7 +80,8 @@ def check_float_rows(op: str, name: str, value: object, leading: str = "N") -> i
     the seed's vectors); returns its row width F (1 for (L,))."""
     tensor = check_tensor(op, name, value)
     if tensor.dtype not in FLOAT_DTYPES:
-        raise DTypeError(f"{op}: {name} must be float32 or float64, got {tensor.dtype}")
+        raise DTypeError(f"{op}: {name} must be float32 or float64, got {tensor.dtype}"
+                         + sixteen_bit_note(tensor.dtype))
     if tensor.dim() == 1:
         return 1
     if tensor.dim() == 2 and tensor.shape[1] >= 1:

@@ -33,7 +33,7 @@ import torch
 from torch import Tensor
 
 from segops import _columns, _extensions, _gpusim, _library, _output_cache, _validation
-from segops._dtypes import FLOAT_DTYPES
+from segops._dtypes import FLOAT_DTYPES, SIXTEEN_BIT_DTYPES
 from segops._op_table import MAX_LEVEL, OPS, SegmentOp, check_dot_shapes, level_name
 from segops._validation import (
     INT32_MAX,
@@ -317,8 +317,17 @@ def _blocks_of(op: str, *args: Any) -> int | None:
     return width
 
 
+def _in_float32(op: str, tensor: object) -> bool:
+    """Whether `op` runs `tensor`'s 16-bit rows in float32 (then returns its
+    result in their dtype)."""
+    return (isinstance(tensor, Tensor) and tensor.dtype in SIXTEEN_BIT_DTYPES
+            and OPS[op].takes_16_bit)
+
+
 def _reduce_rows(op: str, x: Tensor, idx: Tensor, num_segments: object) -> Tensor:
     """A reduction of (N, *f) rows to (S, *f): the kernel runs on (N, F)."""
+    if _in_float32(op, x):
+        return _reduce_rows(op, x.float(), idx, num_segments).to(x.dtype)
     count = _check_types(op, {"x": x, "idx": idx}, num_segments)
     rows = _as_feature_rows(x, op, "x")
     if (width := _blocks_of(op, rows, idx, count)) is not None:
@@ -389,6 +398,8 @@ def segmented_matvec(v: Tensor, m: Tensor, idx: Tensor, num_segments: int) -> Te
 def segmented_gather(y: Tensor, idx: Tensor) -> Tensor:
     """Broadcast per-segment rows to their segment's rows: ``out[i] = y[idx[i]]``
     (the adjoint of segmented_sum)."""
+    if _in_float32("segmented_gather", y):
+        return segmented_gather(y.float(), idx).to(y.dtype)
     _check_types("segmented_gather", {"y": y, "idx": idx}, 0)
     if y.dim() == 0:
         raise ValueError("segmented_gather: y must have shape (S,) or (S, *f) (one row per "
