@@ -119,6 +119,12 @@ class SegmentOp:
 # --------------------------------------------------------------------------
 
 
+def _check_float_rows(op: str, name: str, value: object, leading: str = "N") -> int:
+    """check_float_rows, its dtype error for 16-bit rows naming the ops that
+    take them."""
+    return check_float_rows(op, name, value, leading, sixteen_bit_ops=SIXTEEN_BIT_OPS)
+
+
 def _same_dtype(op: str, **tensors: Tensor) -> None:
     dtypes = {t.dtype for t in tensors.values()}
     if len(dtypes) > 1:
@@ -136,7 +142,7 @@ def _check_segment_rows(op: str, name: str, tensor: Tensor, num_segments: int) -
 
 def _validate_reduction(op: str) -> Callable[..., None]:
     def validate(x: Tensor, idx: Tensor, num_segments: int) -> None:
-        check_float_rows(op, "x", x)
+        _check_float_rows(op, "x", x)
         check_index(op, idx, x.shape[0], "x")
         check_num_segments(op, num_segments)
         check_same_device(op, x=x, idx=idx)
@@ -157,8 +163,8 @@ def check_dot_shapes(x: Tensor, y: Tensor) -> None:
 
 def _validate_dot(x: Tensor, y: Tensor, idx: Tensor, num_segments: int) -> None:
     op = "segmented_dot"
-    check_float_rows(op, "x", x)
-    check_float_rows(op, "y", y)
+    _check_float_rows(op, "x", x)
+    _check_float_rows(op, "y", y)
     check_dot_shapes(x, y)
     _same_dtype(op, x=x, y=y)
     check_index(op, idx, x.shape[0], "x")
@@ -168,7 +174,7 @@ def _validate_dot(x: Tensor, y: Tensor, idx: Tensor, num_segments: int) -> None:
 
 def _validate_mul(x: Tensor, y: Tensor, idx: Tensor, num_segments: int) -> None:
     op = "segmented_mul"
-    check_float_rows(op, "x", x)
+    _check_float_rows(op, "x", x)
     check_tensor(op, "y", y)
     if y.dim() != 1:
         raise ValueError(f"{op}: y must have shape (num_segments,), got {tuple(y.shape)}")
@@ -181,7 +187,7 @@ def _validate_mul(x: Tensor, y: Tensor, idx: Tensor, num_segments: int) -> None:
 
 def _validate_matvec(v: Tensor, m: Tensor, idx: Tensor, num_segments: int) -> None:
     op = "segmented_matvec"
-    check_float_rows(op, "v", v)
+    _check_float_rows(op, "v", v)
     if v.dim() != 2 or v.shape[1] != 3:
         raise ValueError(f"{op}: v must have shape (N, 3), got {tuple(v.shape)}")
     check_tensor(op, "m", m)
@@ -196,7 +202,7 @@ def _validate_matvec(v: Tensor, m: Tensor, idx: Tensor, num_segments: int) -> No
 
 def _validate_gather(y: Tensor, idx: Tensor, num_segments: int) -> None:
     op = "segmented_gather"
-    check_float_rows(op, "y", y, leading="S")
+    _check_float_rows(op, "y", y, leading="S")
     check_index(op, idx, idx.shape[0] if isinstance(idx, Tensor) else 0, "idx")
     check_num_segments(op, num_segments)
     if y.shape[0] != num_segments:
@@ -265,7 +271,5 @@ def op_level(name: str) -> tuple[SegmentOp, int] | None:
     op = OPS.get(base)
     return (op, level) if op is not None and level <= MAX_LEVEL else None
 
-
-def sixteen_bit_ops() -> list[str]:
-    """The ops that take bfloat16 and float16 rows."""
-    return [op.name for op in OPS.values() if op.takes_16_bit]
+# The ops that take bfloat16 and float16 rows.
+SIXTEEN_BIT_OPS: tuple[str, ...] = tuple(op.name for op in OPS.values() if op.takes_16_bit)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import operator
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -59,13 +59,11 @@ def _shape(tensor: torch.Tensor) -> str:
     return "(" + ", ".join(str(d) for d in tensor.shape) + ("," if tensor.dim() == 1 else "") + ")"
 
 
-def sixteen_bit_note(dtype: torch.dtype) -> str:
+def _sixteen_bit_note(dtype: torch.dtype, sixteen_bit_ops: Sequence[str]) -> str:
     """For a 16-bit dtype an op refuses, which ops take it."""
-    if dtype not in SIXTEEN_BIT_DTYPES:
+    if dtype not in SIXTEEN_BIT_DTYPES or not sixteen_bit_ops:
         return ""
-    from segops._op_table import sixteen_bit_ops  # the table imports this module
-
-    return (f" (bfloat16 and float16 rows are taken by {', '.join(sixteen_bit_ops())}; "
+    return (f" (bfloat16 and float16 rows are taken by {', '.join(sixteen_bit_ops)}; "
             "convert to float32 for the others)")
 
 
@@ -75,13 +73,15 @@ def check_tensor(op: str, name: str, value: object) -> torch.Tensor:
     return value
 
 
-def check_float_rows(op: str, name: str, value: object, leading: str = "N") -> int:
+def check_float_rows(op: str, name: str, value: object, leading: str = "N",
+                     sixteen_bit_ops: Sequence[str] = ()) -> int:
     """Checks a (L,) or (L, F) float32/float64 tensor (F >= 1 features: 3 for
-    the seed's vectors); returns its row width F (1 for (L,))."""
+    the seed's vectors); returns its row width F (1 for (L,)). The dtype
+    error for 16-bit rows names `sixteen_bit_ops`, the ops that take them."""
     tensor = check_tensor(op, name, value)
     if tensor.dtype not in FLOAT_DTYPES:
         raise DTypeError(f"{op}: {name} must be float32 or float64, got {tensor.dtype}"
-                         + sixteen_bit_note(tensor.dtype))
+                         + _sixteen_bit_note(tensor.dtype, sixteen_bit_ops))
     if tensor.dim() == 1:
         return 1
     if tensor.dim() == 2 and tensor.shape[1] >= 1:

@@ -187,7 +187,7 @@ def test_compile_fullgraph_all_ops() -> None:
          "all float tensors must have one dtype"),
         (lambda d: segops.segmented_mul(d["x"], d["w"][:, None], d["idx"], S), ValueError,
          r"y must have shape \(num_segments,\)"),
-        (lambda d: segops.segmented_mean(d["x"].half(), d["idx"], S), TypeError,
+        (lambda d: segops.segmented_rms_norm(d["x"].half(), d["idx"], S), TypeError,
          "x must be float32 or float64"),
         (lambda d: segops.segmented_rms_norm(d["x"], d["idx"][:-1], S), ValueError,
          "idx must have one entry per row of x"),

@@ -168,7 +168,7 @@ def test_compile_fullgraph_matches_eager() -> None:
     "make_args, error, message",
     [
         (
-            lambda: (torch.randn(4).half(), layout([4]), 1),
+            lambda: (torch.randn(4, dtype=torch.complex64), layout([4]), 1),
             TypeError,
             "x must be float32 or float64",
         ),

@@ -169,7 +169,8 @@ def test_the_seed_row_map_example() -> None:
 
 @pytest.mark.parametrize("make_call", [
     lambda: segops.segmented_sum(torch.ones(2), torch.tensor([0., 1.]), 2),
-    lambda: segops.segmented_sum(torch.ones(2).half(), torch.tensor([0, 1]), 2),
+    lambda: segops.segmented_dot(torch.ones(2).half(), torch.ones(2).half(),
+                                 torch.tensor([0, 1]), 2),
     lambda: segops.segmented_dot(torch.ones(2), torch.ones(2).double(), torch.tensor([0, 1]), 2),
     lambda: segops.segmented_mul(torch.ones(2), torch.ones(2), torch.tensor([0, 1]).short(), 2),
 ])
