@@ -1,7 +1,8 @@
 """The segops benchmark suite: one command, one run, every baseline.
 
     python -m bench [--device cpu|cuda] [--quick] [--out docs/benchmarks]
-                    [--sections ops,index64,overhead,compile,jit,fusion,wide,message_passing]
+                    [--sections ops,index64,overhead,compile,jit,fusion,wide,message_passing,
+                                sixteen_bit]
                     [--budget 0.5]
 
 Sections:
@@ -30,7 +31,11 @@ Sections:
             --quick: 4,000) energy+forces and a force-matching training
             step, and a SchNet-style F = 32 filter convolution, against
             eager PyTorch and torch.compile, with forward peak memory
-            (bench/message_passing.py; CPU only).
+            (bench/message_passing.py; CPU only);
+  sixteen_bit  segmented_sum on bfloat16 and float16 rows (bench/
+            sixteen_bit.py) against index_add_ in the same dtype and segops
+            on float32 rows, N in {1e6, 1e7} (--quick: 1e6), w 1 and 3,
+            segments of 10 and 1,000 rows.
 Prints tables, a summary against the performance targets, and writes CSV
 files and PNG plots into --out. Ratios are segops / baseline from this run.
 """
@@ -46,7 +51,17 @@ from pathlib import Path
 import torch
 
 import segops
-from bench import compile_time, fusion, jit, message_passing, ops, overhead, report, wide
+from bench import (
+    compile_time,
+    fusion,
+    jit,
+    message_passing,
+    ops,
+    overhead,
+    report,
+    sixteen_bit,
+    wide,
+)
 
 
 def machine(device: str) -> str:
@@ -109,7 +124,7 @@ def main() -> int:
     parser.add_argument("--sizes", help="comma-separated N (overrides --quick)")
     parser.add_argument("--out", default="docs/benchmarks", help="CSV and PNG directory")
     parser.add_argument("--sections", default="ops,index64,overhead,compile,jit,fusion,wide,"
-                        "message_passing")
+                        "message_passing,sixteen_bit")
     parser.add_argument("--budget", type=float, default=0.5,
                         help="seconds of sampling per measurement (at least 3 samples)")
     parser.add_argument("--max-single-segment", type=int,
@@ -214,6 +229,14 @@ def main() -> int:
             message_rows = message_passing.run(list(atoms), 4 * args.budget)
             report.write_csv(out / "message_passing_cpu.csv", message_rows)
 
+    sixteen_bit_rows: list[dict] = []
+    if "sixteen_bit" in sections:
+        print("\n## bfloat16 and float16 rows: segmented_sum against index_add_ in the dtype")
+        sizes = (tuple(int(s) for s in args.sizes.split(",")) if args.sizes else
+                 sixteen_bit.SIZES[:1] if args.quick else sixteen_bit.SIZES)
+        sixteen_bit_rows = sixteen_bit.run(args.device, sizes, budget=args.budget)
+        report.write_csv(out / f"sixteen_bit_{args.device}.csv", sixteen_bit_rows)
+
     print("\n## summary")
     for line in summarize(op_rows, overhead_rows, compile_rows, index_rows):
         print(line)
@@ -222,6 +245,8 @@ def main() -> int:
     for line in wide.summarize(wide_rows):
         print(line)
     for line in message_passing.summarize(message_rows):
+        print(line)
+    for line in sixteen_bit.summarize(sixteen_bit_rows):
         print(line)
     print(f"(suite took {time.perf_counter() - started:.0f} s; CSV and PNG in {out}/)")
     return 0

@@ -202,3 +202,15 @@ def test_16_bit_rows_on_the_gpu_simulator() -> None:
                 torch.testing.assert_close(out, y.detach()[idx.long()])
         print("ok")
     """)
+
+
+def test_the_bench_section_times_every_case(capsys: pytest.CaptureFixture[str]) -> None:
+    from bench import sixteen_bit
+
+    rows = sixteen_bit.run("cpu", sizes=(2000,), widths=(1, 3), lengths=(10,),
+                           dtypes=("bf16", "f16"), budget=0.01)
+    assert [(r["dtype"], r["width"]) for r in rows] == [
+        ("bf16", 1), ("f16", 1), ("bf16", 3), ("f16", 3)]
+    assert all(r["segops_ms"] > 0 and r["index_add_ms"] > 0 for r in rows)
+    assert "16-bit sum: worst vs index_add_" in sixteen_bit.summarize(rows)[0]
+    assert "index_add_ ms" in capsys.readouterr().out
