@@ -106,12 +106,16 @@ def test_gpu_kernel_matches_host_kernel(simulator: harness.GpuSimulator, name: s
 
 @pytest.mark.parametrize("name", ["segmented_sum_f32_w1", "segmented_sum_f64_w3",
                                   "segmented_rms_norm_f32_w3_grad",
-                                  "segmented_dot_f64_w3_grad_grad"])
+                                  "segmented_dot_f64_w3_grad_grad",
+                                  "segmented_max_f32_w1", "segmented_min_f64_w3_grad",
+                                  "segmented_max_f32_w3_grad_grad_grad"])
 def test_segment_of_more_tiles_than_one_step_adds(simulator: harness.GpuSimulator,
                                                   name: str) -> None:
-    """A long segment's tile totals are added 128 tiles (32 lanes x 4) per
+    """A long segment's tile totals are combined 128 tiles (32 lanes x 4) per
     step: a segment of 130 tiles takes two steps, the second partly masked
-    (one-pass programs: sum; staged: rms_norm and dot backward)."""
+    (one-pass programs: sum; staged: rms_norm and dot backward, and max and
+    min, whose tiles' totals combine by max and min, the masked ones as
+    -inf and +inf)."""
     counts = [5, 130 * TILE + 17, 3]
     inputs, simulated, n, s = _buffers(name, counts, 11)
     _, host, _, _ = _buffers(name, counts, 11)
@@ -120,6 +124,24 @@ def test_segment_of_more_tiles_than_one_step_adds(simulator: harness.GpuSimulato
     for index, (got, want) in enumerate(zip(simulated, host)):
         torch.testing.assert_close(got, want, **_tolerance(name),
                                    msg=lambda m: f"{name}, output {index}: {m}")
+
+
+@pytest.mark.parametrize("name", ["segmented_max_f32_w1", "segmented_min_f64_w3",
+                                  "segmented_max_f32_w1_grad", "segmented_min_f64_w3_grad"])
+def test_nan_in_one_tile_of_a_long_segment_wins(simulator: harness.GpuSimulator,
+                                                 name: str) -> None:
+    """max and min over tiles: a NaN in one tile of a long segment makes its
+    result NaN (its gradient too), as the host kernel's and torch.amax's;
+    the segments around it are untouched."""
+    counts = [3, 3 * TILE + 5, 2]
+    inputs, simulated, n, s = _buffers(name, counts, 5)
+    inputs[0][3 + TILE + 100] = float("nan")
+    _, host, _, _ = _buffers(name, counts, 5)
+    simulator.run(name, inputs, simulated, n, s)
+    harness.run(name, inputs, host, n, s)
+    assert simulated[0].isnan().any()
+    for got, want in zip(simulated, host):
+        torch.testing.assert_close(got, want, equal_nan=True, **_tolerance(name))
 
 
 @pytest.mark.parametrize("name", [k for k in KERNELS if "_grad" not in k or k.endswith("w3")])

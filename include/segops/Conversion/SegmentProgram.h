@@ -110,16 +110,15 @@ public:
   }
 
   /// True if every reduction's accumulators combine by addition (no max or
-  /// min): long segments split into tiles (host tiles, GPU long-segment
-  /// kernels) add their tiles' totals, so only such programs are split.
+  /// min): the host splits only such programs' long segments into tiles
+  /// (adding their totals); the GPU's one-pass `__tiles` kernel too.
   bool reducesBySumsOnly() const;
 
   /// Whether the GPU kernels handle long segments in tile kernels (see
-  /// LongSegmentKernels.h): segment programs that reduce by sums only.
-  /// Others walk every segment with one warp.
-  bool hasLongSegmentKernels() const {
-    return !mapsRowsOnly() && reducesBySumsOnly();
-  }
+  /// LongSegmentKernels.h): every segment program. Tiles' totals combine as
+  /// their reduction does (add, max, min: combiningKinds), in an order
+  /// that depends on the segment only.
+  bool hasLongSegmentKernels() const { return !mapsRowsOnly(); }
 
   /// The buffer whose rows the program only sums by idx, if it is exactly
   /// that (one result, `seg.sum` of a float argument: segmented_sum, and

@@ -490,7 +490,8 @@ void GPUKernelEmitter::storeFromLaneZero(
 
 SmallVector<Value>
 GPUKernelEmitter::reduceRows(OpBuilder &b, Value lo, Value hi, ValueRange init,
-                             SegmentProgramEmitter::RowBody body) {
+                             SegmentProgramEmitter::RowBody body,
+                             ArrayRef<arith::AtomicRMWKind> kinds) {
   // Lane-strided rows, then the butterfly: every lane holds the totals.
   auto loop = b.create<scf::ForOp>(
       loc, b.create<arith::AddIOp>(loc, lo, lane), hi, i64(b, kWarpSize), init,
@@ -499,8 +500,7 @@ GPUKernelEmitter::reduceRows(OpBuilder &b, Value lo, Value hi, ValueRange init,
             il, body(ib, il, row, /*lanes=*/1, /*laneMask=*/Value(), acc));
       });
   SmallVector<Value> totals;
-  for (Value partial : loop.getResults())
-    // Tile kernels exist for sum-only programs (hasLongSegmentKernels).
-    totals.push_back(warpCombine(b, partial, arith::AtomicRMWKind::addf));
+  for (auto [partial, kind] : llvm::zip_equal(loop.getResults(), kinds))
+    totals.push_back(warpCombine(b, partial, kind));
   return totals;
 }

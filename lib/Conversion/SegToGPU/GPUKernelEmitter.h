@@ -185,14 +185,22 @@ private:
   /// The first row of `tail` (the segment of the tile's last row) in the
   /// tile.
   Value tailStartIn(OpBuilder &b, Value tileStart, Value tileEnd, Value tail);
-  /// Rows [lo, hi) lane-strided through `body`, lanes combined.
+  /// Rows [lo, hi) lane-strided through `body`, lanes combined, each
+  /// accumulator as `kinds` says (add, max or min).
   SmallVector<Value> reduceRows(OpBuilder &b, Value lo, Value hi,
                                 ValueRange init,
-                                SegmentProgramEmitter::RowBody body);
-  /// The totals `components` of a long segment's tile slots, added in an
-  /// order that depends on the segment only; every lane gets them.
-  SmallVector<Value> sumTilePartials(OpBuilder &b, Value start, Value end,
-                                     ValueRange components);
+                                SegmentProgramEmitter::RowBody body,
+                                ArrayRef<arith::AtomicRMWKind> kinds);
+  /// The totals `components` of a long segment's tile slots, each combined
+  /// as its entry of `kinds` says in an order that depends on the segment
+  /// only; every lane gets them.
+  SmallVector<Value> combineTilePartials(OpBuilder &b, Value start, Value end,
+                                         ValueRange components,
+                                         ArrayRef<arith::AtomicRMWKind> kinds);
+  /// Components of all passes' totals, in order, as runs [begin, end) that
+  /// combine alike.
+  SmallVector<std::tuple<int64_t, int64_t, arith::AtomicRMWKind>>
+  combiningRuns() const;
   void storeFromLaneZero(OpBuilder &b, ValueRange values, Value base,
                          function_ref<Value(OpBuilder &, int64_t)> index);
 

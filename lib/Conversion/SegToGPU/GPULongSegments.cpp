@@ -78,10 +78,9 @@ Value GPUKernelEmitter::partialIndex(OpBuilder &b, Value tile, Value which,
       loc, b.create<arith::MulIOp>(loc, slot, i64(b, totals)), component);
 }
 
-SmallVector<Value> GPUKernelEmitter::sumTilePartials(OpBuilder &b, Value start,
-                                                     Value end,
-                                                     ValueRange components) {
-  KernelCodeBuilder code(b, loc);
+SmallVector<Value> GPUKernelEmitter::combineTilePartials(
+    OpBuilder &b, Value start, Value end, ValueRange components,
+    ArrayRef<arith::AtomicRMWKind> kinds) {
   Type elementType = program.elementType;
   Value base = partials(b);
   Value firstTile = b.create<arith::DivUIOp>(loc, start, i64(b, kTileRows));
@@ -90,24 +89,27 @@ SmallVector<Value> GPUKernelEmitter::sumTilePartials(OpBuilder &b, Value start,
   // The first tile holds the segment's rows in its tail slot, unless the
   // segment starts the tile (then they are its head); every later tile's
   // head slot holds the segment's rows in it. kTilesPerLane * 32 tiles at a
-  // time: each lane adds its tiles in order (independent loads, in flight
-  // together: a segment of 1e7 rows has ~10^4 tiles, and one load at a time
-  // would make this loop the kernel's latency), then the butterfly, added
+  // time: each lane combines its tiles in order (independent loads, in
+  // flight together: a segment of 1e7 rows has ~10^4 tiles, and one load at
+  // a time would make this loop the kernel's latency), then the butterfly,
   // in order: the order depends on the segment only. (The shuffles in the
-  // loop also keep LLVM from unrolling it.)
+  // loop also keep LLVM from unrolling it.) Tiles past the segment count as
+  // the combine's identity (0 for sums, -inf for maxima, +inf for minima).
   Value firstSlot = b.create<arith::SelectOp>(
       loc,
       b.create<arith::CmpIOp>(
           loc, arith::CmpIPredicate::eq,
           b.create<arith::RemUIOp>(loc, start, i64(b, kTileRows)), i64(b, 0)),
       i64(b, 0), i64(b, 1));
-  SmallVector<Value> zeros(components.size(), code.zero(elementType));
+  SmallVector<Value> identities;
+  for (arith::AtomicRMWKind kind : kinds)
+    identities.push_back(arith::getIdentityValue(kind, elementType, b, loc));
   auto loop = b.create<scf::ForOp>(
       loc, firstTile, b.create<arith::AddIOp>(loc, lastTile, i64(b, 1)),
-      i64(b, kWarpSize * kTilesPerLane), zeros,
-      [&](OpBuilder &ib, Location il, Value chunk, ValueRange sums) {
+      i64(b, kWarpSize * kTilesPerLane), identities,
+      [&](OpBuilder &ib, Location il, Value chunk, ValueRange totals) {
         KernelCodeBuilder load(ib, il);
-        SmallVector<Value> laneSums(components.size(), Value());
+        SmallVector<Value> laneTotals(components.size(), Value());
         for (int64_t k = 0; k < kTilesPerLane; ++k) {
           Value tile = ib.create<arith::AddIOp>(
               il, chunk,
@@ -124,16 +126,17 @@ SmallVector<Value> GPUKernelEmitter::sumTilePartials(OpBuilder &b, Value start,
             Value value = load.load(
                 base, elementType, partialIndex(ib, readTile, slot, component));
             value = ib.create<arith::SelectOp>(il, inRange, value,
-                                               load.zero(elementType));
-            laneSums[i] =
-                k == 0 ? value
-                       : ib.create<arith::AddFOp>(il, laneSums[i], value);
+                                               identities[i]);
+            laneTotals[i] = k == 0 ? value
+                                   : arith::getReductionOp(kinds[i], ib, il,
+                                                           laneTotals[i], value);
           }
         }
         SmallVector<Value> next;
-        for (auto [sum, laneSum] : llvm::zip(sums, laneSums))
-          next.push_back(ib.create<arith::AddFOp>(
-              il, sum, warpCombine(ib, laneSum, arith::AtomicRMWKind::addf)));
+        for (auto [i, total] : llvm::enumerate(totals))
+          next.push_back(arith::getReductionOp(
+              kinds[i], ib, il, total,
+              warpCombine(ib, laneTotals[i], kinds[i])));
         ib.create<scf::YieldOp>(il, next);
       });
   return SmallVector<Value>(loop.getResults());
@@ -153,7 +156,8 @@ void GPUKernelEmitter::emitLongSegment(OpBuilder &b, Value start,
     SmallVector<Value> components;
     for (int64_t i = 0, e = init.size(); i < e; ++i)
       components.push_back(i64(rb, i));
-    return sumTilePartials(rb, start, end, components);
+    return combineTilePartials(rb, start, end, components,
+                               program.combiningKinds(0));
   };
   emitter.emitSegment(vb, loc, segment,
                       vb.create<arith::SubIOp>(loc, end, start), readPartials,
@@ -394,7 +398,8 @@ void GPUKernelEmitter::emitTiles() {
                         Value lo, Value hi) {
     auto rowLoop = [&](OpBuilder &rb, Location, ValueRange init,
                        SegmentProgramEmitter::RowBody body, bool) {
-      SmallVector<Value> totals = reduceRows(rb, lo, hi, init, body);
+      SmallVector<Value> totals =
+          reduceRows(rb, lo, hi, init, body, program.combiningKinds(0));
       storeFromLaneZero(rb, totals, partials(rb),
                         [&](OpBuilder &ib, int64_t i) {
                           return partialIndex(ib, tile, which, i64(ib, i));
@@ -446,7 +451,8 @@ void GPUKernelEmitter::emitPassTiles() {
                                      program.numReductionComponents(pass));
           },
           [&](OpBuilder &hb, Location) {
-            SmallVector<Value> totals = reduceRows(hb, lo, hi, init, body);
+            SmallVector<Value> totals = reduceRows(
+                hb, lo, hi, init, body, program.combiningKinds(pass));
             storeFromLaneZero(hb, totals, partials(hb),
                               [&](OpBuilder &ib, int64_t i) {
                                 return partialIndex(
@@ -512,17 +518,41 @@ void GPUKernelEmitter::emitPassTotals() {
           Value row = vb.create<arith::MulIOp>(
               loc, segment, i64(vb, program.numReductionComponents()));
           Value totals = segmentTotals(vb);
-          vb.create<scf::ForOp>(
-              loc, first, vb.create<arith::AddIOp>(loc, first, count),
-              i64(vb, 1), ValueRange{},
-              [&](OpBuilder &cb, Location, Value component, ValueRange) {
-                Value total = sumTilePartials(cb, start, end, component)[0];
-                storeFromLaneZero(
-                    cb, total, totals, [&](OpBuilder &ib, int64_t) {
-                      return ib.create<arith::AddIOp>(loc, row, component);
-                    });
-                cb.create<scf::YieldOp>(loc);
-              });
+          Value last = vb.create<arith::AddIOp>(loc, first, count);
+          // A loop per run of components that combine alike (all of a
+          // sum-only program's: one loop), over its part of the running
+          // pass's components.
+          for (auto [runBegin, runEnd, kind] : combiningRuns()) {
+            Value lo =
+                vb.create<arith::MaxSIOp>(loc, first, i64(vb, runBegin));
+            Value hi = vb.create<arith::MinSIOp>(loc, last, i64(vb, runEnd));
+            vb.create<scf::ForOp>(
+                loc, lo, hi, i64(vb, 1), ValueRange{},
+                [&](OpBuilder &cb, Location, Value component, ValueRange) {
+                  Value total =
+                      combineTilePartials(cb, start, end, component, kind)[0];
+                  storeFromLaneZero(
+                      cb, total, totals, [&](OpBuilder &ib, int64_t) {
+                        return ib.create<arith::AddIOp>(loc, row, component);
+                      });
+                  cb.create<scf::YieldOp>(loc);
+                });
+          }
         });
   });
+}
+
+SmallVector<std::tuple<int64_t, int64_t, arith::AtomicRMWKind>>
+GPUKernelEmitter::combiningRuns() const {
+  SmallVector<std::tuple<int64_t, int64_t, arith::AtomicRMWKind>> runs;
+  int64_t component = 0;
+  for (unsigned pass = 0; pass < program.numPasses; ++pass)
+    for (arith::AtomicRMWKind kind : program.combiningKinds(pass)) {
+      if (!runs.empty() && std::get<2>(runs.back()) == kind)
+        std::get<1>(runs.back()) = component + 1;
+      else
+        runs.push_back({component, component + 1, kind});
+      ++component;
+    }
+  return runs;
 }
