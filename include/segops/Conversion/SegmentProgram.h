@@ -101,18 +101,12 @@ public:
   /// Their rows can be computed in any grouping: no segment boundaries.
   bool mapsRowsOnly() const;
 
-  /// True for one-pass programs: one pass of sums and no row outputs, so a
-  /// long segment's result follows from its tiles' raw totals, added in
-  /// tile order (the GPU's `__tiles` kernel reduces it in one launch; other
-  /// programs with long-segment kernels run pass by pass).
-  bool isOnePass() const {
-    return numPasses == 1 && !hasRowOutputs && reducesBySumsOnly();
-  }
-
-  /// True if every reduction's accumulators combine by addition (no max or
-  /// min): the host splits only such programs' long segments into tiles
-  /// (adding their totals); the GPU's one-pass `__tiles` kernel too.
-  bool reducesBySumsOnly() const;
+  /// True for one-pass programs: one pass and no row outputs, so a long
+  /// segment's result follows from its tiles' raw totals, combined in tile
+  /// order as each reduction combines (the GPU's `__tiles` kernel reduces it
+  /// in one launch; other programs with long-segment kernels run pass by
+  /// pass).
+  bool isOnePass() const { return numPasses == 1 && !hasRowOutputs; }
 
   /// Whether the GPU kernels handle long segments in tile kernels (see
   /// LongSegmentKernels.h): every segment program. Tiles' totals combine as

@@ -427,15 +427,6 @@ int64_t SegmentProgram::maxComponents() const {
   return widest;
 }
 
-bool SegmentProgram::reducesBySumsOnly() const {
-  return llvm::all_of(func.getBody().front().without_terminator(),
-                      [](Operation &op) {
-                        return !isReductionOp(&op) ||
-                               cast<SegmentOpInterface>(op).getCombiningKind() ==
-                                   arith::AtomicRMWKind::addf;
-                      });
-}
-
 std::optional<unsigned> SegmentProgram::summedRowBuffer() const {
   Block &body = func.getBody().front();
   ValueRange results = body.getTerminator()->getOperands();
