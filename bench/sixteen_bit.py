@@ -19,6 +19,7 @@ import argparse
 import torch
 
 import segops
+from bench import references
 from bench.timing import interleaved_median_seconds
 
 DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16}
@@ -29,13 +30,6 @@ HEADER = (f"{'dtype':5} {'w':>2} {'N':>9} {'len':>5}  {'segops ms':>9} {'index_a
           f"{'segops f32 ms':>13}  {'/index_add_':>11} {'/f32':>5}")
 
 
-def sorted_index(rows: int, length: int, device: str) -> tuple[torch.Tensor, int]:
-    """A sorted int32 index of segments of about `length` rows."""
-    num_segments = max(1, rows // length)
-    idx = torch.randint(0, num_segments, (rows,), generator=torch.Generator().manual_seed(0))
-    return idx.sort().values.to(device=device, dtype=torch.int32), num_segments
-
-
 def run(device: str, sizes: tuple[int, ...] = SIZES, widths: tuple[int, ...] = WIDTHS,
         lengths: tuple[int, ...] = LENGTHS, dtypes: tuple[str, ...] = tuple(DTYPES),
         budget: float = 1.0) -> list[dict]:
@@ -44,14 +38,13 @@ def run(device: str, sizes: tuple[int, ...] = SIZES, widths: tuple[int, ...] = W
     rows = []
     for size in sizes:
         for length in lengths:
-            idx, num_segments = sorted_index(size, length, device)
-            long_idx = idx.long()
             for width in widths:
-                shape = (size,) if width == 1 else (size, width)
-                x32 = torch.randn(shape, generator=torch.Generator().manual_seed(1)).to(device)
+                (x32,), idx, num_segments = references.make_case("sum", width, size, length,
+                                                                 device)
+                long_idx = idx.long()
                 for name in dtypes:
                     x = x32.to(DTYPES[name])
-                    out = torch.zeros((num_segments, *shape[1:]), dtype=x.dtype, device=device)
+                    out = torch.zeros((num_segments, *x.shape[1:]), dtype=x.dtype, device=device)
                     times = interleaved_median_seconds([
                         lambda: segops.segmented_sum(x, idx, num_segments),
                         lambda: out.zero_().index_add_(0, long_idx, x),

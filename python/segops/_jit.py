@@ -516,32 +516,26 @@ class JitFunction:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if kwargs or len(args) != self._arity:
             args = self._bind(args, kwargs)
-        if _is_compiling():
-            if (sixteen_bit := _sixteen_bit_dtype(args)) is not None:
-                return self._in_float32(args, sixteen_bit)
-            # Dynamo puts the call in its graph as one node, which fake
-            # tensor tracing then runs: specializing needs no data.
-            return self._in_graph(*_as_counts(args))
-        if self._table is not None:
+        compiling = _is_compiling()
+        if not compiling and self._table is not None:
             # The warm path in C++: key, lookup and dispatch in one call. Its
             # key holds every tensor's dtype, so arguments that need promoting
             # (integer numbers) miss it until they are promoted.
             result = self._table(*args)
             if result is not None:
                 return result
-            if (sixteen_bit := _sixteen_bit_dtype(args)) is not None:
-                return self._in_float32(args, sixteen_bit)
-            promoted_args = self._promote(args)
-            if promoted_args is not args:
-                result = self._table(*promoted_args)
-                if result is not None:
-                    return result
-            args = promoted_args
-        else:
-            if (sixteen_bit := _sixteen_bit_dtype(args)) is not None:
-                return self._in_float32(args, sixteen_bit)
-            args = self._promote(args)
-        return self._run(*_as_counts(args))
+        if (sixteen_bit := _sixteen_bit_dtype(args)) is not None:
+            return self._in_float32(args, sixteen_bit)
+        if compiling:
+            # Dynamo puts the call in its graph as one node, which fake
+            # tensor tracing then runs: specializing needs no data.
+            return self._in_graph(*_as_counts(args))
+        promoted_args = self._promote(args)
+        if self._table is not None and promoted_args is not args:
+            result = self._table(*promoted_args)
+            if result is not None:
+                return result
+        return self._run(*_as_counts(promoted_args))
 
     def _in_float32(self, args: tuple, dtype: torch.dtype) -> Any:
         """A call on bfloat16 or float16 rows: run in float32, the results
