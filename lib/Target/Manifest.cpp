@@ -72,6 +72,10 @@ static llvm::json::Object describeGPU(const SegmentProgram &program,
   // A warp per 32-row chunk (a thread per row for row maps), one block at
   // least (to evaluate the segments when there are no rows); kernels
   // grid-stride, so any grid is correct.
+  // Split rows (features over lanes): a warp per row for row maps.
+  int64_t rowsPerBlock = program.mapsRowsOnly() && program.splitsFeatures()
+                             ? blockSize / SegmentProgram::kGPUChunkRows
+                             : blockSize;
   llvm::json::Object gpu{{"entry", std::string(segrt::abi::entryName(
                                        program.hasLongSegmentKernels()
                                            ? segrt::abi::Entry::GpuSegmentKernel
@@ -79,10 +83,13 @@ static llvm::json::Object describeGPU(const SegmentProgram &program,
                          {"block", llvm::json::Array{blockSize, 1, 1}},
                          {"dynamic_shared_bytes", 0},
                          {"grid", llvm::json::Object{{"elements", "rows"},
-                                                     {"per_block", blockSize},
+                                                     {"per_block", rowsPerBlock},
                                                      {"min", 1}}}};
-  if (!program.mapsRowsOnly())
+  if (!program.mapsRowsOnly() && !program.splitsFeatures())
     gpu["packed_chunk_rows"] = SegmentProgram::kGPUChunkRows;
+  // Rows of this many features or more hold them over a warp's lanes.
+  gpu["feature_lanes_from"] = SegmentProgram::kGPUFeatureLanesFrom;
+  gpu["splits_features"] = program.splitsFeatures();
   SmallVector<LongSegmentLaunch> longLaunches = longSegmentLaunches(program);
   if (!longLaunches.empty()) {
     llvm::json::Array launches;

@@ -177,10 +177,11 @@ class GpuSimulator:
                         grid=grid if grid is not None else default_grid, block=info.block,
                         reverse_blocks=reverse_blocks)
 
-    def launch(self, symbol: str, tensors: Sequence[torch.Tensor], *scalars: int | Sequence[int],
-               grid: int, block: int, reverse_blocks: bool = False,
-               trailing: Sequence[int] = ()) -> None:
-        """Runs kernel `symbol` of the library once on `tensors` (their
+    def launch(self, symbol: str | int, tensors: Sequence[torch.Tensor],
+               *scalars: int | Sequence[int], grid: int, block: int,
+               reverse_blocks: bool = False, trailing: Sequence[int] = ()) -> None:
+        """Runs kernel `symbol` of the library (or the simulated kernel at
+        address `symbol`, loaded to call into it) once on `tensors` (their
         pointers, in order) and then its 64-bit scalar arguments, in its
         parameter order: `scalars` (ints, or one sequence of them) followed
         by `trailing`, on `grid` blocks of `block` threads. For the op
@@ -194,7 +195,8 @@ class GpuSimulator:
         pointers = (ctypes.c_uint64 * len(tensors))(*[t.data_ptr() for t in tensors])
         error = ctypes.create_string_buffer(4096)
         extra = (ctypes.c_int64 * max(1, len(trailing)))(*trailing)
-        kernel = ctypes.cast(getattr(self.library, symbol), ctypes.c_void_p)
+        kernel = (ctypes.c_void_p(symbol) if isinstance(symbol, int)
+                  else ctypes.cast(getattr(self.library, symbol), ctypes.c_void_p))
         status = self._launch(kernel, pointers, len(tensors), extra, len(trailing), grid,
                               block, int(reverse_blocks), error, len(error))
         if status != 0:
@@ -213,14 +215,43 @@ def simulator() -> GpuSimulator:
     return GpuSimulator()
 
 
+class SimulatedProgram:
+    """The GPU kernels of one derivative level of a program compiled at run
+    time (segops.jit, segops._wide) on the simulator, run as segrt's GPU
+    launcher plans them, on any grid."""
+
+    def __init__(self, program: Any, level: int, simulator: GpuSimulator) -> None:
+        compiler = _segc()
+        self.record = program.entry(level)
+        obj = compiler.compile_simulator_object(program.source, level,
+                                                program.level_name(level))
+        self.addresses = compiler.load_host_object(obj, sorted(self.record.gpu_symbols),
+                                                   str(simulator.path))
+        self.simulator = simulator
+
+    def run(self, inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor],
+            num_rows: int, num_segments: int, grid: int | None = None,
+            reverse_blocks: bool = False) -> None:
+        """Runs the level on CPU `inputs` then `outputs` (argument order):
+        the launcher's plan, on its grid or on `grid`."""
+        tensors = [*inputs, *outputs]
+        scratch = _scratch(self.record, num_rows, num_segments, torch.device("cpu"))
+        for symbol, default_grid, trailing in _segrt().plan_gpu_launches(
+                self.record, num_rows, num_segments, scratch.data_ptr()):
+            self.simulator.launch(self.addresses[symbol], tensors, trailing=trailing,
+                                  grid=grid if grid is not None else default_grid,
+                                  block=self.record.block, reverse_blocks=reverse_blocks)
+
+
 class CompiledModule:
     """The host kernels of one compiled module, with their manifest: compiled
     in this process (`_segc.compile_host_object`, for this CPU) and loaded
-    with ORC's LLJIT, as segops.jit does; no seg-compile or C compiler."""
+    with ORC's LLJIT, as segops.jit does; no seg-compile or C compiler.
+    `order`: derivative levels up to it."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, order: int = 0) -> None:
         compiler = _segc()
-        manifest, obj = compiler.compile_host_object(source, 0, "", interleave=4)
+        manifest, obj = compiler.compile_host_object(source, order, "", interleave=4)
         self.kernels = _library.parse_manifest(manifest).kernels
         symbols = []
         for kernel in self.kernels.values():

@@ -35,6 +35,8 @@
 namespace mlir {
 namespace seg {
 
+class KernelCodeBuilder;
+
 /// Whether `op` is a seg reduction (SegmentOpInterface::isReduction).
 bool isReductionOp(Operation *op);
 
@@ -134,6 +136,20 @@ public:
   /// the manifest.
   static constexpr int64_t kGPUChunkRows = 32;
 
+  /// Rows of at least this many features split them over the 32 lanes of a
+  /// warp in the GPU kernels: lane l holds features l, l + 32, ..., a warp
+  /// walks a segment's rows one at a time, and every load of a row is
+  /// coalesced (rows narrower than this run a row per lane, each lane
+  /// holding its row's features unrolled). Written to the manifest.
+  static constexpr int64_t kGPUFeatureLanesFrom = 32;
+  /// Whether the GPU kernels split features over lanes: some value is a
+  /// row of at least kGPUFeatureLanesFrom features.
+  bool splitsFeatures() const;
+  /// Whether the GPU kernels hold `value` split over lanes (a row of at
+  /// least kGPUFeatureLanesFrom features; scalars, 3-vectors, matrices and
+  /// narrower rows are held whole by every lane).
+  bool isFeatureSplit(Value value) const;
+
   /// Number of scalar accumulators of the program's reductions (a vec3 sum
   /// counts 3, a dot 1, an outer sum 9): the raw totals of one tile.
   int64_t numReductionComponents() const;
@@ -228,6 +244,34 @@ public:
                    const RowLoopBuilder &rowLoop, const CombineBuilder &combine,
                    Value writeSegmentOutputs, Value rowOutputMask = Value());
 
+  /// GPU kernels of programs that splitsFeatures(): from now on every
+  /// split value (SegmentProgram::isFeatureSplit) is held as its features
+  /// `lane`, `lane` + 32, ... (`lane` an i64), the padding past the last
+  /// feature as 0; a warp runs each row with all its lanes. Values held
+  /// whole are the same in every lane, and lane 0 stores them. A part of
+  /// a row combined into one value (a dot, a component sum) is combined
+  /// across the lanes by `combineLanes` (every lane gets the result), so
+  /// the row loop's accumulators need no combine.
+  void splitFeaturesOver(Value lane, CombineBuilder combineLanes);
+  bool splitsFeatures() const { return static_cast<bool>(featureLane); }
+
+  /// An accumulator of a pass as this thread holds it: its component among
+  /// the pass's totals (an i64 in [0, numReductionComponents(pass))), and
+  /// whether it is one (an i1; false for a split row's padding past its
+  /// last feature, whose component is then the row's last; null for
+  /// always).
+  struct HeldAccumulator {
+    Value component;
+    Value valid;
+    /// Held by this lane alone (a split row's feature), not by every lane.
+    bool split = false;
+  };
+  /// Pass `pass`'s accumulators, in the row loop's order.
+  SmallVector<HeldAccumulator> heldAccumulators(OpBuilder &b, Location loc,
+                                                unsigned pass);
+  /// How each of them combines.
+  SmallVector<arith::AtomicRMWKind> heldCombiningKinds(unsigned pass) const;
+
   /// While a RowLoopBuilder runs: the pass it builds the loop for (lowerings
   /// that run passes in separate kernels read earlier passes' totals).
   unsigned currentPass() const { return pass; }
@@ -244,6 +288,37 @@ private:
                          ArrayRef<Components> operands);
   Value bufferOf(Value argument) const;
   Value outputBuffer(unsigned resultIndex) const;
+  /// Whether `value` is held split over lanes (see splitFeaturesOver).
+  bool isHeldSplit(Value value) const;
+  /// The components this thread holds of `value`.
+  int64_t heldComponents(Value value) const;
+  /// Split rows of `features`: where this lane's part `part` lies in the
+  /// row (clamped to the row's last feature), and whether it is a feature
+  /// (null: always).
+  std::pair<Value, Value> splitFeature(KernelCodeBuilder &code, int64_t part,
+                                       int64_t features);
+  Components loadSplit(KernelCodeBuilder &code, Value buffer, Value element,
+                       int64_t features);
+  /// Stores `value`'s components at `element` of `buffer` as held: split
+  /// values by every lane, whole ones by lane 0 when features are split.
+  void storeHeld(KernelCodeBuilder &code, Value value, Value buffer,
+                 Value element, ArrayRef<Value> components, int64_t lanes,
+                 Value laneMask);
+  /// The row code of a seg op (a reduction's row term, a row map's value):
+  /// its float operands' components, read per row or per segment as the op
+  /// says, handed to the op's buildRowComponents.
+  Components buildRowCode(OpBuilder &b, Location loc, Operation *segmentOp,
+                          function_ref<Components(Value)> rowValue,
+                          function_ref<Components(Value)> segmentValue);
+  /// The components of `op`'s result from `operands` (as held) by `build`:
+  /// with split operands and a whole result, the lanes' parts (padding set
+  /// to `kind`'s identity) combined across lanes; with a whole operand and
+  /// a split result (a broadcast), the operand's copies.
+  Components buildHeld(OpBuilder &b, Location loc, Operation *op,
+                       ArrayRef<Value> operandValues,
+                       ArrayRef<Components> operands,
+                       std::optional<arith::AtomicRMWKind> kind,
+                       function_ref<Components(ArrayRef<Components>)> build);
 
   const SegmentProgram &program;
   SmallVector<Value> buffers;
@@ -254,6 +329,10 @@ private:
   int64_t segmentLanes = 1;
   DenseMap<Value, Components> segmentValues;
   unsigned pass = 0;
+  /// With features split over lanes: the thread's lane, and how values
+  /// combine across lanes.
+  Value featureLane;
+  CombineBuilder combineLanes;
 };
 
 } // namespace seg

@@ -30,6 +30,28 @@ void GPUKernelEmitter::emitWarpIds(OpBuilder &b) {
       loc, b.create<arith::MulIOp>(loc, blockId, warpsPerBlock),
       b.create<arith::ShRUIOp>(loc, threadId, i64(b, 5)));
   totalWarps = b.create<arith::MulIOp>(loc, gridDim, warpsPerBlock);
+  if (splitsFeatures())
+    emitter.splitFeaturesOver(
+        lane, [this](OpBuilder &cb, Location, Value part,
+                     arith::AtomicRMWKind kind) {
+          return warpCombine(cb, part, kind);
+        });
+}
+
+void GPUKernelEmitter::emitWarpEmptySegments(OpBuilder &b, Value lo,
+                                             Value hi) {
+  // Split rows: the warp evaluates each, all lanes together.
+  if (splitsFeatures())
+    emitEmptySegments(b, lo, hi, i64(b, 0), i64(b, 1));
+  else
+    emitEmptySegments(b, lo, hi, lane, i64(b, kWarpSize));
+}
+
+GPUKernelEmitter::RowStride GPUKernelEmitter::warpRows(OpBuilder &b,
+                                                       Value first) {
+  if (splitsFeatures())
+    return {first, i64(b, 1)};
+  return {b.create<arith::AddIOp>(loc, first, lane), i64(b, kWarpSize)};
 }
 
 Value GPUKernelEmitter::segmentOr(OpBuilder &b, Value inRange, Value row) {
@@ -149,7 +171,7 @@ void GPUKernelEmitter::emitWalkedSegment(OpBuilder &b, Value start,
                                         al, rows[0], i64(ab, kWarpSize))});
       });
   Value end = warpCombine(b, walk.getResult(0), arith::AtomicRMWKind::mins);
-  Value first = b.create<arith::AddIOp>(loc, start, lane);
+  auto [first, step] = warpRows(b, start);
 
   auto ifValid = b.create<scf::IfOp>(
       loc, code.isValidSegment(segment, numSegments), /*withElse=*/true);
@@ -160,7 +182,7 @@ void GPUKernelEmitter::emitWalkedSegment(OpBuilder &b, Value start,
                        SegmentProgramEmitter::RowBody body,
                        bool /*storesRows*/) -> SmallVector<Value> {
       auto loop = rb.create<scf::ForOp>(
-          rl, first, end, i64(rb, kWarpSize), init,
+          rl, first, end, step, init,
           [&](OpBuilder &ib, Location il, Value row, ValueRange acc) {
             ib.create<scf::YieldOp>(
                 il, body(ib, il, row, /*lanes=*/1, /*laneMask=*/Value(), acc));
@@ -169,17 +191,17 @@ void GPUKernelEmitter::emitWalkedSegment(OpBuilder &b, Value start,
     };
     auto combine = [&](OpBuilder &cb, Location, Value partial,
                        arith::AtomicRMWKind kind) {
-      return warpCombine(cb, partial, kind);
+      // Split rows: every lane walked every row.
+      return splitsFeatures() ? partial : warpCombine(cb, partial, kind);
     };
-    Value isLaneZero = vb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
-                                                lane, i64(vb, 0));
-    emitter.emitSegment(vb, loc, segment, count, rowLoop, combine, isLaneZero);
+    emitter.emitSegment(vb, loc, segment, count, rowLoop, combine,
+                        segmentOutputWriter(vb));
   }
   if (program.hasRowOutputs) {
     // Rows of an invalid segment: zero row outputs.
     OpBuilder eb = ifValid.getElseBodyBuilder();
     eb.create<scf::ForOp>(
-        loc, first, end, i64(eb, kWarpSize), ValueRange{},
+        loc, first, end, step, ValueRange{},
         [&](OpBuilder &ib, Location il, Value row, ValueRange) {
           emitter.emitZeroRowOutputs(ib, il, row);
           ib.create<scf::YieldOp>(il);
@@ -199,8 +221,8 @@ void GPUKernelEmitter::emitOwnedSegment(OpBuilder &b, Value rowBase,
                                               start, code.i64(0));
   Value previous = segmentOr(b, hasPrevious,
                              b.create<arith::SubIOp>(loc, start, code.i64(1)));
-  emitEmptySegments(b, b.create<arith::AddIOp>(loc, previous, code.i64(1)),
-                    segment, lane, code.i64(kWarpSize));
+  emitWarpEmptySegments(b, b.create<arith::AddIOp>(loc, previous, code.i64(1)),
+                        segment);
   if (!scratch) {
     emitWalkedSegment(b, start, segment);
     return;
@@ -242,6 +264,9 @@ Value GPUKernelEmitter::emitPackedSegments(OpBuilder &b, Value rowBase,
                                            Value row, Value inRange,
                                            Value segment, Value previous,
                                            Value endsAtRow, Value starts) {
+  // Split rows run a row per warp, never a row per lane.
+  if (splitsFeatures())
+    return b.create<arith::ConstantIntOp>(loc, 0, 32);
   KernelCodeBuilder code(b, loc);
   Type i32Type = b.getI32Type();
   auto i32 = [&](int64_t value) {
@@ -353,11 +378,20 @@ Value GPUKernelEmitter::emitPackedSegments(OpBuilder &b, Value rowBase,
 }
 
 void GPUKernelEmitter::emitRowMap(OpBuilder &b) {
-  Value globalThread = b.create<arith::AddIOp>(
-      loc, b.create<arith::MulIOp>(loc, blockId, i64(b, blockSize)), threadId);
-  Value totalThreads = b.create<arith::MulIOp>(loc, gridDim, i64(b, blockSize));
+  // A thread per row; split rows a warp per row.
+  Value first = splitsFeatures()
+                    ? globalWarp
+                    : b.create<arith::AddIOp>(
+                          loc,
+                          b.create<arith::MulIOp>(loc, blockId,
+                                                  i64(b, blockSize)),
+                          threadId);
+  Value stride =
+      splitsFeatures()
+          ? totalWarps
+          : b.create<arith::MulIOp>(loc, gridDim, i64(b, blockSize));
   b.create<scf::ForOp>(
-      loc, globalThread, numRows, totalThreads, ValueRange{},
+      loc, first, numRows, stride, ValueRange{},
       [&](OpBuilder &rb, Location rl, Value row, ValueRange) {
         KernelCodeBuilder code(rb, rl);
         Value segment = code.loadSegment(idx, row);
@@ -394,12 +428,17 @@ void GPUKernelEmitter::emit() {
   auto ifEmpty = b.create<scf::IfOp>(loc, noRows, /*withElse=*/false);
   {
     OpBuilder eb = ifEmpty.getThenBodyBuilder();
-    Value globalThread = eb.create<arith::AddIOp>(
-        loc, eb.create<arith::MulIOp>(loc, blockId, i64(eb, blockSize)),
-        threadId);
-    Value totalThreads =
-        eb.create<arith::MulIOp>(loc, gridDim, i64(eb, blockSize));
-    emitEmptySegments(eb, i64(eb, 0), numSegments, globalThread, totalThreads);
+    if (splitsFeatures()) {
+      emitEmptySegments(eb, i64(eb, 0), numSegments, globalWarp, totalWarps);
+    } else {
+      Value globalThread = eb.create<arith::AddIOp>(
+          loc, eb.create<arith::MulIOp>(loc, blockId, i64(eb, blockSize)),
+          threadId);
+      Value totalThreads =
+          eb.create<arith::MulIOp>(loc, gridDim, i64(eb, blockSize));
+      emitEmptySegments(eb, i64(eb, 0), numSegments, globalThread,
+                        totalThreads);
+    }
   }
 
   b.create<scf::ForOp>(
@@ -469,12 +508,46 @@ void GPUKernelEmitter::emit() {
         OpBuilder lb = ifLast.getThenBodyBuilder();
         Value lastSegment =
             KernelCodeBuilder(lb, loc).loadSegment(idx, lastRow);
-        emitEmptySegments(
+        emitWarpEmptySegments(
             lb, lb.create<arith::AddIOp>(loc, lastSegment, i64(lb, 1)),
-            numSegments, lane, i64(lb, kWarpSize));
+            numSegments);
         cb.create<scf::YieldOp>(loc);
       });
   b.create<gpu::ReturnOp>(loc);
+}
+
+Value GPUKernelEmitter::segmentOutputWriter(OpBuilder &b) {
+  // Split rows: the emitter picks the lanes that store.
+  if (splitsFeatures())
+    return Value();
+  return b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, lane,
+                                 i64(b, 0));
+}
+
+void GPUKernelEmitter::storeAccumulators(
+    OpBuilder &b, ValueRange totals, unsigned pass, Value base,
+    function_ref<Value(OpBuilder &, Value component)> index) {
+  if (!splitsFeatures()) {
+    storeFromLaneZero(b, totals, base, [&](OpBuilder &ib, int64_t i) {
+      return index(ib, i64(ib, i));
+    });
+    return;
+  }
+  // Split rows: each lane its features (not their padding); lane 0 the
+  // accumulators every lane holds.
+  Value isLaneZero =
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, lane, i64(b, 0));
+  for (auto [total, held] :
+       llvm::zip_equal(totals, emitter.heldAccumulators(b, loc, pass))) {
+    Value stores = held.split ? held.valid : isLaneZero;
+    if (!stores) {
+      KernelCodeBuilder(b, loc).store(total, base, index(b, held.component));
+      continue;
+    }
+    auto ifStore = b.create<scf::IfOp>(loc, stores, /*withElse=*/false);
+    OpBuilder sb = ifStore.getThenBodyBuilder();
+    KernelCodeBuilder(sb, loc).store(total, base, index(sb, held.component));
+  }
 }
 
 void GPUKernelEmitter::storeFromLaneZero(
@@ -492,13 +565,17 @@ SmallVector<Value>
 GPUKernelEmitter::reduceRows(OpBuilder &b, Value lo, Value hi, ValueRange init,
                              SegmentProgramEmitter::RowBody body,
                              ArrayRef<arith::AtomicRMWKind> kinds) {
-  // Lane-strided rows, then the butterfly: every lane holds the totals.
+  // Lane-strided rows, then the butterfly: every lane holds the totals
+  // (split rows: the warp's rows one at a time, each lane its features).
+  auto [first, step] = warpRows(b, lo);
   auto loop = b.create<scf::ForOp>(
-      loc, b.create<arith::AddIOp>(loc, lo, lane), hi, i64(b, kWarpSize), init,
+      loc, first, hi, step, init,
       [&](OpBuilder &ib, Location il, Value row, ValueRange acc) {
         ib.create<scf::YieldOp>(
             il, body(ib, il, row, /*lanes=*/1, /*laneMask=*/Value(), acc));
       });
+  if (splitsFeatures())
+    return SmallVector<Value>(loop.getResults());
   SmallVector<Value> totals;
   for (auto [partial, kind] : llvm::zip_equal(loop.getResults(), kinds))
     totals.push_back(warpCombine(b, partial, kind));

@@ -117,8 +117,29 @@ private:
   Value indexToI64(OpBuilder &b, Value value) {
     return b.create<arith::IndexCastOp>(loc, b.getI64Type(), value);
   }
-  /// Sets lane, globalWarp and totalWarps.
+  /// Sets lane, globalWarp and totalWarps (and, for split rows, tells the
+  /// emitter the lane).
   void emitWarpIds(OpBuilder &b);
+  /// Split rows (SegmentProgram::kGPUFeatureLanesFrom features or more):
+  /// a warp runs one row at a time, each lane holding its features.
+  bool splitsFeatures() const { return program.splitsFeatures(); }
+  /// A warp's rows from `first`: lane-strided, or (split rows) all of them,
+  /// the whole warp on each.
+  struct RowStride {
+    Value first, step;
+  };
+  RowStride warpRows(OpBuilder &b, Value first);
+  /// The empty segments [lo, hi) a warp evaluates: one per lane, or (split
+  /// rows) one at a time.
+  void emitWarpEmptySegments(OpBuilder &b, Value lo, Value hi);
+  /// Which lanes store a warp's segment outputs: lane 0, or (split rows)
+  /// null, the emitter's choice.
+  Value segmentOutputWriter(OpBuilder &b);
+  /// Stores the totals of pass `pass`'s row loop at `index(component)` of
+  /// `base`: lane 0 all of them, or (split rows) each lane its features'.
+  void storeAccumulators(OpBuilder &b, ValueRange totals, unsigned pass,
+                         Value base,
+                         function_ref<Value(OpBuilder &, Value)> index);
   /// idx[row] where `inRange`, else -1, never reading outside idx.
   Value segmentOr(OpBuilder &b, Value inRange, Value row);
   /// Butterfly over the warp combining by `kind`; every lane gets the
@@ -197,6 +218,16 @@ private:
   SmallVector<Value> combineTilePartials(OpBuilder &b, Value start, Value end,
                                          ValueRange components,
                                          ArrayRef<arith::AtomicRMWKind> kinds);
+  /// The same for split rows, each lane its own accumulators (pass 0's, as
+  /// held), tile after tile.
+  SmallVector<Value> combineSplitTilePartials(OpBuilder &b, Value start,
+                                              Value end);
+  /// The first and last tile of a long segment [start, end), and the slot
+  /// (0 head, 1 tail) of the first tile that holds its rows.
+  struct SegmentTiles {
+    Value first, last, firstSlot;
+  };
+  SegmentTiles segmentTiles(OpBuilder &b, Value start, Value end);
   /// Components of all passes' totals, in order, as runs [begin, end) that
   /// combine alike.
   SmallVector<std::tuple<int64_t, int64_t, arith::AtomicRMWKind>>
@@ -214,8 +245,9 @@ private:
   /// `tile` in the partials.
   Value partialIndex(OpBuilder &b, Value tile, Value which, Value component);
   std::pair<Value, Value> loadBounds(OpBuilder &b, Value segment);
+  /// Pass `pass`'s totals of a long segment, as the thread holds them.
   SmallVector<Value> loadSegmentTotals(OpBuilder &b, Value segment,
-                                       unsigned pass, int64_t count);
+                                       unsigned pass);
 
   const SegmentProgram &program;
   gpu::GPUFuncOp kernel;

@@ -78,29 +78,36 @@ Value GPUKernelEmitter::partialIndex(OpBuilder &b, Value tile, Value which,
       loc, b.create<arith::MulIOp>(loc, slot, i64(b, totals)), component);
 }
 
-SmallVector<Value> GPUKernelEmitter::combineTilePartials(
-    OpBuilder &b, Value start, Value end, ValueRange components,
-    ArrayRef<arith::AtomicRMWKind> kinds) {
-  Type elementType = program.elementType;
-  Value base = partials(b);
+GPUKernelEmitter::SegmentTiles
+GPUKernelEmitter::segmentTiles(OpBuilder &b, Value start, Value end) {
+  // The first tile holds the segment's rows in its tail slot, unless the
+  // segment starts the tile (then they are its head); every later tile's
+  // head slot holds the segment's rows in it.
   Value firstTile = b.create<arith::DivUIOp>(loc, start, i64(b, kTileRows));
   Value lastTile = b.create<arith::DivUIOp>(
       loc, b.create<arith::SubIOp>(loc, end, i64(b, 1)), i64(b, kTileRows));
-  // The first tile holds the segment's rows in its tail slot, unless the
-  // segment starts the tile (then they are its head); every later tile's
-  // head slot holds the segment's rows in it. kTilesPerLane * 32 tiles at a
-  // time: each lane combines its tiles in order (independent loads, in
-  // flight together: a segment of 1e7 rows has ~10^4 tiles, and one load at
-  // a time would make this loop the kernel's latency), then the butterfly,
-  // in order: the order depends on the segment only. (The shuffles in the
-  // loop also keep LLVM from unrolling it.) Tiles past the segment count as
-  // the combine's identity (0 for sums, -inf for maxima, +inf for minima).
   Value firstSlot = b.create<arith::SelectOp>(
       loc,
       b.create<arith::CmpIOp>(
           loc, arith::CmpIPredicate::eq,
           b.create<arith::RemUIOp>(loc, start, i64(b, kTileRows)), i64(b, 0)),
       i64(b, 0), i64(b, 1));
+  return {firstTile, lastTile, firstSlot};
+}
+
+SmallVector<Value> GPUKernelEmitter::combineTilePartials(
+    OpBuilder &b, Value start, Value end, ValueRange components,
+    ArrayRef<arith::AtomicRMWKind> kinds) {
+  Type elementType = program.elementType;
+  Value base = partials(b);
+  auto [firstTile, lastTile, firstSlot] = segmentTiles(b, start, end);
+  // kTilesPerLane * 32 tiles at a
+  // time: each lane combines its tiles in order (independent loads, in
+  // flight together: a segment of 1e7 rows has ~10^4 tiles, and one load at
+  // a time would make this loop the kernel's latency), then the butterfly,
+  // in order: the order depends on the segment only. (The shuffles in the
+  // loop also keep LLVM from unrolling it.) Tiles past the segment count as
+  // the combine's identity (0 for sums, -inf for maxima, +inf for minima).
   SmallVector<Value> identities;
   for (arith::AtomicRMWKind kind : kinds)
     identities.push_back(arith::getIdentityValue(kind, elementType, b, loc));
@@ -142,6 +149,59 @@ SmallVector<Value> GPUKernelEmitter::combineTilePartials(
   return SmallVector<Value>(loop.getResults());
 }
 
+SmallVector<Value> GPUKernelEmitter::combineSplitTilePartials(OpBuilder &b,
+                                                             Value start,
+                                                             Value end) {
+  // Each lane reads its features' slots (coalesced: a slot's features are
+  // contiguous) tile after tile, kTilesPerLane tiles' loads in flight at a
+  // time, combined in tile order: the order depends on the segment only.
+  // A segment of 1e7 rows has ~10^4 tiles, so this chain is long; tiles
+  // past the segment count as the combine's identity.
+  Type elementType = program.elementType;
+  Value base = partials(b);
+  auto [firstTile, lastTile, firstSlot] = segmentTiles(b, start, end);
+  SmallVector<SegmentProgramEmitter::HeldAccumulator> held =
+      emitter.heldAccumulators(b, loc, /*pass=*/0);
+  SmallVector<arith::AtomicRMWKind> kinds = emitter.heldCombiningKinds(0);
+  SmallVector<Value> identities;
+  for (arith::AtomicRMWKind kind : kinds)
+    identities.push_back(arith::getIdentityValue(kind, elementType, b, loc));
+  auto loop = b.create<scf::ForOp>(
+      loc, firstTile, b.create<arith::AddIOp>(loc, lastTile, i64(b, 1)),
+      i64(b, kTilesPerLane), identities,
+      [&](OpBuilder &ib, Location il, Value chunk, ValueRange totals) {
+        KernelCodeBuilder load(ib, il);
+        SmallVector<Value> next(totals);
+        SmallVector<SmallVector<Value>> loaded;
+        for (int64_t k = 0; k < kTilesPerLane; ++k) {
+          Value tile = ib.create<arith::AddIOp>(il, chunk, i64(ib, k));
+          Value inRange = ib.create<arith::CmpIOp>(
+              il, arith::CmpIPredicate::ule, tile, lastTile);
+          Value readTile = ib.create<arith::MinUIOp>(il, tile, lastTile);
+          Value slot = ib.create<arith::SelectOp>(
+              il,
+              ib.create<arith::CmpIOp>(il, arith::CmpIPredicate::eq, readTile,
+                                       firstTile),
+              firstSlot, i64(ib, 0));
+          SmallVector<Value> values;
+          for (auto [i, accumulator] : llvm::enumerate(held)) {
+            Value value =
+                load.load(base, elementType,
+                          partialIndex(ib, readTile, slot, accumulator.component));
+            values.push_back(
+                ib.create<arith::SelectOp>(il, inRange, value, identities[i]));
+          }
+          loaded.push_back(std::move(values));
+        }
+        // All loads first, then the combines in tile order.
+        for (const SmallVector<Value> &values : loaded)
+          for (auto [i, value] : llvm::enumerate(values))
+            next[i] = arith::getReductionOp(kinds[i], ib, il, next[i], value);
+        ib.create<scf::YieldOp>(il, next);
+      });
+  return SmallVector<Value>(loop.getResults());
+}
+
 void GPUKernelEmitter::emitLongSegment(OpBuilder &b, Value start,
                                        Value segment) {
   KernelCodeBuilder code(b, loc);
@@ -149,10 +209,10 @@ void GPUKernelEmitter::emitLongSegment(OpBuilder &b, Value start,
   auto ifValid = b.create<scf::IfOp>(
       loc, code.isValidSegment(segment, numSegments), /*withElse=*/false);
   OpBuilder vb = ifValid.getThenBodyBuilder();
-  Value isLaneZero =
-      vb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, lane, i64(vb, 0));
   auto readPartials = [&](OpBuilder &rb, Location, ValueRange init,
                           SegmentProgramEmitter::RowBody, bool) {
+    if (splitsFeatures())
+      return combineSplitTilePartials(rb, start, end);
     SmallVector<Value> components;
     for (int64_t i = 0, e = init.size(); i < e; ++i)
       components.push_back(i64(rb, i));
@@ -161,7 +221,7 @@ void GPUKernelEmitter::emitLongSegment(OpBuilder &b, Value start,
   };
   emitter.emitSegment(vb, loc, segment,
                       vb.create<arith::SubIOp>(loc, end, start), readPartials,
-                      combineNothing, isLaneZero);
+                      combineNothing, segmentOutputWriter(vb));
 }
 
 std::pair<Value, Value> GPUKernelEmitter::loadBounds(OpBuilder &b,
@@ -188,18 +248,20 @@ std::pair<Value, Value> GPUKernelEmitter::loadBounds(OpBuilder &b,
 
 SmallVector<Value> GPUKernelEmitter::loadSegmentTotals(OpBuilder &b,
                                                        Value segment,
-                                                       unsigned pass,
-                                                       int64_t count) {
+                                                       unsigned pass) {
   KernelCodeBuilder code(b, loc);
   Value base = segmentTotals(b);
-  Value row = b.create<arith::MulIOp>(loc, segment,
-                                      i64(b, program.numReductionComponents()));
+  Value passTotals = b.create<arith::AddIOp>(
+      loc,
+      b.create<arith::MulIOp>(loc, segment,
+                              i64(b, program.numReductionComponents())),
+      i64(b, program.reductionOffset(pass)));
   SmallVector<Value> totals;
-  for (int64_t i = 0; i < count; ++i)
+  for (const SegmentProgramEmitter::HeldAccumulator &held :
+       emitter.heldAccumulators(b, loc, pass))
     totals.push_back(
         code.load(base, program.elementType,
-                  b.create<arith::AddIOp>(
-                      loc, row, i64(b, program.reductionOffset(pass) + i))));
+                  b.create<arith::AddIOp>(loc, passTotals, held.component)));
   return totals;
 }
 
@@ -212,15 +274,13 @@ void GPUKernelEmitter::emitPassByPassLongSegment(OpBuilder &b, Value segment) {
       loc, code.isValidSegment(segment, numSegments), /*withElse=*/false);
   OpBuilder vb = ifValid.getThenBodyBuilder();
   auto [start, end] = loadBounds(vb, segment);
-  auto readTotals = [&](OpBuilder &rb, Location, ValueRange init,
+  auto readTotals = [&](OpBuilder &rb, Location, ValueRange,
                         SegmentProgramEmitter::RowBody, bool) {
-    return loadSegmentTotals(rb, segment, emitter.currentPass(), init.size());
+    return loadSegmentTotals(rb, segment, emitter.currentPass());
   };
-  Value isLaneZero =
-      vb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, lane, i64(vb, 0));
   emitter.emitSegment(vb, loc, segment,
                       vb.create<arith::SubIOp>(loc, end, start), readTotals,
-                      combineNothing, isLaneZero);
+                      combineNothing, segmentOutputWriter(vb));
 }
 
 void GPUKernelEmitter::emitTileLoop(OpBuilder &b, TileBody body) {
@@ -400,9 +460,9 @@ void GPUKernelEmitter::emitTiles() {
                        SegmentProgramEmitter::RowBody body, bool) {
       SmallVector<Value> totals =
           reduceRows(rb, lo, hi, init, body, program.combiningKinds(0));
-      storeFromLaneZero(rb, totals, partials(rb),
-                        [&](OpBuilder &ib, int64_t i) {
-                          return partialIndex(ib, tile, which, i64(ib, i));
+      storeAccumulators(rb, totals, /*pass=*/0, partials(rb),
+                        [&](OpBuilder &ib, Value component) {
+                          return partialIndex(ib, tile, which, component);
                         });
       return totals;
     };
@@ -447,18 +507,20 @@ void GPUKernelEmitter::emitPassTiles() {
       return KernelCodeBuilder(rb, loc).selectByRunningPass(
           runningPass, pass, init,
           [&](OpBuilder &eb, Location) {
-            return loadSegmentTotals(eb, segment, pass,
-                                     program.numReductionComponents(pass));
+            return loadSegmentTotals(eb, segment, pass);
           },
           [&](OpBuilder &hb, Location) {
             SmallVector<Value> totals = reduceRows(
                 hb, lo, hi, init, body, program.combiningKinds(pass));
-            storeFromLaneZero(hb, totals, partials(hb),
-                              [&](OpBuilder &ib, int64_t i) {
-                                return partialIndex(
-                                    ib, tile, which,
-                                    i64(ib, program.reductionOffset(pass) + i));
-                              });
+            storeAccumulators(
+                hb, totals, pass, partials(hb),
+                [&](OpBuilder &ib, Value component) {
+                  return partialIndex(
+                      ib, tile, which,
+                      ib.create<arith::AddIOp>(
+                          loc, component,
+                          i64(ib, program.reductionOffset(pass))));
+                });
             return totals;
           });
     };
@@ -469,12 +531,13 @@ void GPUKernelEmitter::emitPassTiles() {
   };
   // Rows of an invalid segment: zero row outputs (in pass 0's launch).
   auto invalid = [&](OpBuilder &eb, Value, Value, Value, Value lo, Value hi) {
-    Value first = eb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, runningPass,
-                                           i64(eb, 0));
-    auto ifFirst = eb.create<scf::IfOp>(loc, first, /*withElse=*/false);
+    Value firstPass = eb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
+                                               runningPass, i64(eb, 0));
+    auto ifFirst = eb.create<scf::IfOp>(loc, firstPass, /*withElse=*/false);
     OpBuilder fb = ifFirst.getThenBodyBuilder();
+    auto [first, step] = warpRows(fb, lo);
     fb.create<scf::ForOp>(
-        loc, fb.create<arith::AddIOp>(loc, lo, lane), hi, i64(fb, kWarpSize),
+        loc, first, hi, step,
         ValueRange{}, [&](OpBuilder &ib, Location il, Value row, ValueRange) {
           emitter.emitZeroRowOutputs(ib, il, row);
           ib.create<scf::YieldOp>(il);

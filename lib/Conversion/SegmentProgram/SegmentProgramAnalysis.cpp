@@ -427,6 +427,21 @@ int64_t SegmentProgram::maxComponents() const {
   return widest;
 }
 
+/// Features of a row value (0 for other shapes).
+static int64_t rowFeatures(const SegmentProgram::Info &info) {
+  return info.shape.size() == 1 ? info.shape[0] : 0;
+}
+
+bool SegmentProgram::splitsFeatures() const {
+  return llvm::any_of(infos, [](const auto &entry) {
+    return rowFeatures(entry.second) >= kGPUFeatureLanesFrom;
+  });
+}
+
+bool SegmentProgram::isFeatureSplit(Value value) const {
+  return rowFeatures(info(value)) >= kGPUFeatureLanesFrom;
+}
+
 std::optional<unsigned> SegmentProgram::summedRowBuffer() const {
   Block &body = func.getBody().front();
   ValueRange results = body.getTerminator()->getOperands();

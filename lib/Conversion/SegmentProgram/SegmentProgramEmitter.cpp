@@ -28,6 +28,61 @@ Value SegmentProgramEmitter::outputBuffer(unsigned resultIndex) const {
   return buffers[numInputs + resultIndex];
 }
 
+/// Lanes a split row's features are held over.
+static constexpr int64_t kLanes = SegmentProgram::kGPUChunkRows;
+
+void SegmentProgramEmitter::splitFeaturesOver(Value lane,
+                                              CombineBuilder combine) {
+  featureLane = lane;
+  combineLanes = std::move(combine);
+}
+
+bool SegmentProgramEmitter::isHeldSplit(Value value) const {
+  return featureLane && program.hasInfo(value) &&
+         program.isFeatureSplit(value);
+}
+
+int64_t SegmentProgramEmitter::heldComponents(Value value) const {
+  int64_t components = program.info(value).numComponents();
+  return isHeldSplit(value) ? llvm::divideCeil(components, kLanes)
+                            : components;
+}
+
+std::pair<Value, Value>
+SegmentProgramEmitter::splitFeature(KernelCodeBuilder &code, int64_t part,
+                                    int64_t features) {
+  OpBuilder &b = code.builder;
+  Value feature = b.create<arith::AddIOp>(code.loc, featureLane,
+                                          code.i64(part * kLanes));
+  if ((part + 1) * kLanes <= features)
+    return {feature, Value()};
+  Value valid = b.create<arith::CmpIOp>(code.loc, arith::CmpIPredicate::slt,
+                                        feature, code.i64(features));
+  return {b.create<arith::MinSIOp>(code.loc, feature, code.i64(features - 1)),
+          valid};
+}
+
+Components SegmentProgramEmitter::loadSplit(KernelCodeBuilder &code,
+                                            Value buffer, Value element,
+                                            int64_t features) {
+  OpBuilder &b = code.builder;
+  Value base =
+      b.create<arith::MulIOp>(code.loc, element, code.i64(features));
+  Components parts;
+  for (int64_t part = 0, e = llvm::divideCeil(features, kLanes); part < e;
+       ++part) {
+    auto [feature, valid] = splitFeature(code, part, features);
+    Value value =
+        code.load(buffer, program.elementType,
+                  b.create<arith::AddIOp>(code.loc, base, feature));
+    if (valid)
+      value = b.create<arith::SelectOp>(code.loc, valid, value,
+                                        code.zero(program.elementType));
+    parts.push_back(value);
+  }
+  return parts;
+}
+
 /// Loads the components of elements [element, element + lanes) of a buffer
 /// of `numComponents` components per element: scalars for one lane, else one
 /// vector per component (a vector load of the elements, deinterleaved).
@@ -151,6 +206,42 @@ static void storeElement(KernelCodeBuilder &code, Value buffer, Value element,
     code.store(value, buffer, b.create<arith::AddIOp>(code.loc, base, code.i64(c)));
 }
 
+void SegmentProgramEmitter::storeHeld(KernelCodeBuilder &code, Value value,
+                                      Value buffer, Value element,
+                                      ArrayRef<Value> components,
+                                      int64_t lanes, Value laneMask) {
+  if (!featureLane) {
+    storeElement(code, buffer, element, components, lanes, laneMask);
+    return;
+  }
+  assert(lanes == 1 && !laneMask && "split rows run a row per warp");
+  OpBuilder &b = code.builder;
+  OpBuilder::InsertionGuard guard(b);
+  auto storeIf = [&](Value condition) {
+    auto ifStore = b.create<scf::IfOp>(code.loc, condition,
+                                       /*withElse=*/false);
+    b.setInsertionPointToStart(ifStore.thenBlock());
+  };
+  if (!isHeldSplit(value)) {
+    // Every lane holds it: lane 0 stores.
+    storeIf(b.create<arith::CmpIOp>(code.loc, arith::CmpIPredicate::eq,
+                                    featureLane, code.i64(0)));
+    storeElement(code, buffer, element, components);
+    return;
+  }
+  int64_t features = program.info(value).numComponents();
+  Value base =
+      b.create<arith::MulIOp>(code.loc, element, code.i64(features));
+  for (auto [part, component] : llvm::enumerate(components)) {
+    auto [feature, valid] = splitFeature(code, part, features);
+    OpBuilder::InsertionGuard partGuard(b);
+    if (valid)
+      storeIf(valid);
+    code.store(component, buffer,
+               b.create<arith::AddIOp>(code.loc, base, feature));
+  }
+}
+
 /// Segment values used by the rows of a vector body: one vector per
 /// component, every lane the same (values of a vector of segments already
 /// are vectors).
@@ -172,14 +263,29 @@ static Components broadcast(const Components &values, int64_t n) {
   return Components(n, values.front());
 }
 
+/// The identity of `kind` (0, -inf, +inf) as a scalar or vector constant.
+static Value identityValue(OpBuilder &b, Location loc,
+                           arith::AtomicRMWKind kind, Type type) {
+  auto vector = dyn_cast<VectorType>(type);
+  TypedAttr scalar = arith::getIdentityValueAttr(
+      kind, vector ? vector.getElementType() : type, b, loc);
+  if (!vector)
+    return b.create<arith::ConstantOp>(loc, scalar);
+  return b.create<arith::ConstantOp>(loc,
+                                     SplatElementsAttr::get(vector, scalar));
+}
+
 Components SegmentProgramEmitter::elementwise(OpBuilder &b, Location loc,
                                               Operation *op,
                                               ArrayRef<Components> operands) {
-  if (auto shapeChange = dyn_cast<ComponentOpInterface>(op)) {
-    SmallVector<Value> result =
-        shapeChange.buildComponents(b, loc, operands.front());
-    return Components(result.begin(), result.end());
-  }
+  if (auto shapeChange = dyn_cast<ComponentOpInterface>(op))
+    return buildHeld(b, loc, op, op->getOperand(0), operands,
+                     shapeChange.getComponentCombiningKind(),
+                     [&](ArrayRef<Components> held) {
+                       SmallVector<Value> result =
+                           shapeChange.buildComponents(b, loc, held.front());
+                       return Components(result.begin(), result.end());
+                     });
   int64_t n = 1;
   for (const Components &operand : operands)
     n = std::max<int64_t>(n, operand.size());
@@ -194,37 +300,67 @@ Components SegmentProgramEmitter::elementwise(OpBuilder &b, Location loc,
   return results;
 }
 
-/// The identity of `kind` (0, -inf, +inf) as a scalar or vector constant.
-static Value identityValue(OpBuilder &b, Location loc,
-                           arith::AtomicRMWKind kind, Type type) {
-  auto vector = dyn_cast<VectorType>(type);
-  TypedAttr scalar = arith::getIdentityValueAttr(
-      kind, vector ? vector.getElementType() : type, b, loc);
-  if (!vector)
-    return b.create<arith::ConstantOp>(loc, scalar);
-  return b.create<arith::ConstantOp>(loc,
-                                     SplatElementsAttr::get(vector, scalar));
-}
 
-/// The row code of a seg op (a reduction's row term, a row map's value):
-/// its float operands' components, read per row or per segment as the op
-/// says, handed to the op's buildRowComponents.
-static Components buildRowCode(OpBuilder &b, Location loc,
-                               SegmentOpInterface op,
-                               function_ref<Components(Value)> rowValue,
-                               function_ref<Components(Value)> segmentValue) {
+Components SegmentProgramEmitter::buildRowCode(
+    OpBuilder &b, Location loc, Operation *segmentOp,
+    function_ref<Components(Value)> rowValue,
+    function_ref<Components(Value)> segmentValue) {
+  auto op = cast<SegmentOpInterface>(segmentOp);
   SmallVector<Value> segmentOperands = op.getSegmentOperands();
+  SmallVector<Value> floatOperands;
   SmallVector<Components> storage;
   for (Value operand : op->getOperands()) {
     if (!isa<FloatType>(getElementTypeOrSelf(operand.getType())))
       continue;
+    floatOperands.push_back(operand);
     storage.push_back(llvm::is_contained(segmentOperands, operand)
                           ? segmentValue(operand)
                           : rowValue(operand));
   }
-  SmallVector<ValueRange> operands(storage.begin(), storage.end());
-  SmallVector<Value> result = op.buildRowComponents(b, loc, operands);
-  return Components(result.begin(), result.end());
+  // A dot or a norm of split rows combines its lanes' parts as its rows
+  // combine (a sum).
+  return buildHeld(b, loc, op, floatOperands, storage, op.getCombiningKind(),
+                   [&](ArrayRef<Components> held) {
+                     SmallVector<ValueRange> operands(held.begin(),
+                                                      held.end());
+                     SmallVector<Value> result =
+                         op.buildRowComponents(b, loc, operands);
+                     return Components(result.begin(), result.end());
+                   });
+}
+
+Components SegmentProgramEmitter::buildHeld(
+    OpBuilder &b, Location loc, Operation *op, ArrayRef<Value> operandValues,
+    ArrayRef<Components> operands, std::optional<arith::AtomicRMWKind> kind,
+    function_ref<Components(ArrayRef<Components>)> build) {
+  if (!featureLane)
+    return build(operands);
+  bool splitOperand = llvm::any_of(
+      operandValues, [&](Value value) { return isHeldSplit(value); });
+  Value result = op->getResult(0);
+  if (isHeldSplit(result) && !splitOperand)
+    // A broadcast of a value every lane holds.
+    return Components(heldComponents(result), operands.front().front());
+  if (!splitOperand || isHeldSplit(result))
+    return build(operands);
+  assert(kind && "split rows combine into one value by a known kind");
+  // Each lane's part, its padding the combine's identity, then the lanes.
+  KernelCodeBuilder code(b, loc);
+  SmallVector<Components> parts(operands.begin(), operands.end());
+  for (auto [value, components] : llvm::zip_equal(operandValues, parts)) {
+    if (!isHeldSplit(value))
+      continue;
+    int64_t features = program.info(value).numComponents();
+    for (auto [part, component] : llvm::enumerate(components))
+      if (Value valid = splitFeature(code, part, features).second)
+        component = b.create<arith::SelectOp>(
+            loc, valid, component,
+            identityValue(b, loc, *kind, component.getType()));
+  }
+  Components combined = build(parts);
+  for (Value &value : combined)
+    value = combineLanes(b, loc, value, *kind);
+  return combined;
 }
 
 Components SegmentProgramEmitter::segmentValue(OpBuilder &b, Location loc,
@@ -235,7 +371,10 @@ Components SegmentProgramEmitter::segmentValue(OpBuilder &b, Location loc,
   KernelCodeBuilder code(b, loc);
   Type elementType = program.elementType;
   Components result;
-  if (isa<BlockArgument>(value)) {
+  if (isHeldSplit(value) && isa<BlockArgument>(value)) {
+    result = loadSplit(code, bufferOf(value), segment,
+                       program.info(value).numComponents());
+  } else if (isa<BlockArgument>(value)) {
     result = loadElement(code, bufferOf(value), elementType, segment,
                          program.info(value).numComponents());
   } else {
@@ -246,7 +385,7 @@ Components SegmentProgramEmitter::segmentValue(OpBuilder &b, Location loc,
                        b.create<arith::ConstantOp>(loc, constant.getValue())};
                  })
                  .Case<tensor::SplatOp>([&](tensor::SplatOp splat) {
-                   return Components(program.info(value).numComponents(),
+                   return Components(heldComponents(value),
                                      segmentValue(b, loc, splat.getInput())[0]);
                  })
                  .Case<SegmentOpInterface>([&](SegmentOpInterface segmentOp) {
@@ -286,6 +425,9 @@ Components SegmentProgramEmitter::rowValue(OpBuilder &b, Location loc,
   Components result;
   if (program.hasInfo(value) && program.info(value).space != ValueSpace::Row) {
     result = segment_(value);
+  } else if (isHeldSplit(value) && isa<BlockArgument>(value)) {
+    result = loadSplit(code, bufferOf(value), row,
+                       program.info(value).numComponents());
   } else if (isa<BlockArgument>(value)) {
     result = loadElement(code, bufferOf(value), program.elementType, row,
                          program.info(value).numComponents(), lanes);
@@ -300,7 +442,7 @@ Components SegmentProgramEmitter::rowValue(OpBuilder &b, Location loc,
               return buildRowCode(b, loc, map, row_, segment_);
             })
             .Case<tensor::SplatOp>([&](tensor::SplatOp splat) {
-              return Components(program.info(value).numComponents(),
+              return Components(heldComponents(value),
                                 segment_(splat.getInput())[0]);
             })
             .Case<GatherRowsOp>([&](GatherRowsOp gather) {
@@ -318,6 +460,9 @@ Components SegmentProgramEmitter::rowValue(OpBuilder &b, Location loc,
               int64_t components = 1;
               for (int64_t d : table.getShape().drop_front())
                 components *= d;
+              if (isHeldSplit(value))
+                return loadSplit(code, bufferOf(gather.getTable()), rows,
+                                 components);
               return loadElement(code, bufferOf(gather.getTable()),
                                  program.elementType, rows, components);
             })
@@ -370,9 +515,8 @@ void SegmentProgramEmitter::emitSegment(OpBuilder &b, Location loc,
     if (!rowLoop) {
       // An empty segment: every reduction is 0.
       for (Operation *op : reductions)
-        segmentValues[op->getResult(0)] =
-            Components(program.info(op->getResult(0)).numComponents(),
-                       code.zero(elementType));
+        segmentValues[op->getResult(0)] = Components(
+            heldComponents(op->getResult(0)), code.zero(elementType));
       continue;
     }
 
@@ -405,7 +549,7 @@ void SegmentProgramEmitter::emitSegment(OpBuilder &b, Location loc,
     for (Operation *op : reductions)
       // One accumulator per component of the reduction's per-segment
       // result, from its combining kind's identity.
-      init.append(program.info(op->getResult(0)).numComponents(),
+      init.append(heldComponents(op->getResult(0)),
                   arith::getIdentityValue(
                       cast<SegmentOpInterface>(op).getCombiningKind(),
                       elementType, b, loc));
@@ -441,8 +585,8 @@ void SegmentProgramEmitter::emitSegment(OpBuilder &b, Location loc,
           }
           KernelCodeBuilder local(lb, ll);
           for (unsigned i : rowOutputs) {
-            Components value =
-                rowValue(lb, ll, terminator->getOperand(i), row, lanes, memo);
+            Value output = terminator->getOperand(i);
+            Components value = rowValue(lb, ll, output, row, lanes, memo);
             if (rowOutputMask)
               for (Value &component : value)
                 component =
@@ -450,7 +594,8 @@ void SegmentProgramEmitter::emitSegment(OpBuilder &b, Location loc,
                                                local.zero(component.getType()));
             // Masked lanes (rows past the segment, which other threads may
             // write) are not stored.
-            storeElement(local, outputBuffer(i), row, value, lanes, laneMask);
+            storeHeld(local, output, outputBuffer(i), row, value, lanes,
+                      laneMask);
           }
           return next;
         },
@@ -467,8 +612,7 @@ void SegmentProgramEmitter::emitSegment(OpBuilder &b, Location loc,
     for (Operation *op : reductions) {
       auto reduction = cast<SegmentOpInterface>(op);
       SmallVector<Value> combined;
-      for (int64_t c = 0, e = program.info(op->getResult(0)).numComponents();
-           c < e; ++c)
+      for (int64_t c = 0, e = heldComponents(op->getResult(0)); c < e; ++c)
         combined.push_back(
             combine(b, loc, totals[position++], reduction.getCombiningKind()));
       SmallVector<Value> result =
@@ -478,10 +622,10 @@ void SegmentProgramEmitter::emitSegment(OpBuilder &b, Location loc,
   }
 
   // Segment outputs.
-  SmallVector<std::pair<unsigned, Components>> segmentOutputs;
+  SmallVector<std::tuple<unsigned, Value, Components>> segmentOutputs;
   for (auto [i, result] : llvm::enumerate(terminator->getOperands()))
     if (program.info(result).space == ValueSpace::Segment)
-      segmentOutputs.push_back({i, segmentValue(b, loc, result)});
+      segmentOutputs.push_back({i, result, segmentValue(b, loc, result)});
   if (segmentOutputs.empty())
     return;
   OpBuilder writer = b;
@@ -491,8 +635,9 @@ void SegmentProgramEmitter::emitSegment(OpBuilder &b, Location loc,
     writer = ifWriter.getThenBodyBuilder();
   }
   KernelCodeBuilder store(writer, loc);
-  for (auto &[i, components] : segmentOutputs)
-    storeElement(store, outputBuffer(i), segment, components);
+  for (auto &[i, result, components] : segmentOutputs)
+    storeHeld(store, result, outputBuffer(i), segment, components,
+              /*lanes=*/1, /*laneMask=*/Value());
 }
 
 void SegmentProgramEmitter::emitZeroRowOutputs(OpBuilder &b, Location loc,
@@ -503,7 +648,45 @@ void SegmentProgramEmitter::emitZeroRowOutputs(OpBuilder &b, Location loc,
     const SegmentProgram::Info &info = program.info(result);
     if (info.space != ValueSpace::Row)
       continue;
-    Components zeros(info.numComponents(), code.zero(program.elementType));
-    storeElement(code, outputBuffer(i), row, zeros);
+    Components zeros(heldComponents(result), code.zero(program.elementType));
+    storeHeld(code, result, outputBuffer(i), row, zeros, /*lanes=*/1,
+              /*laneMask=*/Value());
   }
+}
+
+SmallVector<SegmentProgramEmitter::HeldAccumulator>
+SegmentProgramEmitter::heldAccumulators(OpBuilder &b, Location loc,
+                                        unsigned forPass) {
+  KernelCodeBuilder code(b, loc);
+  SmallVector<HeldAccumulator> held;
+  int64_t offset = 0;
+  for (Operation &op : program.func.getBody().front().without_terminator()) {
+    if (!isReductionOp(&op) || program.info(op.getResult(0)).pass != forPass + 1)
+      continue;
+    Value result = op.getResult(0);
+    int64_t components = program.info(result).numComponents();
+    if (isHeldSplit(result)) {
+      for (int64_t part = 0, e = heldComponents(result); part < e; ++part) {
+        auto [feature, valid] = splitFeature(code, part, components);
+        held.push_back(
+            {b.create<arith::AddIOp>(loc, feature, code.i64(offset)), valid,
+             /*split=*/true});
+      }
+    } else {
+      for (int64_t c = 0; c < components; ++c)
+        held.push_back({code.i64(offset + c), Value()});
+    }
+    offset += components;
+  }
+  return held;
+}
+
+SmallVector<arith::AtomicRMWKind>
+SegmentProgramEmitter::heldCombiningKinds(unsigned forPass) const {
+  SmallVector<arith::AtomicRMWKind> kinds;
+  for (Operation &op : program.func.getBody().front().without_terminator())
+    if (isReductionOp(&op) && program.info(op.getResult(0)).pass == forPass + 1)
+      kinds.append(heldComponents(op.getResult(0)),
+                   cast<SegmentOpInterface>(op).getCombiningKind());
+  return kinds;
 }

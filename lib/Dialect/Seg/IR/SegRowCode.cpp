@@ -235,6 +235,16 @@ static Components combineComponents(OpBuilder &b, Location loc,
   return {total};
 }
 
+std::optional<arith::AtomicRMWKind> ComponentSumOp::getComponentCombiningKind() {
+  return arith::AtomicRMWKind::addf;
+}
+std::optional<arith::AtomicRMWKind> ComponentMaxOp::getComponentCombiningKind() {
+  return arith::AtomicRMWKind::maximumf;
+}
+std::optional<arith::AtomicRMWKind> ComponentMinOp::getComponentCombiningKind() {
+  return arith::AtomicRMWKind::minimumf;
+}
+
 Components ComponentMaxOp::buildComponents(OpBuilder &b, Location loc,
                                            ValueRange operand) {
   return combineComponents<arith::MaximumFOp>(b, loc, operand);

@@ -145,6 +145,15 @@ def Seg_ComponentOpInterface : OpInterface<"ComponentOpInterface"> {
       "::llvm::SmallVector<::mlir::Value>", "buildComponents",
       (ins "::mlir::OpBuilder &":$builder, "::mlir::Location":$loc,
            "::mlir::ValueRange":$operand)>,
+    InterfaceMethod<[{
+        How the op combines an element's components into its one result
+        (add, maximumf or minimumf), or none if it does not (a broadcast):
+        GPU kernels holding a row's features split over lanes combine the
+        lanes' parts this way.
+      }],
+      "::std::optional<::mlir::arith::AtomicRMWKind>",
+      "getComponentCombiningKind", (ins), /*methodBody=*/"",
+      [{ return ::std::nullopt; }]>,
   ];
 }
 

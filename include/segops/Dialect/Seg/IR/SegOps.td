@@ -394,7 +394,8 @@ def Seg_BroadcastOp : Seg_Op<"broadcast", [Pure,
 
 def Seg_ComponentSumOp : Seg_Op<"component_sum", [Pure,
     DeclareOpInterfaceMethods<Seg_ReverseDifferentiableOpInterface>,
-    DeclareOpInterfaceMethods<Seg_ComponentOpInterface>]> {
+    DeclareOpInterfaceMethods<Seg_ComponentOpInterface,
+                              ["getComponentCombiningKind"]>]> {
   let summary = "Sum of each element's F components";
   let description = [{
     `out[i] = x[i, 0] + ... + x[i, F-1]`, added in component order:
@@ -417,7 +418,8 @@ def Seg_ComponentSumOp : Seg_Op<"component_sum", [Pure,
 class Seg_ComponentExtremumOp<string mnemonic, string which>
     : Seg_Op<mnemonic, [Pure,
         DeclareOpInterfaceMethods<Seg_ReverseDifferentiableOpInterface>,
-        DeclareOpInterfaceMethods<Seg_ComponentOpInterface>]> {
+        DeclareOpInterfaceMethods<Seg_ComponentOpInterface,
+                                  ["getComponentCombiningKind"]>]> {
   let summary = "The " # which # " of each element's F components";
   let arguments = (ins Seg_FloatTensor:$x);
   let results = (outs Seg_FloatTensor:$result);

@@ -1,0 +1,128 @@
+"""Rows of 32 features or more in the GPU kernels hold their features over a
+warp's lanes (SegmentProgram::kGPUFeatureLanesFrom): lane l holds features
+l, l + 32, ..., a warp runs a segment's rows one at a time, dots and norms
+combine their lanes' parts by a butterfly, and long segments add their
+tiles' partials lane by lane. Narrower rows keep a row per lane.
+
+The run-time compiled kernels of every op at widths on both sides of the
+threshold (31 | 32), with padding lanes (33) and several features per lane
+(64, 256), forward and derivative levels, f32 and f64, run on the SIMT
+simulator against their host kernels over layouts crossing the chunk, tile
+and packing boundaries; results bitwise the same on any grid and block
+order. Skipped where the simulator library was not built."""
+
+from __future__ import annotations
+
+import json
+
+import harness
+import pytest
+import torch
+
+from segops import _gpusim, _wide
+from segops._dtypes import MANIFEST_DTYPES
+
+pytestmark = [pytest.mark.simulator, pytest.mark.compiler,
+              pytest.mark.skipif(not _gpusim.LIBRARY_PATH.exists(),
+                                 reason="libsegops_gpusim.so not built (no compiler)")]
+
+TILE = 1024
+# Rows per segment: short ones (a warp walks each), empty ones at the head,
+# middle and tail, long ones covering whole tiles (tile kernels; aligned
+# and not, two sharing a tile).
+LAYOUTS = {
+    "short-and-empty": [0, 3, 31, 1, 33, 0, 64, 2, 0],
+    "long-unaligned": [5, TILE + 300, 2, 0, 2 * TILE + 7, 1],
+    "tile-aligned": [TILE, TILE, 0],
+}
+# The threshold is 32 features: 31 runs a row per lane, 32 one feature per
+# lane, 33 a padded second feature, 64 and 256 two and eight per lane.
+WIDTHS = [31, 32, 33, 64, 256]
+# Every op that takes wide rows, at the levels its gradients reach: the
+# reductions (one-pass programs and, for their backward, row maps), the
+# contractions (a butterfly per row) and the row maps.
+CASES = [("segmented_sum", 0), ("segmented_sum", 2), ("segmented_mean", 1),
+         ("segmented_max", 0), ("segmented_max", 1), ("segmented_min", 1),
+         ("segmented_dot", 0), ("segmented_dot", 1), ("segmented_rms_norm", 0),
+         ("segmented_rms_norm", 2), ("segmented_gather", 0), ("segmented_gather", 1),
+         ("segmented_mul", 1)]
+
+
+@pytest.fixture(scope="module")
+def simulator() -> harness.GpuSimulator:
+    return harness.simulator()
+
+
+def _buffers(record, counts: list[int], seed: int) -> tuple[list[torch.Tensor],
+                                                            list[torch.Tensor], int, int]:
+    dtype = MANIFEST_DTYPES[record.dtype]
+    generator = torch.Generator().manual_seed(seed)
+    n, s = sum(counts), len(counts)
+    idx = torch.repeat_interleave(torch.arange(s), torch.tensor(counts, dtype=torch.int64))
+    inputs, outputs = [], []
+    for buffer in record.buffers:
+        shape = buffer.extents(n, s)
+        if buffer.is_index:
+            inputs.append(idx.to(torch.int32))
+        elif buffer.is_output:
+            outputs.append(torch.full(shape, float("nan"), dtype=dtype))
+        else:
+            inputs.append(torch.randn(shape, dtype=dtype, generator=generator))
+    return inputs, outputs, n, s
+
+
+def _tolerance(dtype: str, width: int) -> dict[str, float]:
+    # The GPU adds a row's features in another order than the host (a
+    # butterfly over lanes), and long segments tile by tile.
+    if dtype == "f64":
+        return {"rtol": 1e-10, "atol": 1e-10 * width}
+    return {"rtol": 1e-4, "atol": 1e-4 * width}
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("op,level", CASES, ids=[f"{op[10:]}-{level}" for op, level in CASES])
+def test_split_rows_match_the_host_kernels(simulator: harness.GpuSimulator, op: str,
+                                           level: int, width: int, dtype: str) -> None:
+    program = _wide.program(op, dtype, width)
+    gpu = harness.SimulatedProgram(program, level, simulator)
+    host = harness.CompiledModule(program.source, order=level)
+    for seed, (layout, counts) in enumerate(LAYOUTS.items()):
+        inputs, simulated, n, s = _buffers(gpu.record, counts, seed)
+        gpu.run(inputs, simulated, n, s)
+        wanted = host.run(gpu.record.name, inputs, n, s)
+        for index, (got, want) in enumerate(zip(simulated, wanted)):
+            torch.testing.assert_close(
+                got, want, **_tolerance(dtype, width),
+                msg=lambda m: f"{gpu.record.name}, {layout}, output {index}: {m}")
+
+
+@pytest.mark.parametrize("width", [31, 33, 256])
+@pytest.mark.parametrize("op,level", [("segmented_sum", 0), ("segmented_rms_norm", 1),
+                                      ("segmented_max", 1), ("segmented_dot", 2)])
+def test_split_rows_are_bitwise_independent_of_the_grid(simulator: harness.GpuSimulator,
+                                                        op: str, level: int,
+                                                        width: int) -> None:
+    program = _wide.program(op, "f32", width)
+    gpu = harness.SimulatedProgram(program, level, simulator)
+    counts = [5, 0, 300, 1, 40, 0, 2 * TILE + 9, 4]
+    inputs, first, n, s = _buffers(gpu.record, counts, 7)
+    gpu.run(inputs, first, n, s)
+    for grid, reverse in [(1, False), (3, True), (50, True)]:
+        _, again, _, _ = _buffers(gpu.record, counts, 7)
+        gpu.run(inputs, again, n, s, grid=grid, reverse_blocks=reverse)
+        for got, want in zip(again, first):
+            assert torch.equal(got, want), f"{gpu.record.name}: grid {grid} differs"
+
+
+@pytest.mark.parametrize("op,width,splits,per_block", [
+    ("segmented_sum", 31, False, 256), ("segmented_sum", 32, True, 256),
+    ("segmented_gather", 31, False, 256), ("segmented_gather", 64, True, 8)])
+def test_the_manifest_records_the_rule(op: str, width: int, splits: bool,
+                                       per_block: int) -> None:
+    """Whether a kernel splits its rows, from how wide: and for row maps the
+    grid, a warp (not a thread) per row."""
+    gpu = json.loads(_wide.program(op, "f32", width).entry(0).text)["gpu"]
+    assert gpu["feature_lanes_from"] == 32
+    assert gpu["splits_features"] is splits
+    assert gpu["grid"]["per_block"] == per_block
