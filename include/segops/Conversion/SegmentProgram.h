@@ -271,6 +271,13 @@ public:
                                                 unsigned pass);
   /// How each of them combines.
   SmallVector<arith::AtomicRMWKind> heldCombiningKinds(unsigned pass) const;
+  /// A row loop's totals of the current pass, from a thread that walked
+  /// the rows with its lanes: the accumulators of a dot or a norm of split
+  /// rows hold each lane's part of the sum over its features (one
+  /// butterfly after the rows, not one per row); combines them across the
+  /// lanes. Row loops over split rows call it on their totals.
+  SmallVector<Value> combineLaneParts(OpBuilder &b, Location loc,
+                                      ValueRange totals);
 
   /// While a RowLoopBuilder runs: the pass it builds the loop for (lowerings
   /// that run passes in separate kernels read earlier passes' totals).
@@ -307,9 +314,15 @@ private:
   /// The row code of a seg op (a reduction's row term, a row map's value):
   /// its float operands' components, read per row or per segment as the op
   /// says, handed to the op's buildRowComponents.
+  /// `combinePartsLater`: a reduction's lanes' parts of a split row stay
+  /// apart (see combineLaneParts).
   Components buildRowCode(OpBuilder &b, Location loc, Operation *segmentOp,
                           function_ref<Components(Value)> rowValue,
-                          function_ref<Components(Value)> segmentValue);
+                          function_ref<Components(Value)> segmentValue,
+                          bool combinePartsLater = false);
+  /// Whether reduction `op` combines one value from split rows (a dot, a
+  /// norm): its row terms are the lanes' parts, combined after the rows.
+  bool combinesLanesAfterRows(Operation *op) const;
   /// The components of `op`'s result from `operands` (as held) by `build`:
   /// with split operands and a whole result, the lanes' parts (padding set
   /// to `kind`'s identity) combined across lanes; with a whole operand and
@@ -318,7 +331,8 @@ private:
                        ArrayRef<Value> operandValues,
                        ArrayRef<Components> operands,
                        std::optional<arith::AtomicRMWKind> kind,
-                       function_ref<Components(ArrayRef<Components>)> build);
+                       function_ref<Components(ArrayRef<Components>)> build,
+                       bool combineParts = true);
 
   const SegmentProgram &program;
   SmallVector<Value> buffers;

@@ -187,7 +187,7 @@ void GPUKernelEmitter::emitWalkedSegment(OpBuilder &b, Value start,
             ib.create<scf::YieldOp>(
                 il, body(ib, il, row, /*lanes=*/1, /*laneMask=*/Value(), acc));
           });
-      return SmallVector<Value>(loop.getResults());
+      return emitter.combineLaneParts(rb, rl, loop.getResults());
     };
     auto combine = [&](OpBuilder &cb, Location, Value partial,
                        arith::AtomicRMWKind kind) {
@@ -575,7 +575,7 @@ GPUKernelEmitter::reduceRows(OpBuilder &b, Value lo, Value hi, ValueRange init,
             il, body(ib, il, row, /*lanes=*/1, /*laneMask=*/Value(), acc));
       });
   if (splitsFeatures())
-    return SmallVector<Value>(loop.getResults());
+    return emitter.combineLaneParts(b, loc, loop.getResults());
   SmallVector<Value> totals;
   for (auto [partial, kind] : llvm::zip_equal(loop.getResults(), kinds))
     totals.push_back(warpCombine(b, partial, kind));

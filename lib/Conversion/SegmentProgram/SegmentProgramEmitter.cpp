@@ -304,7 +304,7 @@ Components SegmentProgramEmitter::elementwise(OpBuilder &b, Location loc,
 Components SegmentProgramEmitter::buildRowCode(
     OpBuilder &b, Location loc, Operation *segmentOp,
     function_ref<Components(Value)> rowValue,
-    function_ref<Components(Value)> segmentValue) {
+    function_ref<Components(Value)> segmentValue, bool combinePartsLater) {
   auto op = cast<SegmentOpInterface>(segmentOp);
   SmallVector<Value> segmentOperands = op.getSegmentOperands();
   SmallVector<Value> floatOperands;
@@ -326,13 +326,21 @@ Components SegmentProgramEmitter::buildRowCode(
                      SmallVector<Value> result =
                          op.buildRowComponents(b, loc, operands);
                      return Components(result.begin(), result.end());
-                   });
+                   },
+                   /*combineParts=*/!combinePartsLater);
+}
+
+bool SegmentProgramEmitter::combinesLanesAfterRows(Operation *op) const {
+  if (!featureLane || isHeldSplit(op->getResult(0)))
+    return false;
+  return llvm::any_of(op->getOperands(),
+                      [&](Value operand) { return isHeldSplit(operand); });
 }
 
 Components SegmentProgramEmitter::buildHeld(
     OpBuilder &b, Location loc, Operation *op, ArrayRef<Value> operandValues,
     ArrayRef<Components> operands, std::optional<arith::AtomicRMWKind> kind,
-    function_ref<Components(ArrayRef<Components>)> build) {
+    function_ref<Components(ArrayRef<Components>)> build, bool combineParts) {
   if (!featureLane)
     return build(operands);
   bool splitOperand = llvm::any_of(
@@ -358,8 +366,9 @@ Components SegmentProgramEmitter::buildHeld(
             identityValue(b, loc, *kind, component.getType()));
   }
   Components combined = build(parts);
-  for (Value &value : combined)
-    value = combineLanes(b, loc, value, *kind);
+  if (combineParts)
+    for (Value &value : combined)
+      value = combineLanes(b, loc, value, *kind);
   return combined;
 }
 
@@ -571,7 +580,8 @@ void SegmentProgramEmitter::emitSegment(OpBuilder &b, Location loc,
                 [&](Value v) -> Components {
                   return splatComponents(local, segmentValue(lb, ll, v),
                                          lanes);
-                });
+                },
+                /*combinePartsLater=*/true);
             arith::AtomicRMWKind kind = reduction.getCombiningKind();
             for (Value term : terms) {
               // Masked-off lanes add the identity.
@@ -689,4 +699,25 @@ SegmentProgramEmitter::heldCombiningKinds(unsigned forPass) const {
       kinds.append(heldComponents(op.getResult(0)),
                    cast<SegmentOpInterface>(op).getCombiningKind());
   return kinds;
+}
+
+SmallVector<Value> SegmentProgramEmitter::combineLaneParts(OpBuilder &b,
+                                                           Location loc,
+                                                           ValueRange totals) {
+  SmallVector<Value> combined(totals);
+  if (!featureLane)
+    return combined;
+  unsigned position = 0;
+  for (Operation &op : program.func.getBody().front().without_terminator()) {
+    if (!isReductionOp(&op) || program.info(op.getResult(0)).pass != pass + 1)
+      continue;
+    int64_t held = heldComponents(op.getResult(0));
+    if (combinesLanesAfterRows(&op))
+      for (int64_t c = 0; c < held; ++c)
+        combined[position + c] =
+            combineLanes(b, loc, combined[position + c],
+                         cast<SegmentOpInterface>(op).getCombiningKind());
+    position += held;
+  }
+  return combined;
 }

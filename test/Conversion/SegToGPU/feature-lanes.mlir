@@ -1,0 +1,92 @@
+// RUN: seg-opt %s --convert-seg-to-gpu --canonicalize --cse -split-input-file | FileCheck %s
+
+// Rows of 32 features or more hold them over a warp's lanes: lane l holds
+// features l and l + 32 of a 40-feature row, the second masked past the
+// last feature (its index clamped to 39, its value 0). A warp walks a
+// segment's rows one at a time (step 1), each lane adding its own two
+// features, so no combine follows the loop; every lane stores its features
+// (the padded one under its mask). No packing: no ballot of heads.
+// CHECK-LABEL: gpu.func @sum_w40(
+// CHECK: %[[LANE:.*]] = arith.andi %{{.*}}, %c31_i64
+// CHECK: nvvm.vote.ballot.sync
+// CHECK-NOT: nvvm.vote.ballot.sync %c-1_i32, %{{.*}} : i32
+// CHECK: scf.while
+// CHECK: %[[SUMS:.*]]:2 = scf.for %[[ROW:.*]] = %{{.*}} to %{{.*}} step %c1_i64 iter_args(%[[A:.*]] = %cst, %[[B:.*]] = %cst) -> (f32, f32)
+// CHECK-NEXT: %[[BASE:.*]] = arith.muli %[[ROW]], %c40_i64
+// CHECK-NEXT: %[[FIRST:.*]] = arith.addi %[[BASE]], %[[LANE]]
+// CHECK-NEXT: %[[P0:.*]] = llvm.getelementptr inbounds %arg0[%[[FIRST]]]
+// CHECK-NEXT: %[[X0:.*]] = llvm.load %[[P0]]
+// CHECK-NEXT: %[[F1:.*]] = arith.addi %[[LANE]], %c32_i64
+// CHECK-NEXT: %[[IN:.*]] = arith.cmpi slt, %[[F1]], %c40_i64
+// CHECK-NEXT: %[[CLAMPED:.*]] = arith.minsi %[[F1]], %c39_i64
+// CHECK: %[[X1:.*]] = llvm.load
+// CHECK-NEXT: %[[MASKED:.*]] = arith.select %[[IN]], %[[X1]], %cst
+// CHECK-NEXT: arith.addf %[[A]], %[[X0]]
+// CHECK-NEXT: arith.addf %[[B]], %[[MASKED]]
+// CHECK-NEXT: scf.yield
+// CHECK-NEXT: }
+// CHECK-NOT: gpu.shuffle
+// CHECK: llvm.store %[[SUMS]]#0
+// CHECK: scf.if %{{.*}} {
+// CHECK: llvm.store %[[SUMS]]#1
+// The tile kernel: a warp's rows of a tile one at a time, each lane storing
+// its features' partials.
+// CHECK-LABEL: gpu.func @sum_w40__tiles(
+// CHECK: scf.for %{{.*}} step %c1_i64 iter_args(%{{.*}} = %cst, %{{.*}} = %cst) -> (f32, f32)
+// CHECK-NOT: gpu.shuffle
+// CHECK: llvm.store
+func.func @sum_w40(%x: tensor<?x40xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?x40xf32> {
+  %0 = seg.sum %x, %idx, %n : tensor<?x40xf32>, tensor<?xi32> -> tensor<?x40xf32>
+  return %0 : tensor<?x40xf32>
+}
+
+// -----
+
+// A dot of split rows: each lane adds its part of every row (its padded
+// product 0) in the row loop; one butterfly over the lanes after the rows
+// (not one per row) gives every lane the segment's dot; lane 0 stores it.
+// CHECK-LABEL: gpu.func @dot_w40(
+// CHECK: %[[LANE:.*]] = arith.andi %{{.*}}, %c31_i64
+// CHECK: %[[PARTS:.*]] = scf.for %{{.*}} step %c1_i64 iter_args(%[[ACC:.*]] = %cst) -> (f32)
+// CHECK: %[[P0:.*]] = arith.mulf
+// CHECK-NEXT: %[[P1:.*]] = arith.mulf
+// CHECK-NEXT: %[[PART:.*]] = arith.addf %[[P0]], %[[P1]]
+// CHECK-NEXT: %[[NEXT:.*]] = arith.addf %[[ACC]], %[[PART]]
+// CHECK-NEXT: scf.yield %[[NEXT]]
+// CHECK-NEXT: }
+// CHECK-NEXT: %[[S16:.*]], %{{.*}} = gpu.shuffle  xor %[[PARTS]], %c16_i32, %c32_i32 : f32
+// CHECK-COUNT-4: gpu.shuffle  xor
+// CHECK: %[[ISZERO:.*]] = arith.cmpi eq, %[[LANE]], %c0_i64
+// CHECK-NEXT: scf.if %[[ISZERO]] {
+// CHECK: llvm.store
+func.func @dot_w40(%x: tensor<?x40xf32>, %y: tensor<?x40xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?xf32> {
+  %0 = seg.dot %x, %y, %idx, %n : tensor<?x40xf32>, tensor<?x40xf32>, tensor<?xi32> -> tensor<?xf32>
+  return %0 : tensor<?xf32>
+}
+
+// -----
+
+// Below the threshold (31 features) a lane holds a row: rows lane-strided.
+// CHECK-LABEL: gpu.func @sum_w31(
+// CHECK: scf.for %{{.*}} step %c32_i64 iter_args(
+// CHECK-SAME: -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32)
+func.func @sum_w31(%x: tensor<?x31xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?x31xf32> {
+  %0 = seg.sum %x, %idx, %n : tensor<?x31xf32>, tensor<?xi32> -> tensor<?x31xf32>
+  return %0 : tensor<?x31xf32>
+}
+
+// -----
+
+// A row map of split rows: a warp per row (grid-stride over warps), each
+// lane copying its two features.
+// CHECK-LABEL: gpu.func @gather_w64(
+// CHECK: %[[LANE:.*]] = arith.andi %{{.*}}, %c31_i64
+// CHECK: %[[WARP:.*]] = arith.addi %{{.*}}, %{{.*}} : i64
+// CHECK: %[[WARPS:.*]] = arith.muli %{{.*}}, %c8_i64 : i64
+// CHECK: scf.for %{{.*}} = %[[WARP]] to %{{.*}} step %[[WARPS]] : i64
+// CHECK-COUNT-2: llvm.load %{{.*}} : !llvm.ptr -> f64
+// CHECK-COUNT-2: llvm.store
+func.func @gather_w64(%y: tensor<?x64xf64>, %idx: tensor<?xi32>) -> tensor<?x64xf64> {
+  %0 = seg.gather %y, %idx : tensor<?x64xf64>, tensor<?xi32> -> tensor<?x64xf64>
+  return %0 : tensor<?x64xf64>
+}
