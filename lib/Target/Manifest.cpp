@@ -87,9 +87,10 @@ static llvm::json::Object describeGPU(const SegmentProgram &program,
                                                      {"min", 1}}}};
   if (!program.mapsRowsOnly() && !program.splitsFeatures())
     gpu["packed_chunk_rows"] = SegmentProgram::kGPUChunkRows;
-  // Rows of this many features or more hold them over a warp's lanes.
+  // Rows of this many features or more hold them over groups of a warp's
+  // lanes, of `feature_lanes` lanes each (0: a row per lane).
   gpu["feature_lanes_from"] = SegmentProgram::kGPUFeatureLanesFrom;
-  gpu["splits_features"] = program.splitsFeatures();
+  gpu["feature_lanes"] = program.gpuFeatureLanes();
   SmallVector<LongSegmentLaunch> longLaunches = longSegmentLaunches(program);
   if (!longLaunches.empty()) {
     llvm::json::Array launches;

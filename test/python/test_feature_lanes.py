@@ -1,12 +1,14 @@
-"""Rows of 32 features or more in the GPU kernels hold their features over a
-warp's lanes (SegmentProgram::kGPUFeatureLanesFrom): lane l holds features
-l, l + 32, ..., a warp runs a segment's rows one at a time, dots and norms
-combine their lanes' parts by a butterfly, and long segments add their
-tiles' partials lane by lane. Narrower rows keep a row per lane.
+"""Rows of 8 features or more in the GPU kernels hold their features over a
+group of G lanes (SegmentProgram::kGPUFeatureLanesFrom, gpuFeatureLanes: G
+= 8, 16 or 32): lane l of a group holds features l, l + G, ..., a warp runs
+32 / G rows at a time, dots and norms combine their lanes' parts by a
+butterfly, and long segments add their tiles' partials lane by lane.
+Narrower rows keep a row per lane.
 
-The run-time compiled kernels of every op at widths on both sides of the
-threshold (31 | 32), with padding lanes (33) and several features per lane
-(64, 256), forward and derivative levels, f32 and f64, run on the SIMT
+The run-time compiled kernels of every op at widths on both sides of each
+threshold (7 | 8, 15 | 16, 31 | 32), with padding lanes (12, 31, 33) and
+several features per lane (64, 256), forward and derivative levels, f32
+and f64, run on the SIMT
 simulator against their host kernels over layouts crossing the chunk, tile
 and packing boundaries; results bitwise the same on any grid and block
 order. Skipped where the simulator library was not built."""
@@ -35,9 +37,11 @@ LAYOUTS = {
     "long-unaligned": [5, TILE + 300, 2, 0, 2 * TILE + 7, 1],
     "tile-aligned": [TILE, TILE, 0],
 }
-# The threshold is 32 features: 31 runs a row per lane, 32 one feature per
-# lane, 33 a padded second feature, 64 and 256 two and eight per lane.
-WIDTHS = [31, 32, 33, 64, 256]
+# Rows of 8 features or more split over groups of G lanes: 7 runs a row per
+# lane; 8 (G = 8, four rows a warp), 12 (a padded second feature), 16 and
+# 31 (G = 16, two rows a warp; 31 padded), 32 (a warp per row), 33
+# (padded), 64 and 256 (two and eight features a lane).
+WIDTHS = [7, 8, 12, 16, 31, 32, 33, 64, 256]
 # Every op that takes wide rows, at the levels its gradients reach: the
 # reductions (one-pass programs and, for their backward, row maps), the
 # contractions (a butterfly per row) and the row maps.
@@ -97,7 +101,7 @@ def test_split_rows_match_the_host_kernels(simulator: harness.GpuSimulator, op: 
                 msg=lambda m: f"{gpu.record.name}, {layout}, output {index}: {m}")
 
 
-@pytest.mark.parametrize("width", [31, 33, 256])
+@pytest.mark.parametrize("width", [7, 12, 31, 33, 256])
 @pytest.mark.parametrize("op,level", [("segmented_sum", 0), ("segmented_rms_norm", 1),
                                       ("segmented_max", 1), ("segmented_dot", 2)])
 def test_split_rows_are_bitwise_independent_of_the_grid(simulator: harness.GpuSimulator,
@@ -115,14 +119,17 @@ def test_split_rows_are_bitwise_independent_of_the_grid(simulator: harness.GpuSi
             assert torch.equal(got, want), f"{gpu.record.name}: grid {grid} differs"
 
 
-@pytest.mark.parametrize("op,width,splits,per_block", [
-    ("segmented_sum", 31, False, 256), ("segmented_sum", 32, True, 256),
-    ("segmented_gather", 31, False, 256), ("segmented_gather", 64, True, 8)])
-def test_the_manifest_records_the_rule(op: str, width: int, splits: bool,
+@pytest.mark.parametrize("op,width,lanes,per_block", [
+    ("segmented_sum", 7, 0, 256), ("segmented_sum", 8, 8, 256), ("segmented_sum", 15, 8, 256),
+    ("segmented_sum", 16, 16, 256), ("segmented_dot", 31, 16, 256),
+    ("segmented_sum", 32, 32, 256), ("segmented_sum", 1000, 32, 256),
+    ("segmented_gather", 7, 0, 256), ("segmented_gather", 8, 32, 8),
+    ("segmented_gather", 64, 32, 8)])
+def test_the_manifest_records_the_rule(op: str, width: int, lanes: int,
                                        per_block: int) -> None:
-    """Whether a kernel splits its rows, from how wide: and for row maps the
-    grid, a warp (not a thread) per row."""
+    """How many lanes share a row, from how wide; for row maps a warp per
+    row, so their grid has a block per 8 rows."""
     gpu = json.loads(_wide.program(op, "f32", width).entry(0).text)["gpu"]
-    assert gpu["feature_lanes_from"] == 32
-    assert gpu["splits_features"] is splits
+    assert gpu["feature_lanes_from"] == 8
+    assert gpu["feature_lanes"] == lanes
     assert gpu["grid"]["per_block"] == per_block

@@ -136,15 +136,20 @@ public:
   /// the manifest.
   static constexpr int64_t kGPUChunkRows = 32;
 
-  /// Rows of at least this many features split them over the 32 lanes of a
-  /// warp in the GPU kernels: lane l holds features l, l + 32, ..., a warp
-  /// walks a segment's rows one at a time, and every load of a row is
-  /// coalesced (rows narrower than this run a row per lane, each lane
-  /// holding its row's features unrolled). Written to the manifest.
-  static constexpr int64_t kGPUFeatureLanesFrom = 32;
-  /// Whether the GPU kernels split features over lanes: some value is a
-  /// row of at least kGPUFeatureLanesFrom features.
-  bool splitsFeatures() const;
+  /// Rows of at least this many features split them over a group of a
+  /// warp's lanes in the GPU kernels (gpuFeatureLanes): lane l of a group
+  /// of G holds features l, l + G, ..., a warp runs 32 / G rows at a time,
+  /// and every load of a row is coalesced. Narrower rows (scalars,
+  /// 3-vectors) run a row per lane, each lane holding its row's features
+  /// unrolled. Written to the manifest.
+  static constexpr int64_t kGPUFeatureLanesFrom = 8;
+  /// The lanes G a row's features are split over in the GPU kernels, from
+  /// the program's widest row F: 32 from 32 features, 16 from 16, 8 from
+  /// 8 (at most ceil(F / G) features a lane: 2 below 32 features), and 32
+  /// for programs that only map rows (a warp per row); 0 (no split) below
+  /// kGPUFeatureLanesFrom. Written to the manifest.
+  int64_t gpuFeatureLanes() const;
+  bool splitsFeatures() const { return gpuFeatureLanes() > 0; }
   /// Whether the GPU kernels hold `value` split over lanes (a row of at
   /// least kGPUFeatureLanesFrom features; scalars, 3-vectors, matrices and
   /// narrower rows are held whole by every lane).
@@ -245,14 +250,18 @@ public:
                    Value writeSegmentOutputs, Value rowOutputMask = Value());
 
   /// GPU kernels of programs that splitsFeatures(): from now on every
-  /// split value (SegmentProgram::isFeatureSplit) is held as its features
-  /// `lane`, `lane` + 32, ... (`lane` an i64), the padding past the last
-  /// feature as 0; a warp runs each row with all its lanes. Values held
-  /// whole are the same in every lane, and lane 0 stores them. A part of
-  /// a row combined into one value (a dot, a component sum) is combined
-  /// across the lanes by `combineLanes` (every lane gets the result), so
-  /// the row loop's accumulators need no combine.
-  void splitFeaturesOver(Value lane, CombineBuilder combineLanes);
+  /// split value (SegmentProgram::isFeatureSplit) is held over a group of
+  /// `groupLanes` lanes as its features `lane`, `lane` + `groupLanes`, ...
+  /// (`lane` an i64, the thread's lane in its group), the padding past the
+  /// last feature as 0; a group runs each of its rows with all its lanes.
+  /// Values held whole are the same in every lane of a group. A part of a
+  /// row combined into one value (a component sum) is combined across the
+  /// group by `combineLanes` (every lane of the group gets the result).
+  /// Stores: a row's by its group (under the row body's lane mask), a
+  /// segment's by the group where `firstGroup` (an i1; null: the warp is
+  /// one group), whole values by the group's lane 0.
+  void splitFeaturesOver(Value lane, int64_t groupLanes, Value firstGroup,
+                         CombineBuilder combineLanes);
   bool splitsFeatures() const { return static_cast<bool>(featureLane); }
 
   /// An accumulator of a pass as this thread holds it: its component among
@@ -271,11 +280,11 @@ public:
                                                 unsigned pass);
   /// How each of them combines.
   SmallVector<arith::AtomicRMWKind> heldCombiningKinds(unsigned pass) const;
-  /// A row loop's totals of the current pass, from a thread that walked
-  /// the rows with its lanes: the accumulators of a dot or a norm of split
+  /// A row loop's totals of the current pass, from a group that walked
+  /// its rows with its lanes: the accumulators of a dot or a norm of split
   /// rows hold each lane's part of the sum over its features (one
   /// butterfly after the rows, not one per row); combines them across the
-  /// lanes. Row loops over split rows call it on their totals.
+  /// group. Row loops over split rows call it on their totals.
   SmallVector<Value> combineLaneParts(OpBuilder &b, Location loc,
                                       ValueRange totals);
 
@@ -283,8 +292,10 @@ public:
   /// that run passes in separate kernels read earlier passes' totals).
   unsigned currentPass() const { return pass; }
 
-  /// Stores 0 to every component of every row output at `row`.
-  void emitZeroRowOutputs(OpBuilder &b, Location loc, Value row);
+  /// Stores 0 to every component of every row output at `row` (where
+  /// `laneMask`, an i1, holds, if given).
+  void emitZeroRowOutputs(OpBuilder &b, Location loc, Value row,
+                          Value laneMask = Value());
 
 private:
   using Components = SmallVector<Value, 9>;
@@ -346,6 +357,8 @@ private:
   /// With features split over lanes: the thread's lane, and how values
   /// combine across lanes.
   Value featureLane;
+  int64_t groupLanes = 0;
+  Value firstGroup;
   CombineBuilder combineLanes;
 };
 

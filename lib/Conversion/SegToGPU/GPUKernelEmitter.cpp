@@ -30,12 +30,90 @@ void GPUKernelEmitter::emitWarpIds(OpBuilder &b) {
       loc, b.create<arith::MulIOp>(loc, blockId, warpsPerBlock),
       b.create<arith::ShRUIOp>(loc, threadId, i64(b, 5)));
   totalWarps = b.create<arith::MulIOp>(loc, gridDim, warpsPerBlock);
-  if (splitsFeatures())
-    emitter.splitFeaturesOver(
-        lane, [this](OpBuilder &cb, Location, Value part,
-                     arith::AtomicRMWKind kind) {
-          return warpCombine(cb, part, kind);
+  if (!splitsFeatures())
+    return;
+  // Split rows: groups of G lanes, lane l of the warp the feature lane
+  // l % G of row group l / G.
+  int64_t groupLanes = program.gpuFeatureLanes();
+  groupLane = b.create<arith::AndIOp>(loc, lane, i64(b, groupLanes - 1));
+  rowInGroup = b.create<arith::DivUIOp>(loc, lane, i64(b, groupLanes));
+  Value firstGroup;
+  if (groupRows() > 1)
+    firstGroup = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, lane,
+                                         i64(b, groupLanes));
+  emitter.splitFeaturesOver(
+      groupLane, groupLanes, firstGroup,
+      [this, groupLanes](OpBuilder &cb, Location, Value part,
+                         arith::AtomicRMWKind kind) {
+        return warpCombine(cb, part, kind, /*fromOffset=*/1,
+                           /*toOffset=*/groupLanes);
+      });
+}
+
+int64_t GPUKernelEmitter::groupRows() const {
+  return splitsFeatures() ? kWarpSize / program.gpuFeatureLanes() : 1;
+}
+
+Value GPUKernelEmitter::combineGroups(OpBuilder &b, Value value,
+                                      arith::AtomicRMWKind kind) {
+  if (groupRows() == 1)
+    return value;
+  return warpCombine(b, value, kind,
+                     /*fromOffset=*/program.gpuFeatureLanes(),
+                     /*toOffset=*/kWarpSize);
+}
+
+SmallVector<Value>
+GPUKernelEmitter::splitRowLoop(OpBuilder &b, Value lo, Value hi,
+                               ValueRange init,
+                               SegmentProgramEmitter::RowBody body) {
+  // Group g takes rows lo + g, lo + g + R, ... (R groups); a group past hi
+  // runs row hi - 1 masked: its terms are the identity and it stores
+  // nothing. The loop is the warp's (its collectives convergent).
+  int64_t rows = groupRows();
+  auto loop = b.create<scf::ForOp>(
+      loc, lo, hi, i64(b, rows), init,
+      [&](OpBuilder &ib, Location il, Value base, ValueRange acc) {
+        if (rows == 1) {
+          ib.create<scf::YieldOp>(
+              il, body(ib, il, base, /*lanes=*/1, /*laneMask=*/Value(), acc));
+          return;
+        }
+        Value row = ib.create<arith::AddIOp>(il, base, rowInGroup);
+        Value inside =
+            ib.create<arith::CmpIOp>(il, arith::CmpIPredicate::slt, row, hi);
+        Value safeRow = ib.create<arith::MinSIOp>(
+            il, row, ib.create<arith::SubIOp>(il, hi, i64(ib, 1)));
+        ib.create<scf::YieldOp>(
+            il, body(ib, il, safeRow, /*lanes=*/1, inside, acc));
+      });
+  SmallVector<Value> totals =
+      emitter.combineLaneParts(b, loc, loop.getResults());
+  for (auto [total, kind] : llvm::zip_equal(
+           totals, emitter.heldCombiningKinds(emitter.currentPass())))
+    total = combineGroups(b, total, kind);
+  return totals;
+}
+
+void GPUKernelEmitter::emitZeroRows(OpBuilder &b, Value lo, Value hi) {
+  if (!splitsFeatures()) {
+    b.create<scf::ForOp>(
+        loc, b.create<arith::AddIOp>(loc, lo, lane), hi, i64(b, kWarpSize),
+        ValueRange{}, [&](OpBuilder &ib, Location il, Value row, ValueRange) {
+          emitter.emitZeroRowOutputs(ib, il, row);
+          ib.create<scf::YieldOp>(il);
         });
+    return;
+  }
+  b.create<scf::ForOp>(
+      loc, lo, hi, i64(b, groupRows()), ValueRange{},
+      [&](OpBuilder &ib, Location il, Value base, ValueRange) {
+        Value row = ib.create<arith::AddIOp>(il, base, rowInGroup);
+        emitter.emitZeroRowOutputs(
+            ib, il, row,
+            ib.create<arith::CmpIOp>(il, arith::CmpIPredicate::slt, row, hi));
+        ib.create<scf::YieldOp>(il);
+      });
 }
 
 void GPUKernelEmitter::emitWarpEmptySegments(OpBuilder &b, Value lo,
@@ -45,13 +123,6 @@ void GPUKernelEmitter::emitWarpEmptySegments(OpBuilder &b, Value lo,
     emitEmptySegments(b, lo, hi, i64(b, 0), i64(b, 1));
   else
     emitEmptySegments(b, lo, hi, lane, i64(b, kWarpSize));
-}
-
-GPUKernelEmitter::RowStride GPUKernelEmitter::warpRows(OpBuilder &b,
-                                                       Value first) {
-  if (splitsFeatures())
-    return {first, i64(b, 1)};
-  return {b.create<arith::AddIOp>(loc, first, lane), i64(b, kWarpSize)};
 }
 
 Value GPUKernelEmitter::segmentOr(OpBuilder &b, Value inRange, Value row) {
@@ -68,9 +139,10 @@ Value GPUKernelEmitter::segmentOr(OpBuilder &b, Value inRange, Value row) {
 }
 
 Value GPUKernelEmitter::warpCombine(OpBuilder &b, Value value,
-                                    arith::AtomicRMWKind kind) {
+                                    arith::AtomicRMWKind kind,
+                                    int64_t fromOffset, int64_t toOffset) {
   Value width = b.create<arith::ConstantIntOp>(loc, kWarpSize, 32);
-  for (int64_t offset = kWarpSize / 2; offset >= 1; offset /= 2) {
+  for (int64_t offset = toOffset / 2; offset >= fromOffset; offset /= 2) {
     Value offsetValue = b.create<arith::ConstantIntOp>(loc, offset, 32);
     Value other = b.create<gpu::ShuffleOp>(loc, value, offsetValue, width,
                                            gpu::ShuffleMode::XOR)
@@ -171,7 +243,6 @@ void GPUKernelEmitter::emitWalkedSegment(OpBuilder &b, Value start,
                                         al, rows[0], i64(ab, kWarpSize))});
       });
   Value end = warpCombine(b, walk.getResult(0), arith::AtomicRMWKind::mins);
-  auto [first, step] = warpRows(b, start);
 
   auto ifValid = b.create<scf::IfOp>(
       loc, code.isValidSegment(segment, numSegments), /*withElse=*/true);
@@ -181,17 +252,20 @@ void GPUKernelEmitter::emitWalkedSegment(OpBuilder &b, Value start,
     auto rowLoop = [&](OpBuilder &rb, Location rl, ValueRange init,
                        SegmentProgramEmitter::RowBody body,
                        bool /*storesRows*/) -> SmallVector<Value> {
+      if (splitsFeatures())
+        return splitRowLoop(rb, start, end, init, body);
       auto loop = rb.create<scf::ForOp>(
-          rl, first, end, step, init,
+          rl, rb.create<arith::AddIOp>(rl, start, lane), end,
+          i64(rb, kWarpSize), init,
           [&](OpBuilder &ib, Location il, Value row, ValueRange acc) {
             ib.create<scf::YieldOp>(
                 il, body(ib, il, row, /*lanes=*/1, /*laneMask=*/Value(), acc));
           });
-      return emitter.combineLaneParts(rb, rl, loop.getResults());
+      return SmallVector<Value>(loop.getResults());
     };
     auto combine = [&](OpBuilder &cb, Location, Value partial,
                        arith::AtomicRMWKind kind) {
-      // Split rows: every lane walked every row.
+      // Split rows: splitRowLoop combined them.
       return splitsFeatures() ? partial : warpCombine(cb, partial, kind);
     };
     emitter.emitSegment(vb, loc, segment, count, rowLoop, combine,
@@ -200,12 +274,7 @@ void GPUKernelEmitter::emitWalkedSegment(OpBuilder &b, Value start,
   if (program.hasRowOutputs) {
     // Rows of an invalid segment: zero row outputs.
     OpBuilder eb = ifValid.getElseBodyBuilder();
-    eb.create<scf::ForOp>(
-        loc, first, end, step, ValueRange{},
-        [&](OpBuilder &ib, Location il, Value row, ValueRange) {
-          emitter.emitZeroRowOutputs(ib, il, row);
-          ib.create<scf::YieldOp>(il);
-        });
+    emitZeroRows(eb, start, end);
   }
 }
 
@@ -533,13 +602,20 @@ void GPUKernelEmitter::storeAccumulators(
     });
     return;
   }
-  // Split rows: each lane its features (not their padding); lane 0 the
-  // accumulators every lane holds.
+  // Split rows: each lane of the first group its features (not their
+  // padding); lane 0 the accumulators every lane holds.
   Value isLaneZero =
       b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, lane, i64(b, 0));
+  Value firstGroup;
+  if (groupRows() > 1)
+    firstGroup = b.create<arith::CmpIOp>(
+        loc, arith::CmpIPredicate::ult, lane, i64(b, program.gpuFeatureLanes()));
   for (auto [total, held] :
        llvm::zip_equal(totals, emitter.heldAccumulators(b, loc, pass))) {
     Value stores = held.split ? held.valid : isLaneZero;
+    if (held.split && firstGroup)
+      stores = stores ? b.create<arith::AndIOp>(loc, stores, firstGroup)
+                      : firstGroup;
     if (!stores) {
       KernelCodeBuilder(b, loc).store(total, base, index(b, held.component));
       continue;
@@ -566,16 +642,15 @@ GPUKernelEmitter::reduceRows(OpBuilder &b, Value lo, Value hi, ValueRange init,
                              SegmentProgramEmitter::RowBody body,
                              ArrayRef<arith::AtomicRMWKind> kinds) {
   // Lane-strided rows, then the butterfly: every lane holds the totals
-  // (split rows: the warp's rows one at a time, each lane its features).
-  auto [first, step] = warpRows(b, lo);
+  // (split rows: each group its rows, each lane its features).
+  if (splitsFeatures())
+    return splitRowLoop(b, lo, hi, init, body);
   auto loop = b.create<scf::ForOp>(
-      loc, first, hi, step, init,
+      loc, b.create<arith::AddIOp>(loc, lo, lane), hi, i64(b, kWarpSize), init,
       [&](OpBuilder &ib, Location il, Value row, ValueRange acc) {
         ib.create<scf::YieldOp>(
             il, body(ib, il, row, /*lanes=*/1, /*laneMask=*/Value(), acc));
       });
-  if (splitsFeatures())
-    return emitter.combineLaneParts(b, loc, loop.getResults());
   SmallVector<Value> totals;
   for (auto [partial, kind] : llvm::zip_equal(loop.getResults(), kinds))
     totals.push_back(warpCombine(b, partial, kind));

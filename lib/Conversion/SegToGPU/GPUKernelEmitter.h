@@ -120,15 +120,21 @@ private:
   /// Sets lane, globalWarp and totalWarps (and, for split rows, tells the
   /// emitter the lane).
   void emitWarpIds(OpBuilder &b);
-  /// Split rows (SegmentProgram::kGPUFeatureLanesFrom features or more):
-  /// a warp runs one row at a time, each lane holding its features.
+  /// Split rows (SegmentProgram::gpuFeatureLanes): groups of G lanes, a
+  /// group running one row at a time, each lane holding its features.
   bool splitsFeatures() const { return program.splitsFeatures(); }
-  /// A warp's rows from `first`: lane-strided, or (split rows) all of them,
-  /// the whole warp on each.
-  struct RowStride {
-    Value first, step;
-  };
-  RowStride warpRows(OpBuilder &b, Value first);
+  /// Rows a warp runs at a time: 32 / G groups (1 without split rows).
+  int64_t groupRows() const;
+  /// Split rows: `value` combined over the groups (every lane gets it).
+  Value combineGroups(OpBuilder &b, Value value, arith::AtomicRMWKind kind);
+  /// Split rows: the rows [lo, hi) through `body`, each group its rows;
+  /// returns the totals, combined over lanes and groups (every lane holds
+  /// them).
+  SmallVector<Value> splitRowLoop(OpBuilder &b, Value lo, Value hi,
+                                  ValueRange init,
+                                  SegmentProgramEmitter::RowBody body);
+  /// Zero row outputs for the rows [lo, hi) (of an invalid segment).
+  void emitZeroRows(OpBuilder &b, Value lo, Value hi);
   /// The empty segments [lo, hi) a warp evaluates: one per lane, or (split
   /// rows) one at a time.
   void emitWarpEmptySegments(OpBuilder &b, Value lo, Value hi);
@@ -143,8 +149,10 @@ private:
   /// idx[row] where `inRange`, else -1, never reading outside idx.
   Value segmentOr(OpBuilder &b, Value inRange, Value row);
   /// Butterfly over the warp combining by `kind`; every lane gets the
-  /// result.
-  Value warpCombine(OpBuilder &b, Value value, arith::AtomicRMWKind kind);
+  /// result. With offsets [fromOffset, toOffset): over aligned groups of
+  /// `toOffset` lanes (from 1), or across such groups of `fromOffset`.
+  Value warpCombine(OpBuilder &b, Value value, arith::AtomicRMWKind kind,
+                    int64_t fromOffset = 1, int64_t toOffset = kWarpSize);
   /// The first row r in [lo, hi) where `idx[r] <holding> segment` is
   /// false, or hi, for a comparison true on a prefix of the range (eq: the
   /// segment's end; ne: its start): 32 rows probed per step (one per lane, a
@@ -259,6 +267,8 @@ private:
   /// Long-segment kernels of pass-by-pass programs: the pass they run.
   Value runningPass;
   Value threadId, blockId, gridDim, lane, globalWarp, totalWarps;
+  /// Split rows: the lane's feature lane in its group, and its group.
+  Value groupLane, rowInGroup;
   SegmentProgramEmitter emitter;
 };
 

@@ -153,10 +153,11 @@ SmallVector<Value> GPUKernelEmitter::combineSplitTilePartials(OpBuilder &b,
                                                              Value start,
                                                              Value end) {
   // Each lane reads its features' slots (coalesced: a slot's features are
-  // contiguous) tile after tile, kTilesPerLane tiles' loads in flight at a
-  // time, combined in tile order: the order depends on the segment only.
-  // A segment of 1e7 rows has ~10^4 tiles, so this chain is long; tiles
-  // past the segment count as the combine's identity.
+  // contiguous), each group of lanes every (32 / G)-th tile, kTilesPerLane
+  // tiles' loads in flight at a time, combined in tile order, then the
+  // groups by a butterfly: the order depends on the segment only. A
+  // segment of 1e7 rows has ~10^4 tiles, so this chain is long; tiles past
+  // the segment count as the combine's identity.
   Type elementType = program.elementType;
   Value base = partials(b);
   auto [firstTile, lastTile, firstSlot] = segmentTiles(b, start, end);
@@ -166,15 +167,20 @@ SmallVector<Value> GPUKernelEmitter::combineSplitTilePartials(OpBuilder &b,
   SmallVector<Value> identities;
   for (arith::AtomicRMWKind kind : kinds)
     identities.push_back(arith::getIdentityValue(kind, elementType, b, loc));
+  // Groups of lanes (32 / G of them) take every (32 / G)-th tile.
+  int64_t groups = groupRows();
   auto loop = b.create<scf::ForOp>(
       loc, firstTile, b.create<arith::AddIOp>(loc, lastTile, i64(b, 1)),
-      i64(b, kTilesPerLane), identities,
+      i64(b, kTilesPerLane * groups), identities,
       [&](OpBuilder &ib, Location il, Value chunk, ValueRange totals) {
         KernelCodeBuilder load(ib, il);
         SmallVector<Value> next(totals);
         SmallVector<SmallVector<Value>> loaded;
         for (int64_t k = 0; k < kTilesPerLane; ++k) {
-          Value tile = ib.create<arith::AddIOp>(il, chunk, i64(ib, k));
+          Value tile = ib.create<arith::AddIOp>(
+              il, chunk, i64(ib, k * groups));
+          if (groups > 1)
+            tile = ib.create<arith::AddIOp>(il, tile, rowInGroup);
           Value inRange = ib.create<arith::CmpIOp>(
               il, arith::CmpIPredicate::ule, tile, lastTile);
           Value readTile = ib.create<arith::MinUIOp>(il, tile, lastTile);
@@ -199,7 +205,10 @@ SmallVector<Value> GPUKernelEmitter::combineSplitTilePartials(OpBuilder &b,
             next[i] = arith::getReductionOp(kinds[i], ib, il, next[i], value);
         ib.create<scf::YieldOp>(il, next);
       });
-  return SmallVector<Value>(loop.getResults());
+  SmallVector<Value> totals(loop.getResults());
+  for (auto [total, kind] : llvm::zip_equal(totals, kinds))
+    total = combineGroups(b, total, kind);
+  return totals;
 }
 
 void GPUKernelEmitter::emitLongSegment(OpBuilder &b, Value start,
@@ -535,13 +544,7 @@ void GPUKernelEmitter::emitPassTiles() {
                                                runningPass, i64(eb, 0));
     auto ifFirst = eb.create<scf::IfOp>(loc, firstPass, /*withElse=*/false);
     OpBuilder fb = ifFirst.getThenBodyBuilder();
-    auto [first, step] = warpRows(fb, lo);
-    fb.create<scf::ForOp>(
-        loc, first, hi, step,
-        ValueRange{}, [&](OpBuilder &ib, Location il, Value row, ValueRange) {
-          emitter.emitZeroRowOutputs(ib, il, row);
-          ib.create<scf::YieldOp>(il);
-        });
+    emitZeroRows(fb, lo, hi);
   };
   if (program.hasRowOutputs)
     emitLongPieceLoop(valid, invalid);

@@ -432,10 +432,19 @@ static int64_t rowFeatures(const SegmentProgram::Info &info) {
   return info.shape.size() == 1 ? info.shape[0] : 0;
 }
 
-bool SegmentProgram::splitsFeatures() const {
-  return llvm::any_of(infos, [](const auto &entry) {
-    return rowFeatures(entry.second) >= kGPUFeatureLanesFrom;
-  });
+int64_t SegmentProgram::gpuFeatureLanes() const {
+  int64_t widest = 0;
+  for (const auto &entry : infos)
+    widest = std::max(widest, rowFeatures(entry.second));
+  if (widest < kGPUFeatureLanesFrom)
+    return 0;
+  // A warp per row for row maps (no rows to combine, nor masks).
+  if (mapsRowsOnly())
+    return kGPUChunkRows;
+  int64_t lanes = kGPUFeatureLanesFrom;
+  while (lanes * 2 <= std::min<int64_t>(widest, kGPUChunkRows))
+    lanes *= 2;
+  return lanes;
 }
 
 bool SegmentProgram::isFeatureSplit(Value value) const {

@@ -28,12 +28,12 @@ Value SegmentProgramEmitter::outputBuffer(unsigned resultIndex) const {
   return buffers[numInputs + resultIndex];
 }
 
-/// Lanes a split row's features are held over.
-static constexpr int64_t kLanes = SegmentProgram::kGPUChunkRows;
-
-void SegmentProgramEmitter::splitFeaturesOver(Value lane,
+void SegmentProgramEmitter::splitFeaturesOver(Value lane, int64_t lanes,
+                                              Value first,
                                               CombineBuilder combine) {
   featureLane = lane;
+  groupLanes = lanes;
+  firstGroup = first;
   combineLanes = std::move(combine);
 }
 
@@ -44,7 +44,7 @@ bool SegmentProgramEmitter::isHeldSplit(Value value) const {
 
 int64_t SegmentProgramEmitter::heldComponents(Value value) const {
   int64_t components = program.info(value).numComponents();
-  return isHeldSplit(value) ? llvm::divideCeil(components, kLanes)
+  return isHeldSplit(value) ? llvm::divideCeil(components, groupLanes)
                             : components;
 }
 
@@ -53,8 +53,8 @@ SegmentProgramEmitter::splitFeature(KernelCodeBuilder &code, int64_t part,
                                     int64_t features) {
   OpBuilder &b = code.builder;
   Value feature = b.create<arith::AddIOp>(code.loc, featureLane,
-                                          code.i64(part * kLanes));
-  if ((part + 1) * kLanes <= features)
+                                          code.i64(part * groupLanes));
+  if ((part + 1) * groupLanes <= features)
     return {feature, Value()};
   Value valid = b.create<arith::CmpIOp>(code.loc, arith::CmpIPredicate::slt,
                                         feature, code.i64(features));
@@ -69,7 +69,7 @@ Components SegmentProgramEmitter::loadSplit(KernelCodeBuilder &code,
   Value base =
       b.create<arith::MulIOp>(code.loc, element, code.i64(features));
   Components parts;
-  for (int64_t part = 0, e = llvm::divideCeil(features, kLanes); part < e;
+  for (int64_t part = 0, e = llvm::divideCeil(features, groupLanes); part < e;
        ++part) {
     auto [feature, valid] = splitFeature(code, part, features);
     Value value =
@@ -214,18 +214,29 @@ void SegmentProgramEmitter::storeHeld(KernelCodeBuilder &code, Value value,
     storeElement(code, buffer, element, components, lanes, laneMask);
     return;
   }
-  assert(lanes == 1 && !laneMask && "split rows run a row per warp");
+  assert(lanes == 1 && "split rows run a row per lane group");
   OpBuilder &b = code.builder;
   OpBuilder::InsertionGuard guard(b);
+  // Conditions, null meaning true.
+  auto both = [&](Value first, Value second) -> Value {
+    if (!first || !second)
+      return first ? first : second;
+    return b.create<arith::AndIOp>(code.loc, first, second);
+  };
   auto storeIf = [&](Value condition) {
+    if (!condition)
+      return;
     auto ifStore = b.create<scf::IfOp>(code.loc, condition,
                                        /*withElse=*/false);
     b.setInsertionPointToStart(ifStore.thenBlock());
   };
+  // The group that stores: a row's own (its lane mask), a segment's first.
+  Value group = laneMask ? laneMask : firstGroup;
   if (!isHeldSplit(value)) {
-    // Every lane holds it: lane 0 stores.
-    storeIf(b.create<arith::CmpIOp>(code.loc, arith::CmpIPredicate::eq,
-                                    featureLane, code.i64(0)));
+    // Every lane of the group holds it: its lane 0 stores.
+    storeIf(both(group, b.create<arith::CmpIOp>(code.loc,
+                                                arith::CmpIPredicate::eq,
+                                                featureLane, code.i64(0))));
     storeElement(code, buffer, element, components);
     return;
   }
@@ -235,8 +246,7 @@ void SegmentProgramEmitter::storeHeld(KernelCodeBuilder &code, Value value,
   for (auto [part, component] : llvm::enumerate(components)) {
     auto [feature, valid] = splitFeature(code, part, features);
     OpBuilder::InsertionGuard partGuard(b);
-    if (valid)
-      storeIf(valid);
+    storeIf(both(group, valid));
     code.store(component, buffer,
                b.create<arith::AddIOp>(code.loc, base, feature));
   }
@@ -651,7 +661,7 @@ void SegmentProgramEmitter::emitSegment(OpBuilder &b, Location loc,
 }
 
 void SegmentProgramEmitter::emitZeroRowOutputs(OpBuilder &b, Location loc,
-                                               Value row) {
+                                               Value row, Value laneMask) {
   KernelCodeBuilder code(b, loc);
   Operation *terminator = program.func.getBody().front().getTerminator();
   for (auto [i, result] : llvm::enumerate(terminator->getOperands())) {
@@ -660,7 +670,7 @@ void SegmentProgramEmitter::emitZeroRowOutputs(OpBuilder &b, Location loc,
       continue;
     Components zeros(heldComponents(result), code.zero(program.elementType));
     storeHeld(code, result, outputBuffer(i), row, zeros, /*lanes=*/1,
-              /*laneMask=*/Value());
+              laneMask);
   }
 }
 

@@ -1,7 +1,8 @@
 // RUN: seg-opt %s --convert-seg-to-gpu --canonicalize --cse -split-input-file | FileCheck %s
 
-// Rows of 32 features or more hold them over a warp's lanes: lane l holds
-// features l and l + 32 of a 40-feature row, the second masked past the
+// Rows of 32 features or more hold them over a warp's lanes (rows of 8 to
+// 31 over groups of 8 or 16 lanes, below): lane l holds features l and
+// l + 32 of a 40-feature row, the second masked past the
 // last feature (its index clamped to 39, its value 0). A warp walks a
 // segment's rows one at a time (step 1), each lane adding its own two
 // features, so no combine follows the loop; every lane stores its features
@@ -66,13 +67,41 @@ func.func @dot_w40(%x: tensor<?x40xf32>, %y: tensor<?x40xf32>, %idx: tensor<?xi3
 
 // -----
 
-// Below the threshold (31 features) a lane holds a row: rows lane-strided.
-// CHECK-LABEL: gpu.func @sum_w31(
+// Below the threshold (7 features) a lane holds a row: rows lane-strided.
+// CHECK-LABEL: gpu.func @sum_w7(
 // CHECK: scf.for %{{.*}} step %c32_i64 iter_args(
-// CHECK-SAME: -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32)
-func.func @sum_w31(%x: tensor<?x31xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?x31xf32> {
-  %0 = seg.sum %x, %idx, %n : tensor<?x31xf32>, tensor<?xi32> -> tensor<?x31xf32>
-  return %0 : tensor<?x31xf32>
+// CHECK-SAME: -> (f32, f32, f32, f32, f32, f32, f32)
+func.func @sum_w7(%x: tensor<?x7xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?x7xf32> {
+  %0 = seg.sum %x, %idx, %n : tensor<?x7xf32>, tensor<?xi32> -> tensor<?x7xf32>
+  return %0 : tensor<?x7xf32>
+}
+
+// -----
+
+// 12 features: groups of 8 lanes (lane % 8 the feature lane, lane / 8 the
+// group), 4 rows a step, a group past the segment's end reading its last
+// row masked (terms 0); the groups' sums combined by the butterfly's two
+// upper steps (xor 16, 8); the first group stores.
+// CHECK-LABEL: gpu.func @sum_w12(
+// CHECK: %[[LANE:.*]] = arith.andi %{{.*}}, %c31_i64
+// CHECK: %[[FLANE:.*]] = arith.andi %[[LANE]], %c7_i64
+// CHECK-NEXT: %[[GROUP:.*]] = arith.divui %[[LANE]], %c8_i64
+// CHECK-NEXT: %[[FIRST:.*]] = arith.cmpi ult, %[[LANE]], %c8_i64
+// CHECK: %[[SUMS:.*]]:2 = scf.for %[[BASE:.*]] = %{{.*}} to %[[END:.*]] step %c4_i64 iter_args(
+// CHECK-NEXT: %[[ROW:.*]] = arith.addi %[[BASE]], %[[GROUP]]
+// CHECK-NEXT: %[[INSIDE:.*]] = arith.cmpi slt, %[[ROW]], %[[END]]
+// CHECK: arith.minsi %[[ROW]]
+// CHECK: arith.select %[[INSIDE]]
+// CHECK: scf.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: gpu.shuffle  xor %[[SUMS]]#0, %c16_i32, %c32_i32
+// CHECK: gpu.shuffle  xor %{{.*}}, %c8_i32, %c32_i32
+// CHECK-NOT: %c4_i32
+// CHECK: scf.if %[[FIRST]] {
+// CHECK-NEXT: arith.addi %{{.*}}, %[[FLANE]]
+func.func @sum_w12(%x: tensor<?x12xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?x12xf32> {
+  %0 = seg.sum %x, %idx, %n : tensor<?x12xf32>, tensor<?xi32> -> tensor<?x12xf32>
+  return %0 : tensor<?x12xf32>
 }
 
 // -----
