@@ -56,6 +56,11 @@ inline constexpr int64_t kTilesPerLane = 4;
 // Row maps (programs that only map rows): one thread per row, grid-stride,
 // whatever the segments.
 //
+// Split rows (SegmentProgram::gpuFeatureLanes: rows of 8 features or more):
+// a row's features over a group of G lanes, a warp running 32 / G rows a
+// step, one group per row; no packing, and the warp walks every segment
+// (row maps: a warp per row). The groups' totals combine after the rows.
+//
 // No atomics, and every access is checked against N and S (and the tile
 // count) whatever idx holds.
 class GPUKernelEmitter {
