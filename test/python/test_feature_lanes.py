@@ -2,8 +2,9 @@
 group of G lanes (SegmentProgram::kGPUFeatureLanesFrom, gpuFeatureLanes: G
 = 8, 16 or 32): lane l of a group holds features l, l + G, ..., a warp runs
 32 / G rows at a time, dots and norms combine their lanes' parts by a
-butterfly, and long segments add their tiles' partials lane by lane.
-Narrower rows keep a row per lane.
+butterfly, and long segments add their tiles' partials (lanes over tiles
+for up to 32 components, else lane by lane). Narrower rows keep a row per
+lane, and row maps split from 32 features (a warp per row).
 
 The run-time compiled kernels of every op at widths on both sides of each
 threshold (7 | 8, 15 | 16, 31 | 32), with padding lanes (12, 31, 33) and
@@ -123,12 +124,12 @@ def test_split_rows_are_bitwise_independent_of_the_grid(simulator: harness.GpuSi
     ("segmented_sum", 7, 0, 256), ("segmented_sum", 8, 8, 256), ("segmented_sum", 15, 8, 256),
     ("segmented_sum", 16, 16, 256), ("segmented_dot", 31, 16, 256),
     ("segmented_sum", 32, 32, 256), ("segmented_sum", 1000, 32, 256),
-    ("segmented_gather", 7, 0, 256), ("segmented_gather", 8, 32, 8),
-    ("segmented_gather", 64, 32, 8)])
+    ("segmented_gather", 8, 0, 256), ("segmented_gather", 31, 0, 256),
+    ("segmented_gather", 32, 32, 8), ("segmented_gather", 64, 32, 8)])
 def test_the_manifest_records_the_rule(op: str, width: int, lanes: int,
                                        per_block: int) -> None:
-    """How many lanes share a row, from how wide; for row maps a warp per
-    row, so their grid has a block per 8 rows."""
+    """How many lanes share a row, from how wide; row maps split from 32
+    features, a warp per row, so their grid has a block per 8 rows."""
     gpu = json.loads(_wide.program(op, "f32", width).entry(0).text)["gpu"]
     assert gpu["feature_lanes_from"] == 8
     assert gpu["feature_lanes"] == lanes

@@ -145,9 +145,9 @@ public:
   static constexpr int64_t kGPUFeatureLanesFrom = 8;
   /// The lanes G a row's features are split over in the GPU kernels, from
   /// the program's widest row F: 32 from 32 features, 16 from 16, 8 from
-  /// 8 (at most ceil(F / G) features a lane: 2 below 32 features), and 32
-  /// for programs that only map rows (a warp per row); 0 (no split) below
-  /// kGPUFeatureLanesFrom. Written to the manifest.
+  /// 8 (at most ceil(F / G) features a lane: 2 below 32 features); 0 (no
+  /// split) below kGPUFeatureLanesFrom. Programs that only map rows split
+  /// from 32 features, a warp per row. Written to the manifest.
   int64_t gpuFeatureLanes() const;
   bool splitsFeatures() const { return gpuFeatureLanes() > 0; }
   /// Whether the GPU kernels hold `value` split over lanes (a row of at

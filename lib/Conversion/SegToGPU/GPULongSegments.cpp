@@ -220,13 +220,32 @@ void GPUKernelEmitter::emitLongSegment(OpBuilder &b, Value start,
   OpBuilder vb = ifValid.getThenBodyBuilder();
   auto readPartials = [&](OpBuilder &rb, Location, ValueRange init,
                           SegmentProgramEmitter::RowBody, bool) {
-    if (splitsFeatures())
+    int64_t numComponents = program.numReductionComponents(0);
+    // Split rows with many components: lane by lane (see
+    // combineSplitTilePartials); with few, lanes over tiles as below, each
+    // lane then picking its own.
+    if (splitsFeatures() && numComponents > kWarpSize)
       return combineSplitTilePartials(rb, start, end);
     SmallVector<Value> components;
-    for (int64_t i = 0, e = init.size(); i < e; ++i)
+    for (int64_t i = 0; i < numComponents; ++i)
       components.push_back(i64(rb, i));
-    return combineTilePartials(rb, start, end, components,
-                               program.combiningKinds(0));
+    SmallVector<Value> totals = combineTilePartials(
+        rb, start, end, components, program.combiningKinds(0));
+    if (!splitsFeatures())
+      return totals;
+    SmallVector<Value> held;
+    for (const SegmentProgramEmitter::HeldAccumulator &accumulator :
+         emitter.heldAccumulators(rb, loc, /*pass=*/0)) {
+      Value picked = totals.front();
+      for (auto [i, total] : llvm::enumerate(totals))
+        picked = rb.create<arith::SelectOp>(
+            loc,
+            rb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
+                                     accumulator.component, i64(rb, i)),
+            total, picked);
+      held.push_back(picked);
+    }
+    return held;
   };
   emitter.emitSegment(vb, loc, segment,
                       vb.create<arith::SubIOp>(loc, end, start), readPartials,

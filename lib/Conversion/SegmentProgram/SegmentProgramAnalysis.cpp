@@ -438,9 +438,11 @@ int64_t SegmentProgram::gpuFeatureLanes() const {
     widest = std::max(widest, rowFeatures(entry.second));
   if (widest < kGPUFeatureLanesFrom)
     return 0;
-  // A warp per row for row maps (no rows to combine, nor masks).
+  // Row maps: a warp per row from 32 features; narrower rows a thread per
+  // row (a warp per row would leave lanes idle and run one load per row
+  // at a time; docs/benchmarks.md, "Features over lanes").
   if (mapsRowsOnly())
-    return kGPUChunkRows;
+    return widest >= kGPUChunkRows ? kGPUChunkRows : 0;
   int64_t lanes = kGPUFeatureLanesFrom;
   while (lanes * 2 <= std::min<int64_t>(widest, kGPUChunkRows))
     lanes *= 2;
