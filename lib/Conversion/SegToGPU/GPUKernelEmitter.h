@@ -228,9 +228,11 @@ private:
   /// The totals `components` of a long segment's tile slots, each combined
   /// as its entry of `kinds` says in an order that depends on the segment
   /// only; every lane gets them.
+  /// `tilesPerLane`: tiles each lane loads per step.
   SmallVector<Value> combineTilePartials(OpBuilder &b, Value start, Value end,
                                          ValueRange components,
-                                         ArrayRef<arith::AtomicRMWKind> kinds);
+                                         ArrayRef<arith::AtomicRMWKind> kinds,
+                                         int64_t tilesPerLane = kTilesPerLane);
   /// The same for split rows, each lane its own accumulators (pass 0's, as
   /// held), tile after tile.
   SmallVector<Value> combineSplitTilePartials(OpBuilder &b, Value start,
