@@ -24,6 +24,10 @@ static_assert(SegmentProgram::kGPUChunkRows == kWarpSize,
               "a chunk is a row per lane");
 /// Tile slots each lane loads per step when adding a long segment's tiles.
 inline constexpr int64_t kTilesPerLane = 4;
+/// Split rows: a long segment's totals of at most this many components are
+/// added lanes over tiles, each lane then picking its own; more, lane by
+/// lane.
+inline constexpr int64_t kMaxPickedComponents = 8;
 
 /// Emits the gpu.func kernels of a segment program.
 //
@@ -228,11 +232,9 @@ private:
   /// The totals `components` of a long segment's tile slots, each combined
   /// as its entry of `kinds` says in an order that depends on the segment
   /// only; every lane gets them.
-  /// `tilesPerLane`: tiles each lane loads per step.
   SmallVector<Value> combineTilePartials(OpBuilder &b, Value start, Value end,
                                          ValueRange components,
-                                         ArrayRef<arith::AtomicRMWKind> kinds,
-                                         int64_t tilesPerLane = kTilesPerLane);
+                                         ArrayRef<arith::AtomicRMWKind> kinds);
   /// The same for split rows, each lane its own accumulators (pass 0's, as
   /// held), tile after tile.
   SmallVector<Value> combineSplitTilePartials(OpBuilder &b, Value start,

@@ -97,11 +97,11 @@ GPUKernelEmitter::segmentTiles(OpBuilder &b, Value start, Value end) {
 
 SmallVector<Value> GPUKernelEmitter::combineTilePartials(
     OpBuilder &b, Value start, Value end, ValueRange components,
-    ArrayRef<arith::AtomicRMWKind> kinds, int64_t tilesPerLane) {
+    ArrayRef<arith::AtomicRMWKind> kinds) {
   Type elementType = program.elementType;
   Value base = partials(b);
   auto [firstTile, lastTile, firstSlot] = segmentTiles(b, start, end);
-  // tilesPerLane * 32 tiles at a
+  // kTilesPerLane * 32 tiles at a
   // time: each lane combines its tiles in order (independent loads, in
   // flight together: a segment of 1e7 rows has ~10^4 tiles, and one load at
   // a time would make this loop the kernel's latency), then the butterfly,
@@ -113,11 +113,11 @@ SmallVector<Value> GPUKernelEmitter::combineTilePartials(
     identities.push_back(arith::getIdentityValue(kind, elementType, b, loc));
   auto loop = b.create<scf::ForOp>(
       loc, firstTile, b.create<arith::AddIOp>(loc, lastTile, i64(b, 1)),
-      i64(b, kWarpSize * tilesPerLane), identities,
+      i64(b, kWarpSize * kTilesPerLane), identities,
       [&](OpBuilder &ib, Location il, Value chunk, ValueRange totals) {
         KernelCodeBuilder load(ib, il);
         SmallVector<Value> laneTotals(components.size(), Value());
-        for (int64_t k = 0; k < tilesPerLane; ++k) {
+        for (int64_t k = 0; k < kTilesPerLane; ++k) {
           Value tile = ib.create<arith::AddIOp>(
               il, chunk,
               ib.create<arith::AddIOp>(il, lane, i64(ib, k * kWarpSize)));
@@ -222,22 +222,16 @@ void GPUKernelEmitter::emitLongSegment(OpBuilder &b, Value start,
                           SegmentProgramEmitter::RowBody, bool) {
     int64_t numComponents = program.numReductionComponents(0);
     // Split rows with many components: lane by lane (see
-    // combineSplitTilePartials); with few, lanes over tiles as below, each
-    // lane then picking its own.
-    if (splitsFeatures() && numComponents > kWarpSize)
+    // combineSplitTilePartials); with up to 8, lanes over tiles as below,
+    // each lane then picking its own (16 components took the kernel from
+    // 40 registers to 64, and a spill, in every layout).
+    if (splitsFeatures() && numComponents > kMaxPickedComponents)
       return combineSplitTilePartials(rb, start, end);
     SmallVector<Value> components;
     for (int64_t i = 0; i < numComponents; ++i)
       components.push_back(i64(rb, i));
-    // At most 16 loads in flight a lane: registers for 4 tiles of 16 or
-    // more components would cost occupancy in every layout.
-    int64_t tilesPerLane =
-        splitsFeatures()
-            ? std::clamp<int64_t>(16 / numComponents, 1, kTilesPerLane)
-            : kTilesPerLane;
-    SmallVector<Value> totals =
-        combineTilePartials(rb, start, end, components,
-                            program.combiningKinds(0), tilesPerLane);
+    SmallVector<Value> totals = combineTilePartials(
+        rb, start, end, components, program.combiningKinds(0));
     if (!splitsFeatures())
       return totals;
     SmallVector<Value> held;
