@@ -39,9 +39,11 @@ LAYOUTS = {
     "tile-aligned": [TILE, TILE, 0],
 }
 # Rows of 8 features or more split over groups of G lanes: 7 runs a row per
-# lane; 8 (G = 8, four rows a warp), 12 (a padded second feature), 16 and
-# 31 (G = 16, two rows a warp; 31 padded), 32 (a warp per row), 33
-# (padded), 64 and 256 (two and eight features a lane).
+# lane; 8 (G = 8, four rows a warp; a long segment's 8 components added
+# lanes over tiles), 12 (a padded second feature; 12 components, lane by
+# lane: kMaxPickedComponents), 16 and 31 (G = 16, two rows a warp; 31
+# padded), 32 (a warp per row), 33 (padded), 64 and 256 (two and eight
+# features a lane).
 WIDTHS = [7, 8, 12, 16, 31, 32, 33, 64, 256]
 # Every op that takes wide rows, at the levels its gradients reach: the
 # reductions (one-pass programs and, for their backward, row maps), the
