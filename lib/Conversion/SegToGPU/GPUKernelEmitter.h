@@ -245,6 +245,11 @@ private:
     Value first, last, firstSlot;
   };
   SegmentTiles segmentTiles(OpBuilder &b, Value start, Value end);
+  /// Components `components` of a long segment's slot in `tile` (its
+  /// identity, per component, for a tile past the segment's last).
+  SmallVector<Value> loadTileSlot(OpBuilder &b, Value tile, SegmentTiles tiles,
+                                  ValueRange components,
+                                  ArrayRef<Value> identities);
   /// Components of all passes' totals, in order, as runs [begin, end) that
   /// combine alike.
   SmallVector<std::tuple<int64_t, int64_t, arith::AtomicRMWKind>>

@@ -95,14 +95,36 @@ GPUKernelEmitter::segmentTiles(OpBuilder &b, Value start, Value end) {
   return {firstTile, lastTile, firstSlot};
 }
 
+SmallVector<Value> GPUKernelEmitter::loadTileSlot(OpBuilder &b, Value tile,
+                                                 SegmentTiles tiles,
+                                                 ValueRange components,
+                                                 ArrayRef<Value> identities) {
+  KernelCodeBuilder code(b, loc);
+  Value inRange =
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ule, tile, tiles.last);
+  Value readTile = b.create<arith::MinUIOp>(loc, tile, tiles.last);
+  Value slot = b.create<arith::SelectOp>(
+      loc,
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, readTile,
+                              tiles.first),
+      tiles.firstSlot, i64(b, 0));
+  Value base = partials(b);
+  SmallVector<Value> values;
+  for (auto [component, identity] : llvm::zip_equal(components, identities))
+    values.push_back(b.create<arith::SelectOp>(
+        loc, inRange,
+        code.load(base, program.elementType,
+                  partialIndex(b, readTile, slot, component)),
+        identity));
+  return values;
+}
+
 SmallVector<Value> GPUKernelEmitter::combineTilePartials(
     OpBuilder &b, Value start, Value end, ValueRange components,
     ArrayRef<arith::AtomicRMWKind> kinds) {
   Type elementType = program.elementType;
-  Value base = partials(b);
   auto [firstTile, lastTile, firstSlot] = segmentTiles(b, start, end);
-  // kTilesPerLane * 32 tiles at a
-  // time: each lane combines its tiles in order (independent loads, in
+  // kTilesPerLane * 32 tiles at a time: each lane combines its tiles in order (independent loads, in
   // flight together: a segment of 1e7 rows has ~10^4 tiles, and one load at
   // a time would make this loop the kernel's latency), then the butterfly,
   // in order: the order depends on the segment only. (The shuffles in the
@@ -115,25 +137,15 @@ SmallVector<Value> GPUKernelEmitter::combineTilePartials(
       loc, firstTile, b.create<arith::AddIOp>(loc, lastTile, i64(b, 1)),
       i64(b, kWarpSize * kTilesPerLane), identities,
       [&](OpBuilder &ib, Location il, Value chunk, ValueRange totals) {
-        KernelCodeBuilder load(ib, il);
         SmallVector<Value> laneTotals(components.size(), Value());
         for (int64_t k = 0; k < kTilesPerLane; ++k) {
           Value tile = ib.create<arith::AddIOp>(
               il, chunk,
               ib.create<arith::AddIOp>(il, lane, i64(ib, k * kWarpSize)));
-          Value inRange = ib.create<arith::CmpIOp>(
-              il, arith::CmpIPredicate::ule, tile, lastTile);
-          Value readTile = ib.create<arith::MinUIOp>(il, tile, lastTile);
-          Value slot = ib.create<arith::SelectOp>(
-              il,
-              ib.create<arith::CmpIOp>(il, arith::CmpIPredicate::eq, readTile,
-                                       firstTile),
-              firstSlot, i64(ib, 0));
-          for (auto [i, component] : llvm::enumerate(components)) {
-            Value value = load.load(
-                base, elementType, partialIndex(ib, readTile, slot, component));
-            value = ib.create<arith::SelectOp>(il, inRange, value,
-                                               identities[i]);
+          SmallVector<Value> values = loadTileSlot(
+              ib, tile, {firstTile, lastTile, firstSlot}, components,
+              identities);
+          for (auto [i, value] : llvm::enumerate(values)) {
             laneTotals[i] = k == 0 ? value
                                    : arith::getReductionOp(kinds[i], ib, il,
                                                            laneTotals[i], value);
@@ -159,10 +171,11 @@ SmallVector<Value> GPUKernelEmitter::combineSplitTilePartials(OpBuilder &b,
   // segment of 1e7 rows has ~10^4 tiles, so this chain is long; tiles past
   // the segment count as the combine's identity.
   Type elementType = program.elementType;
-  Value base = partials(b);
   auto [firstTile, lastTile, firstSlot] = segmentTiles(b, start, end);
-  SmallVector<SegmentProgramEmitter::HeldAccumulator> held =
-      emitter.heldAccumulators(b, loc, /*pass=*/0);
+  SmallVector<Value> components;
+  for (const SegmentProgramEmitter::HeldAccumulator &held :
+       emitter.heldAccumulators(b, loc, /*pass=*/0))
+    components.push_back(held.component);
   SmallVector<arith::AtomicRMWKind> kinds = emitter.heldCombiningKinds(0);
   SmallVector<Value> identities;
   for (arith::AtomicRMWKind kind : kinds)
@@ -173,7 +186,6 @@ SmallVector<Value> GPUKernelEmitter::combineSplitTilePartials(OpBuilder &b,
       loc, firstTile, b.create<arith::AddIOp>(loc, lastTile, i64(b, 1)),
       i64(b, kTilesPerLane * groups), identities,
       [&](OpBuilder &ib, Location il, Value chunk, ValueRange totals) {
-        KernelCodeBuilder load(ib, il);
         SmallVector<Value> next(totals);
         SmallVector<SmallVector<Value>> loaded;
         for (int64_t k = 0; k < kTilesPerLane; ++k) {
@@ -181,23 +193,9 @@ SmallVector<Value> GPUKernelEmitter::combineSplitTilePartials(OpBuilder &b,
               il, chunk, i64(ib, k * groups));
           if (groups > 1)
             tile = ib.create<arith::AddIOp>(il, tile, rowInGroup);
-          Value inRange = ib.create<arith::CmpIOp>(
-              il, arith::CmpIPredicate::ule, tile, lastTile);
-          Value readTile = ib.create<arith::MinUIOp>(il, tile, lastTile);
-          Value slot = ib.create<arith::SelectOp>(
-              il,
-              ib.create<arith::CmpIOp>(il, arith::CmpIPredicate::eq, readTile,
-                                       firstTile),
-              firstSlot, i64(ib, 0));
-          SmallVector<Value> values;
-          for (auto [i, accumulator] : llvm::enumerate(held)) {
-            Value value =
-                load.load(base, elementType,
-                          partialIndex(ib, readTile, slot, accumulator.component));
-            values.push_back(
-                ib.create<arith::SelectOp>(il, inRange, value, identities[i]));
-          }
-          loaded.push_back(std::move(values));
+          loaded.push_back(loadTileSlot(ib, tile,
+                                        {firstTile, lastTile, firstSlot},
+                                        components, identities));
         }
         // All loads first, then the combines in tile order.
         for (const SmallVector<Value> &values : loaded)
