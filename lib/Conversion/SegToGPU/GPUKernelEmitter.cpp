@@ -34,10 +34,9 @@ void GPUKernelEmitter::emitWarpIds(OpBuilder &b) {
     return;
   // Split rows: groups of G lanes, lane l of the warp the feature lane
   // l % G of row group l / G.
-  int64_t groupLanes = program.gpuFeatureLanes();
+  int64_t groupLanes = featureLanes;
   groupLane = b.create<arith::AndIOp>(loc, lane, i64(b, groupLanes - 1));
   rowInGroup = b.create<arith::DivUIOp>(loc, lane, i64(b, groupLanes));
-  Value firstGroup;
   if (groupRows() > 1)
     firstGroup = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, lane,
                                          i64(b, groupLanes));
@@ -51,7 +50,7 @@ void GPUKernelEmitter::emitWarpIds(OpBuilder &b) {
 }
 
 int64_t GPUKernelEmitter::groupRows() const {
-  return splitsFeatures() ? kWarpSize / program.gpuFeatureLanes() : 1;
+  return splitsFeatures() ? kWarpSize / featureLanes : 1;
 }
 
 Value GPUKernelEmitter::combineGroups(OpBuilder &b, Value value,
@@ -59,7 +58,7 @@ Value GPUKernelEmitter::combineGroups(OpBuilder &b, Value value,
   if (groupRows() == 1)
     return value;
   return warpCombine(b, value, kind,
-                     /*fromOffset=*/program.gpuFeatureLanes(),
+                     /*fromOffset=*/featureLanes,
                      /*toOffset=*/kWarpSize);
 }
 
@@ -606,10 +605,6 @@ void GPUKernelEmitter::storeAccumulators(
   // padding); lane 0 the accumulators every lane holds.
   Value isLaneZero =
       b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, lane, i64(b, 0));
-  Value firstGroup;
-  if (groupRows() > 1)
-    firstGroup = b.create<arith::CmpIOp>(
-        loc, arith::CmpIPredicate::ult, lane, i64(b, program.gpuFeatureLanes()));
   for (auto [total, held] :
        llvm::zip_equal(totals, emitter.heldAccumulators(b, loc, pass))) {
     Value stores = held.split ? held.valid : isLaneZero;

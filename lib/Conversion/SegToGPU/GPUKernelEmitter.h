@@ -83,6 +83,7 @@ public:
         loc(program.func.getLoc()), buffers(arguments.buffers()),
         numRows(arguments.get(segrt::abi::Param::NumRows)),
         numSegments(arguments.get(segrt::abi::Param::NumSegments)),
+        featureLanes(program.gpuFeatureLanes()),
         emitter(program, buffers, numRows, numSegments) {
     idx = buffers[program.argumentBuffer[cast<BlockArgument>(program.idx)
                                              .getArgNumber()]];
@@ -131,7 +132,7 @@ private:
   void emitWarpIds(OpBuilder &b);
   /// Split rows (SegmentProgram::gpuFeatureLanes): groups of G lanes, a
   /// group running one row at a time, each lane holding its features.
-  bool splitsFeatures() const { return program.splitsFeatures(); }
+  bool splitsFeatures() const { return featureLanes > 0; }
   /// Rows a warp runs at a time: 32 / G groups (1 without split rows).
   int64_t groupRows() const;
   /// Split rows: `value` combined over the groups (every lane gets it).
@@ -281,8 +282,11 @@ private:
   /// Long-segment kernels of pass-by-pass programs: the pass they run.
   Value runningPass;
   Value threadId, blockId, gridDim, lane, globalWarp, totalWarps;
-  /// Split rows: the lane's feature lane in its group, and its group.
-  Value groupLane, rowInGroup;
+  /// Split rows: the lanes of a group (SegmentProgram::gpuFeatureLanes, 0
+  /// without split rows), the lane's feature lane in its group, its group,
+  /// and whether that is the first (null when the warp is one group).
+  int64_t featureLanes;
+  Value groupLane, rowInGroup, firstGroup;
   SegmentProgramEmitter emitter;
 };
 
