@@ -45,14 +45,16 @@ LAYOUTS = {
 # padded), 32 (a warp per row), 33 (padded), 64 and 256 (two and eight
 # features a lane).
 WIDTHS = [7, 8, 12, 16, 31, 32, 33, 64, 256]
-# Every op that takes wide rows, at the levels its gradients reach: the
+# Every op that takes wide rows, at the levels its gradients reach (third
+# order included): the
 # reductions (one-pass programs and, for their backward, row maps), the
 # contractions (a butterfly per row) and the row maps.
 CASES = [("segmented_sum", 0), ("segmented_sum", 2), ("segmented_mean", 1),
          ("segmented_max", 0), ("segmented_max", 1), ("segmented_min", 1),
          ("segmented_dot", 0), ("segmented_dot", 1), ("segmented_rms_norm", 0),
          ("segmented_rms_norm", 2), ("segmented_gather", 0), ("segmented_gather", 1),
-         ("segmented_mul", 1)]
+         ("segmented_mul", 1), ("segmented_sum", 3), ("segmented_dot", 3),
+         ("segmented_rms_norm", 3), ("segmented_max", 3)]
 
 
 @pytest.fixture(scope="module")
