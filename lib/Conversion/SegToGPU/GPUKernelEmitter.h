@@ -24,6 +24,9 @@ static_assert(SegmentProgram::kGPUChunkRows == kWarpSize,
               "a chunk is a row per lane");
 /// Tile slots each lane loads per step when adding a long segment's tiles.
 inline constexpr int64_t kTilesPerLane = 4;
+/// Half the threads an SM holds (2,048 from sm_50 to sm_90): the blocks of
+/// a `__pass_totals` kernel ask to fit this many (50% occupancy).
+inline constexpr int64_t kHalfSMThreads = 1024;
 /// Split rows: a long segment's totals of at most this many components are
 /// added lanes over tiles, each lane then picking its own; more, lane by
 /// lane.

@@ -571,12 +571,15 @@ void GPUKernelEmitter::emitPassTiles() {
 }
 
 void GPUKernelEmitter::emitPassTotals() {
-  // A warp per long segment, and few of those: occupancy does not matter
-  // here. Under `.maxntid 256` alone ptxas aims for full occupancy (32
-  // registers) and spills; asking for one block per SM lets it keep its
-  // values in registers (docs/benchmarks.md, GPU kernels by ptxas).
+  // Under `.maxntid` alone ptxas aims for full occupancy (32 registers at
+  // 256 threads) and spills; one block per SM let it take 71. Blocks
+  // filling half an SM's 2,048 threads cap it at 64 registers (256
+  // threads: 50% occupancy) without a spill, as it combines one component
+  // at a time, however many the program has (docs/benchmarks.md, GPU
+  // kernels by ptxas).
   kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
-                  builder.getI32IntegerAttr(1));
+                  builder.getI32IntegerAttr(
+                      std::max<int64_t>(1, kHalfSMThreads / blockSize)));
   // The totals of the running pass: components [first, first + count) of every
   // pass's totals, picked from constants by the pass.
   OpBuilder &b0 = builder;
