@@ -124,12 +124,13 @@ SmallVector<Value> GPUKernelEmitter::combineTilePartials(
     ArrayRef<arith::AtomicRMWKind> kinds) {
   Type elementType = program.elementType;
   auto [firstTile, lastTile, firstSlot] = segmentTiles(b, start, end);
-  // kTilesPerLane * 32 tiles at a time: each lane combines its tiles in order (independent loads, in
-  // flight together: a segment of 1e7 rows has ~10^4 tiles, and one load at
-  // a time would make this loop the kernel's latency), then the butterfly,
-  // in order: the order depends on the segment only. (The shuffles in the
-  // loop also keep LLVM from unrolling it.) Tiles past the segment count as
-  // the combine's identity (0 for sums, -inf for maxima, +inf for minima).
+  // kTilesPerLane * 32 tiles at a time: each lane combines its tiles in
+  // order (independent loads, in flight together: a segment of 1e7 rows has
+  // ~10^4 tiles, and one load at a time would make this loop the kernel's
+  // latency), then the butterfly, in order: the order depends on the
+  // segment only. (The shuffles in the loop also keep LLVM from unrolling
+  // it.) Tiles past the segment count as the combine's identity (0 for
+  // sums, -inf for maxima, +inf for minima).
   SmallVector<Value> identities;
   for (arith::AtomicRMWKind kind : kinds)
     identities.push_back(arith::getIdentityValue(kind, elementType, b, loc));
