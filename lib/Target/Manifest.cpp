@@ -97,13 +97,17 @@ static llvm::json::Object describeGPU(const SegmentProgram &program,
     for (const LongSegmentLaunch &launch : longLaunches)
       launches.push_back(llvm::json::Object{
           {"kernel", program.getName().str() + launch.kernel.suffix},
-          {"pass", launch.pass}});
+          {"pass", launch.pass},
+          {"rows_per_warp", launch.kernel.rowsPerWarp()},
+          {"min_rows", launch.kernel.minRows()}});
     LongSegmentScratch scratch = longSegmentScratch(program);
-    gpu["long_segments"] =
-        llvm::json::Object{{"launches", std::move(launches)},
-                           {"tile_rows", SegmentProgram::kGPUTileRows},
-                           {"scratch_bytes_per_segment", scratch.perSegment},
-                           {"scratch_bytes_per_tile", scratch.perTile}};
+    gpu["long_segments"] = llvm::json::Object{
+        {"launches", std::move(launches)},
+        {"tile_rows", SegmentProgram::kGPUTileRows},
+        {"super_tile_rows", SegmentProgram::kGPUSuperTileRows},
+        {"scratch_bytes_per_segment", scratch.perSegment},
+        {"scratch_bytes_per_tile", scratch.perTile},
+        {"scratch_bytes_per_super_tile", scratch.perSuperTile}};
   }
   return gpu;
 }

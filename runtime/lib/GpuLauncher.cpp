@@ -18,8 +18,10 @@ int64_t GpuProgram::scratchBytes(int64_t numRows, int64_t numSegments) const {
   if (entry != abi::Entry::GpuSegmentKernel)
     return 0;
   int64_t tiles = ceilDiv(numRows, tileRows);
-  return std::max<int64_t>(
-      1, scratchPerSegment * numSegments + scratchPerTile * tiles);
+  int64_t superTiles = superTileRows ? ceilDiv(numRows, superTileRows) : 0;
+  return std::max<int64_t>(1, scratchPerSegment * numSegments +
+                                  scratchPerTile * tiles +
+                                  scratchPerSuperTile * superTiles);
 }
 
 std::vector<GpuLaunch> segrt::planGpuLaunches(const GpuProgram &program,
@@ -36,18 +38,18 @@ std::vector<GpuLaunch> segrt::planGpuLaunches(const GpuProgram &program,
         .set(abi::Param::Scratch, static_cast<int64_t>(scratch));
     return arguments;
   };
-  if (program.entry == abi::Entry::GpuSegmentKernel &&
-      numRows >= program.tileRows) {
-    uint32_t tileGrid = gridFor(ceilDiv(numRows, program.tileRows),
-                                program.block / 32, 1);
+  if (program.entry == abi::Entry::GpuSegmentKernel)
     for (const GpuProgram::LongSegmentLaunch &launch :
          program.longSegmentLaunches) {
-      GpuLaunch planned{&launch.kernel, tileGrid,
+      if (numRows < launch.minRows)
+        continue;
+      uint32_t grid =
+          gridFor(ceilDiv(numRows, launch.rowsPerWarp), program.block / 32, 1);
+      GpuLaunch planned{&launch.kernel, grid,
                         trailing(abi::Entry::GpuLongSegment)};
       planned.trailing.set(abi::Param::Pass, launch.pass);
       launches.push_back(planned);
     }
-  }
   launches.push_back(
       {&program.kernel,
        gridFor(numRows, program.gridPerBlock, program.gridMin),

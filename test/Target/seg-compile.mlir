@@ -67,11 +67,22 @@
 // MANIFEST-NEXT: "launches": [
 // MANIFEST-NEXT: {
 // MANIFEST-NEXT: "kernel": "sum_vec3__tiles",
-// MANIFEST-NEXT: "pass": 0
+// MANIFEST-NEXT: "min_rows": 1024,
+// MANIFEST-NEXT: "pass": 0,
+// MANIFEST-NEXT: "rows_per_warp": 1024
+// MANIFEST-NEXT: },
+// A warp per 32-tile super-tile, from more rows than one super-tile.
+// MANIFEST-NEXT: {
+// MANIFEST-NEXT: "kernel": "sum_vec3__super_tiles",
+// MANIFEST-NEXT: "min_rows": 32769,
+// MANIFEST-NEXT: "pass": 0,
+// MANIFEST-NEXT: "rows_per_warp": 32768
 // MANIFEST-NEXT: }
 // MANIFEST-NEXT: ],
 // MANIFEST-NEXT: "scratch_bytes_per_segment": 0,
+// MANIFEST-NEXT: "scratch_bytes_per_super_tile": 24,
 // MANIFEST-NEXT: "scratch_bytes_per_tile": 24,
+// MANIFEST-NEXT: "super_tile_rows": 32768,
 // MANIFEST-NEXT: "tile_rows": 1024
 // MANIFEST: "host": {
 // MANIFEST-NEXT: "range": "segments",
@@ -110,17 +121,27 @@
 // MANIFEST: "long_segments": {
 // MANIFEST-NEXT: "launches": [
 // MANIFEST: "kernel": "normalize__bounds",
-// MANIFEST-NEXT: "pass": 0
+// MANIFEST-NEXT: "min_rows": 1024,
+// MANIFEST-NEXT: "pass": 0,
 // MANIFEST: "kernel": "normalize__tiles",
-// MANIFEST-NEXT: "pass": 0
+// MANIFEST-NEXT: "min_rows": 1024,
+// MANIFEST-NEXT: "pass": 0,
+// MANIFEST: "kernel": "normalize__super_tiles",
+// MANIFEST-NEXT: "min_rows": 32769,
+// MANIFEST-NEXT: "pass": 0,
 // MANIFEST: "kernel": "normalize__pass_totals",
-// MANIFEST-NEXT: "pass": 0
+// MANIFEST-NEXT: "min_rows": 1024,
+// MANIFEST-NEXT: "pass": 0,
 // MANIFEST: "kernel": "normalize__tiles",
-// MANIFEST-NEXT: "pass": 1
+// MANIFEST-NEXT: "min_rows": 1024,
+// MANIFEST-NEXT: "pass": 1,
+// MANIFEST-NEXT: "rows_per_warp": 1024
 // MANIFEST-NEXT: }
 // MANIFEST-NEXT: ],
 // MANIFEST-NEXT: "scratch_bytes_per_segment": 20,
+// MANIFEST-NEXT: "scratch_bytes_per_super_tile": 8,
 // MANIFEST-NEXT: "scratch_bytes_per_tile": 8,
+// MANIFEST-NEXT: "super_tile_rows": 32768,
 // MANIFEST-NEXT: "tile_rows": 1024
 // On the host, long segments run in tiles pass by pass: the tile kernel
 // gets the pass; the totals of each pass are added over the tiles.
@@ -201,6 +222,7 @@ func.func @gather_scalar(%y: tensor<?xf64>, %idx: tensor<?xi32>) -> tensor<?xf64
 
 // PTX90-DAG: .visible .entry normalize__bounds(
 // PTX90-DAG: .visible .entry normalize__pass_totals(
+// PTX90-DAG: .visible .entry normalize__super_tiles(
 // The pass-totals kernel asks for 4 blocks of 256 per SM: half the SM's
 // threads, at most 64 registers, no spills under ptxas.
 // TOTALS: .visible .entry normalize__pass_totals(

@@ -124,6 +124,38 @@ def test_split_rows_are_bitwise_independent_of_the_grid(simulator: harness.GpuSi
             assert torch.equal(got, want), f"{gpu.record.name}: grid {grid} differs"
 
 
+SUPER_TILE = 32 * TILE
+
+
+@pytest.mark.parametrize("width", [8, 12, 64])
+@pytest.mark.parametrize("op,level", [("segmented_sum", 0), ("segmented_rms_norm", 1),
+                                      ("segmented_max", 1)])
+def test_split_rows_across_super_tiles(simulator: harness.GpuSimulator, op: str,
+                                       level: int, width: int) -> None:
+    """Long segments spanning super-tiles (added from the super-tiles'
+    slots, which `__super_tiles` combines from the tiles' feature by
+    feature): 8 components added lanes over tiles, 12 and 64 lane by lane;
+    one-pass and pass-by-pass programs. Against the host kernel, and
+    bitwise the same on grids of 1 and 3 blocks in reverse."""
+    program = _wide.program(op, "f32", width)
+    assert json.loads(program.entry(0).text)["gpu"]["long_segments"][
+        "super_tile_rows"] == SUPER_TILE
+    gpu = harness.SimulatedProgram(program, level, simulator)
+    host = harness.CompiledModule(program.source, order=level)
+    counts = [5, SUPER_TILE + 2 * TILE + 9, 3, SUPER_TILE - 2 * TILE, 2 * TILE + 1]
+    inputs, first, n, s = _buffers(gpu.record, counts, 3)
+    gpu.run(inputs, first, n, s)
+    wanted = host.run(gpu.record.name, inputs, n, s)
+    for index, (got, want) in enumerate(zip(first, wanted)):
+        torch.testing.assert_close(got, want, **_tolerance("f32", width),
+                                   msg=lambda m: f"{gpu.record.name}, output {index}: {m}")
+    for grid, reverse in [(1, False), (3, True)]:
+        _, again, _, _ = _buffers(gpu.record, counts, 3)
+        gpu.run(inputs, again, n, s, grid=grid, reverse_blocks=reverse)
+        for got, want in zip(again, first):
+            assert torch.equal(got, want), f"{gpu.record.name}: grid {grid} differs"
+
+
 @pytest.mark.parametrize("op,width,lanes,per_block", [
     ("segmented_sum", 7, 0, 256), ("segmented_sum", 8, 8, 256), ("segmented_sum", 15, 8, 256),
     ("segmented_sum", 16, 16, 256), ("segmented_dot", 31, 16, 256),

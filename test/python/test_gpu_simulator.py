@@ -104,26 +104,76 @@ def test_gpu_kernel_matches_host_kernel(simulator: harness.GpuSimulator, name: s
                                        msg=lambda m: f"{name}, {layout}, output {index}: {m}")
 
 
-@pytest.mark.parametrize("name", ["segmented_sum_f32_w1", "segmented_sum_f64_w3",
-                                  "segmented_rms_norm_f32_w3_grad",
-                                  "segmented_dot_f64_w3_grad_grad",
-                                  "segmented_max_f32_w1", "segmented_min_f64_w3_grad",
-                                  "segmented_max_f32_w3_grad_grad_grad"])
+# One kernel of each kind of long-segment launches: one-pass programs (sum;
+# max, combining by max), pass-by-pass ones (rms_norm and dot backward; max
+# and min backward, whose totals combine by max and min, masked ones as
+# -inf and +inf), in f32 and f64, at widths 1 and 3.
+LONG_SEGMENT_KERNELS = ["segmented_sum_f32_w1", "segmented_sum_f64_w3",
+                        "segmented_rms_norm_f32_w3_grad", "segmented_dot_f64_w3_grad_grad",
+                        "segmented_max_f32_w1", "segmented_min_f64_w3_grad",
+                        "segmented_max_f32_w3_grad_grad_grad"]
+
+# A segment within one super-tile is added from its tiles' slots, one
+# spanning several from the super-tiles' (`__super_tiles`, run from more
+# than one super-tile of rows).
+SUPER = MANIFEST_SUPER_TILE_ROWS = next(
+    entry["gpu"]["long_segments"]["super_tile_rows"] for entry in MANIFEST["kernels"]
+    if "long_segments" in entry.get("gpu", {}))
+assert SUPER % TILE == 0
+SUPER_TILE_LAYOUTS = {
+    # From inside a tile of super-tile 0 to inside super-tile 2.
+    "across-two-boundaries": [5, 2 * SUPER + 17, 3],
+    # Starting on a super-tile's first row (its head slot); exactly one
+    # super-tile (within one: tile slots), then one past it.
+    "super-aligned": [SUPER, SUPER, SUPER + 1, 2],
+    # Starting on a tile's first row inside a super-tile (the super-tile's
+    # tail slot from the tile's head slot), ending on a super-tile's end.
+    "tile-aligned-start": [SUPER - 2 * TILE, 2 * TILE + SUPER, 0, 7],
+    # Two long segments sharing a super-tile (its head and tail), a short
+    # one between, and one starting in the last tile of a super-tile.
+    "sharing-a-super-tile": [SUPER + 3 * TILE + 11, 40, SUPER - 100, TILE + 300, 9],
+    # Short segments across a super-tile boundary, a long one after.
+    "short-across-boundary": [SUPER - 10, 20, 500, SUPER + TILE, 1],
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", LONG_SEGMENT_KERNELS)
 def test_segment_of_more_tiles_than_one_step_adds(simulator: harness.GpuSimulator,
                                                   name: str) -> None:
-    """A long segment's tile totals are combined 128 tiles (32 lanes x 4) per
-    step: a segment of 130 tiles takes two steps, the second partly masked
-    (one-pass programs: sum; staged: rms_norm and dot backward, and max and
-    min, whose tiles' totals combine by max and min, the masked ones as
-    -inf and +inf)."""
-    counts = [5, 130 * TILE + 17, 3]
-    inputs, simulated, n, s = _buffers(name, counts, 11)
-    _, host, _, _ = _buffers(name, counts, 11)
-    simulator.run(name, inputs, simulated, n, s)
-    harness.run(name, inputs, host, n, s)
-    for index, (got, want) in enumerate(zip(simulated, host)):
-        torch.testing.assert_close(got, want, **_tolerance(name),
-                                   msg=lambda m: f"{name}, output {index}: {m}")
+    """A long segment's slots are combined 128 (32 lanes x 4) per step: a
+    segment of 130 tiles spans 5 super-tiles (one step of super-tile
+    slots); one of 130 super-tiles takes two steps, the second partly
+    masked."""
+    for counts in ([5, 130 * TILE + 17, 3], [5, 130 * SUPER + 17, 3]):
+        inputs, simulated, n, s = _buffers(name, counts, 11)
+        _, host, _, _ = _buffers(name, counts, 11)
+        simulator.run(name, inputs, simulated, n, s)
+        harness.run(name, inputs, host, n, s)
+        for index, (got, want) in enumerate(zip(simulated, host)):
+            torch.testing.assert_close(got, want, **_tolerance(name),
+                                       msg=lambda m: f"{name}, {n} rows, output {index}: {m}")
+
+
+@pytest.mark.parametrize("name", LONG_SEGMENT_KERNELS)
+def test_segments_across_super_tiles(simulator: harness.GpuSimulator, name: str) -> None:
+    """Long segments spanning super-tiles from every kind of start and end,
+    against the host kernel, and bitwise the same on grids of 1 and 3
+    blocks run in reverse."""
+    for seed, (layout, counts) in enumerate(SUPER_TILE_LAYOUTS.items()):
+        inputs, simulated, n, s = _buffers(name, counts, seed)
+        _, host, _, _ = _buffers(name, counts, seed)
+        simulator.run(name, inputs, simulated, n, s)
+        harness.run(name, inputs, host, n, s)
+        for index, (got, want) in enumerate(zip(simulated, host)):
+            torch.testing.assert_close(got, want, **_tolerance(name),
+                                       msg=lambda m: f"{name}, {layout}, output {index}: {m}")
+        for grid, reverse in [(1, False), (3, True)]:
+            _, again, _, _ = _buffers(name, counts, seed)
+            simulator.run(name, inputs, again, n, s, grid=grid, reverse_blocks=reverse)
+            for got, want in zip(again, simulated):
+                assert torch.equal(got.nan_to_num(7.0), want.nan_to_num(7.0)), (
+                    f"{name}, {layout}: grid {grid} differs from the default grid")
 
 
 @pytest.mark.parametrize("name", ["segmented_max_f32_w1", "segmented_min_f64_w3",
@@ -176,7 +226,11 @@ PROBE = textwrap.dedent('''
     cases = [(0, 3, "random"), (1, 1, "random"), (5, 0, "random"), (33, 2, "random"),
              (300, 20, "random"), (300, 20, "sorted"), (6000, 1, "sorted"),
              (6000, 2, "perturbed")]
-    for kernel in manifest["kernels"]:
+    kernels = manifest["kernels"]
+    if len(sys.argv) > 2:  # these kernels and cases only
+        names, cases = json.loads(sys.argv[2])
+        kernels = [kernel for kernel in kernels if kernel["name"] in names]
+    for kernel in kernels:
         for n, s, order in cases:
             for side in ("after", "before"):
                 spread = 3 if n < 1000 else 1
@@ -200,6 +254,21 @@ def test_gpu_kernels_stay_inside_their_buffers_and_converge() -> None:
     simulator raises on those)."""
     result = subprocess.run([sys.executable, "-c", PROBE, "0"], capture_output=True,
                             text=True, timeout=900, cwd=Path(__file__).parent)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", (
+        f"exit {result.returncode} (a negative code is the signal: -11 is SIGSEGV)\n"
+        f"{result.stdout[-2000:]}\n{result.stderr[-4000:]}")
+
+
+def test_super_tile_kernels_stay_inside_their_buffers_and_converge() -> None:
+    """The same over more than one super-tile of rows (`__super_tiles` runs):
+    sorted indices with values out of range, and sorted ones with a few rows
+    overwritten, for one kernel of each kind of long-segment launches."""
+    # Values from -1 to S: segments, valid and not, of more than a super-tile.
+    cases = [(4 * SUPER + 500, 1, "sorted"), (4 * SUPER + 500, 1, "perturbed"),
+             (4 * SUPER + 500, 2, "perturbed")]
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE, "1", json.dumps([LONG_SEGMENT_KERNELS, cases])],
+        capture_output=True, text=True, timeout=900, cwd=Path(__file__).parent)
     assert result.returncode == 0 and result.stdout.strip() == "ok", (
         f"exit {result.returncode} (a negative code is the signal: -11 is SIGSEGV)\n"
         f"{result.stdout[-2000:]}\n{result.stderr[-4000:]}")

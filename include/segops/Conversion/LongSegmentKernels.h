@@ -32,10 +32,21 @@ struct LongSegmentKernel {
     /// Pass-by-pass programs: each long segment's totals of one pass from its
     /// tiles' slots.
     PassTotals,
+    /// Every program with tiles, after the tiles of a pass that reduces:
+    /// the tile slots of each super-tile's long pieces combined into its two
+    /// slots.
+    SuperTiles,
   };
   Kind kind;
-  /// Appended to the program's name: `__tiles`, `__bounds`, `__pass_totals`.
+  /// Appended to the program's name: `__tiles`, `__bounds`, `__pass_totals`,
+  /// `__super_tiles`.
   std::string suffix;
+
+  /// Rows each warp of the kernel takes: a tile, or a super-tile.
+  int64_t rowsPerWarp() const;
+  /// The fewest rows for which the kernel runs: a whole tile, or (super
+  /// tiles) more than one super-tile, as no segment spans two before.
+  int64_t minRows() const;
 };
 
 /// One launch of a long-segment kernel: the kernel and the pass it runs.
@@ -44,8 +55,9 @@ struct LongSegmentLaunch {
   unsigned pass = 0;
 };
 
-/// The launches before the program's kernel, in order: for pass-by-pass programs
-/// `__bounds`, then per pass `__tiles` (if the pass visits rows) and
+/// The launches before the program's kernel, in order: for one-pass programs
+/// `__tiles` and `__super_tiles`; for pass-by-pass programs `__bounds`, then
+/// per pass `__tiles` (if the pass visits rows), `__super_tiles` and
 /// `__pass_totals` (if it reduces).
 SmallVector<LongSegmentLaunch>
 longSegmentLaunches(const SegmentProgram &program);
@@ -56,10 +68,12 @@ SmallVector<LongSegmentKernel>
 longSegmentKernels(const SegmentProgram &program);
 
 /// Bytes of the scratch buffer the kernels share: `perSegment * S +
-/// perTile * ceil(N / kGPUTileRows)`.
+/// perTile * ceil(N / kGPUTileRows) + perSuperTile * ceil(N /
+/// kGPUSuperTileRows)`.
 struct LongSegmentScratch {
   int64_t perSegment = 0;
   int64_t perTile = 0;
+  int64_t perSuperTile = 0;
 };
 LongSegmentScratch longSegmentScratch(const SegmentProgram &program);
 

@@ -129,6 +129,13 @@ public:
   /// kernel): a segment covering a whole aligned
   /// tile is long. Written to the manifest.
   static constexpr int64_t kGPUTileRows = 1024;
+  /// Tiles per super-tile: the `__super_tiles` kernel combines the tile
+  /// partials of each long segment crossing a super-tile into two slots, so
+  /// that a segment spanning several super-tiles is added from theirs (a
+  /// segment of 1e7 rows: ~300 slots, not ~10^4). Written to the manifest.
+  static constexpr int64_t kGPUTilesPerSuperTile = 32;
+  static constexpr int64_t kGPUSuperTileRows =
+      kGPUTileRows * kGPUTilesPerSuperTile;
   /// Rows of the chunks the GPU segment kernel gives each warp: a segment
   /// that starts and ends in one chunk is packed (run with the chunk's
   /// other such segments, a lane per row); a longer one is walked by the

@@ -20,6 +20,10 @@ namespace seg {
 
 inline constexpr int64_t kWarpSize = 32;
 inline constexpr int64_t kTileRows = SegmentProgram::kGPUTileRows;
+inline constexpr int64_t kTilesPerSuperTile =
+    SegmentProgram::kGPUTilesPerSuperTile;
+inline constexpr int64_t kSuperTileRows = SegmentProgram::kGPUSuperTileRows;
+static_assert(kTilesPerSuperTile == kWarpSize, "a lane per tile");
 static_assert(SegmentProgram::kGPUChunkRows == kWarpSize,
               "a chunk is a row per lane");
 /// Tile slots each lane loads per step when adding a long segment's tiles.
@@ -107,6 +111,10 @@ public:
   /// `__tiles` and `__pass_totals` take the pass as their last argument.
   void emitPassTiles();
   void emitPassTotals();
+  /// Every program with tiles, after the tiles of a pass that reduces:
+  /// `__super_tiles`, the running pass's slots of each super-tile's long
+  /// pieces from its tiles' slots.
+  void emitSuperTiles();
 
   /// One-pass programs: long segments reduced by a tile kernel.
   bool isOnePass() const { return program.isOnePass(); }
@@ -243,8 +251,10 @@ private:
   /// held), tile after tile.
   SmallVector<Value> combineSplitTilePartials(OpBuilder &b, Value start,
                                               Value end);
-  /// The first and last tile of a long segment [start, end), and the slot
-  /// (0 head, 1 tail) of the first tile that holds its rows.
+  /// The first and last unit of a long segment [start, end), and the slot
+  /// (0 head, 1 tail) of the first unit that holds its rows: tiles for a
+  /// segment within one super-tile, else super-tiles (super-tile s as tile
+  /// numTiles + s, whose slots follow the tiles').
   struct SegmentTiles {
     Value first, last, firstSlot;
   };
@@ -254,6 +264,14 @@ private:
   SmallVector<Value> loadTileSlot(OpBuilder &b, Value tile, SegmentTiles tiles,
                                   ValueRange components,
                                   ArrayRef<Value> identities);
+  /// Long-segment kernels: the components [first, last) of the running
+  /// pass's totals among all passes'.
+  std::pair<Value, Value> runningPassComponents(OpBuilder &b);
+  /// `body(component, kind)` for each component in [first, last), a loop
+  /// per run of components that combine alike.
+  void forEachRunningComponent(
+      OpBuilder &b, Value first, Value last,
+      function_ref<void(OpBuilder &, Value, arith::AtomicRMWKind)> body);
   /// Components of all passes' totals, in order, as runs [begin, end) that
   /// combine alike.
   SmallVector<std::tuple<int64_t, int64_t, arith::AtomicRMWKind>>
@@ -267,6 +285,8 @@ private:
   Value byteOffset(OpBuilder &b, Value base, Value bytes);
   Value segmentTotals(OpBuilder &b);
   Value partials(OpBuilder &b);
+  /// ceil(N / kTileRows).
+  Value numTiles(OpBuilder &b);
   /// Index of component `component` of slot `which` (0 head, 1 tail) of
   /// `tile` in the partials.
   Value partialIndex(OpBuilder &b, Value tile, Value which, Value component);

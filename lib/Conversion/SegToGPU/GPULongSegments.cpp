@@ -78,21 +78,47 @@ Value GPUKernelEmitter::partialIndex(OpBuilder &b, Value tile, Value which,
       loc, b.create<arith::MulIOp>(loc, slot, i64(b, totals)), component);
 }
 
+Value GPUKernelEmitter::numTiles(OpBuilder &b) {
+  return b.create<arith::DivUIOp>(
+      loc, b.create<arith::AddIOp>(loc, numRows, i64(b, kTileRows - 1)),
+      i64(b, kTileRows));
+}
+
 GPUKernelEmitter::SegmentTiles
 GPUKernelEmitter::segmentTiles(OpBuilder &b, Value start, Value end) {
-  // The first tile holds the segment's rows in its tail slot, unless the
-  // segment starts the tile (then they are its head); every later tile's
+  // A segment within one super-tile is added from its tiles' slots, one
+  // spanning several from its super-tiles' (the same scheme a level up).
+  // The first unit holds the segment's rows in its tail slot, unless the
+  // segment starts the unit (then they are its head); every later unit's
   // head slot holds the segment's rows in it.
-  Value firstTile = b.create<arith::DivUIOp>(loc, start, i64(b, kTileRows));
-  Value lastTile = b.create<arith::DivUIOp>(
-      loc, b.create<arith::SubIOp>(loc, end, i64(b, 1)), i64(b, kTileRows));
+  static_assert(llvm::isPowerOf2_64(kTileRows) &&
+                    llvm::isPowerOf2_64(kSuperTileRows),
+                "units are found by shifts");
+  Value last = b.create<arith::SubIOp>(loc, end, i64(b, 1));
+  Value superShift = i64(b, llvm::Log2_64(kSuperTileRows));
+  Value spansSuperTiles = b.create<arith::CmpIOp>(
+      loc, arith::CmpIPredicate::ne,
+      b.create<arith::ShRUIOp>(loc, start, superShift),
+      b.create<arith::ShRUIOp>(loc, last, superShift));
+  auto pick = [&](Value ifSuper, Value ifTile) -> Value {
+    return b.create<arith::SelectOp>(loc, spansSuperTiles, ifSuper, ifTile);
+  };
+  Value shift = pick(superShift, i64(b, llvm::Log2_64(kTileRows)));
+  Value unitMask = pick(i64(b, kSuperTileRows - 1), i64(b, kTileRows - 1));
+  // Super-tile s's slots follow the tiles' as those of tile numTiles + s,
+  // so one index runs over either.
+  Value unitOffset = pick(numTiles(b), i64(b, 0));
+  Value firstUnit = b.create<arith::AddIOp>(
+      loc, b.create<arith::ShRUIOp>(loc, start, shift), unitOffset);
+  Value lastUnit = b.create<arith::AddIOp>(
+      loc, b.create<arith::ShRUIOp>(loc, last, shift), unitOffset);
   Value firstSlot = b.create<arith::SelectOp>(
       loc,
-      b.create<arith::CmpIOp>(
-          loc, arith::CmpIPredicate::eq,
-          b.create<arith::RemUIOp>(loc, start, i64(b, kTileRows)), i64(b, 0)),
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
+                              b.create<arith::AndIOp>(loc, start, unitMask),
+                              i64(b, 0)),
       i64(b, 0), i64(b, 1));
-  return {firstTile, lastTile, firstSlot};
+  return {firstUnit, lastUnit, firstSlot};
 }
 
 SmallVector<Value> GPUKernelEmitter::loadTileSlot(OpBuilder &b, Value tile,
@@ -123,7 +149,8 @@ SmallVector<Value> GPUKernelEmitter::combineTilePartials(
     OpBuilder &b, Value start, Value end, ValueRange components,
     ArrayRef<arith::AtomicRMWKind> kinds) {
   Type elementType = program.elementType;
-  auto [firstTile, lastTile, firstSlot] = segmentTiles(b, start, end);
+  SegmentTiles tiles = segmentTiles(b, start, end);
+  auto [firstTile, lastTile, firstSlot] = tiles;
   // kTilesPerLane * 32 tiles at a time: each lane combines its tiles in
   // order (independent loads, in flight together: a segment of 1e7 rows has
   // ~10^4 tiles, and one load at a time would make this loop the kernel's
@@ -143,9 +170,8 @@ SmallVector<Value> GPUKernelEmitter::combineTilePartials(
           Value tile = ib.create<arith::AddIOp>(
               il, chunk,
               ib.create<arith::AddIOp>(il, lane, i64(ib, k * kWarpSize)));
-          SmallVector<Value> values = loadTileSlot(
-              ib, tile, {firstTile, lastTile, firstSlot}, components,
-              identities);
+          SmallVector<Value> values =
+              loadTileSlot(ib, tile, tiles, components, identities);
           for (auto [i, value] : llvm::enumerate(values)) {
             laneTotals[i] = k == 0 ? value
                                    : arith::getReductionOp(kinds[i], ib, il,
@@ -172,7 +198,8 @@ SmallVector<Value> GPUKernelEmitter::combineSplitTilePartials(OpBuilder &b,
   // segment of 1e7 rows has ~10^4 tiles, so this chain is long; tiles past
   // the segment count as the combine's identity.
   Type elementType = program.elementType;
-  auto [firstTile, lastTile, firstSlot] = segmentTiles(b, start, end);
+  SegmentTiles tiles = segmentTiles(b, start, end);
+  auto [firstTile, lastTile, firstSlot] = tiles;
   SmallVector<Value> components;
   for (const SegmentProgramEmitter::HeldAccumulator &held :
        emitter.heldAccumulators(b, loc, /*pass=*/0))
@@ -194,9 +221,8 @@ SmallVector<Value> GPUKernelEmitter::combineSplitTilePartials(OpBuilder &b,
               il, chunk, i64(ib, k * groups));
           if (groups > 1)
             tile = ib.create<arith::AddIOp>(il, tile, rowInGroup);
-          loaded.push_back(loadTileSlot(ib, tile,
-                                        {firstTile, lastTile, firstSlot},
-                                        components, identities));
+          loaded.push_back(
+              loadTileSlot(ib, tile, tiles, components, identities));
         }
         // All loads first, then the combines in tile order.
         for (const SmallVector<Value> &values : loaded)
@@ -313,11 +339,8 @@ void GPUKernelEmitter::emitPassByPassLongSegment(OpBuilder &b, Value segment) {
 
 void GPUKernelEmitter::emitTileLoop(OpBuilder &b, TileBody body) {
   emitWarpIds(b);
-  Value numTiles = b.create<arith::DivUIOp>(
-      loc, b.create<arith::AddIOp>(loc, numRows, i64(b, kTileRows - 1)),
-      i64(b, kTileRows));
   b.create<scf::ForOp>(
-      loc, globalWarp, numTiles, totalWarps, ValueRange{},
+      loc, globalWarp, numTiles(b), totalWarps, ValueRange{},
       [&](OpBuilder &tb, Location, Value tile, ValueRange) {
         Value tileStart =
             tb.create<arith::MulIOp>(loc, tile, i64(tb, kTileRows));
@@ -581,18 +604,7 @@ void GPUKernelEmitter::emitPassTotals() {
   kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
                   builder.getI32IntegerAttr(
                       std::max<int64_t>(1, kHalfSMThreads / blockSize)));
-  // The totals of the running pass: components [first, first + count) of every
-  // pass's totals, picked from constants by the pass.
-  OpBuilder &b0 = builder;
-  Value first = i64(b0, 0), count = i64(b0, 0);
-  for (unsigned pass = 0; pass < program.numPasses; ++pass) {
-    Value isPass = b0.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
-                                            runningPass, i64(b0, pass));
-    first = b0.create<arith::SelectOp>(
-        loc, isPass, i64(b0, program.reductionOffset(pass)), first);
-    count = b0.create<arith::SelectOp>(
-        loc, isPass, i64(b0, program.numReductionComponents(pass)), count);
-  }
+  auto [first, last] = runningPassComponents(builder);
   emitTileLoop(builder, [&](OpBuilder &tb, Value tile, Value tileStart,
                             Value tileEnd) {
     forEachLongStart(
@@ -606,28 +618,140 @@ void GPUKernelEmitter::emitPassTotals() {
           Value row = vb.create<arith::MulIOp>(
               loc, segment, i64(vb, program.numReductionComponents()));
           Value totals = segmentTotals(vb);
-          Value last = vb.create<arith::AddIOp>(loc, first, count);
-          // A loop per run of components that combine alike (all of a
-          // sum-only program's: one loop), over its part of the running
-          // pass's components.
-          for (auto [runBegin, runEnd, kind] : combiningRuns()) {
-            Value lo =
-                vb.create<arith::MaxSIOp>(loc, first, i64(vb, runBegin));
-            Value hi = vb.create<arith::MinSIOp>(loc, last, i64(vb, runEnd));
-            vb.create<scf::ForOp>(
-                loc, lo, hi, i64(vb, 1), ValueRange{},
-                [&](OpBuilder &cb, Location, Value component, ValueRange) {
-                  Value total =
-                      combineTilePartials(cb, start, end, component, kind)[0];
-                  storeFromLaneZero(
-                      cb, total, totals, [&](OpBuilder &ib, int64_t) {
-                        return ib.create<arith::AddIOp>(loc, row, component);
-                      });
-                  cb.create<scf::YieldOp>(loc);
-                });
-          }
+          forEachRunningComponent(
+              vb, first, last,
+              [&](OpBuilder &cb, Value component, arith::AtomicRMWKind kind) {
+                Value total =
+                    combineTilePartials(cb, start, end, component, kind)[0];
+                storeFromLaneZero(
+                    cb, total, totals, [&](OpBuilder &ib, int64_t) {
+                      return ib.create<arith::AddIOp>(loc, row, component);
+                    });
+              });
         });
   });
+}
+
+std::pair<Value, Value> GPUKernelEmitter::runningPassComponents(OpBuilder &b) {
+  // Picked from constants by the pass.
+  Value first = i64(b, 0), count = i64(b, 0);
+  for (unsigned pass = 0; pass < program.numPasses; ++pass) {
+    Value isPass = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
+                                           runningPass, i64(b, pass));
+    first = b.create<arith::SelectOp>(
+        loc, isPass, i64(b, program.reductionOffset(pass)), first);
+    count = b.create<arith::SelectOp>(
+        loc, isPass, i64(b, program.numReductionComponents(pass)), count);
+  }
+  return {first, b.create<arith::AddIOp>(loc, first, count)};
+}
+
+void GPUKernelEmitter::forEachRunningComponent(
+    OpBuilder &b, Value first, Value last,
+    function_ref<void(OpBuilder &, Value, arith::AtomicRMWKind)> body) {
+  // A loop per run of components that combine alike (all of a sum-only
+  // program's: one loop), over its part of [first, last).
+  for (auto [runBegin, runEnd, kind] : combiningRuns()) {
+    Value lo = b.create<arith::MaxSIOp>(loc, first, i64(b, runBegin));
+    Value hi = b.create<arith::MinSIOp>(loc, last, i64(b, runEnd));
+    b.create<scf::ForOp>(
+        loc, lo, hi, i64(b, 1), ValueRange{},
+        [&](OpBuilder &cb, Location, Value component, ValueRange) {
+          body(cb, component, kind);
+          cb.create<scf::YieldOp>(loc);
+        });
+  }
+}
+
+void GPUKernelEmitter::emitSuperTiles() {
+  // A warp per super-tile, a lane per tile. The super-tile's head is the
+  // segment of its first row, its tail that of its last; a tile adds to
+  // the head its head slot if it holds the same segment, to the tail its
+  // head slot or else its tail slot if one holds the tail's segment. The
+  // lanes combine by the butterfly (a fixed order) and lane 0 stores. Read
+  // only for valid long segments spanning two super-tiles or more, whose
+  // every tile slot the tile kernels wrote; for any idx every index stays
+  // in the scratch.
+  auto [first, last] = runningPassComponents(builder);
+  emitWarpIds(builder);
+  Value tiles = numTiles(builder);
+  Value numSuperTiles = builder.create<arith::DivUIOp>(
+      loc,
+      builder.create<arith::AddIOp>(loc, tiles,
+                                    i64(builder, kTilesPerSuperTile - 1)),
+      i64(builder, kTilesPerSuperTile));
+  builder.create<scf::ForOp>(
+      loc, globalWarp, numSuperTiles, totalWarps, ValueRange{},
+      [&](OpBuilder &b, Location, Value superTile, ValueRange) {
+        KernelCodeBuilder code(b, loc);
+        auto cmp = [&](arith::CmpIPredicate predicate, Value x, Value y) {
+          return b.create<arith::CmpIOp>(loc, predicate, x, y);
+        };
+        Value superStart =
+            b.create<arith::MulIOp>(loc, superTile, i64(b, kSuperTileRows));
+        Value superEnd = b.create<arith::MinSIOp>(
+            loc, b.create<arith::AddIOp>(loc, superStart, i64(b, kSuperTileRows)),
+            numRows);
+        Value head = code.loadSegment(idx, superStart);
+        Value tail = code.loadSegment(
+            idx, b.create<arith::SubIOp>(loc, superEnd, i64(b, 1)));
+        Value tile = b.create<arith::AddIOp>(
+            loc, b.create<arith::MulIOp>(loc, superTile,
+                                         i64(b, kTilesPerSuperTile)),
+            lane);
+        Value inRange = cmp(arith::CmpIPredicate::ult, tile, tiles);
+        Value tileStart = b.create<arith::MulIOp>(loc, tile, i64(b, kTileRows));
+        Value tileLast = b.create<arith::SubIOp>(
+            loc,
+            b.create<arith::MinSIOp>(
+                loc, b.create<arith::AddIOp>(loc, tileStart, i64(b, kTileRows)),
+                numRows),
+            i64(b, 1));
+        Value tileHead = segmentOr(b, inRange, tileStart);
+        Value tileTail = segmentOr(b, inRange, tileLast);
+        Value toHead = b.create<arith::AndIOp>(
+            loc, inRange, cmp(arith::CmpIPredicate::eq, tileHead, head));
+        Value headHoldsTail = cmp(arith::CmpIPredicate::eq, tileHead, tail);
+        Value toTail = b.create<arith::AndIOp>(
+            loc, inRange,
+            b.create<arith::OrIOp>(
+                loc, headHoldsTail,
+                cmp(arith::CmpIPredicate::eq, tileTail, tail)));
+        Value tailSlot =
+            b.create<arith::SelectOp>(loc, headHoldsTail, i64(b, 0), i64(b, 1));
+        Value readTile = b.create<arith::MinUIOp>(
+            loc, tile, b.create<arith::SubIOp>(loc, tiles, i64(b, 1)));
+        Value slots = partials(b);
+        // Stored as the slots of tile numTiles + superTile (segmentTiles).
+        Value superSlot = b.create<arith::AddIOp>(loc, tiles, superTile);
+        forEachRunningComponent(
+            b, first, last,
+            [&](OpBuilder &cb, Value component, arith::AtomicRMWKind kind) {
+              KernelCodeBuilder ccode(cb, loc);
+              Type type = program.elementType;
+              Value identity = arith::getIdentityValue(kind, type, cb, loc);
+              // Both loads, then both butterflies.
+              auto part = [&](Value contributes, Value slot) -> Value {
+                Value value = ccode.load(
+                    slots, type,
+                    partialIndex(cb, readTile, slot, component));
+                return cb.create<arith::SelectOp>(loc, contributes, value,
+                                                  identity);
+              };
+              Value headPart = part(toHead, i64(cb, 0));
+              Value tailPart = part(toTail, tailSlot);
+              Value headTotal = warpCombine(cb, headPart, kind);
+              Value tailTotal = warpCombine(cb, tailPart, kind);
+              storeFromLaneZero(
+                  cb, {headTotal, tailTotal}, slots,
+                  [&](OpBuilder &ib, int64_t which) {
+                    return partialIndex(ib, superSlot, i64(ib, which),
+                                        component);
+                  });
+            });
+        b.create<scf::YieldOp>(loc);
+      });
+  builder.create<gpu::ReturnOp>(loc);
 }
 
 SmallVector<std::tuple<int64_t, int64_t, arith::AtomicRMWKind>>

@@ -7,13 +7,25 @@
 using namespace mlir;
 using namespace mlir::seg;
 
+int64_t LongSegmentKernel::rowsPerWarp() const {
+  return kind == SuperTiles ? SegmentProgram::kGPUSuperTileRows
+                            : SegmentProgram::kGPUTileRows;
+}
+
+int64_t LongSegmentKernel::minRows() const {
+  return kind == SuperTiles ? SegmentProgram::kGPUSuperTileRows + 1
+                            : SegmentProgram::kGPUTileRows;
+}
+
 SmallVector<LongSegmentLaunch>
 mlir::seg::longSegmentLaunches(const SegmentProgram &program) {
   if (!program.hasLongSegmentKernels())
     return {};
+  const LongSegmentKernel superTiles{LongSegmentKernel::SuperTiles,
+                                     "__super_tiles"};
   // One-pass programs' kernel adds each long segment's slots itself.
   if (program.isOnePass())
-    return {{{LongSegmentKernel::Tiles, "__tiles"}, 0}};
+    return {{{LongSegmentKernel::Tiles, "__tiles"}, 0}, {superTiles, 0}};
   const LongSegmentKernel bounds{LongSegmentKernel::Bounds, "__bounds"};
   const LongSegmentKernel tiles{LongSegmentKernel::PassTiles, "__tiles"};
   const LongSegmentKernel totals{LongSegmentKernel::PassTotals,
@@ -26,8 +38,10 @@ mlir::seg::longSegmentLaunches(const SegmentProgram &program) {
                       (pass == 0 && program.hasRowOutputs);
     if (visitsRows)
       launches.push_back({tiles, pass});
-    if (reduces)
+    if (reduces) {
+      launches.push_back({superTiles, pass});
       launches.push_back({totals, pass});
+    }
   }
   return launches;
 }
@@ -51,10 +65,12 @@ mlir::seg::longSegmentScratch(const SegmentProgram &program) {
     return {};
   int64_t elementBytes = program.elementType.getIntOrFloatBitWidth() / 8;
   int64_t totalsBytes = program.numReductionComponents() * elementBytes;
-  // Two slots (head, tail) of every pass's totals per tile; pass-by-pass programs
-  // also keep each segment's bounds (two i64) and totals.
+  // Two slots (head, tail) of every pass's totals per tile and per
+  // super-tile; pass-by-pass programs also keep each segment's bounds (two
+  // i64) and totals.
   LongSegmentScratch scratch;
   scratch.perTile = 2 * totalsBytes;
+  scratch.perSuperTile = 2 * totalsBytes;
   if (!program.isOnePass())
     scratch.perSegment = 16 + totalsBytes;
   return scratch;

@@ -151,6 +151,8 @@ struct ConvertSegToGPUPass
             return e.emitPassTiles();
           case LongSegmentKernel::PassTotals:
             return e.emitPassTotals();
+          case LongSegmentKernel::SuperTiles:
+            return e.emitSuperTiles();
           }
         });
       func.erase();

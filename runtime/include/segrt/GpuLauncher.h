@@ -33,16 +33,22 @@ struct GpuProgram {
   /// The kernel's grid: ceil(N / gridPerBlock) blocks, at least gridMin.
   int64_t gridPerBlock = 256;
   int64_t gridMin = 1;
-  /// Segment programs: the kernels launched first when there is a whole tile
-  /// of `tileRows` rows (a warp per tile), each with the pass it runs.
+  /// Segment programs: the kernels launched first, each with the pass it
+  /// runs, a warp per `rowsPerWarp` rows (a tile or a super-tile), when
+  /// there are at least `minRows` rows.
   struct LongSegmentLaunch {
     std::string kernel;
     int64_t pass = 0;
+    int64_t rowsPerWarp = 0;
+    int64_t minRows = 0;
   };
   std::vector<LongSegmentLaunch> longSegmentLaunches;
   int64_t tileRows = 0;
+  /// 0 for kernels without super-tiles.
+  int64_t superTileRows = 0;
   int64_t scratchPerSegment = 0;
   int64_t scratchPerTile = 0;
+  int64_t scratchPerSuperTile = 0;
 
   /// Bytes of the scratch buffer a run needs: 0 for kernels without
   /// long-segment kernels, else at least 1.

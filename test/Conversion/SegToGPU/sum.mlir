@@ -68,10 +68,24 @@
 // CHECK: "llvm.intr.cttz"
 // CHECK: scf.yield
 // CHECK: %[[LASTROW:.*]] = arith.subi %[[SEARCH]]#0, %c1_i64
-// CHECK: arith.divui %[[LASTROW]], %c1024_i64
-// 128 tiles per step: each lane loads 4 (lane, lane + 32, + 64, + 96) and
+// A segment within one super-tile (32 tiles, 2^15 rows) adds its tiles'
+// slots; one spanning several adds the super-tiles', in the same scheme:
+// super-tile s's slots follow the tiles' as those of tile numTiles + s.
+// CHECK: %[[LASTSUPER:.*]] = arith.shrui %[[LASTROW]], %c15_i64
+// CHECK: %[[FIRSTSUPER:.*]] = arith.shrui %[[START:.*]], %c15_i64
+// CHECK: %[[SPANS:.*]] = arith.cmpi ne, %[[FIRSTSUPER]], %[[LASTSUPER]]
+// CHECK: %[[SHIFT:.*]] = arith.select %[[SPANS]], %c15_i64, %c10_i64
+// CHECK: arith.select %[[SPANS]], %c32767_i64, %c1023_i64
+// CHECK: %[[NTILES:.*]] = arith.divui %{{.*}}, %c1024_i64
+// CHECK: %[[OFFSET:.*]] = arith.select %[[SPANS]], %[[NTILES]], %c0_i64
+// CHECK: %[[FIRSTSHIFTED:.*]] = arith.shrui %[[START]], %[[SHIFT]]
+// CHECK: %[[FIRSTUNIT:.*]] = arith.addi %[[FIRSTSHIFTED]], %[[OFFSET]]
+// CHECK: %[[LASTSHIFTED:.*]] = arith.shrui %[[LASTROW]], %[[SHIFT]]
+// CHECK: %[[LASTUNIT:.*]] = arith.addi %[[LASTSHIFTED]], %[[OFFSET]]
+// CHECK: %[[UNITEND:.*]] = arith.addi %[[LASTUNIT]], %c1_i64
+// 128 units per step: each lane loads 4 (lane, lane + 32, + 64, + 96) and
 // adds them in order, then the butterfly.
-// CHECK: %[[TILESUMS:.*]]:3 = scf.for {{.*}} step %c128_i64 iter_args({{.*}}) -> (f32, f32, f32)
+// CHECK: %[[TILESUMS:.*]]:3 = scf.for {{.*}} = %[[FIRSTUNIT]] to %[[UNITEND]] step %c128_i64 iter_args({{.*}}) -> (f32, f32, f32)
 // CHECK: arith.cmpi ule
 // CHECK: %[[SLOTVALUE:.*]] = llvm.load
 // CHECK: %[[VALUE:.*]] = arith.select %{{.*}}, %[[SLOTVALUE]], %cst
@@ -149,6 +163,53 @@
 // CHECK: llvm.getelementptr inbounds %[[PARTIALS]][%[[AT]]]
 // CHECK-NOT: scf.for
 // CHECK: gpu.return
+// The super-tile kernel: a warp per 32-tile super-tile, a lane per tile.
+// The super-tile's head (the segment of its first row) takes the head slots
+// of the tiles whose first row holds it; its tail (of its last row) the
+// head slot of a tile whose first row holds it, else the tail slot of one
+// whose last row does. Per component of the running pass, both loads, then
+// a butterfly each, and lane 0 stores both slots as those of tile
+// numTiles + s.
+// CHECK: gpu.func @sum_vec3__super_tiles(
+// CHECK-DAG: %[[N:arg[0-9]+]]: i64 {seg.param = "num_rows"}
+// CHECK-DAG: %[[SCRATCH:arg[0-9]+]]: !llvm.ptr {seg.param = "scratch"}
+// CHECK-DAG: %[[PASS:arg[0-9]+]]: i64 {seg.param = "pass"}
+// CHECK: %[[COUNT:.*]] = arith.select %{{.*}}, %c3_i64, %c0_i64
+// CHECK: %[[NTILES:.*]] = arith.divui %{{.*}}, %c1024_i64
+// CHECK: %[[UP:.*]] = arith.addi %[[NTILES]], %c31_i64
+// CHECK: %[[NSUPER:.*]] = arith.divui %[[UP]], %c32_i64
+// CHECK: scf.for %[[SUPER:.*]] = %{{.*}} to %[[NSUPER]] step %{{.*}} : i64 {
+// CHECK: %[[SUPERSTART:.*]] = arith.muli %[[SUPER]], %c32768_i64
+// CHECK: llvm.getelementptr inbounds %{{.*}}[%[[SUPERSTART]]]
+// CHECK: %[[HEAD:.*]] = arith.extsi
+// CHECK: %[[TAIL:.*]] = arith.extsi
+// CHECK: %[[FIRSTTILE:.*]] = arith.muli %[[SUPER]], %c32_i64
+// CHECK: %[[TILE:.*]] = arith.addi %[[FIRSTTILE]], %[[LANE:.*]] : i64
+// CHECK: %[[INRANGE:.*]] = arith.cmpi ult, %[[TILE]], %[[NTILES]]
+// CHECK: %[[ENDS:.*]]:2 = scf.if %[[INRANGE]] -> (i64, i64) {
+// CHECK: %[[HOLDSHEAD:.*]] = arith.cmpi eq, %[[ENDS]]#0, %[[HEAD]]
+// CHECK: %[[TOHEAD:.*]] = arith.andi %[[INRANGE]], %[[HOLDSHEAD]]
+// CHECK: arith.cmpi eq, %[[ENDS]]#0, %[[TAIL]]
+// CHECK: arith.cmpi eq, %[[ENDS]]#1, %[[TAIL]]
+// CHECK: %[[TOTAIL:.*]] = arith.andi %[[INRANGE]]
+// CHECK: %[[SUPERSLOT:.*]] = arith.addi %[[NTILES]], %[[SUPER]]
+// CHECK: scf.for %[[COMPONENT:.*]] = %c0_i64 to %{{.*}} step %c1_i64 : i64 {
+// CHECK: %[[HEADVALUE:.*]] = llvm.load
+// CHECK: %[[HEADPART:.*]] = arith.select %[[TOHEAD]], %[[HEADVALUE]], %cst : f32
+// CHECK: %[[TAILVALUE:.*]] = llvm.load
+// CHECK: %[[TAILPART:.*]] = arith.select %[[TOTAIL]], %[[TAILVALUE]], %cst : f32
+// CHECK: gpu.shuffle  xor %[[HEADPART]], %c16_i32, %c32_i32 : f32
+// CHECK-COUNT-4: gpu.shuffle  xor
+// CHECK: gpu.shuffle  xor %[[TAILPART]], %c16_i32, %c32_i32 : f32
+// CHECK-COUNT-4: gpu.shuffle  xor
+// CHECK: scf.if
+// CHECK: arith.muli %[[SUPERSLOT]], %c6_i64
+// CHECK: llvm.getelementptr inbounds %[[SCRATCH]]
+// CHECK: llvm.store
+// CHECK: arith.muli %[[SUPERSLOT]], %c2_i64
+// CHECK: llvm.getelementptr inbounds %[[SCRATCH]]
+// CHECK: llvm.store
+// CHECK: gpu.return
 // CHECK-NOT: func.func @sum_vec3
 func.func @sum_vec3(%x: tensor<?x3xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?x3xf32> {
   %0 = seg.sum %x, %idx, %n : tensor<?x3xf32>, tensor<?xi32> -> tensor<?x3xf32>
@@ -203,8 +264,10 @@ func.func @gather_vec3(%y: tensor<?x3xf64>, %idx: tensor<?xi32>) -> tensor<?x3xf
 // 1024-row tile, launched before the kernel: __bounds (each long segment's
 // first and last row into the scratch), __tiles for pass 0 (the tile's long
 // pieces: totals into the tile slots; zero rows for invalid segments),
+// __super_tiles for pass 0 (each super-tile's slots from its tiles'),
 // __pass_totals for pass 0 (each long segment's pass-0 totals from its tiles'
-// slots, by the warp of the tile it starts in), __tiles for pass 1 (the
+// or super-tiles' slots, by the warp of the tile it starts in), __tiles for
+// pass 1 (the
 // weight from those totals, rows stored). The kernel itself gives a long
 // segment only its outputs (none here).
 // CHECK-LABEL: gpu.func @rms_norm_backward
@@ -252,6 +315,13 @@ func.func @gather_vec3(%y: tensor<?x3xf64>, %idx: tensor<?xi32>) -> tensor<?x3xf
 // CHECK: llvm.store {{.*}} : f64, !llvm.ptr
 // CHECK: } else {
 // CHECK: llvm.store %cst{{.*}} : f64, !llvm.ptr
+// The super-tile kernel combines the slots of the pass it runs (one
+// component here, pass 0's).
+// CHECK: gpu.func @rms_norm_backward__super_tiles(
+// CHECK-DAG: %[[PASS:arg[0-9]+]]: i64 {seg.param = "pass"}
+// CHECK: arith.cmpi eq, %[[PASS]], %c0_i64
+// CHECK-COUNT-10: gpu.shuffle  xor {{.*}} : f64
+// CHECK: gpu.return
 // The pass-totals kernel sums the totals of the pass it runs over the segment's
 // tiles (a loop over those totals' components).
 // It asks for 4 blocks of 256 per SM (nvvm.minctasm = 4): half the SM's
@@ -290,12 +360,13 @@ func.func @rms_norm_backward(%x: tensor<?x3xf64>, %idx: tensor<?xi32>, %n: index
 
 // The derived backward of mean: two passes (segment counts, from each
 // segment's bounds, then the rows) but no reduction. Long segments get
-// __bounds and __tiles; with no totals to gather there is no __pass_totals
-// kernel (it was emitted before, though nothing launched it).
+// __bounds and __tiles; with no totals to gather there is no __super_tiles
+// or __pass_totals kernel (it was emitted before, though nothing launched it).
 // CHECK-LABEL: gpu.func @mean_grad(
 // CHECK: gpu.func @mean_grad__bounds(
 // CHECK: gpu.func @mean_grad__tiles(
 // CHECK-NOT: mean_grad__pass_totals
+// CHECK-NOT: mean_grad__super_tiles
 func.func @mean_grad(%x: tensor<?xf32> {seg.space = "row"}, %idx: tensor<?xi32>, %n: index,
                      %g: tensor<?xf32> {seg.space = "segment"}) -> tensor<?xf32> {
   %cst = arith.constant 1.000000e+00 : f32
