@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import math
 import os
 import re
@@ -153,11 +154,21 @@ WIDTHS = (1, 3, 16, 64, 256)
 TARGET_ROWS = (10**6, 10**7)
 
 
+def super_tile_rows() -> int:
+    """Rows of the GPU kernels' super-tiles (the manifest's
+    `super_tile_rows`): launches for long segments run from more rows."""
+    manifest = json.loads((_library.NATIVE_DIR / "manifest.json").read_text())
+    return next(kernel["gpu"]["long_segments"]["super_tile_rows"]
+                for kernel in manifest["kernels"]
+                if "long_segments" in kernel.get("gpu", {}))
+
+
 def simulated_rows(width: int) -> int:
-    """Rows a traced run simulates (counts scale linearly to the target N):
-    32Ki for narrow rows, fewer for wide ones (simulation time), at least
-    4 tiles."""
-    return max(4096, min(32768, 2**18 // width))
+    """Rows of the larger traced run (the smaller runs half; counts scale
+    linearly to the target N): 2.5 super-tiles at any width, so that both
+    runs have every launch the target N has (`__super_tiles` runs from more
+    than one super-tile)."""
+    return 5 * super_tile_rows() // 2
 
 
 def extrapolate(small: Any, large: Any, rows: int, one_segment: bool,
@@ -283,7 +294,12 @@ def traffic_rows(ops: list[str], dtypes: list[str], levels: list[int], widths: l
                         record = gpu_traffic.kernel_record(op, dtype, width, level)
                         for target in TARGET_ROWS:
                             segments = 1 if length is None else max(1, round(target / length))
-                            grids = [grid for _, grid in record.gpu_launches(target, segments)]
+                            plan = record.gpu_launches(target, segments)
+                            traced = [launch.kernel for launch in large.launches]
+                            if [kernel for kernel, _ in plan] != traced:
+                                raise RuntimeError(f"{op} level {level}: {traced} traced, "
+                                                   f"{plan} planned at N = {target}")
+                            grids = [grid for _, grid in plan]
                             call = extrapolate(small, large, target, length is None, grids)
                             rows.append({**estimate_call(call, resources), "layout": layout})
                         log(f"{op} {dtype} w{width} level {level} {layout}: "

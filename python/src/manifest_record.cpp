@@ -56,21 +56,20 @@ segrt::GpuProgram parseGpuProgram(const std::string &kernel, const json &gpu) {
   program.gridMin = grid.at("min").get<int64_t>();
   if (gpu.contains("long_segments")) {
     const json &longSegments = gpu["long_segments"];
-    program.tileRows = longSegments.at("tile_rows").get<int64_t>();
-    // Manifests before super-tiles: every launch a warp per tile.
     for (const json &launch : longSegments.at("launches"))
       program.longSegmentLaunches.push_back(
           {launch.at("kernel").get<std::string>(),
            launch.at("pass").get<int64_t>(),
-           launch.value("rows_per_warp", program.tileRows),
-           launch.value("min_rows", program.tileRows)});
-    program.superTileRows = longSegments.value("super_tile_rows", int64_t(0));
+           launch.at("rows_per_warp").get<int64_t>(),
+           launch.at("min_rows").get<int64_t>()});
+    program.tileRows = longSegments.at("tile_rows").get<int64_t>();
+    program.superTileRows = longSegments.at("super_tile_rows").get<int64_t>();
     program.scratchPerSegment =
         longSegments.at("scratch_bytes_per_segment").get<int64_t>();
     program.scratchPerTile =
         longSegments.at("scratch_bytes_per_tile").get<int64_t>();
     program.scratchPerSuperTile =
-        longSegments.value("scratch_bytes_per_super_tile", int64_t(0));
+        longSegments.at("scratch_bytes_per_super_tile").get<int64_t>();
   }
   return program;
 }

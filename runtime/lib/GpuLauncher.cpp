@@ -18,7 +18,7 @@ int64_t GpuProgram::scratchBytes(int64_t numRows, int64_t numSegments) const {
   if (entry != abi::Entry::GpuSegmentKernel)
     return 0;
   int64_t tiles = ceilDiv(numRows, tileRows);
-  int64_t superTiles = superTileRows ? ceilDiv(numRows, superTileRows) : 0;
+  int64_t superTiles = ceilDiv(numRows, superTileRows);
   return std::max<int64_t>(1, scratchPerSegment * numSegments +
                                   scratchPerTile * tiles +
                                   scratchPerSuperTile * superTiles);

@@ -163,7 +163,7 @@
 // MANIFEST: "ptx": {
 // MANIFEST-NEXT: "sm_80": "segops_sm_80.ptx",
 // MANIFEST-NEXT: "sm_90": "segops_sm_90.ptx"
-// MANIFEST: "version": 8
+// MANIFEST: "version": 9
 
 // PTX90: .target sm_90
 // PTX90: .visible .entry sum_vec3(

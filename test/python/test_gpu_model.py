@@ -102,6 +102,8 @@ def traces() -> list[dict]:
         ["segmented_sum", "f32", 1, 3, 4096, 10],   # a thread per row, 12-byte rows
         ["segmented_sum", "f64", 0, 1, 4096, None],  # one segment of 4 tiles
         ["segmented_sum", "f64", 0, 1, 8192, None],  # one segment of 8 tiles
+        ["segmented_sum", "f64", 0, 1, 4 * 32768, None],  # of 4 super-tiles
+        ["segmented_sum", "f64", 0, 1, 130 * 32768, None],  # of 130 super-tiles
     ])
 
 
@@ -140,6 +142,26 @@ def test_trace_rounds_of_one_segment_in_tiles(traces: list[dict]) -> None:
     rows_sectors = 8192 * 8 // 32
     assert rows_sectors < tiles_large["distinct_load_sectors"] < 1.25 * rows_sectors
     assert tiles_large["load_useful_bytes"] >= 8192 * 8
+
+
+@pytest.mark.simulator
+def test_trace_of_one_segment_over_super_tiles(traces: list[dict]) -> None:
+    """Past one super-tile (32 tiles) `__super_tiles` runs, a warp per
+    super-tile, and the kernel adds the super-tiles' slots, 128 a step: one
+    segment of 4 super-tiles (128 tiles) costs its warp no more rounds than
+    one of 8 tiles, one of 130 super-tiles (4,160 tiles) one step more."""
+    eight_tiles, four, many = traces[3], traces[4], traces[5]
+    assert [launch["kernel"] for launch in four["launches"]] == [
+        "segmented_sum_f64_w1__tiles", "segmented_sum_f64_w1__super_tiles",
+        "segmented_sum_f64_w1"]
+    super_tiles = four["launches"][1]
+    assert super_tiles["max_warp_rounds"] > 0
+    assert super_tiles["store_lanes"] == 4 * 2  # lane 0 stores 2 slots a super-tile
+    def kernel_rounds(trace: dict) -> int:
+        return trace["launches"][-1]["max_warp_rounds"]
+
+    assert kernel_rounds(four) == kernel_rounds(eight_tiles)
+    assert kernel_rounds(many) == kernel_rounds(four) + 1
 
 
 def _launch(**counts: float) -> LaunchTraffic:

@@ -37,7 +37,9 @@ KERNELS = [entry["name"] for entry in MANIFEST["kernels"]]
 # reduce segments covering a whole 1024-row tile from their tiles' partials:
 # long segments starting on and off tile boundaries, ending on one, two
 # long segments sharing a tile, and short ones around them.
-TILE = 1024
+LONG_SEGMENTS = next(entry["gpu"]["long_segments"] for entry in MANIFEST["kernels"]
+                     if "long_segments" in entry.get("gpu", {}))
+TILE = LONG_SEGMENTS["tile_rows"]
 LAYOUTS = {
     "empty-rows": [0, 0, 0],
     "no-segments": [],
@@ -92,16 +94,25 @@ def _tolerance(name: str) -> dict[str, float]:
     return {"rtol": 2e-4, "atol": 2e-4}
 
 
+def _check_against_host(simulator: harness.GpuSimulator, name: str, counts: list[int],
+                        seed: int, label: str) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Runs kernel `name` on the simulator and its host kernel on the same
+    inputs, checks their outputs agree, and returns the inputs and the
+    simulated outputs."""
+    inputs, simulated, n, s = _buffers(name, counts, seed)
+    _, host, _, _ = _buffers(name, counts, seed)
+    simulator.run(name, inputs, simulated, n, s)
+    harness.run(name, inputs, host, n, s)
+    for index, (got, want) in enumerate(zip(simulated, host)):
+        torch.testing.assert_close(got, want, **_tolerance(name),
+                                   msg=lambda m: f"{name}, {label}, output {index}: {m}")
+    return inputs, simulated
+
+
 @pytest.mark.parametrize("name", KERNELS)
 def test_gpu_kernel_matches_host_kernel(simulator: harness.GpuSimulator, name: str) -> None:
     for seed, (layout, counts) in enumerate(LAYOUTS.items()):
-        inputs, simulated, n, s = _buffers(name, counts, seed)
-        _, host, _, _ = _buffers(name, counts, seed)
-        simulator.run(name, inputs, simulated, n, s)
-        harness.run(name, inputs, host, n, s)
-        for index, (got, want) in enumerate(zip(simulated, host)):
-            torch.testing.assert_close(got, want, **_tolerance(name),
-                                       msg=lambda m: f"{name}, {layout}, output {index}: {m}")
+        _check_against_host(simulator, name, counts, seed, layout)
 
 
 # One kernel of each kind of long-segment launches: one-pass programs (sum;
@@ -116,9 +127,7 @@ LONG_SEGMENT_KERNELS = ["segmented_sum_f32_w1", "segmented_sum_f64_w3",
 # A segment within one super-tile is added from its tiles' slots, one
 # spanning several from the super-tiles' (`__super_tiles`, run from more
 # than one super-tile of rows).
-SUPER = MANIFEST_SUPER_TILE_ROWS = next(
-    entry["gpu"]["long_segments"]["super_tile_rows"] for entry in MANIFEST["kernels"]
-    if "long_segments" in entry.get("gpu", {}))
+SUPER = LONG_SEGMENTS["super_tile_rows"]
 assert SUPER % TILE == 0
 SUPER_TILE_LAYOUTS = {
     # From inside a tile of super-tile 0 to inside super-tile 2.
@@ -146,13 +155,7 @@ def test_segment_of_more_tiles_than_one_step_adds(simulator: harness.GpuSimulato
     slots); one of 130 super-tiles takes two steps, the second partly
     masked."""
     for counts in ([5, 130 * TILE + 17, 3], [5, 130 * SUPER + 17, 3]):
-        inputs, simulated, n, s = _buffers(name, counts, 11)
-        _, host, _, _ = _buffers(name, counts, 11)
-        simulator.run(name, inputs, simulated, n, s)
-        harness.run(name, inputs, host, n, s)
-        for index, (got, want) in enumerate(zip(simulated, host)):
-            torch.testing.assert_close(got, want, **_tolerance(name),
-                                       msg=lambda m: f"{name}, {n} rows, output {index}: {m}")
+        _check_against_host(simulator, name, counts, 11, f"{sum(counts)} rows")
 
 
 @pytest.mark.parametrize("name", LONG_SEGMENT_KERNELS)
@@ -161,13 +164,8 @@ def test_segments_across_super_tiles(simulator: harness.GpuSimulator, name: str)
     against the host kernel, and bitwise the same on grids of 1 and 3
     blocks run in reverse."""
     for seed, (layout, counts) in enumerate(SUPER_TILE_LAYOUTS.items()):
-        inputs, simulated, n, s = _buffers(name, counts, seed)
-        _, host, _, _ = _buffers(name, counts, seed)
-        simulator.run(name, inputs, simulated, n, s)
-        harness.run(name, inputs, host, n, s)
-        for index, (got, want) in enumerate(zip(simulated, host)):
-            torch.testing.assert_close(got, want, **_tolerance(name),
-                                       msg=lambda m: f"{name}, {layout}, output {index}: {m}")
+        inputs, simulated = _check_against_host(simulator, name, counts, seed, layout)
+        n, s = sum(counts), len(counts)
         for grid, reverse in [(1, False), (3, True)]:
             _, again, _, _ = _buffers(name, counts, seed)
             simulator.run(name, inputs, again, n, s, grid=grid, reverse_blocks=reverse)

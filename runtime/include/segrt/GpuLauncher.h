@@ -44,7 +44,6 @@ struct GpuProgram {
   };
   std::vector<LongSegmentLaunch> longSegmentLaunches;
   int64_t tileRows = 0;
-  /// 0 for kernels without super-tiles.
   int64_t superTileRows = 0;
   int64_t scratchPerSegment = 0;
   int64_t scratchPerTile = 0;
