@@ -257,13 +257,27 @@ def estimate_call(call: Any, resources: dict[str, KernelResources],
     }
 
 
-def level_resources(op: str, dtype: str, width: int, level: int, chip: str
-                    ) -> dict[str, KernelResources]:
-    """ptxas's report of one op level's GPU kernels (compiled from the op's
-    kernel function at this width, as the library or a run-time width
-    compiles it)."""
-    from segops import _wide
+def library_resources(chip: str) -> dict[str, KernelResources]:
+    """ptxas's report of the op library's kernels (as shipped: the whole
+    module, after seg-compile's register ladder)."""
+    manifest = _library.manifest()
+    if chip not in manifest.ptx:
+        raise SystemExit(f"the op library has no PTX for {chip}; it has {sorted(manifest.ptx)}")
+    return parse_ptxas(run_ptxas(_library.NATIVE_DIR / manifest.ptx[chip], chip))
 
+
+def level_resources(op: str, dtype: str, width: int, level: int, chip: str,
+                    library: dict[str, KernelResources] | None = None
+                    ) -> dict[str, KernelResources]:
+    """ptxas's report of one op level's GPU kernels: the op library's where
+    it ships the width (`library`, library_resources), else compiled from
+    the op's kernel function at this width, as a run-time width is."""
+    from segops import _op_table, _wide
+
+    name = _op_table.OPS[op].kernel_name(dtype, width, level)
+    if library and name in library:
+        return {kernel: resources for kernel, resources in library.items()
+                if kernel == name or kernel.startswith(name + "__")}
     ptx = _wide.program(op, dtype, width).ptx_for_chip(level, chip)
     with tempfile.TemporaryDirectory() as scratch:
         path = Path(scratch) / "level.ptx"
@@ -278,6 +292,7 @@ def traffic_rows(ops: list[str], dtypes: list[str], levels: list[int], widths: l
     from segops._op_table import OPS
 
     rows = []
+    library = library_resources(chip)
     for op in ops:
         spec = OPS[op]
         for dtype in dtypes:
@@ -285,7 +300,7 @@ def traffic_rows(ops: list[str], dtypes: list[str], levels: list[int], widths: l
                 if not spec.takes_any_width and width not in spec.library_widths:
                     continue
                 for level in levels:
-                    resources = level_resources(op, dtype, width, level, chip)
+                    resources = level_resources(op, dtype, width, level, chip, library)
                     for layout, length in LAYOUTS.items():
                         large = simulated_rows(width)
                         small, large = (gpu_traffic.trace_call(op, dtype, level, width, n,
@@ -377,9 +392,7 @@ _KERNEL_NAME = re.compile(r"(?P<op>.+)_(?P<dtype>f32|f64)_w(?P<width>\d+)(?P<gra
 def library_rows(chip: str) -> list[dict]:
     """One row per kernel of the op library's PTX for `chip`."""
     manifest = _library.manifest()
-    if chip not in manifest.ptx:
-        raise SystemExit(f"the op library has no PTX for {chip}; it has {sorted(manifest.ptx)}")
-    resources = parse_ptxas(run_ptxas(_library.NATIVE_DIR / manifest.ptx[chip], chip))
+    resources = library_resources(chip)
     # Each GPU symbol's launch record: the kernel's and its long-segment
     # kernels'.
     blocks = {}

@@ -21,6 +21,8 @@ from bench.gpu_model import (
     estimate_call,
     estimate_launch,
     extrapolate,
+    level_resources,
+    library_resources,
     library_rows,
     occupancy,
     parse_ptxas,
@@ -79,6 +81,20 @@ def test_every_shipped_kernel_has_a_row_and_spills_nothing(chip: str) -> None:
     assert len(launched) >= 300
     assert all(row["block"] > 0 and 0 < row["occupancy"] <= 1 for row in launched)
     assert {row["op"] for row in rows} >= {"segmented_sum", "segmented_max", "segmented_matvec"}
+
+
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="needs ptxas")
+def test_a_shipped_width_is_judged_by_the_shipped_kernels() -> None:
+    """The model's registers for a width the library ships are those of the
+    library's kernels (the whole module, after the register ladder): the
+    level's kernel and its long-segment kernels, no other level's."""
+    library = library_resources("sm_90")
+    resources = level_resources("segmented_max", "f32", 1, 1, "sm_90", library)
+    assert set(resources) == {"segmented_max_f32_w1_grad", "segmented_max_f32_w1_grad__bounds",
+                              "segmented_max_f32_w1_grad__tiles",
+                              "segmented_max_f32_w1_grad__super_tiles",
+                              "segmented_max_f32_w1_grad__pass_totals"}
+    assert all(resources[name] == library[name] for name in resources)
 
 
 def _traced(calls: list[tuple]) -> list[dict]:

@@ -241,16 +241,6 @@ private:
                                 ValueRange init,
                                 SegmentProgramEmitter::RowBody body,
                                 ArrayRef<arith::AtomicRMWKind> kinds);
-  /// The totals `components` of a long segment's tile slots, each combined
-  /// as its entry of `kinds` says in an order that depends on the segment
-  /// only; every lane gets them.
-  SmallVector<Value> combineTilePartials(OpBuilder &b, Value start, Value end,
-                                         ValueRange components,
-                                         ArrayRef<arith::AtomicRMWKind> kinds);
-  /// The same for split rows, each lane its own accumulators (pass 0's, as
-  /// held), tile after tile.
-  SmallVector<Value> combineSplitTilePartials(OpBuilder &b, Value start,
-                                              Value end);
   /// The first and last unit of a long segment [start, end), and the slot
   /// (0 head, 1 tail) of the first unit that holds its rows: tiles for a
   /// segment within one super-tile, else super-tiles (super-tile s as tile
@@ -259,6 +249,16 @@ private:
     Value first, last, firstSlot;
   };
   SegmentTiles segmentTiles(OpBuilder &b, Value start, Value end);
+  /// The totals `components` of a long segment's slots (`tiles`), each
+  /// combined as its entry of `kinds` says in an order that depends on the
+  /// segment only; every lane gets them.
+  SmallVector<Value> combineTilePartials(OpBuilder &b, SegmentTiles tiles,
+                                         ValueRange components,
+                                         ArrayRef<arith::AtomicRMWKind> kinds);
+  /// The same for split rows, each lane its own accumulators (pass 0's, as
+  /// held), tile after tile.
+  SmallVector<Value> combineSplitTilePartials(OpBuilder &b, Value start,
+                                              Value end);
   /// Components `components` of a long segment's slot in `tile` (its
   /// identity, per component, for a tile past the segment's last).
   SmallVector<Value> loadTileSlot(OpBuilder &b, Value tile, SegmentTiles tiles,

@@ -146,10 +146,9 @@ SmallVector<Value> GPUKernelEmitter::loadTileSlot(OpBuilder &b, Value tile,
 }
 
 SmallVector<Value> GPUKernelEmitter::combineTilePartials(
-    OpBuilder &b, Value start, Value end, ValueRange components,
+    OpBuilder &b, SegmentTiles tiles, ValueRange components,
     ArrayRef<arith::AtomicRMWKind> kinds) {
   Type elementType = program.elementType;
-  SegmentTiles tiles = segmentTiles(b, start, end);
   auto [firstTile, lastTile, firstSlot] = tiles;
   // kTilesPerLane * 32 tiles at a time: each lane combines its tiles in
   // order (independent loads, in flight together: a segment of 1e7 rows has
@@ -255,8 +254,9 @@ void GPUKernelEmitter::emitLongSegment(OpBuilder &b, Value start,
     SmallVector<Value> components;
     for (int64_t i = 0; i < numComponents; ++i)
       components.push_back(i64(rb, i));
-    SmallVector<Value> totals = combineTilePartials(
-        rb, start, end, components, program.combiningKinds(0));
+    SmallVector<Value> totals =
+        combineTilePartials(rb, segmentTiles(rb, start, end), components,
+                            program.combiningKinds(0));
     if (!splitsFeatures())
       return totals;
     SmallVector<Value> held;
@@ -618,11 +618,12 @@ void GPUKernelEmitter::emitPassTotals() {
           Value row = vb.create<arith::MulIOp>(
               loc, segment, i64(vb, program.numReductionComponents()));
           Value totals = segmentTotals(vb);
+          SegmentTiles tiles = segmentTiles(vb, start, end);
           forEachRunningComponent(
               vb, first, last,
               [&](OpBuilder &cb, Value component, arith::AtomicRMWKind kind) {
                 Value total =
-                    combineTilePartials(cb, start, end, component, kind)[0];
+                    combineTilePartials(cb, tiles, component, kind)[0];
                 storeFromLaneZero(
                     cb, total, totals, [&](OpBuilder &ib, int64_t) {
                       return ib.create<arith::AddIOp>(loc, row, component);
