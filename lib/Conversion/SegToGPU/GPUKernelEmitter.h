@@ -59,10 +59,12 @@ inline constexpr int64_t kMaxPickedComponents = 8;
 // `__tiles` kernel, launched first, gives each tile to a warp, which reduces
 // the rows of the long segments that cross it: the segment of its first row
 // (the head) and that of its last (the tail), each into a slot of
-// `partials` (2 per tile). The segment kernel then finds a long segment's
-// end with a 32-way search and adds its tiles' partials in tile order
-// instead of walking its rows, so one segment of 1e7 rows costs one warp a
-// few hundred loads while 1e4 warps reduce its rows.
+// `partials` (2 per tile). `__super_tiles` then combines each super-tile's
+// (32 tiles') slots into two of its own. The segment kernel finds a long
+// segment's end with a 32-way search and adds its tiles' partials, or its
+// super-tiles' if it spans several, instead of walking its rows, so one
+// segment of 1e7 rows costs one warp a few steps of loads while 1e4 warps
+// reduce its rows.
 //
 // Row maps (programs that only map rows): one thread per row, grid-stride,
 // whatever the segments.

@@ -1,8 +1,9 @@
 //===- GPULongSegments.cpp - long segments on the GPU ---------------------===//
 //
-// The long-segment kernels (`__tiles`; `__bounds`, `__tiles`,
-// `__pass_totals`) and the segment kernel's paths for long segments: from
-// tile partials (one-pass programs) or from their totals (pass by pass).
+// The long-segment kernels (`__tiles`, `__super_tiles`; `__bounds`,
+// `__tiles`, `__super_tiles`, `__pass_totals`) and the segment kernel's paths
+// for long segments: from tile or super-tile partials (one-pass programs) or
+// from their totals (pass by pass).
 //
 //===----------------------------------------------------------------------===//
 
@@ -691,7 +692,8 @@ void GPUKernelEmitter::emitSuperTiles() {
         Value superStart =
             b.create<arith::MulIOp>(loc, superTile, i64(b, kSuperTileRows));
         Value superEnd = b.create<arith::MinSIOp>(
-            loc, b.create<arith::AddIOp>(loc, superStart, i64(b, kSuperTileRows)),
+            loc,
+            b.create<arith::AddIOp>(loc, superStart, i64(b, kSuperTileRows)),
             numRows);
         Value head = code.loadSegment(idx, superStart);
         Value tail = code.loadSegment(
