@@ -151,13 +151,13 @@ SmallVector<Value> GPUKernelEmitter::combineTilePartials(
     ArrayRef<arith::AtomicRMWKind> kinds) {
   Type elementType = program.elementType;
   auto [firstTile, lastTile, firstSlot] = tiles;
-  // kTilesPerLane * 32 tiles at a time: each lane combines its tiles in
-  // order (independent loads, in flight together: a segment of 1e7 rows has
-  // ~10^4 tiles, and one load at a time would make this loop the kernel's
-  // latency), then the butterfly, in order: the order depends on the
-  // segment only. (The shuffles in the loop also keep LLVM from unrolling
-  // it.) Tiles past the segment count as the combine's identity (0 for
-  // sums, -inf for maxima, +inf for minima).
+  // kTilesPerLane * 32 units (tiles or super-tiles) at a time: each lane
+  // combines its units in order (independent loads, in flight together: a
+  // segment of 1e7 rows has ~300 super-tiles, and one load at a time would
+  // make this loop the kernel's latency), then the butterfly, in order: the
+  // order depends on the segment only. (The shuffles in the loop also keep
+  // LLVM from unrolling it.) Units past the segment count as the combine's
+  // identity (0 for sums, -inf for maxima, +inf for minima).
   SmallVector<Value> identities;
   for (arith::AtomicRMWKind kind : kinds)
     identities.push_back(arith::getIdentityValue(kind, elementType, b, loc));
@@ -195,8 +195,9 @@ SmallVector<Value> GPUKernelEmitter::combineSplitTilePartials(OpBuilder &b,
   // contiguous), each group of lanes every (32 / G)-th tile, kTilesPerLane
   // tiles' loads in flight at a time, combined in tile order, then the
   // groups by a butterfly: the order depends on the segment only. A
-  // segment of 1e7 rows has ~10^4 tiles, so this chain is long; tiles past
-  // the segment count as the combine's identity.
+  // segment of 1e7 rows has ~300 super-tiles, ceil(F / 32) loads each a
+  // lane: this chain is long at F = 256; units past the segment count as
+  // the combine's identity.
   Type elementType = program.elementType;
   SegmentTiles tiles = segmentTiles(b, start, end);
   auto [firstTile, lastTile, firstSlot] = tiles;
