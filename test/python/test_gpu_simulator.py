@@ -158,6 +158,19 @@ def test_segment_of_more_tiles_than_one_step_adds(simulator: harness.GpuSimulato
         _check_against_host(simulator, name, counts, 11, f"{sum(counts)} rows")
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [k for k in KERNELS
+                                  if "long_segments" in _entry(k).get("gpu", {})])
+def test_every_segment_kernel_across_a_super_tile(simulator: harness.GpuSimulator,
+                                                  name: str) -> None:
+    """Every op, dtype and derivative level with long-segment kernels: one
+    long segment from inside a tile of super-tile 0 into super-tile 1 (its
+    super-tiles' slots), a short one, and one within super-tile 1 (its
+    tiles' slots), against the host kernel."""
+    _check_against_host(simulator, name, [5, SUPER + 3 * TILE + 17, 3, 2 * TILE + 9, 1],
+                        13, "across a super-tile")
+
+
 @pytest.mark.parametrize("name", LONG_SEGMENT_KERNELS)
 def test_segments_across_super_tiles(simulator: harness.GpuSimulator, name: str) -> None:
     """Long segments spanning super-tiles from every kind of start and end,
