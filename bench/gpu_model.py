@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -154,6 +155,7 @@ WIDTHS = (1, 3, 16, 64, 256)
 TARGET_ROWS = (10**6, 10**7)
 
 
+@functools.cache
 def super_tile_rows() -> int:
     """Rows of the GPU kernels' super-tiles (the manifest's
     `super_tile_rows`): launches for long segments run from more rows."""
@@ -163,9 +165,9 @@ def super_tile_rows() -> int:
                 if "long_segments" in kernel.get("gpu", {}))
 
 
-def simulated_rows(width: int) -> int:
+def simulated_rows() -> int:
     """Rows of the larger traced run (the smaller runs half; counts scale
-    linearly to the target N): 2.5 super-tiles at any width, so that both
+    linearly to the target N): 2.5 super-tiles at every width, so that both
     runs have every launch the target N has (`__super_tiles` runs from more
     than one super-tile)."""
     return 5 * super_tile_rows() // 2
@@ -302,7 +304,7 @@ def traffic_rows(ops: list[str], dtypes: list[str], levels: list[int], widths: l
                 for level in levels:
                     resources = level_resources(op, dtype, width, level, chip, library)
                     for layout, length in LAYOUTS.items():
-                        large = simulated_rows(width)
+                        large = simulated_rows()
                         small, large = (gpu_traffic.trace_call(op, dtype, level, width, n,
                                                                length)
                                         for n in (large // 2, large))
