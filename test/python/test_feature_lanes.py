@@ -17,19 +17,27 @@ order. Skipped where the simulator library was not built."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import harness
 import pytest
 import torch
 
-from segops import _gpusim, _wide
+from segops import _gpusim, _library, _wide
 from segops._dtypes import MANIFEST_DTYPES
 
 pytestmark = [pytest.mark.simulator, pytest.mark.compiler,
               pytest.mark.skipif(not _gpusim.LIBRARY_PATH.exists(),
                                  reason="libsegops_gpusim.so not built (no compiler)")]
 
-TILE = 1024
+# The tile and super-tile sizes, as the compiler writes them to the op
+# library's manifest (run-time programs come from the same compiler).
+_LONG_SEGMENTS = next(
+    entry["gpu"]["long_segments"]
+    for entry in json.loads((Path(_library.NATIVE_DIR) / "manifest.json").read_text())["kernels"]
+    if "long_segments" in entry.get("gpu", {}))
+TILE = _LONG_SEGMENTS["tile_rows"]
+SUPER_TILE = _LONG_SEGMENTS["super_tile_rows"]
 # Rows per segment: short ones (a warp walks each), empty ones at the head,
 # middle and tail, long ones covering whole tiles (tile kernels; aligned
 # and not, two sharing a tile).
@@ -123,8 +131,6 @@ def test_split_rows_are_bitwise_independent_of_the_grid(simulator: harness.GpuSi
         for got, want in zip(again, first):
             assert torch.equal(got, want), f"{gpu.record.name}: grid {grid} differs"
 
-
-SUPER_TILE = 32 * TILE
 
 
 @pytest.mark.parametrize("width", [8, 12, 64])
