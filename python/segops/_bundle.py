@@ -96,6 +96,11 @@ class BundledCompiler:
     def makes_host_code(self) -> bool:
         return self._host is not None
 
+    def ptxas_path(self) -> str:
+        """No ptxas checks PTX here: the bundle's was checked where it was
+        recorded."""
+        return ""
+
     def __getattr__(self, name: str) -> Any:
         if name in HOST_CALLS:
             if self._host is None:

@@ -146,13 +146,19 @@ def compile_ptx(source: str, order: int = 0, chip: str = "sm_90",
     LLVM optimizes with its O`opt_level` pipeline, or by default (None) with
     a short one made for run-time compilation (ptxas optimizes the PTX
     again; see docs/benchmarks.md), and compiles the kernels on all cores.
+    Where ptxas is installed (the compiler's ptxas_path()), a kernel it
+    spills registers in is compiled again with a higher register cap, as
+    the op library's are.
 
     Results are cached by a hash of the source, the options and the compiler
     binary: first in this process, then on disk under cache_dir(), so a
     repeated compilation costs a dictionary lookup or one file read. Invalid
     source raises ValueError with the compiler's diagnostics."""
     compiler = _segc()
-    options = f"order={order} chip={chip} O={'quick' if opt_level is None else opt_level}"
+    # With ptxas at hand the compiler raises the register cap of kernels
+    # ptxas spills in, so the PTX depends on which ptxas it found.
+    options = (f"order={order} chip={chip} O={'quick' if opt_level is None else opt_level} "
+               f"ptxas={compiler.ptxas_path()}")
     path = cache_path("ptx", [options, source])
     cached = _ptx_cache.get(path)
     if cached is not None:

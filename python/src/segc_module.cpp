@@ -24,6 +24,7 @@
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Program.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/TargetParser/Host.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -62,6 +63,27 @@ struct DerivedCallee {
   bool takesForward;
 };
 
+/// ptxas, for run-time compilation's register ladder (PTXCodegenOptions::
+/// ptxas): on PATH, else in $CUDA_HOME/bin or /usr/local/cuda/bin; empty if
+/// there is none (the PTX is then left as LLVM writes it, and the driver
+/// may spill registers where ptxas would have).
+const std::string &ptxasPath() {
+  static const std::string path = [] {
+    if (llvm::ErrorOr<std::string> found = llvm::sys::findProgramByName("ptxas"))
+      return *found;
+    std::vector<std::string> directories;
+    if (const char *home = std::getenv("CUDA_HOME"))
+      directories.push_back(std::string(home) + "/bin");
+    directories.push_back("/usr/local/cuda/bin");
+    for (const std::string &directory : directories)
+      if (llvm::ErrorOr<std::string> found =
+              llvm::sys::findProgramByName("ptxas", {directory}))
+        return *found;
+    return std::string();
+  }();
+  return path;
+}
+
 /// One MLIR context for the process, with the seg dialects loaded; calls are
 /// serialized (a compilation is short and the context is not the bottleneck),
 /// and each compiles its kernels on the context's threads.
@@ -86,7 +108,7 @@ public:
 
   std::string compilePTX(const std::string &source, unsigned order,
                          const std::string &chip, unsigned optLevel, bool quick,
-                         unsigned numGroups) {
+                         unsigned numGroups, bool checkRegisters) {
     return withModule(source, order, [&](ModuleOp module) {
       seg::SegToPTXOptions options;
       options.chip = chip;
@@ -94,6 +116,8 @@ public:
       seg::PTXCodegenOptions codegen;
       codegen.numGroups = numGroups;
       codegen.quickOptimization = quick;
+      if (checkRegisters)
+        codegen.ptxas = ptxasPath();
       return seg::compileToPTX(module, options, codegen);
     });
   }
@@ -419,18 +443,23 @@ PYBIND11_MODULE(_segc, m) {
   m.def(
       "compile_ptx",
       [](const std::string &source, unsigned order, const std::string &chip,
-         unsigned optLevel, bool quick, unsigned groups) {
+         unsigned optLevel, bool quick, unsigned groups, bool checkRegisters) {
         py::gil_scoped_release release;
         return compiler().compilePTX(source, order, chip, optLevel, quick,
-                                     groups);
+                                     groups, checkRegisters);
       },
       py::arg("source"), py::arg("order") = 0, py::arg("chip") = "sm_90",
       py::arg("opt_level") = 2, py::arg("quick") = true, py::arg("groups") = 0,
+      py::arg("check_registers") = true,
       "PTX for the kernel functions of `source` and their derivatives up to "
       "`order`. LLVM runs its O<opt_level> pipeline, or with `quick` a short "
       "one for run-time compilation; it compiles the kernels in `groups` "
       "groups in parallel (0: one per hardware thread), which does not change "
-      "the PTX.");
+      "the PTX. With `check_registers` and ptxas at hand (ptxas_path()), "
+      "kernels ptxas spills registers in are compiled again with a higher "
+      "register cap, as seg-compile does for the op library.");
+  m.def("ptxas_path", &ptxasPath,
+        "The ptxas compile_ptx checks registers with ('' if none).");
   m.def(
       "compile_host_object",
       [](const std::string &source, unsigned order, const std::string &keep,
