@@ -34,6 +34,7 @@ performance model").
 
     python -m bench.gpu_model --traffic [--ops segmented_sum,...] [--levels 0,1]
         [--widths 1,3,16,64,256] [--dtypes f32,f64] [--csv PATH] [--plot PATH]
+    python -m bench.gpu_model --explain segmented_max f32 1 1 ~10   # one row, launch by launch
 """
 
 from __future__ import annotations
@@ -287,10 +288,36 @@ def level_resources(op: str, dtype: str, width: int, level: int, chip: str,
         return parse_ptxas(run_ptxas(path, chip))
 
 
+def traced_pair(op: str, dtype: str, level: int, width: int,
+                length: int | None) -> tuple[Any, Any]:
+    """One op level traced on the simulator at the two sizes the model
+    extrapolates from (simulated_rows and half as many)."""
+    from bench import gpu_traffic
+
+    large = simulated_rows()
+    small, large_call = (gpu_traffic.trace_call(op, dtype, level, width, n, length)
+                         for n in (large // 2, large))
+    return small, large_call
+
+
+def call_at(small: Any, large: Any, length: int | None, target: int) -> Any:
+    """A traced pair's counts at `target` rows, on the launch grids the
+    launcher plans there (checked against the traced launches by name)."""
+    from bench import gpu_traffic
+
+    record = gpu_traffic.kernel_record(large.op, large.dtype, large.width, large.level)
+    segments = 1 if length is None else max(1, round(target / length))
+    plan = record.gpu_launches(target, segments)
+    traced = [launch.kernel for launch in large.launches]
+    if [kernel for kernel, _ in plan] != traced:
+        raise RuntimeError(f"{large.op} level {large.level}: {traced} traced, "
+                           f"{plan} planned at N = {target}")
+    return extrapolate(small, large, target, length is None, [grid for _, grid in plan])
+
+
 def traffic_rows(ops: list[str], dtypes: list[str], levels: list[int], widths: list[int],
                  chip: str, log: Any = print) -> list[dict[str, Any]]:
     """The model's rows: every op, dtype, level, width, layout and target N."""
-    from bench import gpu_traffic
     from segops._op_table import OPS
 
     rows = []
@@ -304,25 +331,35 @@ def traffic_rows(ops: list[str], dtypes: list[str], levels: list[int], widths: l
                 for level in levels:
                     resources = level_resources(op, dtype, width, level, chip, library)
                     for layout, length in LAYOUTS.items():
-                        large = simulated_rows()
-                        small, large = (gpu_traffic.trace_call(op, dtype, level, width, n,
-                                                               length)
-                                        for n in (large // 2, large))
-                        record = gpu_traffic.kernel_record(op, dtype, width, level)
+                        small, large = traced_pair(op, dtype, level, width, length)
                         for target in TARGET_ROWS:
-                            segments = 1 if length is None else max(1, round(target / length))
-                            plan = record.gpu_launches(target, segments)
-                            traced = [launch.kernel for launch in large.launches]
-                            if [kernel for kernel, _ in plan] != traced:
-                                raise RuntimeError(f"{op} level {level}: {traced} traced, "
-                                                   f"{plan} planned at N = {target}")
-                            grids = [grid for _, grid in plan]
-                            call = extrapolate(small, large, target, length is None, grids)
+                            call = call_at(small, large, length, target)
                             rows.append({**estimate_call(call, resources), "layout": layout})
                         log(f"{op} {dtype} w{width} level {level} {layout}: "
                             f"{rows[-1]['estimate_us']} us (ideal {rows[-1]['ideal_us']}) "
                             f"at N=1e7, {rows[-1]['bound']}-bound")
     return rows
+
+
+def explain(op: str, dtype: str, level: int, width: int, layout: str, chip: str,
+            target: int = 10**7) -> None:
+    """Prints one model row launch by launch: its counts at `target` rows
+    and the time terms, to see which launch and which term bound it."""
+    length = LAYOUTS[layout]
+    resources = level_resources(op, dtype, width, level, chip, library_resources(chip))
+    call = call_at(*traced_pair(op, dtype, level, width, length), length, target)
+    print(f"{op} {dtype} w{width} level {level}, {layout}, N = {target:.0e}")
+    print(f"{'launch':48} {'warps':>8} {'rounds':>10} {'slowest':>7} {'occupancy':>9} "
+          f"{'DRAM us':>8} {'L1 us':>7} {'latency us':>10}")
+    for launch in call.launches:
+        terms = estimate_launch(launch, resources.get(launch.kernel))
+        print(f"{launch.kernel:48} {launch.warps:8.0f} {launch.warp_rounds:10.0f} "
+              f"{launch.max_warp_rounds:7.0f} {terms['occupancy']:9.3f} "
+              f"{terms['dram'] * 1e6:8.1f} {terms['l1'] * 1e6:7.1f} {terms['latency'] * 1e6:10.1f}")
+    row = estimate_call(call, resources)
+    print(f"estimate {row['estimate_us']} us (each launch: the largest term + "
+          f"{H200.launch_s * 1e6:.0f} us), ideal {row['ideal_us']} us, "
+          f"{row['estimate_over_ideal']}x, {row['bound']}-bound")
 
 
 def summarize_traffic(rows: list[dict[str, Any]]) -> None:
@@ -478,15 +515,22 @@ def main() -> None:
     parser.add_argument("--plot", type=Path, default=None)
     parser.add_argument("--compare", type=Path, nargs=2, metavar=("BEFORE", "AFTER"),
                         help="compare two --traffic CSV files")
+    parser.add_argument("--explain", nargs=5, metavar=("OP", "DTYPE", "LEVEL", "WIDTH", "LAYOUT"),
+                        help="one model row launch by launch (LAYOUT: "
+                        + ", ".join(LAYOUTS) + ")")
     options = parser.parse_args()
     if options.compare:
         compare(*options.compare)
         return
-    if options.traffic:
+    if options.traffic or options.explain:
         if os.environ.get("SEGOPS_SIMULATE_GPU", "") in ("", "0"):
             # The simulator runs the ops only if set before segops loads.
             os.execve(sys.executable, [sys.executable, "-m", "bench.gpu_model", *sys.argv[1:]],
                       {**os.environ, "SEGOPS_SIMULATE_GPU": "1"})
+        if options.explain:
+            op, dtype, level, width, layout = options.explain
+            explain(op, dtype, int(level), int(width), layout, options.chip)
+            return
         from segops._op_table import OPS
 
         rows = traffic_rows(_csv_list(options.ops) or list(OPS), _csv_list(options.dtypes),

@@ -180,6 +180,24 @@ def test_trace_of_one_segment_over_super_tiles(traces: list[dict]) -> None:
     assert kernel_rounds(many) == kernel_rounds(four) + 1
 
 
+@pytest.mark.simulator
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="needs ptxas")
+def test_explain_prints_a_row_launch_by_launch() -> None:
+    """`--explain` shows one model row's launches as the launcher plans them
+    at N = 1e7 (one segment of sum: the tiles, the super-tiles, then the
+    kernel), each with its terms, and the row's estimate over the ideal."""
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.gpu_model", "--explain", "segmented_sum", "f32", "0",
+         "1", "one"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    launches = [line.split()[0] for line in lines if line.startswith("segmented_sum_f32_w1")]
+    assert launches == ["segmented_sum_f32_w1__tiles", "segmented_sum_f32_w1__super_tiles",
+                        "segmented_sum_f32_w1"]
+    estimate = float(lines[-1].split("x,")[0].split()[-1])
+    assert estimate > 1.0
+
+
 def _launch(**counts: float) -> LaunchTraffic:
     fields = {f.name: 0 for f in dataclasses.fields(LaunchTraffic)}
     fields.update(kernel="k", block_size=256, **counts)
