@@ -42,7 +42,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
-import json
 import math
 import os
 import re
@@ -160,10 +159,8 @@ TARGET_ROWS = (10**6, 10**7)
 def super_tile_rows() -> int:
     """Rows of the GPU kernels' super-tiles (the manifest's
     `super_tile_rows`): launches for long segments run from more rows."""
-    manifest = json.loads((_library.NATIVE_DIR / "manifest.json").read_text())
-    return next(kernel["gpu"]["long_segments"]["super_tile_rows"]
-                for kernel in manifest["kernels"]
-                if "long_segments" in kernel.get("gpu", {}))
+    return next(record.super_tile_rows for record in _library.kernels().values()
+                if record.super_tile_rows)
 
 
 def simulated_rows() -> int:

@@ -97,6 +97,15 @@ void bindManifestRecords(py::module_ &m) {
           "gpu_block",
           [](const KernelRecord &kernel) { return kernel.gpu.block; },
           "Threads per block of its GPU launches.")
+      .def_property_readonly(
+          "tile_rows",
+          [](const KernelRecord &kernel) { return kernel.gpu.tileRows; },
+          "Rows of a GPU tile (its long-segment kernels' unit; 0 without "
+          "them).")
+      .def_property_readonly(
+          "super_tile_rows",
+          [](const KernelRecord &kernel) { return kernel.gpu.superTileRows; },
+          "Rows of a GPU super-tile (0 without long-segment kernels).")
       .def_readonly("text", &KernelRecord::text,
                     "The entry's JSON text: how the kernel crosses to the "
                     "operator library (_torchops.CompiledKernel).")

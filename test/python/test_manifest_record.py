@@ -32,6 +32,9 @@ def test_library_records_match_the_manifest_text() -> None:
         assert record.host_rows == (entry["host"]["range"] == "rows")
         assert (record.split is None) == ("split" not in entry["host"])
         assert record.block == entry["gpu"]["block"][0]
+        long_segments = entry["gpu"].get("long_segments", {})
+        assert record.tile_rows == long_segments.get("tile_rows", 0)
+        assert record.super_tile_rows == long_segments.get("super_tile_rows", 0)
         assert json.loads(record.text) == entry
     assert [b.cpu for b in _library.manifest().host_builds] == [b["cpu"] for b in data["host"]]
     assert _library.manifest().ptx == data["ptx"]
