@@ -5,7 +5,6 @@ machines without LLVM do not build."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -60,8 +59,8 @@ def test_derivatives_to_the_requested_order() -> None:
 def test_ptx_passes_ptxas(chip: str, tmp_path: Path) -> None:
     ptx = _compiler.compile_ptx(RMS_NORM, order=2, chip=chip)
     assert f".target {chip}" in ptx
-    ptxas = shutil.which("ptxas") or "/usr/local/cuda/bin/ptxas"
-    if not Path(ptxas).exists():
+    ptxas = _compiler._segc().ptxas_path()
+    if not ptxas:
         pytest.skip("ptxas is not installed")
     source = tmp_path / "kernels.ptx"
     source.write_text(ptx)
@@ -75,8 +74,8 @@ def test_every_pipeline_passes_ptxas(opt_level: int | None, tmp_path: Path) -> N
     ptx = _compiler.compile_ptx(RMS_NORM, order=2, chip="sm_90", opt_level=opt_level)
     # rms: 3 kernels; rms_grad and rms_grad_grad: 5 each.
     assert len(entries(ptx)) == 13
-    ptxas = shutil.which("ptxas") or "/usr/local/cuda/bin/ptxas"
-    if not Path(ptxas).exists():
+    ptxas = _compiler._segc().ptxas_path()
+    if not ptxas:
         pytest.skip("ptxas is not installed")
     source = tmp_path / "kernels.ptx"
     source.write_text(ptx)

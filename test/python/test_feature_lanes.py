@@ -17,7 +17,6 @@ order. Skipped where the simulator library was not built."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import harness
 import pytest
@@ -30,14 +29,11 @@ pytestmark = [pytest.mark.simulator, pytest.mark.compiler,
               pytest.mark.skipif(not _gpusim.LIBRARY_PATH.exists(),
                                  reason="libsegops_gpusim.so not built (no compiler)")]
 
-# The tile and super-tile sizes, as the compiler writes them to the op
-# library's manifest (run-time programs come from the same compiler).
-_LONG_SEGMENTS = next(
-    entry["gpu"]["long_segments"]
-    for entry in json.loads((Path(_library.NATIVE_DIR) / "manifest.json").read_text())["kernels"]
-    if "long_segments" in entry.get("gpu", {}))
-TILE = _LONG_SEGMENTS["tile_rows"]
-SUPER_TILE = _LONG_SEGMENTS["super_tile_rows"]
+# The tile and super-tile sizes of the op library's kernels (run-time
+# programs come from the same compiler).
+_LONG_SEGMENTS = next(record for record in _library.kernels().values() if record.tile_rows)
+TILE = _LONG_SEGMENTS.tile_rows
+SUPER_TILE = _LONG_SEGMENTS.super_tile_rows
 # Rows per segment: short ones (a warp walks each), empty ones at the head,
 # middle and tail, long ones covering whole tiles (tile kernels; aligned
 # and not, two sharing a tile).

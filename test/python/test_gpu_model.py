@@ -26,6 +26,7 @@ from bench.gpu_model import (
     library_rows,
     occupancy,
     parse_ptxas,
+    super_tile_rows,
 )
 from bench.gpu_traffic import Call, LaunchTraffic
 
@@ -118,8 +119,8 @@ def traces() -> list[dict]:
         ["segmented_sum", "f32", 1, 3, 4096, 10],   # a thread per row, 12-byte rows
         ["segmented_sum", "f64", 0, 1, 4096, None],  # one segment of 4 tiles
         ["segmented_sum", "f64", 0, 1, 8192, None],  # one segment of 8 tiles
-        ["segmented_sum", "f64", 0, 1, 4 * 32768, None],  # of 4 super-tiles
-        ["segmented_sum", "f64", 0, 1, 130 * 32768, None],  # of 130 super-tiles
+        ["segmented_sum", "f64", 0, 1, 4 * super_tile_rows(), None],  # of 4 super-tiles
+        ["segmented_sum", "f64", 0, 1, 130 * super_tile_rows(), None],  # of 130
     ])
 
 
