@@ -98,12 +98,12 @@ static llvm::json::Object describeGPU(const SegmentProgram &program,
       launches.push_back(llvm::json::Object{
           {"kernel", program.getName().str() + launch.kernel.suffix},
           {"pass", launch.pass},
-          {"rows_per_warp", launch.kernel.rowsPerWarp()},
-          {"min_rows", launch.kernel.minRows()}});
+          {"rows_per_warp", launch.kernel.rowsPerWarp(program)},
+          {"min_rows", launch.kernel.minRows(program)}});
     LongSegmentScratch scratch = longSegmentScratch(program);
     gpu["long_segments"] = llvm::json::Object{
         {"launches", std::move(launches)},
-        {"tile_rows", SegmentProgram::kGPUTileRows},
+        {"tile_rows", program.gpuTileRows()},
         {"super_tile_rows", SegmentProgram::kGPUSuperTileRows},
         {"scratch_bytes_per_segment", scratch.perSegment},
         {"scratch_bytes_per_tile", scratch.perTile},

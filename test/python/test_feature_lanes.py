@@ -17,6 +17,10 @@ order. Skipped where the simulator library was not built."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import harness
 import pytest
@@ -30,18 +34,29 @@ pytestmark = [pytest.mark.simulator, pytest.mark.compiler,
                                  reason="libsegops_gpusim.so not built (no compiler)")]
 
 # The tile and super-tile sizes of the op library's kernels (run-time
-# programs come from the same compiler).
+# programs come from the same compiler; every program's super-tiles have
+# these rows, and programs of rows held a row per lane these tiles).
 _LONG_SEGMENTS = next(record for record in _library.kernels().values() if record.tile_rows)
-TILE = _LONG_SEGMENTS.tile_rows
+ROW_PER_LANE_TILE = _LONG_SEGMENTS.tile_rows
 SUPER_TILE = _LONG_SEGMENTS.super_tile_rows
-# Rows per segment: short ones (a warp walks each), empty ones at the head,
-# middle and tail, long ones covering whole tiles (tile kernels; aligned
-# and not, two sharing a tile).
-LAYOUTS = {
-    "short-and-empty": [0, 3, 31, 1, 33, 0, 64, 2, 0],
-    "long-unaligned": [5, TILE + 300, 2, 0, 2 * TILE + 7, 1],
-    "tile-aligned": [TILE, TILE, 0],
-}
+
+
+def _layouts(tile: int) -> dict[str, list[int]]:
+    """Rows per segment around a program's tile size (1,024 rows for a row
+    per lane, 256 for split rows; 0, programs without tiles: the former):
+    short ones (a warp walks each), empty
+    ones at the head, middle and tail, mid-length ones on both sides of a
+    tile (walked; long), long ones covering whole tiles (tile kernels;
+    aligned and not, two sharing a tile)."""
+    tile = tile or ROW_PER_LANE_TILE
+    return {
+        "short-and-empty": [0, 3, 31, 1, 33, 0, 64, 2, 0],
+        "around-a-tile": [tile - 1, 1, tile - 2, 2 * tile - 2, tile + 1, 3],
+        "long-unaligned": [5, tile + 300, 2, 0, 2 * tile + 7, 1],
+        "tile-aligned": [tile, tile, 0],
+    }
+
+
 # Rows of 8 features or more split over groups of G lanes: 7 runs a row per
 # lane; 8 (G = 8, four rows a warp; a long segment's 8 components added
 # lanes over tiles), 12 (a padded second feature; 12 components, lane by
@@ -100,7 +115,7 @@ def test_split_rows_match_the_host_kernels(simulator: harness.GpuSimulator, op: 
     program = _wide.program(op, dtype, width)
     gpu = harness.SimulatedProgram(program, level, simulator)
     host = harness.CompiledModule(program.source, order=level)
-    for seed, (layout, counts) in enumerate(LAYOUTS.items()):
+    for seed, (layout, counts) in enumerate(_layouts(gpu.record.tile_rows).items()):
         inputs, simulated, n, s = _buffers(gpu.record, counts, seed)
         gpu.run(inputs, simulated, n, s)
         wanted = host.run(gpu.record.name, inputs, n, s)
@@ -118,7 +133,8 @@ def test_split_rows_are_bitwise_independent_of_the_grid(simulator: harness.GpuSi
                                                         width: int) -> None:
     program = _wide.program(op, "f32", width)
     gpu = harness.SimulatedProgram(program, level, simulator)
-    counts = [5, 0, 300, 1, 40, 0, 2 * TILE + 9, 4]
+    tile = gpu.record.tile_rows
+    counts = [5, 0, 300, 1, 40, 0, tile + 200, 2 * tile + 9, 4]
     inputs, first, n, s = _buffers(gpu.record, counts, 7)
     gpu.run(inputs, first, n, s)
     for grid, reverse in [(1, False), (3, True), (50, True)]:
@@ -144,7 +160,9 @@ def test_split_rows_across_super_tiles(simulator: harness.GpuSimulator, op: str,
         "super_tile_rows"] == SUPER_TILE
     gpu = harness.SimulatedProgram(program, level, simulator)
     host = harness.CompiledModule(program.source, order=level)
-    counts = [5, SUPER_TILE + 2 * TILE + 9, 3, SUPER_TILE - 2 * TILE, 2 * TILE + 1]
+    tile = gpu.record.tile_rows
+    counts = [5, SUPER_TILE + 2 * tile + 9, 3, SUPER_TILE - 2 * tile, 2 * tile + 1,
+              SUPER_TILE + tile - 1]
     inputs, first, n, s = _buffers(gpu.record, counts, 3)
     gpu.run(inputs, first, n, s)
     wanted = host.run(gpu.record.name, inputs, n, s)
@@ -172,3 +190,65 @@ def test_the_manifest_records_the_rule(op: str, width: int, lanes: int,
     assert gpu["feature_lanes_from"] == 8
     assert gpu["feature_lanes"] == lanes
     assert gpu["grid"]["per_block"] == per_block
+
+
+@pytest.mark.parametrize("op,width,tile", [
+    ("segmented_sum", 7, ROW_PER_LANE_TILE), ("segmented_sum", 8, 256), ("segmented_max", 64, 256),
+    ("segmented_rms_norm", 256, 256), ("segmented_dot", 3, ROW_PER_LANE_TILE)])
+def test_split_rows_take_smaller_tiles(op: str, width: int, tile: int) -> None:
+    """Split rows (a warp runs 1 to 4 of them at a time) take tiles of 256
+    rows, rows held a row per lane of 1,024; super-tiles keep their rows,
+    so a split row's super-tile has 128 tiles, and every launch's warp
+    takes a tile or a super-tile."""
+    long_segments = json.loads(_wide.program(op, "f32", width).entry(0).text)["gpu"][
+        "long_segments"]
+    assert long_segments["tile_rows"] == tile
+    assert long_segments["super_tile_rows"] == SUPER_TILE
+    for launch in long_segments["launches"]:
+        per_warp = SUPER_TILE if launch["kernel"].endswith("__super_tiles") else tile
+        assert launch["rows_per_warp"] == per_warp, launch
+        assert launch["min_rows"] == (SUPER_TILE + 1 if per_warp == SUPER_TILE else tile)
+
+
+# Garbage indices over several super-tiles, every buffer against a guard
+# page (a subprocess: an access outside dies with SIGSEGV).
+_GUARDED_PROBE = textwrap.dedent('''
+    import json, sys
+    import torch
+    from guard_pages import kernel_buffers
+    import harness
+    from segops import _wide
+
+    simulator = harness.simulator()
+    generator = torch.Generator().manual_seed(5)
+    programs, cases = json.loads(sys.argv[1])
+    for op, width, level in programs:
+        program = _wide.program(op, "f32", width)
+        gpu = harness.SimulatedProgram(program, level, simulator)
+        kernel = json.loads(program.entry(level).text)
+        for n, s, order in cases:
+            for side in ("after", "before"):
+                values = torch.sort(torch.randint(-1, s + 1, (n,), generator=generator)).values
+                if order == "perturbed":
+                    rows = torch.randint(0, n, (n // 100,), generator=generator)
+                    values[rows] = torch.randint(-3, s + 4, (len(rows),), generator=generator)
+                inputs, outputs = kernel_buffers(kernel, n, s, side, values, generator)
+                gpu.run(inputs, outputs, n, s)
+    print("ok")
+''')
+
+
+def test_split_row_tile_kernels_stay_inside_their_buffers_and_converge() -> None:
+    """Split rows' smaller tiles (128 to a super-tile, four a lane in
+    `__super_tiles`) on sorted indices holding values out of range (-1 and
+    S: invalid segments longer than a super-tile) and on sorted ones with
+    a few rows overwritten: no access outside a buffer, no deadlock."""
+    programs = [("segmented_sum", 64, 0), ("segmented_max", 12, 1),
+                ("segmented_rms_norm", 33, 1)]
+    cases = [(3 * SUPER_TILE + 300, 1, "sorted"), (3 * SUPER_TILE + 300, 2, "perturbed")]
+    result = subprocess.run(
+        [sys.executable, "-c", _GUARDED_PROBE, json.dumps([programs, cases])],
+        capture_output=True, text=True, timeout=900, cwd=Path(__file__).parent)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", (
+        f"exit {result.returncode} (a negative code is the signal: -11 is SIGSEGV)\n"
+        f"{result.stdout[-2000:]}\n{result.stderr[-4000:]}")

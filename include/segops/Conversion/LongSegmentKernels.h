@@ -1,7 +1,7 @@
 //===- LongSegmentKernels.h - GPU kernels for long segments -----*- C++ -*-===//
 //
 // The GPU lowering gives a segment program's long segments (those covering a
-// whole aligned tile of SegmentProgram::kGPUTileRows rows) to extra kernels,
+// whole aligned tile of SegmentProgram::gpuTileRows() rows) to extra kernels,
 // launched before the program's kernel on the same stream, which share a
 // scratch buffer with it. This header names them in launch order and sizes
 // the scratch, for the lowering and for the op library's manifest.
@@ -42,11 +42,12 @@ struct LongSegmentKernel {
   /// `__super_tiles`.
   std::string suffix;
 
-  /// Rows each warp of the kernel takes: a tile, or a super-tile.
-  int64_t rowsPerWarp() const;
+  /// Rows each warp of the kernel takes: a tile of `program`, or a
+  /// super-tile.
+  int64_t rowsPerWarp(const SegmentProgram &program) const;
   /// The fewest rows for which the kernel runs: a whole tile, or (super
   /// tiles) more than one super-tile, as no segment spans two before.
-  int64_t minRows() const;
+  int64_t minRows(const SegmentProgram &program) const;
 };
 
 /// One launch of a long-segment kernel: the kernel and the pass it runs.
@@ -68,7 +69,7 @@ SmallVector<LongSegmentKernel>
 longSegmentKernels(const SegmentProgram &program);
 
 /// Bytes of the scratch buffer the kernels share: `perSegment * S +
-/// perTile * ceil(N / kGPUTileRows) + perSuperTile * ceil(N /
+/// perTile * ceil(N / gpuTileRows()) + perSuperTile * ceil(N /
 /// kGPUSuperTileRows)`.
 struct LongSegmentScratch {
   int64_t perSegment = 0;

@@ -126,16 +126,27 @@ public:
   SmallVector<arith::AtomicRMWKind> combiningKinds(unsigned pass) const;
 
   /// Rows per tile when the GPU kernels split long segments (the `__tiles`
-  /// kernel): a segment covering a whole aligned
-  /// tile is long. Written to the manifest.
+  /// kernel): a segment covering a whole aligned tile is long. Rows held a
+  /// row per lane take tiles of kGPUTileRows; split rows (gpuFeatureLanes)
+  /// of kGPUSplitRowTileRows, as a warp runs one to four of their rows at a
+  /// time: at 1,024 rows a ~1,000-row segment (not long) or a tile is a
+  /// chain of 256 to 4,096 load rounds on one warp, as long as the whole
+  /// op at bandwidth (docs/benchmarks.md, "Smaller tiles for split rows").
+  /// gpuTileRows() picks; written to the manifest.
   static constexpr int64_t kGPUTileRows = 1024;
-  /// Tiles per super-tile: the `__super_tiles` kernel combines the tile
-  /// partials of each long segment crossing a super-tile into two slots, so
-  /// that a segment spanning several super-tiles is added from theirs (a
-  /// segment of 1e7 rows: ~300 slots, not ~10^4). Written to the manifest.
-  static constexpr int64_t kGPUTilesPerSuperTile = 32;
-  static constexpr int64_t kGPUSuperTileRows =
-      kGPUTileRows * kGPUTilesPerSuperTile;
+  static constexpr int64_t kGPUSplitRowTileRows = 256;
+  int64_t gpuTileRows() const {
+    return splitsFeatures() ? kGPUSplitRowTileRows : kGPUTileRows;
+  }
+  /// Rows per super-tile, whatever the tile: the `__super_tiles` kernel
+  /// combines the tile partials of each long segment crossing a super-tile
+  /// into two slots, so that a segment spanning several super-tiles is
+  /// added from theirs (a segment of 1e7 rows: ~300 slots, not ~10^4).
+  /// Written to the manifest.
+  static constexpr int64_t kGPUSuperTileRows = 32 * kGPUTileRows;
+  int64_t gpuTilesPerSuperTile() const {
+    return kGPUSuperTileRows / gpuTileRows();
+  }
   /// Rows of the chunks the GPU segment kernel gives each warp: a segment
   /// that starts and ends in one chunk is packed (run with the chunk's
   /// other such segments, a lane per row); a longer one is walked by the

@@ -19,11 +19,11 @@ namespace mlir {
 namespace seg {
 
 inline constexpr int64_t kWarpSize = 32;
-inline constexpr int64_t kTileRows = SegmentProgram::kGPUTileRows;
-inline constexpr int64_t kTilesPerSuperTile =
-    SegmentProgram::kGPUTilesPerSuperTile;
 inline constexpr int64_t kSuperTileRows = SegmentProgram::kGPUSuperTileRows;
-static_assert(kTilesPerSuperTile == kWarpSize, "a lane per tile");
+static_assert(SegmentProgram::kGPUSuperTileRows %
+                      (kWarpSize * SegmentProgram::kGPUTileRows) ==
+                  0,
+              "whole tiles for each lane of a super-tile's warp");
 static_assert(SegmentProgram::kGPUChunkRows == kWarpSize,
               "a chunk is a row per lane");
 /// Tile slots each lane loads per step when adding a long segment's tiles.
@@ -55,12 +55,12 @@ inline constexpr int64_t kMaxPickedComponents = 8;
 // with no rows. Rows whose segment is outside [0, S) get zero row outputs.
 //
 // Long segments of one-pass programs (one pass, no row outputs): a
-// segment covering a whole aligned tile of kTileRows rows is *long*. The
+// segment covering a whole aligned tile (tileRows rows) is *long*. The
 // `__tiles` kernel, launched first, gives each tile to a warp, which reduces
 // the rows of the long segments that cross it: the segment of its first row
 // (the head) and that of its last (the tail), each into a slot of
 // `partials` (2 per tile). `__super_tiles` then combines each super-tile's
-// (32 tiles') slots into two of its own. The segment kernel finds a long
+// (32 or, for split rows, 128 tiles') slots into two of its own. The segment kernel finds a long
 // segment's end with a 32-way search and adds its tiles' partials, or its
 // super-tiles' if it spans several, instead of walking its rows, so one
 // segment of 1e7 rows costs one warp a few steps of loads while 1e4 warps
@@ -93,6 +93,8 @@ public:
         numRows(arguments.get(segrt::abi::Param::NumRows)),
         numSegments(arguments.get(segrt::abi::Param::NumSegments)),
         featureLanes(program.gpuFeatureLanes()),
+        tileRows(program.gpuTileRows()),
+        tilesPerSuperTile(program.gpuTilesPerSuperTile()),
         emitter(program, buffers, numRows, numSegments) {
     idx = buffers[program.argumentBuffer[cast<BlockArgument>(program.idx)
                                              .getArgNumber()]];
@@ -287,7 +289,7 @@ private:
   Value byteOffset(OpBuilder &b, Value base, Value bytes);
   Value segmentTotals(OpBuilder &b);
   Value partials(OpBuilder &b);
-  /// ceil(N / kTileRows).
+  /// ceil(N / tileRows).
   Value numTiles(OpBuilder &b);
   /// Index of component `component` of slot `which` (0 head, 1 tail) of
   /// `tile` in the partials.
@@ -312,6 +314,8 @@ private:
   /// and whether that is the first (null when the warp is one group).
   int64_t featureLanes;
   Value groupLane, rowInGroup, firstGroup;
+  /// Rows per tile (SegmentProgram::gpuTileRows), and tiles per super-tile.
+  int64_t tileRows, tilesPerSuperTile;
   SegmentProgramEmitter emitter;
 };
 

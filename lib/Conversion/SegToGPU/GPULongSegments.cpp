@@ -22,9 +22,9 @@ Value GPUKernelEmitter::alignedTileAfter(OpBuilder &b, Value row) {
   return b.create<arith::MulIOp>(
       loc,
       b.create<arith::DivUIOp>(
-          loc, b.create<arith::AddIOp>(loc, row, i64(b, kTileRows - 1)),
-          i64(b, kTileRows)),
-      i64(b, kTileRows));
+          loc, b.create<arith::AddIOp>(loc, row, i64(b, tileRows - 1)),
+          i64(b, tileRows)),
+      i64(b, tileRows));
 }
 
 Value GPUKernelEmitter::coversWholeTile(OpBuilder &b, Value start,
@@ -32,7 +32,7 @@ Value GPUKernelEmitter::coversWholeTile(OpBuilder &b, Value start,
   // The first aligned tile at or after start; the segment covers it if its
   // last row (within N) holds the segment (idx sorted).
   Value tileLast = b.create<arith::AddIOp>(loc, alignedTileAfter(b, start),
-                                           i64(b, kTileRows - 1));
+                                           i64(b, tileRows - 1));
   Value inRange = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt,
                                           tileLast, numRows);
   return b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
@@ -43,7 +43,7 @@ Value GPUKernelEmitter::searchLongSegmentEnd(OpBuilder &b, Value start,
                                              Value segment) {
   // It reaches at least the end of the tile it covers; search from there.
   Value covered = b.create<arith::AddIOp>(loc, alignedTileAfter(b, start),
-                                          i64(b, kTileRows));
+                                          i64(b, tileRows));
   covered = b.create<arith::MinSIOp>(loc, covered, numRows);
   return searchWarp(b, covered, numRows, segment, arith::CmpIPredicate::eq);
 }
@@ -81,8 +81,8 @@ Value GPUKernelEmitter::partialIndex(OpBuilder &b, Value tile, Value which,
 
 Value GPUKernelEmitter::numTiles(OpBuilder &b) {
   return b.create<arith::DivUIOp>(
-      loc, b.create<arith::AddIOp>(loc, numRows, i64(b, kTileRows - 1)),
-      i64(b, kTileRows));
+      loc, b.create<arith::AddIOp>(loc, numRows, i64(b, tileRows - 1)),
+      i64(b, tileRows));
 }
 
 GPUKernelEmitter::SegmentTiles
@@ -92,7 +92,8 @@ GPUKernelEmitter::segmentTiles(OpBuilder &b, Value start, Value end) {
   // The first unit holds the segment's rows in its tail slot, unless the
   // segment starts the unit (then they are its head); every later unit's
   // head slot holds the segment's rows in it.
-  static_assert(llvm::isPowerOf2_64(kTileRows) &&
+  static_assert(llvm::isPowerOf2_64(SegmentProgram::kGPUTileRows) &&
+                    llvm::isPowerOf2_64(SegmentProgram::kGPUSplitRowTileRows) &&
                     llvm::isPowerOf2_64(kSuperTileRows),
                 "units are found by shifts");
   Value last = b.create<arith::SubIOp>(loc, end, i64(b, 1));
@@ -104,8 +105,8 @@ GPUKernelEmitter::segmentTiles(OpBuilder &b, Value start, Value end) {
   auto pick = [&](Value ifSuper, Value ifTile) -> Value {
     return b.create<arith::SelectOp>(loc, spansSuperTiles, ifSuper, ifTile);
   };
-  Value shift = pick(superShift, i64(b, llvm::Log2_64(kTileRows)));
-  Value unitMask = pick(i64(b, kSuperTileRows - 1), i64(b, kTileRows - 1));
+  Value shift = pick(superShift, i64(b, llvm::Log2_64(tileRows)));
+  Value unitMask = pick(i64(b, kSuperTileRows - 1), i64(b, tileRows - 1));
   // Super-tile s's slots follow the tiles' as those of tile numTiles + s,
   // so one index runs over either.
   Value unitOffset = pick(numTiles(b), i64(b, 0));
@@ -345,9 +346,9 @@ void GPUKernelEmitter::emitTileLoop(OpBuilder &b, TileBody body) {
       loc, globalWarp, numTiles(b), totalWarps, ValueRange{},
       [&](OpBuilder &tb, Location, Value tile, ValueRange) {
         Value tileStart =
-            tb.create<arith::MulIOp>(loc, tile, i64(tb, kTileRows));
+            tb.create<arith::MulIOp>(loc, tile, i64(tb, tileRows));
         Value tileEnd = tb.create<arith::MinSIOp>(
-            loc, tb.create<arith::AddIOp>(loc, tileStart, i64(tb, kTileRows)),
+            loc, tb.create<arith::AddIOp>(loc, tileStart, i64(tb, tileRows)),
             numRows);
         body(tb, tile, tileStart, tileEnd);
         tb.create<scf::YieldOp>(loc);
@@ -374,7 +375,7 @@ void GPUKernelEmitter::forEachLongPiece(OpBuilder &tb, Value tile,
   auto cmp = [&](arith::CmpIPredicate predicate, Value x, Value y) {
     return tb.create<arith::CmpIOp>(loc, predicate, x, y);
   };
-  Value fullEnd = tb.create<arith::AddIOp>(loc, tileStart, i64(tb, kTileRows));
+  Value fullEnd = tb.create<arith::AddIOp>(loc, tileStart, i64(tb, tileRows));
   Value head = code.loadSegment(idx, tileStart);
   Value tail =
       code.loadSegment(idx, tb.create<arith::SubIOp>(loc, tileEnd, i64(tb, 1)));
@@ -389,14 +390,14 @@ void GPUKernelEmitter::forEachLongPiece(OpBuilder &tb, Value tile,
           head);
   Value hasBefore = cmp(arith::CmpIPredicate::sgt, tile, i64(tb, 0));
   Value before = tb.create<arith::SubIOp>(
-      loc, tb.create<arith::MaxSIOp>(loc, tileStart, i64(tb, kTileRows)),
-      i64(tb, kTileRows));
+      loc, tb.create<arith::MaxSIOp>(loc, tileStart, i64(tb, tileRows)),
+      i64(tb, tileRows));
   Value coversBefore = tb.create<arith::AndIOp>(
       loc, hasBefore,
       cmp(arith::CmpIPredicate::eq, code.loadSegment(idx, before), head));
   Value headIsLong = tb.create<arith::OrIOp>(loc, coversThis, coversBefore);
   Value nextLast =
-      tb.create<arith::AddIOp>(loc, fullEnd, i64(tb, kTileRows - 1));
+      tb.create<arith::AddIOp>(loc, fullEnd, i64(tb, tileRows - 1));
   Value tailIsLong = tb.create<arith::AndIOp>(
       loc, cmp(arith::CmpIPredicate::ne, tail, head),
       cmp(arith::CmpIPredicate::eq,
@@ -667,64 +668,94 @@ void GPUKernelEmitter::forEachRunningComponent(
 }
 
 void GPUKernelEmitter::emitSuperTiles() {
-  // A warp per super-tile, a lane per tile. The super-tile's head is the
-  // segment of its first row, its tail that of its last; a tile adds to
-  // the head its head slot if it holds the same segment, to the tail its
-  // head slot or else its tail slot if one holds the tail's segment. The
-  // lanes combine by the butterfly (a fixed order) and lane 0 stores. Read
-  // only for valid long segments spanning two super-tiles or more, whose
-  // every tile slot the tile kernels wrote; for any idx every index stays
-  // in the scratch.
+  // A warp per super-tile, each lane taking tiles lane, lane + 32, ... of
+  // it (one, or four for split rows' smaller tiles). The super-tile's head
+  // is the segment of its first row, its tail that of its last; a tile adds
+  // to the head its head slot if it holds the same segment, to the tail its
+  // head slot or else its tail slot if one holds the tail's segment. Each
+  // lane combines its tiles in order, the lanes by the butterfly (a fixed
+  // order), and lane 0 stores. Read only for valid long segments spanning
+  // two super-tiles or more, whose every tile slot the tile kernels wrote;
+  // for any idx every index stays in the scratch.
   auto [first, last] = runningPassComponents(builder);
   emitWarpIds(builder);
   Value tiles = numTiles(builder);
   Value numSuperTiles = builder.create<arith::DivUIOp>(
       loc,
       builder.create<arith::AddIOp>(loc, tiles,
-                                    i64(builder, kTilesPerSuperTile - 1)),
-      i64(builder, kTilesPerSuperTile));
+                                    i64(builder, tilesPerSuperTile - 1)),
+      i64(builder, tilesPerSuperTile));
   builder.create<scf::ForOp>(
       loc, globalWarp, numSuperTiles, totalWarps, ValueRange{},
-      [&](OpBuilder &b, Location, Value superTile, ValueRange) {
-        KernelCodeBuilder code(b, loc);
-        auto cmp = [&](arith::CmpIPredicate predicate, Value x, Value y) {
-          return b.create<arith::CmpIOp>(loc, predicate, x, y);
+      [&](OpBuilder &ob, Location, Value superTile, ValueRange) {
+        KernelCodeBuilder code(ob, loc);
+        auto ocmp = [&](arith::CmpIPredicate predicate, Value x, Value y) {
+          return ob.create<arith::CmpIOp>(loc, predicate, x, y);
         };
         Value superStart =
-            b.create<arith::MulIOp>(loc, superTile, i64(b, kSuperTileRows));
-        Value superEnd = b.create<arith::MinSIOp>(
+            ob.create<arith::MulIOp>(loc, superTile, i64(ob, kSuperTileRows));
+        Value superEnd = ob.create<arith::MinSIOp>(
             loc,
-            b.create<arith::AddIOp>(loc, superStart, i64(b, kSuperTileRows)),
+            ob.create<arith::AddIOp>(loc, superStart, i64(ob, kSuperTileRows)),
             numRows);
         Value head = code.loadSegment(idx, superStart);
         Value tail = code.loadSegment(
-            idx, b.create<arith::SubIOp>(loc, superEnd, i64(b, 1)));
-        Value tile = b.create<arith::AddIOp>(
-            loc, b.create<arith::MulIOp>(loc, superTile,
-                                         i64(b, kTilesPerSuperTile)),
-            lane);
-        Value inRange = cmp(arith::CmpIPredicate::ult, tile, tiles);
-        Value tileStart = b.create<arith::MulIOp>(loc, tile, i64(b, kTileRows));
-        Value tileLast = b.create<arith::SubIOp>(
-            loc,
-            b.create<arith::MinSIOp>(
-                loc, b.create<arith::AddIOp>(loc, tileStart, i64(b, kTileRows)),
-                numRows),
-            i64(b, 1));
-        Value tileHead = segmentOr(b, inRange, tileStart);
-        Value tileTail = segmentOr(b, inRange, tileLast);
-        Value toHead = b.create<arith::AndIOp>(
-            loc, inRange, cmp(arith::CmpIPredicate::eq, tileHead, head));
-        Value headHoldsTail = cmp(arith::CmpIPredicate::eq, tileHead, tail);
-        Value toTail = b.create<arith::AndIOp>(
-            loc, inRange,
-            b.create<arith::OrIOp>(
-                loc, headHoldsTail,
-                cmp(arith::CmpIPredicate::eq, tileTail, tail)));
-        Value tailSlot =
-            b.create<arith::SelectOp>(loc, headHoldsTail, i64(b, 0), i64(b, 1));
-        Value readTile = b.create<arith::MinUIOp>(
-            loc, tile, b.create<arith::SubIOp>(loc, tiles, i64(b, 1)));
+            idx, ob.create<arith::SubIOp>(loc, superEnd, i64(ob, 1)));
+        // Its slots are read only for a segment spanning it and another
+        // super-tile: a head that began before it or a tail that goes on
+        // after. Where neither does (no segment longer than a super-tile
+        // near), skip its F loads per tile.
+        Value before = segmentOr(
+            ob, ocmp(arith::CmpIPredicate::sgt, superStart, i64(ob, 0)),
+            ob.create<arith::SubIOp>(loc, superStart, i64(ob, 1)));
+        Value after = segmentOr(
+            ob, ocmp(arith::CmpIPredicate::slt, superEnd, numRows), superEnd);
+        Value spans = ob.create<arith::OrIOp>(
+            loc, ocmp(arith::CmpIPredicate::eq, before, head),
+            ocmp(arith::CmpIPredicate::eq, after, tail));
+        auto ifSpans = ob.create<scf::IfOp>(loc, spans, /*withElse=*/false);
+        OpBuilder b = ifSpans.getThenBodyBuilder();
+        auto cmp = [&](arith::CmpIPredicate predicate, Value x, Value y) {
+          return b.create<arith::CmpIOp>(loc, predicate, x, y);
+        };
+        // Per tile of the lane: where it adds (head, tail) and from which
+        // slot.
+        struct LaneTile {
+          Value readTile, toHead, toTail, tailSlot;
+        };
+        SmallVector<LaneTile> laneTiles;
+        Value firstTile = b.create<arith::MulIOp>(loc, superTile,
+                                                  i64(b, tilesPerSuperTile));
+        for (int64_t k = 0; k < tilesPerSuperTile / kWarpSize; ++k) {
+          Value tile = b.create<arith::AddIOp>(
+              loc, firstTile,
+              b.create<arith::AddIOp>(loc, lane, i64(b, k * kWarpSize)));
+          Value inRange = cmp(arith::CmpIPredicate::ult, tile, tiles);
+          Value tileStart =
+              b.create<arith::MulIOp>(loc, tile, i64(b, tileRows));
+          Value tileLast = b.create<arith::SubIOp>(
+              loc,
+              b.create<arith::MinSIOp>(
+                  loc,
+                  b.create<arith::AddIOp>(loc, tileStart, i64(b, tileRows)),
+                  numRows),
+              i64(b, 1));
+          Value tileHead = segmentOr(b, inRange, tileStart);
+          Value tileTail = segmentOr(b, inRange, tileLast);
+          Value toHead = b.create<arith::AndIOp>(
+              loc, inRange, cmp(arith::CmpIPredicate::eq, tileHead, head));
+          Value headHoldsTail = cmp(arith::CmpIPredicate::eq, tileHead, tail);
+          Value toTail = b.create<arith::AndIOp>(
+              loc, inRange,
+              b.create<arith::OrIOp>(
+                  loc, headHoldsTail,
+                  cmp(arith::CmpIPredicate::eq, tileTail, tail)));
+          Value tailSlot = b.create<arith::SelectOp>(loc, headHoldsTail,
+                                                     i64(b, 0), i64(b, 1));
+          Value readTile = b.create<arith::MinUIOp>(
+              loc, tile, b.create<arith::SubIOp>(loc, tiles, i64(b, 1)));
+          laneTiles.push_back({readTile, toHead, toTail, tailSlot});
+        }
         Value slots = partials(b);
         // Stored as the slots of tile numTiles + superTile (segmentTiles).
         Value superSlot = b.create<arith::AddIOp>(loc, tiles, superTile);
@@ -734,18 +765,30 @@ void GPUKernelEmitter::emitSuperTiles() {
               KernelCodeBuilder ccode(cb, loc);
               Type type = program.elementType;
               Value identity = arith::getIdentityValue(kind, type, cb, loc);
-              // Both loads, then both butterflies.
-              auto part = [&](Value contributes, Value slot) -> Value {
+              // Every load, then the lane's combines, then both
+              // butterflies.
+              auto part = [&](Value readTile, Value contributes,
+                              Value slot) -> Value {
                 Value value = ccode.load(
-                    slots, type,
-                    partialIndex(cb, readTile, slot, component));
+                    slots, type, partialIndex(cb, readTile, slot, component));
                 return cb.create<arith::SelectOp>(loc, contributes, value,
                                                   identity);
               };
-              Value headPart = part(toHead, i64(cb, 0));
-              Value tailPart = part(toTail, tailSlot);
-              Value headTotal = warpCombine(cb, headPart, kind);
-              Value tailTotal = warpCombine(cb, tailPart, kind);
+              SmallVector<Value> headParts, tailParts;
+              for (const LaneTile &laneTile : laneTiles) {
+                headParts.push_back(
+                    part(laneTile.readTile, laneTile.toHead, i64(cb, 0)));
+                tailParts.push_back(part(laneTile.readTile, laneTile.toTail,
+                                         laneTile.tailSlot));
+              }
+              auto inOrder = [&](ArrayRef<Value> parts) {
+                Value total = parts.front();
+                for (Value next : parts.drop_front())
+                  total = arith::getReductionOp(kind, cb, loc, total, next);
+                return total;
+              };
+              Value headTotal = warpCombine(cb, inOrder(headParts), kind);
+              Value tailTotal = warpCombine(cb, inOrder(tailParts), kind);
               storeFromLaneZero(
                   cb, {headTotal, tailTotal}, slots,
                   [&](OpBuilder &ib, int64_t which) {
@@ -753,7 +796,7 @@ void GPUKernelEmitter::emitSuperTiles() {
                                         component);
                   });
             });
-        b.create<scf::YieldOp>(loc);
+        ob.create<scf::YieldOp>(loc);
       });
   builder.create<gpu::ReturnOp>(loc);
 }

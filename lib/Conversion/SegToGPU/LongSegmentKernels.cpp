@@ -7,14 +7,15 @@
 using namespace mlir;
 using namespace mlir::seg;
 
-int64_t LongSegmentKernel::rowsPerWarp() const {
+int64_t
+LongSegmentKernel::rowsPerWarp(const SegmentProgram &program) const {
   return kind == SuperTiles ? SegmentProgram::kGPUSuperTileRows
-                            : SegmentProgram::kGPUTileRows;
+                            : program.gpuTileRows();
 }
 
-int64_t LongSegmentKernel::minRows() const {
+int64_t LongSegmentKernel::minRows(const SegmentProgram &program) const {
   return kind == SuperTiles ? SegmentProgram::kGPUSuperTileRows + 1
-                            : SegmentProgram::kGPUTileRows;
+                            : program.gpuTileRows();
 }
 
 SmallVector<LongSegmentLaunch>

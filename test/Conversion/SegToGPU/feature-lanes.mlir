@@ -31,11 +31,36 @@
 // CHECK: scf.if %{{.*}} {
 // CHECK: llvm.store %[[SUMS]]#1
 // The tile kernel: a warp's rows of a tile one at a time, each lane storing
-// its features' partials.
+// its features' partials. Split rows take tiles of 256 rows
+// (kGPUSplitRowTileRows), not 1,024.
 // CHECK-LABEL: gpu.func @sum_w40__tiles(
+// CHECK-NOT: %c1024_i64
+// CHECK: arith.divui %{{.*}}, %c256_i64
 // CHECK: scf.for %{{.*}} step %c1_i64 iter_args(%{{.*}} = %cst, %{{.*}} = %cst) -> (f32, f32)
 // CHECK-NOT: gpu.shuffle
 // CHECK: llvm.store
+// Super-tiles keep 32,768 rows: 128 of these tiles, so each lane takes
+// tiles lane, lane + 32, lane + 64 and lane + 96; per component all eight
+// slot loads, then the lane's combine in tile order, then the butterflies.
+// CHECK-LABEL: gpu.func @sum_w40__super_tiles(
+// CHECK: %[[NTILES:.*]] = arith.divui %{{.*}}, %c256_i64
+// CHECK: %[[UP:.*]] = arith.addi %[[NTILES]], %c127_i64
+// CHECK: %[[NSUPER:.*]] = arith.divui %[[UP]], %c128_i64
+// CHECK: scf.for %[[SUPER:.*]] = %{{.*}} to %[[NSUPER]]
+// CHECK: arith.muli %[[SUPER]], %c32768_i64
+// CHECK: %[[FIRSTTILE:.*]] = arith.muli %[[SUPER]], %c128_i64
+// CHECK: arith.addi %[[FIRSTTILE]], %[[LANE:.*]] : i64
+// CHECK: %[[LANE32:.*]] = arith.addi %[[LANE]], %c32_i64
+// CHECK: arith.addi %[[FIRSTTILE]], %[[LANE32]]
+// CHECK: %[[LANE64:.*]] = arith.addi %[[LANE]], %c64_i64
+// CHECK: arith.addi %[[FIRSTTILE]], %[[LANE64]]
+// CHECK: %[[LANE96:.*]] = arith.addi %[[LANE]], %c96_i64
+// CHECK: arith.addi %[[FIRSTTILE]], %[[LANE96]]
+// CHECK: scf.for %[[COMPONENT:.*]] = %c0_i64
+// CHECK-COUNT-8: llvm.load
+// CHECK-NOT: gpu.shuffle
+// CHECK-COUNT-6: arith.addf
+// CHECK: gpu.shuffle  xor %{{.*}}, %c16_i32, %c32_i32 : f32
 func.func @sum_w40(%x: tensor<?x40xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?x40xf32> {
   %0 = seg.sum %x, %idx, %n : tensor<?x40xf32>, tensor<?xi32> -> tensor<?x40xf32>
   return %0 : tensor<?x40xf32>

@@ -163,7 +163,8 @@
 // CHECK: llvm.getelementptr inbounds %[[PARTIALS]][%[[AT]]]
 // CHECK-NOT: scf.for
 // CHECK: gpu.return
-// The super-tile kernel: a warp per 32-tile super-tile, a lane per tile.
+// The super-tile kernel: a warp per 32-tile super-tile, a lane per tile
+// (32 tiles of 1,024 rows: rows held a row per lane).
 // The super-tile's head (the segment of its first row) takes the head slots
 // of the tiles whose first row holds it; its tail (of its last row) the
 // head slot of a tile whose first row holds it, else the tail slot of one
@@ -180,9 +181,19 @@
 // CHECK: %[[NSUPER:.*]] = arith.divui %[[UP]], %c32_i64
 // CHECK: scf.for %[[SUPER:.*]] = %{{.*}} to %[[NSUPER]] step %{{.*}} : i64 {
 // CHECK: %[[SUPERSTART:.*]] = arith.muli %[[SUPER]], %c32768_i64
+// CHECK: %[[SUPEREND:.*]] = arith.minsi %{{.*}}, %[[N]]
 // CHECK: llvm.getelementptr inbounds %{{.*}}[%[[SUPERSTART]]]
 // CHECK: %[[HEAD:.*]] = arith.extsi
 // CHECK: %[[TAIL:.*]] = arith.extsi
+// Only where a segment spans it and another super-tile: the row before it
+// holds its head, or the row after it its tail.
+// CHECK: %[[BEFORE:.*]] = scf.if %{{.*}} -> (i64) {
+// CHECK: %[[HASAFTER:.*]] = arith.cmpi slt, %[[SUPEREND]], %[[N]]
+// CHECK: %[[AFTER:.*]] = scf.if %[[HASAFTER]] -> (i64) {
+// CHECK-DAG: %[[TAILGOESON:.*]] = arith.cmpi eq, %[[AFTER]], %[[TAIL]]
+// CHECK-DAG: %[[HEADBEGAN:.*]] = arith.cmpi eq, %[[BEFORE]], %[[HEAD]]
+// CHECK: %[[SPANS:.*]] = arith.ori %[[HEADBEGAN]], %[[TAILGOESON]]
+// CHECK: scf.if %[[SPANS]] {
 // CHECK: %[[FIRSTTILE:.*]] = arith.muli %[[SUPER]], %c32_i64
 // CHECK: %[[TILE:.*]] = arith.addi %[[FIRSTTILE]], %[[LANE:.*]] : i64
 // CHECK: %[[INRANGE:.*]] = arith.cmpi ult, %[[TILE]], %[[NTILES]]
