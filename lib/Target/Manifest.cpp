@@ -69,13 +69,15 @@ static llvm::json::Object describeHost(const SegmentProgram &program) {
 /// of them and the kernel take as their last parameter.
 static llvm::json::Object describeGPU(const SegmentProgram &program,
                                       int64_t blockSize) {
-  // A warp per 32-row chunk (a thread per row for row maps), one block at
-  // least (to evaluate the segments when there are no rows); kernels
-  // grid-stride, so any grid is correct.
+  // A warp per window of 32-row chunks (a thread per row for row maps),
+  // one block at least (to evaluate the segments when there are no rows);
+  // kernels grid-stride, so any grid is correct.
   // Split rows (features over lanes): a warp per row for row maps.
-  int64_t rowsPerBlock = program.mapsRowsOnly() && program.splitsFeatures()
-                             ? blockSize / SegmentProgram::kGPUChunkRows
-                             : blockSize;
+  int64_t rowsPerBlock = blockSize;
+  if (!program.mapsRowsOnly())
+    rowsPerBlock = blockSize * SegmentProgram::kGPUChunksPerWindow;
+  else if (program.splitsFeatures())
+    rowsPerBlock = blockSize / SegmentProgram::kGPUChunkRows;
   llvm::json::Object gpu{{"entry", std::string(segrt::abi::entryName(
                                        program.hasLongSegmentKernels()
                                            ? segrt::abi::Entry::GpuSegmentKernel
@@ -85,6 +87,8 @@ static llvm::json::Object describeGPU(const SegmentProgram &program,
                          {"grid", llvm::json::Object{{"elements", "rows"},
                                                      {"per_block", rowsPerBlock},
                                                      {"min", 1}}}};
+  if (!program.mapsRowsOnly())
+    gpu["window_chunks"] = SegmentProgram::kGPUChunksPerWindow;
   if (!program.mapsRowsOnly() && !program.splitsFeatures())
     gpu["packed_chunk_rows"] = SegmentProgram::kGPUChunkRows;
   // Rows of this many features or more hold them over groups of a warp's

@@ -58,10 +58,11 @@
 // MANIFEST: "block": [
 // MANIFEST-NEXT: 256,
 // MANIFEST: "entry": "gpu_segment_kernel",
+// A warp per window of 4 chunks of 32 rows: 1,024 rows a block of 256.
 // MANIFEST: "grid": {
 // MANIFEST-NEXT: "elements": "rows",
 // MANIFEST-NEXT: "min": 1,
-// MANIFEST-NEXT: "per_block": 256
+// MANIFEST-NEXT: "per_block": 1024
 // MANIFEST-NEXT: },
 // MANIFEST-NEXT: "long_segments": {
 // MANIFEST-NEXT: "launches": [

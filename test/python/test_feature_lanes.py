@@ -51,6 +51,9 @@ def _layouts(tile: int) -> dict[str, list[int]]:
     tile = tile or ROW_PER_LANE_TILE
     return {
         "short-and-empty": [0, 3, 31, 1, 33, 0, 64, 2, 0],
+        # Windows of 4 chunks: starts at rows 96 and 127, chunks with no
+        # start, a last chunk with none before empty segments.
+        "window-edges": [96, 31, 1, 224, 1, 300, 0, 0],
         "around-a-tile": [tile - 1, 1, tile - 2, 2 * tile - 2, tile + 1, 3],
         "long-unaligned": [5, tile + 300, 2, 0, 2 * tile + 7, 1],
         "tile-aligned": [tile, tile, 0],
@@ -177,15 +180,16 @@ def test_split_rows_across_super_tiles(simulator: harness.GpuSimulator, op: str,
 
 
 @pytest.mark.parametrize("op,width,lanes,per_block", [
-    ("segmented_sum", 7, 0, 256), ("segmented_sum", 8, 8, 256), ("segmented_sum", 15, 8, 256),
-    ("segmented_sum", 16, 16, 256), ("segmented_dot", 31, 16, 256),
-    ("segmented_sum", 32, 32, 256), ("segmented_sum", 256, 32, 256),
+    ("segmented_sum", 7, 0, 1024), ("segmented_sum", 8, 8, 1024), ("segmented_sum", 15, 8, 1024),
+    ("segmented_sum", 16, 16, 1024), ("segmented_dot", 31, 16, 1024),
+    ("segmented_sum", 32, 32, 1024), ("segmented_sum", 256, 32, 1024),
     ("segmented_gather", 8, 0, 256), ("segmented_gather", 31, 0, 256),
     ("segmented_gather", 32, 32, 8), ("segmented_gather", 64, 32, 8)])
 def test_the_manifest_records_the_rule(op: str, width: int, lanes: int,
                                        per_block: int) -> None:
     """How many lanes share a row, from how wide; row maps split from 32
-    features, a warp per row, so their grid has a block per 8 rows."""
+    features, a warp per row, so their grid has a block per 8 rows; segment
+    kernels take a window of 4 chunks a warp, 1,024 rows a block."""
     gpu = json.loads(_wide.program(op, "f32", width).entry(0).text)["gpu"]
     assert gpu["feature_lanes_from"] == 8
     assert gpu["feature_lanes"] == lanes

@@ -159,6 +159,13 @@ def test_trace_rounds_of_one_segment_in_tiles(traces: list[dict]) -> None:
     rows_sectors = 8192 * 8 // 32
     assert rows_sectors < tiles_large["distinct_load_sectors"] < 1.25 * rows_sectors
     assert tiles_large["load_useful_bytes"] >= 8192 * 8
+    # The kernel's warps take windows of 4 chunks and run only the chunks
+    # with work: the first (the start) and the last. Each window costs a
+    # round (its chunks' first and last idx); the two chunks a few more.
+    kernel = large["launches"][-1]
+    windows = 8192 // 128
+    assert kernel["warps"] == windows
+    assert windows <= kernel["warp_rounds"] < windows + 40
 
 
 @pytest.mark.simulator

@@ -40,6 +40,7 @@ KERNELS = [entry["name"] for entry in MANIFEST["kernels"]]
 LONG_SEGMENTS = next(entry["gpu"]["long_segments"] for entry in MANIFEST["kernels"]
                      if "long_segments" in entry.get("gpu", {}))
 TILE = LONG_SEGMENTS["tile_rows"]
+WINDOW_EDGES = [96, 31, 1, 224, 1, 300, 0, 0]
 LAYOUTS = {
     "empty-rows": [0, 0, 0],
     "no-segments": [],
@@ -57,6 +58,11 @@ LAYOUTS = {
     # Segments that start and end in one 32-row chunk run packed, a lane per
     # row; one row longer, or crossing a chunk's end, they are walked.
     "packed-threshold": [32, 32, 31, 2, 29, 1, 1, 0, 1, 33, 32, 5, 27, 1],
+    # Warps take windows of 4 chunks and run only the chunks where a segment
+    # starts or the last row is: starts on a window's fourth chunk (row 96)
+    # and last row (127), segments covering chunks with no start, a last
+    # chunk with no start before empty segments, a partial last window.
+    "window-edges": WINDOW_EDGES,
 }
 
 

@@ -153,6 +153,11 @@ public:
   /// warp (or, covering a whole tile, reduced by tile kernels). Written to
   /// the manifest.
   static constexpr int64_t kGPUChunkRows = 32;
+  /// Chunks of the windows a warp of the segment kernel takes: it finds
+  /// those where a segment starts (or the last row is) with two idx loads a
+  /// lane, and runs only them, so a chunk inside a segment costs a fraction
+  /// of a load round. Written to the manifest.
+  static constexpr int64_t kGPUChunksPerWindow = 4;
 
   /// Rows of at least this many features split them over a group of a
   /// warp's lanes in the GPU kernels (gpuFeatureLanes): lane l of a group

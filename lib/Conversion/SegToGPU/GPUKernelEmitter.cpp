@@ -509,79 +509,159 @@ void GPUKernelEmitter::emit() {
     }
   }
 
+  // Warps take windows of kChunksPerWindow chunks (grid-stride): lane k
+  // tells whether chunk k of the window has work (a segment start, or the
+  // last row), from two idx loads, and the warp runs only those chunks. A
+  // chunk inside a segment (a long one's rows, a walked one's) then costs
+  // its window a quarter of a round, not a round of its own; which chunks
+  // run depends on idx only.
+  Value numWindows = b.create<arith::DivUIOp>(
+      loc, b.create<arith::AddIOp>(loc, numChunks, i64(b, kChunksPerWindow - 1)),
+      i64(b, kChunksPerWindow));
   b.create<scf::ForOp>(
-      loc, globalWarp, numChunks, totalWarps, ValueRange{},
-      [&](OpBuilder &cb, Location, Value chunk, ValueRange) {
-        KernelCodeBuilder code(cb, loc);
-        Value rowBase =
-            cb.create<arith::MulIOp>(loc, chunk, i64(cb, kWarpSize));
-        Value row = cb.create<arith::AddIOp>(loc, rowBase, lane);
-        Value inRange = cb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt,
-                                                 row, numRows);
-        Value segment = segmentOr(cb, inRange, row);
-        Value hasPrevious = cb.create<arith::AndIOp>(
-            loc, inRange,
-            cb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sgt, row,
-                                     i64(cb, 0)));
-        Value previous = segmentOr(
-            cb, hasPrevious, cb.create<arith::SubIOp>(loc, row, i64(cb, 1)));
-        // Whether the segment ends at this row (loaded with the rows above,
-        // in the same round): lane 31's tells packing where the chunk ends.
-        Value nextRow = cb.create<arith::AddIOp>(loc, row, i64(cb, 1));
-        Value hasNext = cb.create<arith::CmpIOp>(
-            loc, arith::CmpIPredicate::slt, nextRow, numRows);
-        Value endsAtRow = cb.create<arith::OrIOp>(
-            loc,
-            cb.create<arith::XOrIOp>(
-                loc, hasNext, cb.create<arith::ConstantIntOp>(loc, 1, 1)),
-            cb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne,
-                                     segmentOr(cb, hasNext, nextRow), segment));
-        Value changes = cb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne,
-                                                 previous, segment);
-        Value isFirstRow = cb.create<arith::CmpIOp>(
-            loc, arith::CmpIPredicate::eq, row, i64(cb, 0));
-        Value isStart = cb.create<arith::AndIOp>(
-            loc, inRange, cb.create<arith::OrIOp>(loc, isFirstRow, changes));
-        Value fullMask = cb.create<arith::ConstantIntOp>(loc, -1, 32);
-        Value starts = cb.create<NVVM::VoteBallotOp>(loc, cb.getI32Type(),
-                                                     fullMask, isStart);
-        Value zero32 = cb.create<arith::ConstantIntOp>(loc, 0, 32);
-        Value packed = emitPackedSegments(cb, rowBase, row, inRange, segment,
-                                          previous, endsAtRow, starts);
-        Value unpacked = cb.create<arith::AndIOp>(
-            loc, starts,
-            cb.create<arith::XOrIOp>(
-                loc, packed, cb.create<arith::ConstantIntOp>(loc, -1, 32)));
-        cb.create<scf::WhileOp>(
-            loc, TypeRange{cb.getI32Type()}, ValueRange{unpacked},
-            [&](OpBuilder &wb, Location wl, ValueRange mask) {
-              Value more = wb.create<arith::CmpIOp>(
-                  wl, arith::CmpIPredicate::ne, mask[0], zero32);
-              wb.create<scf::ConditionOp>(wl, more, mask);
-            },
-            [&](OpBuilder &wb, Location wl, ValueRange mask) {
-              emitOwnedSegment(wb, rowBase, mask[0]);
-              Value one32 = wb.create<arith::ConstantIntOp>(wl, 1, 32);
-              Value rest = wb.create<arith::AndIOp>(
-                  wl, mask[0], wb.create<arith::SubIOp>(wl, mask[0], one32));
-              wb.create<scf::YieldOp>(wl, rest);
+      loc, globalWarp, numWindows, totalWarps, ValueRange{},
+      [&](OpBuilder &wb, Location, Value window, ValueRange) {
+        Value firstChunk =
+            wb.create<arith::MulIOp>(loc, window, i64(wb, kChunksPerWindow));
+        Value busy = chunksWithWork(wb, firstChunk, numChunks);
+        wb.create<scf::ForOp>(
+            loc, i64(wb, 0), i64(wb, kChunksPerWindow), i64(wb, 1),
+            ValueRange{},
+            [&](OpBuilder &kb, Location, Value k, ValueRange) {
+              Value bit = kb.create<arith::AndIOp>(
+                  loc,
+                  kb.create<arith::ShRUIOp>(
+                      loc, busy, kb.create<arith::TruncIOp>(
+                                     loc, kb.getI32Type(), k)),
+                  kb.create<arith::ConstantIntOp>(loc, 1, 32));
+              auto ifBusy = kb.create<scf::IfOp>(
+                  loc,
+                  kb.create<arith::CmpIOp>(
+                      loc, arith::CmpIPredicate::ne, bit,
+                      kb.create<arith::ConstantIntOp>(loc, 0, 32)),
+                  /*withElse=*/false);
+              OpBuilder cb = ifBusy.getThenBodyBuilder();
+              emitChunk(cb, cb.create<arith::AddIOp>(loc, firstChunk, k));
+              kb.create<scf::YieldOp>(loc);
             });
-
-        // The warp holding the last row evaluates the segments after it.
-        Value lastRow = cb.create<arith::SubIOp>(loc, numRows, i64(cb, 1));
-        Value holdsLast = cb.create<arith::CmpIOp>(
-            loc, arith::CmpIPredicate::slt, lastRow,
-            cb.create<arith::AddIOp>(loc, rowBase, i64(cb, kWarpSize)));
-        auto ifLast = cb.create<scf::IfOp>(loc, holdsLast, /*withElse=*/false);
-        OpBuilder lb = ifLast.getThenBodyBuilder();
-        Value lastSegment =
-            KernelCodeBuilder(lb, loc).loadSegment(idx, lastRow);
-        emitWarpEmptySegments(
-            lb, lb.create<arith::AddIOp>(loc, lastSegment, i64(lb, 1)),
-            numSegments);
-        cb.create<scf::YieldOp>(loc);
+        wb.create<scf::YieldOp>(loc);
       });
   b.create<gpu::ReturnOp>(loc);
+}
+
+Value GPUKernelEmitter::chunksWithWork(OpBuilder &b, Value firstChunk,
+                                       Value numChunks) {
+  // Lane k < kChunksPerWindow: chunk firstChunk + k starts a segment if it
+  // is the first, or if the row before it and its last row differ (idx
+  // sorted); it holds the last row if it is the last chunk.
+  Value chunk = b.create<arith::AddIOp>(loc, firstChunk, lane);
+  Value isChunk = b.create<arith::AndIOp>(
+      loc,
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, lane,
+                              i64(b, kChunksPerWindow)),
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, chunk,
+                              numChunks));
+  Value rowBase = b.create<arith::MulIOp>(loc, chunk, i64(b, kWarpSize));
+  Value lastRow = b.create<arith::SubIOp>(
+      loc,
+      b.create<arith::MinSIOp>(
+          loc, b.create<arith::AddIOp>(loc, rowBase, i64(b, kWarpSize)),
+          numRows),
+      i64(b, 1));
+  Value isFirst = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
+                                          rowBase, i64(b, 0));
+  Value before = segmentOr(
+      b,
+      b.create<arith::AndIOp>(
+          loc, isChunk, b.create<arith::XOrIOp>(
+                            loc, isFirst,
+                            b.create<arith::ConstantIntOp>(loc, 1, 1))),
+      b.create<arith::SubIOp>(loc, rowBase, i64(b, 1)));
+  Value last = segmentOr(b, isChunk, lastRow);
+  Value hasWork = b.create<arith::AndIOp>(
+      loc, isChunk,
+      b.create<arith::OrIOp>(
+          loc,
+          b.create<arith::OrIOp>(
+              loc, isFirst,
+              b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, before,
+                                      last)),
+          b.create<arith::CmpIOp>(
+              loc, arith::CmpIPredicate::eq, lastRow,
+              b.create<arith::SubIOp>(loc, numRows, i64(b, 1)))));
+  return b.create<NVVM::VoteBallotOp>(
+      loc, b.getI32Type(), b.create<arith::ConstantIntOp>(loc, -1, 32),
+      hasWork);
+}
+
+void GPUKernelEmitter::emitChunk(OpBuilder &cb, Value chunk) {
+  KernelCodeBuilder code(cb, loc);
+  Value rowBase =
+      cb.create<arith::MulIOp>(loc, chunk, i64(cb, kWarpSize));
+  Value row = cb.create<arith::AddIOp>(loc, rowBase, lane);
+  Value inRange = cb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt,
+                                           row, numRows);
+  Value segment = segmentOr(cb, inRange, row);
+  Value hasPrevious = cb.create<arith::AndIOp>(
+      loc, inRange,
+      cb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sgt, row,
+                               i64(cb, 0)));
+  Value previous = segmentOr(
+      cb, hasPrevious, cb.create<arith::SubIOp>(loc, row, i64(cb, 1)));
+  // Whether the segment ends at this row (loaded with the rows above,
+  // in the same round): lane 31's tells packing where the chunk ends.
+  Value nextRow = cb.create<arith::AddIOp>(loc, row, i64(cb, 1));
+  Value hasNext = cb.create<arith::CmpIOp>(
+      loc, arith::CmpIPredicate::slt, nextRow, numRows);
+  Value endsAtRow = cb.create<arith::OrIOp>(
+      loc,
+      cb.create<arith::XOrIOp>(
+          loc, hasNext, cb.create<arith::ConstantIntOp>(loc, 1, 1)),
+      cb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne,
+                               segmentOr(cb, hasNext, nextRow), segment));
+  Value changes = cb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne,
+                                           previous, segment);
+  Value isFirstRow = cb.create<arith::CmpIOp>(
+      loc, arith::CmpIPredicate::eq, row, i64(cb, 0));
+  Value isStart = cb.create<arith::AndIOp>(
+      loc, inRange, cb.create<arith::OrIOp>(loc, isFirstRow, changes));
+  Value fullMask = cb.create<arith::ConstantIntOp>(loc, -1, 32);
+  Value starts = cb.create<NVVM::VoteBallotOp>(loc, cb.getI32Type(),
+                                               fullMask, isStart);
+  Value zero32 = cb.create<arith::ConstantIntOp>(loc, 0, 32);
+  Value packed = emitPackedSegments(cb, rowBase, row, inRange, segment,
+                                    previous, endsAtRow, starts);
+  Value unpacked = cb.create<arith::AndIOp>(
+      loc, starts,
+      cb.create<arith::XOrIOp>(
+          loc, packed, cb.create<arith::ConstantIntOp>(loc, -1, 32)));
+  cb.create<scf::WhileOp>(
+      loc, TypeRange{cb.getI32Type()}, ValueRange{unpacked},
+      [&](OpBuilder &wb, Location wl, ValueRange mask) {
+        Value more = wb.create<arith::CmpIOp>(
+            wl, arith::CmpIPredicate::ne, mask[0], zero32);
+        wb.create<scf::ConditionOp>(wl, more, mask);
+      },
+      [&](OpBuilder &wb, Location wl, ValueRange mask) {
+        emitOwnedSegment(wb, rowBase, mask[0]);
+        Value one32 = wb.create<arith::ConstantIntOp>(wl, 1, 32);
+        Value rest = wb.create<arith::AndIOp>(
+            wl, mask[0], wb.create<arith::SubIOp>(wl, mask[0], one32));
+        wb.create<scf::YieldOp>(wl, rest);
+      });
+
+  // The warp holding the last row evaluates the segments after it.
+  Value lastRow = cb.create<arith::SubIOp>(loc, numRows, i64(cb, 1));
+  Value holdsLast = cb.create<arith::CmpIOp>(
+      loc, arith::CmpIPredicate::slt, lastRow,
+      cb.create<arith::AddIOp>(loc, rowBase, i64(cb, kWarpSize)));
+  auto ifLast = cb.create<scf::IfOp>(loc, holdsLast, /*withElse=*/false);
+  OpBuilder lb = ifLast.getThenBodyBuilder();
+  Value lastSegment =
+      KernelCodeBuilder(lb, loc).loadSegment(idx, lastRow);
+  emitWarpEmptySegments(
+      lb, lb.create<arith::AddIOp>(loc, lastSegment, i64(lb, 1)),
+      numSegments);
 }
 
 Value GPUKernelEmitter::segmentOutputWriter(OpBuilder &b) {

@@ -26,6 +26,8 @@ static_assert(SegmentProgram::kGPUSuperTileRows %
               "whole tiles for each lane of a super-tile's warp");
 static_assert(SegmentProgram::kGPUChunkRows == kWarpSize,
               "a chunk is a row per lane");
+inline constexpr int64_t kChunksPerWindow = SegmentProgram::kGPUChunksPerWindow;
+static_assert(kChunksPerWindow <= kWarpSize, "a lane per chunk of a window");
 /// Tile slots each lane loads per step when adding a long segment's tiles.
 inline constexpr int64_t kTilesPerLane = 4;
 /// Half the threads an SM holds (2,048 from sm_50 to sm_90): the blocks of
@@ -38,7 +40,8 @@ inline constexpr int64_t kMaxPickedComponents = 8;
 
 /// Emits the gpu.func kernels of a segment program.
 //
-// Segment kernels: warps own chunks of 32 rows (grid-stride) and the
+// Segment kernels: warps own windows of 4 chunks of 32 rows (grid-stride),
+// run the chunks where a segment starts (or the last row is), and own the
 // segments that *start* in them (row 0, or where idx changes), found with a
 // ballot. Segments that also end in the chunk (short ones: ~10-row segments
 // put ~3 in a chunk) are *packed*: one pass of the program runs them all,
@@ -190,6 +193,12 @@ private:
   /// position in the group.
   void emitEmptySegments(OpBuilder &b, Value lo, Value hi, Value member,
                          Value groupSize);
+  /// Lane k < kChunksPerWindow's bit: chunk firstChunk + k has work (a
+  /// segment start or the last row), for sorted idx (a ballot).
+  Value chunksWithWork(OpBuilder &b, Value firstChunk, Value numChunks);
+  /// The segments starting in a chunk of 32 rows (packed, walked or long),
+  /// and if it holds the last row the empty segments after it.
+  void emitChunk(OpBuilder &b, Value chunk);
   void emitOwnedSegment(OpBuilder &b, Value rowBase, Value mask);
   /// The segments that start and end in the warp's chunk of 32 rows, all at
   /// once (see the scheme above); `endsAtRow`: the lane's row is its

@@ -6,9 +6,11 @@
 // last feature (its index clamped to 39, its value 0). A warp walks a
 // segment's rows one at a time (step 1), each lane adding its own two
 // features, so no combine follows the loop; every lane stores its features
-// (the padded one under its mask). No packing: no ballot of heads.
+// (the padded one under its mask). No packing: no ballot of heads after
+// those of the window's chunks with work and the chunk's starts.
 // CHECK-LABEL: gpu.func @sum_w40(
 // CHECK: %[[LANE:.*]] = arith.andi %{{.*}}, %c31_i64
+// CHECK: nvvm.vote.ballot.sync
 // CHECK: nvvm.vote.ballot.sync
 // CHECK-NOT: nvvm.vote.ballot.sync %c-1_i32, %{{.*}} : i32
 // CHECK: scf.while

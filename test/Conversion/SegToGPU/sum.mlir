@@ -2,7 +2,8 @@
 
 // A vec3 sum becomes a kernel over raw pointers (x, idx, out) plus N and S,
 // and, being a one-pass program (one pass, no row outputs), the partials of its
-// tiles. Warps grid-stride over chunks of 32 rows; a ballot finds the rows
+// tiles. Warps grid-stride over windows of chunks of 32 rows, running the
+// chunks where a segment starts; a ballot finds the rows
 // where a segment starts; for each, the warp evaluates the empty segments
 // before it (zeros for a sum). A segment covering the aligned 1024-row tile
 // after its start is long: a 32-way search (a ballot per step) finds its end
@@ -26,7 +27,23 @@
 // CHECK: %[[EMPTY:.*]] = arith.cmpi eq, %[[N]], %c0_i64
 // CHECK: scf.if %[[EMPTY]]
 // CHECK-COUNT-3: llvm.store %cst
-// CHECK: scf.for %[[CHUNK:.*]] = %{{.*}} to %{{.*}} step %{{.*}} : i64
+// Warps grid-stride over windows of 4 chunks: lanes 0-3 each load the row
+// before their chunk and its last row, a ballot says which chunks have a
+// segment start (the two differ) or the last row, and the warp runs those.
+// CHECK: scf.for %[[WINDOW:.*]] = %{{.*}} to %{{.*}} step %{{.*}} : i64
+// CHECK: %[[FIRSTCHUNK:.*]] = arith.muli %[[WINDOW]], %c4_i64
+// CHECK: %[[ISCHUNK:.*]] = arith.cmpi slt, %[[LANE]], %c4_i64
+// CHECK: %[[BEFORE:.*]] = scf.if %{{.*}} -> (i64) {
+// CHECK: %[[LAST:.*]] = scf.if %{{.*}} -> (i64) {
+// CHECK: %[[FINALROW:.*]] = arith.subi %[[N]], %c1_i64
+// CHECK: arith.cmpi ne, %[[BEFORE]], %[[LAST]]
+// CHECK: %[[BUSY:.*]] = nvvm.vote.ballot.sync %c-1_i32, %{{.*}} : i32
+// CHECK: scf.for %[[K:.*]] = %c0_i64 to %c4_i64 step %c1_i64
+// CHECK: %[[SHIFTED:.*]] = arith.shrui %[[BUSY]], %{{.*}} : i32
+// CHECK: %[[BIT:.*]] = arith.andi %[[SHIFTED]], %c1_i32
+// CHECK: %[[HASWORK:.*]] = arith.cmpi ne, %[[BIT]], %c0_i32
+// CHECK: scf.if %[[HASWORK]] {
+// CHECK: %[[CHUNK:.*]] = arith.addi %[[FIRSTCHUNK]], %[[K]]
 // CHECK: %[[STARTS:.*]] = nvvm.vote.ballot.sync %c-1_i32, %{{.*}} : i32
 // Segments that start and end in the chunk are packed: a lane per row (the
 // first packed segment's for lanes outside them), the head lane evaluating
@@ -122,8 +139,8 @@
 // CHECK: scf.if %{{.*}} {
 // CHECK-COUNT-3: llvm.store
 // The warp holding the last row evaluates the segments after it.
-// CHECK: arith.subi %[[N]], %c1_i64
-// CHECK: scf.if
+// CHECK: %[[HOLDSLAST:.*]] = arith.cmpi slt, %[[FINALROW]], %{{.*}}
+// CHECK: scf.if %[[HOLDSLAST]]
 // CHECK: gpu.return
 // The tile kernel: a warp per 1024-row tile. The head segment (of its first
 // row) is long if it covers this tile or the one before, the tail segment (of
