@@ -515,34 +515,38 @@ void GPUKernelEmitter::emit() {
   // chunk inside a segment (a long one's rows, a walked one's) then costs
   // its window a quarter of a round, not a round of its own; which chunks
   // run depends on idx only.
-  Value numWindows = b.create<arith::DivUIOp>(
-      loc, b.create<arith::AddIOp>(loc, numChunks, i64(b, kChunksPerWindow - 1)),
-      i64(b, kChunksPerWindow));
+  // The loop runs over each window's first chunk, so that only it, the
+  // chunk count and the step stay live across the chunks' code.
   b.create<scf::ForOp>(
-      loc, globalWarp, numWindows, totalWarps, ValueRange{},
-      [&](OpBuilder &wb, Location, Value window, ValueRange) {
-        Value firstChunk =
-            wb.create<arith::MulIOp>(loc, window, i64(wb, kChunksPerWindow));
+      loc, b.create<arith::MulIOp>(loc, globalWarp, i64(b, kChunksPerWindow)),
+      numChunks,
+      b.create<arith::MulIOp>(loc, totalWarps, i64(b, kChunksPerWindow)),
+      ValueRange{},
+      [&](OpBuilder &wb, Location, Value firstChunk, ValueRange) {
         Value busy = chunksWithWork(wb, firstChunk, numChunks);
-        wb.create<scf::ForOp>(
-            loc, i64(wb, 0), i64(wb, kChunksPerWindow), i64(wb, 1),
-            ValueRange{},
-            [&](OpBuilder &kb, Location, Value k, ValueRange) {
-              Value bit = kb.create<arith::AndIOp>(
-                  loc,
-                  kb.create<arith::ShRUIOp>(
-                      loc, busy, kb.create<arith::TruncIOp>(
-                                     loc, kb.getI32Type(), k)),
-                  kb.create<arith::ConstantIntOp>(loc, 1, 32));
-              auto ifBusy = kb.create<scf::IfOp>(
-                  loc,
-                  kb.create<arith::CmpIOp>(
-                      loc, arith::CmpIPredicate::ne, bit,
-                      kb.create<arith::ConstantIntOp>(loc, 0, 32)),
-                  /*withElse=*/false);
-              OpBuilder cb = ifBusy.getThenBodyBuilder();
-              emitChunk(cb, cb.create<arith::AddIOp>(loc, firstChunk, k));
-              kb.create<scf::YieldOp>(loc);
+        // The busy chunks in order, a bit at a time (few values live across
+        // the chunk's code: its registers bound the kernel's occupancy).
+        Value zero32 = wb.create<arith::ConstantIntOp>(loc, 0, 32);
+        wb.create<scf::WhileOp>(
+            loc, TypeRange{wb.getI32Type()}, ValueRange{busy},
+            [&](OpBuilder &cb, Location, ValueRange mask) {
+              Value more = cb.create<arith::CmpIOp>(
+                  loc, arith::CmpIPredicate::ne, mask[0], zero32);
+              cb.create<scf::ConditionOp>(loc, more, mask);
+            },
+            [&](OpBuilder &cb, Location, ValueRange mask) {
+              Value k = cb.create<LLVM::CountTrailingZerosOp>(
+                  loc, cb.getI32Type(), mask[0], /*is_zero_poison=*/false);
+              emitChunk(cb, cb.create<arith::AddIOp>(
+                                loc, firstChunk,
+                                cb.create<arith::ExtUIOp>(
+                                    loc, cb.getI64Type(), k)));
+              Value rest = cb.create<arith::AndIOp>(
+                  loc, mask[0],
+                  cb.create<arith::SubIOp>(
+                      loc, mask[0],
+                      cb.create<arith::ConstantIntOp>(loc, 1, 32)));
+              cb.create<scf::YieldOp>(loc, rest);
             });
         wb.create<scf::YieldOp>(loc);
       });

@@ -701,18 +701,36 @@ void GPUKernelEmitter::emitSuperTiles() {
         Value head = code.loadSegment(idx, superStart);
         Value tail = code.loadSegment(
             idx, ob.create<arith::SubIOp>(loc, superEnd, i64(ob, 1)));
-        // Its slots are read only for a segment spanning it and another
-        // super-tile: a head that began before it or a tail that goes on
-        // after. Where neither does (no segment longer than a super-tile
-        // near), skip its F loads per tile.
-        Value before = segmentOr(
-            ob, ocmp(arith::CmpIPredicate::sgt, superStart, i64(ob, 0)),
-            ob.create<arith::SubIOp>(loc, superStart, i64(ob, 1)));
-        Value after = segmentOr(
-            ob, ocmp(arith::CmpIPredicate::slt, superEnd, numRows), superEnd);
-        Value spans = ob.create<arith::OrIOp>(
-            loc, ocmp(arith::CmpIPredicate::eq, before, head),
-            ocmp(arith::CmpIPredicate::eq, after, tail));
+        // Its slots are read only for a long segment spanning it and
+        // another super-tile: a head that began before it or a tail that
+        // goes on after, long if it covers the tile before or after that
+        // boundary (idx sorted: it holds every row between). Where neither
+        // (short segments across its boundaries), skip its F loads a tile.
+        auto segmentAt = [&](Value row) {
+          Value inRange = ob.create<arith::AndIOp>(
+              loc, ocmp(arith::CmpIPredicate::sge, row, i64(ob, 0)),
+              ocmp(arith::CmpIPredicate::slt, row, numRows));
+          return segmentOr(ob, inRange, row);
+        };
+        auto longAcross = [&](Value boundary, Value segment, Value crosses) {
+          Value tileBefore =
+              ob.create<arith::SubIOp>(loc, boundary, i64(ob, tileRows));
+          Value lastOfTileAfter =
+              ob.create<arith::AddIOp>(loc, boundary, i64(ob, tileRows - 1));
+          Value covers = ob.create<arith::OrIOp>(
+              loc, ocmp(arith::CmpIPredicate::eq, segmentAt(tileBefore), segment),
+              ocmp(arith::CmpIPredicate::eq, segmentAt(lastOfTileAfter),
+                   segment));
+          return ob.create<arith::AndIOp>(loc, crosses, covers);
+        };
+        Value before =
+            segmentAt(ob.create<arith::SubIOp>(loc, superStart, i64(ob, 1)));
+        Value after = segmentAt(superEnd);
+        Value headSpans = longAcross(
+            superStart, head, ocmp(arith::CmpIPredicate::eq, before, head));
+        Value tailSpans = longAcross(
+            superEnd, tail, ocmp(arith::CmpIPredicate::eq, after, tail));
+        Value spans = ob.create<arith::OrIOp>(loc, headSpans, tailSpans);
         auto ifSpans = ob.create<scf::IfOp>(loc, spans, /*withElse=*/false);
         OpBuilder b = ifSpans.getThenBodyBuilder();
         auto cmp = [&](arith::CmpIPredicate predicate, Value x, Value y) {

@@ -27,23 +27,21 @@
 // CHECK: %[[EMPTY:.*]] = arith.cmpi eq, %[[N]], %c0_i64
 // CHECK: scf.if %[[EMPTY]]
 // CHECK-COUNT-3: llvm.store %cst
-// Warps grid-stride over windows of 4 chunks: lanes 0-3 each load the row
-// before their chunk and its last row, a ballot says which chunks have a
-// segment start (the two differ) or the last row, and the warp runs those.
-// CHECK: scf.for %[[WINDOW:.*]] = %{{.*}} to %{{.*}} step %{{.*}} : i64
-// CHECK: %[[FIRSTCHUNK:.*]] = arith.muli %[[WINDOW]], %c4_i64
+// Warps grid-stride over windows of 4 chunks (the loop over their first
+// chunks): lanes 0-3 each load the row before their chunk and its last row,
+// a ballot says which chunks have a segment start (the two differ) or the
+// last row, and the warp runs those, lowest first.
+// CHECK: scf.for %[[FIRSTCHUNK:.*]] = %{{.*}} to %{{.*}} step %{{.*}} : i64
 // CHECK: %[[ISCHUNK:.*]] = arith.cmpi slt, %[[LANE]], %c4_i64
 // CHECK: %[[BEFORE:.*]] = scf.if %{{.*}} -> (i64) {
 // CHECK: %[[LAST:.*]] = scf.if %{{.*}} -> (i64) {
 // CHECK: %[[FINALROW:.*]] = arith.subi %[[N]], %c1_i64
 // CHECK: arith.cmpi ne, %[[BEFORE]], %[[LAST]]
 // CHECK: %[[BUSY:.*]] = nvvm.vote.ballot.sync %c-1_i32, %{{.*}} : i32
-// CHECK: scf.for %[[K:.*]] = %c0_i64 to %c4_i64 step %c1_i64
-// CHECK: %[[SHIFTED:.*]] = arith.shrui %[[BUSY]], %{{.*}} : i32
-// CHECK: %[[BIT:.*]] = arith.andi %[[SHIFTED]], %c1_i32
-// CHECK: %[[HASWORK:.*]] = arith.cmpi ne, %[[BIT]], %c0_i32
-// CHECK: scf.if %[[HASWORK]] {
-// CHECK: %[[CHUNK:.*]] = arith.addi %[[FIRSTCHUNK]], %[[K]]
+// CHECK: scf.while (%[[CHUNKS:.*]] = %[[BUSY]]) : (i32) -> i32
+// CHECK: %[[K:.*]] = "llvm.intr.cttz"(%{{.*}}) <{is_zero_poison = false}> : (i32) -> i32
+// CHECK: %[[K64:.*]] = arith.extui %[[K]] : i32 to i64
+// CHECK: %[[CHUNK:.*]] = arith.addi %[[FIRSTCHUNK]], %[[K64]]
 // CHECK: %[[STARTS:.*]] = nvvm.vote.ballot.sync %c-1_i32, %{{.*}} : i32
 // Segments that start and end in the chunk are packed: a lane per row (the
 // first packed segment's for lanes outside them), the head lane evaluating
@@ -202,14 +200,22 @@
 // CHECK: llvm.getelementptr inbounds %{{.*}}[%[[SUPERSTART]]]
 // CHECK: %[[HEAD:.*]] = arith.extsi
 // CHECK: %[[TAIL:.*]] = arith.extsi
-// Only where a segment spans it and another super-tile: the row before it
-// holds its head, or the row after it its tail.
+// Only where a long segment spans it and another super-tile: the row
+// before it holds its head and so does the last row of the tile before or
+// after its start; or likewise for its tail and its end.
 // CHECK: %[[BEFORE:.*]] = scf.if %{{.*}} -> (i64) {
-// CHECK: %[[HASAFTER:.*]] = arith.cmpi slt, %[[SUPEREND]], %[[N]]
-// CHECK: %[[AFTER:.*]] = scf.if %[[HASAFTER]] -> (i64) {
-// CHECK-DAG: %[[TAILGOESON:.*]] = arith.cmpi eq, %[[AFTER]], %[[TAIL]]
-// CHECK-DAG: %[[HEADBEGAN:.*]] = arith.cmpi eq, %[[BEFORE]], %[[HEAD]]
-// CHECK: %[[SPANS:.*]] = arith.ori %[[HEADBEGAN]], %[[TAILGOESON]]
+// CHECK: %[[AFTER:.*]] = scf.if %{{.*}} -> (i64) {
+// CHECK: %[[HEADBEGAN:.*]] = arith.cmpi eq, %[[BEFORE]], %[[HEAD]]
+// CHECK: arith.subi %[[SUPERSTART]], %c1024_i64
+// CHECK: arith.addi %[[SUPERSTART]], %c1023_i64
+// CHECK: %[[HEADLONG:.*]] = arith.ori
+// CHECK: %[[HEADSPANS:.*]] = arith.andi %[[HEADBEGAN]], %[[HEADLONG]]
+// CHECK: %[[TAILGOESON:.*]] = arith.cmpi eq, %[[AFTER]], %[[TAIL]]
+// CHECK: arith.subi %[[SUPEREND]], %c1024_i64
+// CHECK: arith.addi %[[SUPEREND]], %c1023_i64
+// CHECK: %[[TAILLONG:.*]] = arith.ori
+// CHECK: %[[TAILSPANS:.*]] = arith.andi %[[TAILGOESON]], %[[TAILLONG]]
+// CHECK: %[[SPANS:.*]] = arith.ori %[[HEADSPANS]], %[[TAILSPANS]]
 // CHECK: scf.if %[[SPANS]] {
 // CHECK: %[[FIRSTTILE:.*]] = arith.muli %[[SUPER]], %c32_i64
 // CHECK: %[[TILE:.*]] = arith.addi %[[FIRSTTILE]], %[[LANE:.*]] : i64
