@@ -69,15 +69,16 @@ static llvm::json::Object describeHost(const SegmentProgram &program) {
 /// of them and the kernel take as their last parameter.
 static llvm::json::Object describeGPU(const SegmentProgram &program,
                                       int64_t blockSize) {
-  // A warp per window of 32-row chunks (a thread per row for row maps),
-  // one block at least (to evaluate the segments when there are no rows);
-  // kernels grid-stride, so any grid is correct.
-  // Split rows (features over lanes): a warp per row for row maps.
-  int64_t rowsPerBlock = blockSize;
-  if (!program.mapsRowsOnly())
-    rowsPerBlock = blockSize * SegmentProgram::kGPUChunksPerWindow;
-  else if (program.splitsFeatures())
-    rowsPerBlock = blockSize / SegmentProgram::kGPUChunkRows;
+  // A warp per window of 32-row chunks (for row maps a thread, or with
+  // split rows a warp, per kGPURowMapRowsPerUnit rows), one block at least
+  // (to evaluate the segments when there are no rows); kernels
+  // grid-stride, so any grid is correct.
+  int64_t rowsPerBlock = blockSize * SegmentProgram::kGPUChunksPerWindow;
+  if (program.mapsRowsOnly())
+    rowsPerBlock = (program.splitsFeatures()
+                        ? blockSize / SegmentProgram::kGPUChunkRows
+                        : blockSize) *
+                   SegmentProgram::kGPURowMapRowsPerUnit;
   llvm::json::Object gpu{{"entry", std::string(segrt::abi::entryName(
                                        program.hasLongSegmentKernels()
                                            ? segrt::abi::Entry::GpuSegmentKernel

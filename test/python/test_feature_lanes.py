@@ -148,17 +148,20 @@ def test_split_rows_are_bitwise_independent_of_the_grid(simulator: harness.GpuSi
 
 
 
-@pytest.mark.parametrize("width", [8, 12, 64])
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("width", [4, 5, 7, 8, 12, 64])
 @pytest.mark.parametrize("op,level", [("segmented_sum", 0), ("segmented_rms_norm", 1),
                                       ("segmented_max", 1)])
 def test_split_rows_across_super_tiles(simulator: harness.GpuSimulator, op: str,
-                                       level: int, width: int) -> None:
+                                       level: int, width: int, dtype: str) -> None:
     """Long segments spanning super-tiles (added from the super-tiles'
     slots, which `__super_tiles` combines from the tiles' feature by
     feature): 8 components added lanes over tiles, 12 and 64 lane by lane;
-    one-pass and pass-by-pass programs. Against the host kernel, and
-    bitwise the same on grids of 1 and 3 blocks in reverse."""
-    program = _wide.program(op, "f32", width)
+    one-pass and pass-by-pass programs. `__super_tiles` runs a warp per 4
+    components: 4 one warp, 5 two (the second with one), 7 two (4 and 3),
+    64 sixteen; widths 4 to 7 hold a row per lane. Against the host
+    kernel, and bitwise the same on grids of 1 and 3 blocks in reverse."""
+    program = _wide.program(op, dtype, width)
     assert json.loads(program.entry(0).text)["gpu"]["long_segments"][
         "super_tile_rows"] == SUPER_TILE
     gpu = harness.SimulatedProgram(program, level, simulator)
@@ -170,7 +173,7 @@ def test_split_rows_across_super_tiles(simulator: harness.GpuSimulator, op: str,
     gpu.run(inputs, first, n, s)
     wanted = host.run(gpu.record.name, inputs, n, s)
     for index, (got, want) in enumerate(zip(first, wanted)):
-        torch.testing.assert_close(got, want, **_tolerance("f32", width),
+        torch.testing.assert_close(got, want, **_tolerance(dtype, width),
                                    msg=lambda m: f"{gpu.record.name}, output {index}: {m}")
     for grid, reverse in [(1, False), (3, True)]:
         _, again, _, _ = _buffers(gpu.record, counts, 3)
@@ -183,35 +186,41 @@ def test_split_rows_across_super_tiles(simulator: harness.GpuSimulator, op: str,
     ("segmented_sum", 7, 0, 1024), ("segmented_sum", 8, 8, 1024), ("segmented_sum", 15, 8, 1024),
     ("segmented_sum", 16, 16, 1024), ("segmented_dot", 31, 16, 1024),
     ("segmented_sum", 32, 32, 1024), ("segmented_sum", 256, 32, 1024),
-    ("segmented_gather", 8, 0, 256), ("segmented_gather", 31, 0, 256),
-    ("segmented_gather", 32, 32, 8), ("segmented_gather", 64, 32, 8)])
+    ("segmented_gather", 8, 0, 1024), ("segmented_gather", 31, 0, 1024),
+    ("segmented_gather", 32, 32, 32), ("segmented_gather", 64, 32, 32)])
 def test_the_manifest_records_the_rule(op: str, width: int, lanes: int,
                                        per_block: int) -> None:
     """How many lanes share a row, from how wide; row maps split from 32
-    features, a warp per row, so their grid has a block per 8 rows; segment
-    kernels take a window of 4 chunks a warp, 1,024 rows a block."""
+    features, a warp per row, and take 4 rows a thread (or warp), so their
+    grid has a block per 1,024 rows (32 split rows); segment kernels take a
+    window of 4 chunks a warp, 1,024 rows a block."""
     gpu = json.loads(_wide.program(op, "f32", width).entry(0).text)["gpu"]
     assert gpu["feature_lanes_from"] == 8
     assert gpu["feature_lanes"] == lanes
     assert gpu["grid"]["per_block"] == per_block
 
 
-@pytest.mark.parametrize("op,width,tile", [
-    ("segmented_sum", 7, ROW_PER_LANE_TILE), ("segmented_sum", 8, 256), ("segmented_max", 64, 256),
-    ("segmented_rms_norm", 256, 256), ("segmented_dot", 3, ROW_PER_LANE_TILE)])
-def test_split_rows_take_smaller_tiles(op: str, width: int, tile: int) -> None:
+@pytest.mark.parametrize("op,width,tile,super_tile_warps", [
+    ("segmented_sum", 7, ROW_PER_LANE_TILE, 2), ("segmented_sum", 8, 256, 2),
+    ("segmented_max", 64, 256, 16), ("segmented_rms_norm", 256, 256, 1),
+    ("segmented_dot", 3, ROW_PER_LANE_TILE, 1)])
+def test_split_rows_take_smaller_tiles(op: str, width: int, tile: int,
+                                       super_tile_warps: int) -> None:
     """Split rows (a warp runs 1 to 4 of them at a time) take tiles of 256
     rows, rows held a row per lane of 1,024; super-tiles keep their rows,
-    so a split row's super-tile has 128 tiles, and every launch's warp
-    takes a tile or a super-tile."""
+    so a split row's super-tile has 128 tiles. Every launch's warp takes a
+    tile, or a share of a super-tile: `__super_tiles` runs a warp per 4
+    components of the totals (7 and 8 components: 2 warps; 64: 16; the
+    one total of rms_norm and dot: 1)."""
     long_segments = json.loads(_wide.program(op, "f32", width).entry(0).text)["gpu"][
         "long_segments"]
     assert long_segments["tile_rows"] == tile
     assert long_segments["super_tile_rows"] == SUPER_TILE
     for launch in long_segments["launches"]:
-        per_warp = SUPER_TILE if launch["kernel"].endswith("__super_tiles") else tile
+        super_tiles = launch["kernel"].endswith("__super_tiles")
+        per_warp = SUPER_TILE // super_tile_warps if super_tiles else tile
         assert launch["rows_per_warp"] == per_warp, launch
-        assert launch["min_rows"] == (SUPER_TILE + 1 if per_warp == SUPER_TILE else tile)
+        assert launch["min_rows"] == (SUPER_TILE + 1 if super_tiles else tile)
 
 
 # Garbage indices over several super-tiles, every buffer against a guard

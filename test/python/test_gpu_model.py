@@ -130,7 +130,9 @@ def test_trace_groups_lanes_into_warp_instructions(traces: list[dict]) -> None:
     a row per lane: 4-byte rows are stored 32 lanes to 128 contiguous bytes
     (4 sectors, all useful); 12-byte rows, a feature per instruction, touch
     12 sectors for 128 useful bytes. Either way every byte of the output
-    is one distinct sector's."""
+    is one distinct sector's. Each thread takes 4 rows, their idx loaded
+    first: a warp's 128 rows in 2 rounds of 4 loads (4 idx, 4 cotangents),
+    or at 3 features 4 rounds (4 idx, 12 features)."""
     (narrow,), (wide,) = traces[0]["launches"], traces[1]["launches"]
     assert narrow["kernel"] == "segmented_sum_f32_w1_grad"
     assert (narrow["store_instructions"], narrow["store_lanes"]) == (4096 // 32, 4096)
@@ -141,8 +143,10 @@ def test_trace_groups_lanes_into_warp_instructions(traces: list[dict]) -> None:
     assert wide["store_sectors"] == 3 * (4096 // 32) * 12
     assert wide["distinct_store_sectors"] == 4096 * 12 // 32
     for launch in (narrow, wide):
-        assert launch["warps"] == 4096 // 32
+        assert launch["warps"] == 4096 // 128
         assert launch["load_useful_bytes"] <= 32 * launch["load_sectors"]
+    assert narrow["warp_rounds"] == 2 * narrow["warps"]
+    assert wide["warp_rounds"] == 4 * wide["warps"]
 
 
 @pytest.mark.simulator

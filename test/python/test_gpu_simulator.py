@@ -211,6 +211,37 @@ def test_nan_in_one_tile_of_a_long_segment_wins(simulator: harness.GpuSimulator,
         torch.testing.assert_close(got, want, equal_nan=True, **_tolerance(name))
 
 
+# Row maps (programs that only map rows): each thread takes 4 rows of its
+# block's tile (rows t, t + 256, t + 512, t + 768 of 1,024 at 256 threads),
+# their idx loaded first.
+ROW_MAPS = [entry["name"] for entry in MANIFEST["kernels"]
+            if "gpu" in entry and "window_chunks" not in entry["gpu"]]
+
+
+@pytest.mark.parametrize("name", ROW_MAPS)
+def test_row_map_threads_take_four_rows_of_a_tile(simulator: harness.GpuSimulator,
+                                                  name: str) -> None:
+    """Row counts on both sides of a block's tile and of each quarter of it
+    (a thread's second to fourth rows in range or not), and several tiles
+    per block on a small grid: against the host kernel, bitwise the same
+    across grids; segments of 1 to 9 rows with empty ones between."""
+    tile = _entry(name)["gpu"]["grid"]["per_block"]
+    block = _entry(name)["gpu"]["block"][0]
+    assert tile == 4 * block, "a thread per 4 rows"
+    for n in (block - 1, block + 1, 2 * block, 3 * block + 1, tile - 1, tile, tile + 1,
+              3 * tile + 3 * block + 5):
+        counts = []
+        while sum(counts) < n:
+            counts.append(min(len(counts) % 10, n - sum(counts)))
+        inputs, first = _check_against_host(simulator, name, counts, n, f"{n} rows")
+        for grid, reverse in [(1, False), (2, True)]:
+            _, again, _, _ = _buffers(name, counts, n)
+            simulator.run(name, inputs, again, n, len(counts), grid=grid,
+                          reverse_blocks=reverse)
+            for got, want in zip(again, first):
+                assert torch.equal(got, want), f"{name}, {n} rows: grid {grid} differs"
+
+
 @pytest.mark.parametrize("name", [k for k in KERNELS if "_grad" not in k or k.endswith("w3")])
 def test_gpu_kernel_is_bitwise_independent_of_grid(simulator: harness.GpuSimulator,
                                                    name: str) -> None:

@@ -147,6 +147,16 @@ public:
   int64_t gpuTilesPerSuperTile() const {
     return kGPUSuperTileRows / gpuTileRows();
   }
+  /// Components of a super-tile's slots each warp of `__super_tiles`
+  /// combines: its lanes load F values a tile, so one warp for all F made a
+  /// chain of ~F / 2 load rounds (split rows: 4 tiles a lane), longer than
+  /// the launch's memory traffic from F = 16 (docs/benchmarks.md, "Warps
+  /// over a super-tile's components").
+  static constexpr int64_t kGPUSuperTileComponentsPerWarp = 4;
+  /// Warps per super-tile in `__super_tiles`: one per
+  /// kGPUSuperTileComponentsPerWarp components of the widest pass's totals.
+  /// The manifest records it as the launch's rows per warp.
+  int64_t gpuSuperTileWarps() const;
   /// Rows of the chunks the GPU segment kernel gives each warp: a segment
   /// that starts and ends in one chunk is packed (run with the chunk's
   /// other such segments, a lane per row); a longer one is walked by the
@@ -158,6 +168,11 @@ public:
   /// lane, and runs only them, so a chunk inside a segment costs a fraction
   /// of a load round. Written to the manifest.
   static constexpr int64_t kGPUChunksPerWindow = 4;
+  /// Rows each unit of a row map's kernel takes (a thread, or for split
+  /// rows a warp): their idx loads are issued together, then their rows.
+  /// The grid has a block per this many rows a unit. Written to the
+  /// manifest (the grid rule).
+  static constexpr int64_t kGPURowMapRowsPerUnit = 4;
 
   /// Rows of at least this many features split them over a group of a
   /// warp's lanes in the GPU kernels (gpuFeatureLanes): lane l of a group

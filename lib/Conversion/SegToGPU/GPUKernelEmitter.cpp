@@ -446,34 +446,58 @@ Value GPUKernelEmitter::emitPackedSegments(OpBuilder &b, Value rowBase,
 }
 
 void GPUKernelEmitter::emitRowMap(OpBuilder &b) {
-  // A thread per row; split rows a warp per row.
-  Value first = splitsFeatures()
-                    ? globalWarp
-                    : b.create<arith::AddIOp>(
-                          loc,
-                          b.create<arith::MulIOp>(loc, blockId,
-                                                  i64(b, blockSize)),
-                          threadId);
-  Value stride =
-      splitsFeatures()
-          ? totalWarps
-          : b.create<arith::MulIOp>(loc, gridDim, i64(b, blockSize));
+  // Units (a thread, or for split rows a warp) of a block take its tile of
+  // U x K rows, unit u rows u, u + U, ... (coalesced), grid-stride. Every
+  // idx of a unit's K rows is loaded before its first row runs, so those
+  // loads, and then the rows', are in flight together: one row per thread
+  // would leave a thread a chain of two dependent loads and nothing else
+  // (PyTorch's elementwise kernels give a thread 4 elements for this).
+  constexpr int64_t rowsPerUnit = SegmentProgram::kGPURowMapRowsPerUnit;
+  int64_t unitsPerBlock =
+      splitsFeatures() ? blockSize / kWarpSize : blockSize;
+  Value unit = splitsFeatures()
+                   ? b.create<arith::ShRUIOp>(loc, threadId, i64(b, 5))
+                   : threadId;
+  Value tileRows = i64(b, unitsPerBlock * rowsPerUnit);
+  Value first = b.create<arith::AddIOp>(
+      loc, b.create<arith::MulIOp>(loc, blockId, tileRows), unit);
+  Value stride = b.create<arith::MulIOp>(loc, gridDim, tileRows);
   b.create<scf::ForOp>(
       loc, first, numRows, stride, ValueRange{},
-      [&](OpBuilder &rb, Location rl, Value row, ValueRange) {
-        KernelCodeBuilder code(rb, rl);
-        Value segment = code.loadSegment(idx, row);
-        auto ifValid = rb.create<scf::IfOp>(
-            rl, code.isValidSegment(segment, numSegments), /*withElse=*/true);
-        OpBuilder vb = ifValid.getThenBodyBuilder();
-        auto oneRow = [&](OpBuilder &ob, Location ol, ValueRange init,
-                          SegmentProgramEmitter::RowBody body, bool) {
-          return body(ob, ol, row, /*lanes=*/1, /*laneMask=*/Value(), init);
+      [&](OpBuilder &rb, Location rl, Value base, ValueRange) {
+        struct UnitRow {
+          Value row, inRange, segment;
         };
-        emitter.emitSegment(vb, rl, segment, i64(vb, 1), oneRow, combineNothing,
-                            Value());
-        OpBuilder eb = ifValid.getElseBodyBuilder();
-        emitter.emitZeroRowOutputs(eb, rl, row);
+        SmallVector<UnitRow> unitRows;
+        for (int64_t k = 0; k < rowsPerUnit; ++k) {
+          Value row = rb.create<arith::AddIOp>(rl, base,
+                                               i64(rb, k * unitsPerBlock));
+          // The loop's row (k = 0) is in range.
+          Value inRange =
+              k == 0 ? rb.create<arith::ConstantIntOp>(rl, 1, 1).getResult()
+                     : rb.create<arith::CmpIOp>(rl, arith::CmpIPredicate::slt,
+                                                row, numRows)
+                           .getResult();
+          unitRows.push_back({row, inRange, segmentOr(rb, inRange, row)});
+        }
+        for (const UnitRow &unitRow : unitRows) {
+          Value row = unitRow.row, segment = unitRow.segment;
+          auto ifRow =
+              rb.create<scf::IfOp>(rl, unitRow.inRange, /*withElse=*/false);
+          OpBuilder ib = ifRow.getThenBodyBuilder();
+          auto ifValid = ib.create<scf::IfOp>(
+              rl, KernelCodeBuilder(ib, rl).isValidSegment(segment, numSegments),
+              /*withElse=*/true);
+          OpBuilder vb = ifValid.getThenBodyBuilder();
+          auto oneRow = [&](OpBuilder &ob, Location ol, ValueRange init,
+                            SegmentProgramEmitter::RowBody body, bool) {
+            return body(ob, ol, row, /*lanes=*/1, /*laneMask=*/Value(), init);
+          };
+          emitter.emitSegment(vb, rl, segment, i64(vb, 1), oneRow,
+                              combineNothing, Value());
+          OpBuilder eb = ifValid.getElseBodyBuilder();
+          emitter.emitZeroRowOutputs(eb, rl, row);
+        }
         rb.create<scf::YieldOp>(rl);
       });
 }

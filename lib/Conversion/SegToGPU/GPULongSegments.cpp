@@ -668,8 +668,10 @@ void GPUKernelEmitter::forEachRunningComponent(
 }
 
 void GPUKernelEmitter::emitSuperTiles() {
-  // A warp per super-tile, each lane taking tiles lane, lane + 32, ... of
-  // it (one, or four for split rows' smaller tiles). The super-tile's head
+  // W warps per super-tile (SegmentProgram::gpuSuperTileWarps), warp p
+  // combining components [4p, 4p + 4) of the running pass's totals, each
+  // lane taking tiles lane, lane + 32, ... of it (one, or four for split
+  // rows' smaller tiles). The super-tile's head
   // is the segment of its first row, its tail that of its last; a tile adds
   // to the head its head slot if it holds the same segment, to the tail its
   // head slot or else its tail slot if one holds the tail's segment. Each
@@ -685,13 +687,32 @@ void GPUKernelEmitter::emitSuperTiles() {
       builder.create<arith::AddIOp>(loc, tiles,
                                     i64(builder, tilesPerSuperTile - 1)),
       i64(builder, tilesPerSuperTile));
+  int64_t warpsPerSuperTile = program.gpuSuperTileWarps();
+  constexpr int64_t componentsPerWarp =
+      SegmentProgram::kGPUSuperTileComponentsPerWarp;
   builder.create<scf::ForOp>(
-      loc, globalWarp, numSuperTiles, totalWarps, ValueRange{},
-      [&](OpBuilder &ob, Location, Value superTile, ValueRange) {
+      loc, globalWarp,
+      builder.create<arith::MulIOp>(loc, numSuperTiles,
+                                    i64(builder, warpsPerSuperTile)),
+      totalWarps, ValueRange{},
+      [&](OpBuilder &ob, Location, Value unit, ValueRange) {
         KernelCodeBuilder code(ob, loc);
         auto ocmp = [&](arith::CmpIPredicate predicate, Value x, Value y) {
           return ob.create<arith::CmpIOp>(loc, predicate, x, y);
         };
+        Value superTile = ob.create<arith::DivUIOp>(
+            loc, unit, i64(ob, warpsPerSuperTile));
+        Value partFirst = ob.create<arith::AddIOp>(
+            loc, first,
+            ob.create<arith::MulIOp>(
+                loc,
+                ob.create<arith::RemUIOp>(loc, unit,
+                                          i64(ob, warpsPerSuperTile)),
+                i64(ob, componentsPerWarp)));
+        Value partLast = ob.create<arith::MinSIOp>(
+            loc, last,
+            ob.create<arith::AddIOp>(loc, partFirst,
+                                     i64(ob, componentsPerWarp)));
         Value superStart =
             ob.create<arith::MulIOp>(loc, superTile, i64(ob, kSuperTileRows));
         Value superEnd = ob.create<arith::MinSIOp>(
@@ -731,6 +752,11 @@ void GPUKernelEmitter::emitSuperTiles() {
         Value tailSpans = longAcross(
             superEnd, tail, ocmp(arith::CmpIPredicate::eq, after, tail));
         Value spans = ob.create<arith::OrIOp>(loc, headSpans, tailSpans);
+        // A pass with fewer components than the widest leaves some warps
+        // none.
+        if (warpsPerSuperTile > 1)
+          spans = ob.create<arith::AndIOp>(
+              loc, spans, ocmp(arith::CmpIPredicate::slt, partFirst, last));
         auto ifSpans = ob.create<scf::IfOp>(loc, spans, /*withElse=*/false);
         OpBuilder b = ifSpans.getThenBodyBuilder();
         auto cmp = [&](arith::CmpIPredicate predicate, Value x, Value y) {
@@ -778,7 +804,7 @@ void GPUKernelEmitter::emitSuperTiles() {
         // Stored as the slots of tile numTiles + superTile (segmentTiles).
         Value superSlot = b.create<arith::AddIOp>(loc, tiles, superTile);
         forEachRunningComponent(
-            b, first, last,
+            b, partFirst, partLast,
             [&](OpBuilder &cb, Value component, arith::AtomicRMWKind kind) {
               KernelCodeBuilder ccode(cb, loc);
               Type type = program.elementType;

@@ -9,8 +9,9 @@ using namespace mlir::seg;
 
 int64_t
 LongSegmentKernel::rowsPerWarp(const SegmentProgram &program) const {
-  return kind == SuperTiles ? SegmentProgram::kGPUSuperTileRows
-                            : program.gpuTileRows();
+  return kind == SuperTiles ? SegmentProgram::kGPUSuperTileRows /
+                                program.gpuSuperTileWarps()
+                          : program.gpuTileRows();
 }
 
 int64_t LongSegmentKernel::minRows(const SegmentProgram &program) const {

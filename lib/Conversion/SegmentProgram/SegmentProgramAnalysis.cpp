@@ -6,6 +6,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "segops/Dialect/Seg/IR/SegOps.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
@@ -447,6 +448,13 @@ int64_t SegmentProgram::gpuFeatureLanes() const {
   while (lanes * 2 <= std::min<int64_t>(widest, kGPUChunkRows))
     lanes *= 2;
   return lanes;
+}
+
+int64_t SegmentProgram::gpuSuperTileWarps() const {
+  int64_t widest = 1;
+  for (unsigned pass = 0; pass < numPasses; ++pass)
+    widest = std::max(widest, numReductionComponents(pass));
+  return llvm::divideCeil(widest, kGPUSuperTileComponentsPerWarp);
 }
 
 bool SegmentProgram::isFeatureSplit(Value value) const {

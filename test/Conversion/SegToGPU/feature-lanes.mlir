@@ -44,12 +44,24 @@
 // Super-tiles keep 32,768 rows: 128 of these tiles, so each lane takes
 // tiles lane, lane + 32, lane + 64 and lane + 96; per component all eight
 // slot loads, then the lane's combine in tile order, then the butterflies.
+// Ten warps share a super-tile's 40 components, warp p (of unit u:
+// super-tile u / 10, p = u % 10) components [4p, 4p + 4); for the others
+// its slots are not read.
 // CHECK-LABEL: gpu.func @sum_w40__super_tiles(
 // CHECK: %[[NTILES:.*]] = arith.divui %{{.*}}, %c256_i64
 // CHECK: %[[UP:.*]] = arith.addi %[[NTILES]], %c127_i64
 // CHECK: %[[NSUPER:.*]] = arith.divui %[[UP]], %c128_i64
-// CHECK: scf.for %[[SUPER:.*]] = %{{.*}} to %[[NSUPER]]
+// CHECK: %[[UNITS:.*]] = arith.muli %[[NSUPER]], %c10_i64
+// CHECK: scf.for %[[UNIT:.*]] = %{{.*}} to %[[UNITS]]
+// CHECK: %[[SUPER:.*]] = arith.divui %[[UNIT]], %c10_i64
+// CHECK: %[[PART:.*]] = arith.remui %[[UNIT]], %c10_i64
+// CHECK: %[[PARTFIRST:.*]] = arith.muli %[[PART]], %c4_i64
+// CHECK: %[[PARTEND:.*]] = arith.addi %[[PARTFIRST]], %c4_i64
+// CHECK: %[[PARTLAST:.*]] = arith.minsi %{{.*}}, %[[PARTEND]]
 // CHECK: arith.muli %[[SUPER]], %c32768_i64
+// CHECK: %[[HASPART:.*]] = arith.cmpi slt, %[[PARTFIRST]], %{{.*}}
+// CHECK: %[[SPANS:.*]] = arith.andi %{{.*}}, %[[HASPART]]
+// CHECK: scf.if %[[SPANS]]
 // CHECK: %[[FIRSTTILE:.*]] = arith.muli %[[SUPER]], %c128_i64
 // CHECK: arith.addi %[[FIRSTTILE]], %[[LANE:.*]] : i64
 // CHECK: %[[LANE32:.*]] = arith.addi %[[LANE]], %c32_i64
@@ -58,7 +70,9 @@
 // CHECK: arith.addi %[[FIRSTTILE]], %[[LANE64]]
 // CHECK: %[[LANE96:.*]] = arith.addi %[[LANE]], %c96_i64
 // CHECK: arith.addi %[[FIRSTTILE]], %[[LANE96]]
-// CHECK: scf.for %[[COMPONENT:.*]] = %c0_i64
+// CHECK: %[[LO:.*]] = arith.maxsi %[[PARTFIRST]], %c0_i64
+// CHECK: %[[HI:.*]] = arith.minsi %[[PARTLAST]], %c40_i64
+// CHECK: scf.for %[[COMPONENT:.*]] = %[[LO]] to %[[HI]]
 // CHECK-COUNT-8: llvm.load
 // CHECK-NOT: gpu.shuffle
 // CHECK-COUNT-6: arith.addf
@@ -133,13 +147,17 @@ func.func @sum_w12(%x: tensor<?x12xf32>, %idx: tensor<?xi32>, %n: index) -> tens
 
 // -----
 
-// A row map of split rows: a warp per row (grid-stride over warps), each
-// lane copying its two features.
+// A row map of split rows: a warp per row, each lane copying its two
+// features; a warp takes 4 rows of its block's 32-row tile (8 warps: rows
+// w, w + 8, w + 16, w + 24; grid-stride), their idx loaded first.
 // CHECK-LABEL: gpu.func @gather_w64(
-// CHECK: %[[LANE:.*]] = arith.andi %{{.*}}, %c31_i64
-// CHECK: %[[WARP:.*]] = arith.addi %{{.*}}, %{{.*}} : i64
-// CHECK: %[[WARPS:.*]] = arith.muli %{{.*}}, %c8_i64 : i64
-// CHECK: scf.for %{{.*}} = %[[WARP]] to %{{.*}} step %[[WARPS]] : i64
+// CHECK: %[[WARP:.*]] = arith.shrui %{{.*}}, %c5_i64
+// CHECK: %[[BLOCKROWS:.*]] = arith.muli %{{.*}}, %c32_i64 : i64
+// CHECK: %[[FIRST:.*]] = arith.addi %[[BLOCKROWS]], %[[WARP]] : i64
+// CHECK: %[[GRIDROWS:.*]] = arith.muli %{{.*}}, %c32_i64 : i64
+// CHECK: scf.for %[[ROW:.*]] = %[[FIRST]] to %{{.*}} step %[[GRIDROWS]] : i64
+// CHECK-COUNT-4: llvm.load %{{.*}} : !llvm.ptr -> i32
+// CHECK-NOT: llvm.load %{{.*}} : !llvm.ptr -> i32
 // CHECK-COUNT-2: llvm.load %{{.*}} : !llvm.ptr -> f64
 // CHECK-COUNT-2: llvm.store
 func.func @gather_w64(%y: tensor<?x64xf64>, %idx: tensor<?xi32>) -> tensor<?x64xf64> {

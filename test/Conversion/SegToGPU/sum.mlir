@@ -265,23 +265,37 @@ func.func @sum_scalar(%x: tensor<?xf64>, %idx: tensor<?xi32>, %n: index) -> tens
 
 // -----
 
-// Gather only maps rows: a thread per row (grid-stride), whatever the
-// segments; it loads its segment's row of y and stores it, or 0 if idx is
-// outside [0, S). No ballot, no reduction, no tile kernel.
+// Gather only maps rows, whatever the segments: each thread takes 4 rows
+// of its block's 1,024-row tile (rows t, t + 256, t + 512, t + 768;
+// grid-stride), loads all 4 idx first, then for each row in range its
+// segment's row of y (or 0 if idx is outside [0, S)) and stores it. No
+// ballot, no reduction, no tile kernel.
 // CHECK-LABEL: gpu.func @gather_vec3
 // CHECK-SAME: (%[[Y:[^:]*]]: !llvm.ptr, %[[IDX:[^:]*]]: !llvm.ptr, %[[OUT:[^:]*]]: !llvm.ptr,
 // CHECK-DAG: %[[N:arg[0-9]+]]: i64 {seg.param = "num_rows"}
 // CHECK-DAG: %[[S:arg[0-9]+]]: i64 {seg.param = "num_segments"}
 // CHECK-NOT: nvvm.vote.ballot.sync
-// CHECK: %[[FIRSTROW:.*]] = arith.addi
-// CHECK: %[[THREADS:.*]] = arith.muli %{{.*}}, %c256_i64
-// CHECK: scf.for %[[ROW:.*]] = %[[FIRSTROW]] to %[[N]] step %[[THREADS]] : i64
+// CHECK: %[[BLOCKROWS:.*]] = arith.muli %{{.*}}, %c1024_i64
+// CHECK: %[[FIRSTROW:.*]] = arith.addi %[[BLOCKROWS]]
+// CHECK: %[[GRIDROWS:.*]] = arith.muli %{{.*}}, %c1024_i64
+// CHECK: scf.for %[[ROW:.*]] = %[[FIRSTROW]] to %[[N]] step %[[GRIDROWS]] : i64
 // CHECK: llvm.getelementptr inbounds %[[IDX]][%[[ROW]]]
+// CHECK: %[[ROW1:.*]] = arith.addi %[[ROW]], %c256_i64
+// CHECK: %[[IN1:.*]] = arith.cmpi slt, %[[ROW1]], %[[N]]
+// CHECK: scf.if %[[IN1]]
+// CHECK: llvm.getelementptr inbounds %[[IDX]][%[[ROW1]]]
+// CHECK: arith.addi %[[ROW]], %c512_i64
+// CHECK: llvm.getelementptr inbounds %[[IDX]]
+// CHECK: arith.addi %[[ROW]], %c768_i64
+// CHECK: llvm.getelementptr inbounds %[[IDX]]
+// CHECK-NOT: llvm.getelementptr inbounds %[[Y]]
 // CHECK: scf.if %{{.*}} {
 // CHECK-COUNT-3: llvm.getelementptr inbounds %[[Y]]
 // CHECK: llvm.getelementptr inbounds %[[OUT]]
 // CHECK: } else {
 // CHECK-COUNT-3: llvm.store %cst
+// CHECK: scf.if %[[IN1]] {
+// CHECK-COUNT-3: llvm.getelementptr inbounds %[[Y]]
 // CHECK-NOT: gpu.shuffle
 // CHECK-NOT: gather_vec3__tiles
 func.func @gather_vec3(%y: tensor<?x3xf64>, %idx: tensor<?xi32>) -> tensor<?x3xf64> {
