@@ -103,7 +103,8 @@ static llvm::json::Object describeGPU(const SegmentProgram &program,
       launches.push_back(llvm::json::Object{
           {"kernel", program.getName().str() + launch.kernel.suffix},
           {"pass", launch.pass},
-          {"rows_per_warp", launch.kernel.rowsPerWarp(program)},
+          {"rows_per_unit", launch.kernel.rowsPerUnit(program)},
+          {"warps_per_unit", launch.kernel.warpsPerUnit(program)},
           {"min_rows", launch.kernel.minRows(program)}});
     LongSegmentScratch scratch = longSegmentScratch(program);
     gpu["long_segments"] = llvm::json::Object{

@@ -60,7 +60,8 @@ segrt::GpuProgram parseGpuProgram(const std::string &kernel, const json &gpu) {
       program.longSegmentLaunches.push_back(
           {launch.at("kernel").get<std::string>(),
            launch.at("pass").get<int64_t>(),
-           launch.at("rows_per_warp").get<int64_t>(),
+           launch.at("rows_per_unit").get<int64_t>(),
+           launch.at("warps_per_unit").get<int64_t>(),
            launch.at("min_rows").get<int64_t>()});
     program.tileRows = longSegments.at("tile_rows").get<int64_t>();
     program.superTileRows = longSegments.at("super_tile_rows").get<int64_t>();

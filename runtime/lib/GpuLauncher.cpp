@@ -44,7 +44,8 @@ std::vector<GpuLaunch> segrt::planGpuLaunches(const GpuProgram &program,
       if (numRows < launch.minRows)
         continue;
       uint32_t grid =
-          gridFor(ceilDiv(numRows, launch.rowsPerWarp), program.block / 32, 1);
+          gridFor(ceilDiv(numRows, launch.rowsPerUnit) * launch.warpsPerUnit,
+                  program.block / 32, 1);
       GpuLaunch planned{&launch.kernel, grid,
                         trailing(abi::Entry::GpuLongSegment)};
       planned.trailing.set(abi::Param::Pass, launch.pass);

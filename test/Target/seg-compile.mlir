@@ -70,14 +70,17 @@
 // MANIFEST-NEXT: "kernel": "sum_vec3__tiles",
 // MANIFEST-NEXT: "min_rows": 1024,
 // MANIFEST-NEXT: "pass": 0,
-// MANIFEST-NEXT: "rows_per_warp": 1024
+// MANIFEST-NEXT: "rows_per_unit": 1024,
+// MANIFEST-NEXT: "warps_per_unit": 1
 // MANIFEST-NEXT: },
-// A warp per 32-tile super-tile, from more rows than one super-tile.
+// A warp per 32-tile super-tile (3 components: one warp), from more rows
+// than one super-tile.
 // MANIFEST-NEXT: {
 // MANIFEST-NEXT: "kernel": "sum_vec3__super_tiles",
 // MANIFEST-NEXT: "min_rows": 32769,
 // MANIFEST-NEXT: "pass": 0,
-// MANIFEST-NEXT: "rows_per_warp": 32768
+// MANIFEST-NEXT: "rows_per_unit": 32768,
+// MANIFEST-NEXT: "warps_per_unit": 1
 // MANIFEST-NEXT: }
 // MANIFEST-NEXT: ],
 // MANIFEST-NEXT: "scratch_bytes_per_segment": 0,
@@ -136,7 +139,8 @@
 // MANIFEST: "kernel": "normalize__tiles",
 // MANIFEST-NEXT: "min_rows": 1024,
 // MANIFEST-NEXT: "pass": 1,
-// MANIFEST-NEXT: "rows_per_warp": 1024
+// MANIFEST-NEXT: "rows_per_unit": 1024,
+// MANIFEST-NEXT: "warps_per_unit": 1
 // MANIFEST-NEXT: }
 // MANIFEST-NEXT: ],
 // MANIFEST-NEXT: "scratch_bytes_per_segment": 20,
@@ -164,7 +168,7 @@
 // MANIFEST: "ptx": {
 // MANIFEST-NEXT: "sm_80": "segops_sm_80.ptx",
 // MANIFEST-NEXT: "sm_90": "segops_sm_90.ptx"
-// MANIFEST: "version": 9
+// MANIFEST: "version": 10
 
 // PTX90: .target sm_90
 // PTX90: .visible .entry sum_vec3(

@@ -290,3 +290,51 @@ def record_gpu_code(chips: Sequence[str]) -> int:
                 program.ptx_for_chip(level, chip)
             count += 1
     return count
+
+
+def check_invalid_segments_at_the_ends(
+        buffers: Sequence[tuple[str, str, Sequence[str]]],
+        run_gpu: Any, run_host: Any, tolerance: dict[str, float]) -> None:
+    """Runs a kernel on idx holding -1 on its first 3 rows and S on its last
+    6 (sorted; segments outside [0, S)) around 18 short valid segments, and
+    checks it against the host kernel on the valid rows alone: segment
+    outputs equal, the invalid rows' row outputs zero. `buffers`: per
+    buffer (role, dtype, symbolic shape) in kernel order; `run_gpu(inputs,
+    outputs, n, s)` and `run_host(inputs, outputs, n, s)` run the kernel."""
+    counts = [2, 3, 1, 5, 0, 4, 7, 2, 3, 1, 9, 6, 1, 4, 2, 0, 3, 5]
+    head, tail = 3, 6
+    valid, s = sum(counts), len(counts)
+    n = head + valid + tail
+    generator = torch.Generator().manual_seed(3)
+
+    def sizes(shape: Sequence[str], rows: int) -> list[int]:
+        return [{"N": rows, "S": s}.get(e) or int(e) for e in shape]
+
+    def valid_rows(tensor: torch.Tensor, shape: Sequence[str]) -> torch.Tensor:
+        return tensor[head:head + valid] if shape and shape[0] == "N" else tensor
+
+    inputs, outputs, host_outputs = [], [], []
+    for role, dtype, shape in buffers:
+        if role == "output":
+            outputs.append(torch.full(sizes(shape, n), float("nan"),
+                                      dtype=MANIFEST_DTYPES[dtype]))
+            host_outputs.append(torch.full(sizes(shape, valid), float("nan"),
+                                           dtype=MANIFEST_DTYPES[dtype]))
+        elif dtype == "i32":
+            inputs.append(torch.cat([
+                torch.full((head,), -1),
+                torch.repeat_interleave(torch.arange(s), torch.tensor(counts)),
+                torch.full((tail,), s)]).to(torch.int32))
+        else:
+            inputs.append(torch.randn(sizes(shape, n), dtype=MANIFEST_DTYPES[dtype],
+                                      generator=generator))
+    run_gpu(inputs, outputs, n, s)
+    input_shapes = [shape for role, _, shape in buffers if role != "output"]
+    run_host([valid_rows(t, shape).contiguous() for t, shape in zip(inputs, input_shapes)],
+             host_outputs, valid, s)
+    output_shapes = [shape for role, _, shape in buffers if role == "output"]
+    for shape, got, want in zip(output_shapes, outputs, host_outputs):
+        if shape and shape[0] == "N":
+            outside = torch.cat([got[:head], got[head + valid:]])
+            assert torch.equal(outside, torch.zeros_like(outside)), "invalid rows not zero"
+        torch.testing.assert_close(valid_rows(got, shape), want, **tolerance)

@@ -182,6 +182,29 @@ def test_split_rows_across_super_tiles(simulator: harness.GpuSimulator, op: str,
             assert torch.equal(got, want), f"{gpu.record.name}: grid {grid} differs"
 
 
+@pytest.mark.parametrize("op,level,width", [("segmented_sum", 0, 16), ("segmented_max", 1, 8),
+                                            ("segmented_rms_norm", 1, 33),
+                                            ("segmented_dot", 1, 64)])
+def test_split_rows_of_invalid_segments(simulator: harness.GpuSimulator, op: str, level: int,
+                                        width: int) -> None:
+    """idx of -1 on the first rows and S on the last, around short valid
+    segments: split rows walk no segment that ends in its chunk (its end is
+    the chunk's next start, or N), and the invalid ones are neither long
+    nor written but for zero row outputs. Against the host kernel on the
+    valid rows."""
+    program = _wide.program(op, "f64", width)
+    gpu = harness.SimulatedProgram(program, level, simulator)
+    host = harness.CompiledModule(program.source, order=level)
+
+    def run_host(inputs, outputs, n, s):
+        for output, result in zip(outputs, host.run(gpu.record.name, inputs, n, s)):
+            output.copy_(result)
+
+    harness.check_invalid_segments_at_the_ends(
+        [(b.role, b.dtype, b.shape) for b in gpu.record.buffers], gpu.run, run_host,
+        _tolerance("f64", width))
+
+
 @pytest.mark.parametrize("op,width,lanes,per_block", [
     ("segmented_sum", 7, 0, 1024), ("segmented_sum", 8, 8, 1024), ("segmented_sum", 15, 8, 1024),
     ("segmented_sum", 16, 16, 1024), ("segmented_dot", 31, 16, 1024),
@@ -218,8 +241,8 @@ def test_split_rows_take_smaller_tiles(op: str, width: int, tile: int,
     assert long_segments["super_tile_rows"] == SUPER_TILE
     for launch in long_segments["launches"]:
         super_tiles = launch["kernel"].endswith("__super_tiles")
-        per_warp = SUPER_TILE // super_tile_warps if super_tiles else tile
-        assert launch["rows_per_warp"] == per_warp, launch
+        assert launch["rows_per_unit"] == (SUPER_TILE if super_tiles else tile), launch
+        assert launch["warps_per_unit"] == (super_tile_warps if super_tiles else 1), launch
         assert launch["min_rows"] == (SUPER_TILE + 1 if super_tiles else tile)
 
 

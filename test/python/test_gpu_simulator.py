@@ -211,6 +211,24 @@ def test_nan_in_one_tile_of_a_long_segment_wins(simulator: harness.GpuSimulator,
         torch.testing.assert_close(got, want, equal_nan=True, **_tolerance(name))
 
 
+@pytest.mark.parametrize("name", ["segmented_sum_f32_w1", "segmented_max_f64_w3",
+                                  "segmented_mean_f64_w1", "segmented_rms_norm_f32_w3_grad",
+                                  "segmented_dot_f32_w3_grad", "segmented_min_f32_w1_grad"])
+def test_chunks_with_an_invalid_segment_run_their_starts_one_at_a_time(
+        simulator: harness.GpuSimulator, name: str) -> None:
+    """idx holding -1 on its first rows and S on its last (sorted; segments
+    outside [0, S)): the chunks holding them pack nothing, so their valid
+    short segments run one at a time, each ending at the chunk's next start
+    (or at N) without a walk, and one crossing into the next chunk is
+    walked. Against the host kernel on the valid rows alone; the invalid
+    rows' row outputs are zero."""
+    harness.check_invalid_segments_at_the_ends(
+        [(b["role"], b["dtype"], b["shape"]) for b in _entry(name)["buffers"]],
+        lambda inputs, outputs, n, s: simulator.run(name, inputs, outputs, n, s),
+        lambda inputs, outputs, n, s: harness.run(name, inputs, outputs, n, s),
+        _tolerance(name))
+
+
 # Row maps (programs that only map rows): each thread takes 4 rows of its
 # block's tile (rows t, t + 256, t + 512, t + 768 of 1,024 at 256 threads),
 # their idx loaded first.

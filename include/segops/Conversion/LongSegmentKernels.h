@@ -42,9 +42,12 @@ struct LongSegmentKernel {
   /// `__super_tiles`.
   std::string suffix;
 
-  /// Rows each warp of the kernel takes: a tile of `program`, or a
+  /// Rows of the kernel's units of work: a tile of `program`, or a
   /// super-tile.
-  int64_t rowsPerWarp(const SegmentProgram &program) const;
+  int64_t rowsPerUnit(const SegmentProgram &program) const;
+  /// Warps sharing a unit: one, or `__super_tiles`' warps over components
+  /// (SegmentProgram::gpuSuperTileWarps).
+  int64_t warpsPerUnit(const SegmentProgram &program) const;
   /// The fewest rows for which the kernel runs: a whole tile, or (super
   /// tiles) more than one super-tile, as no segment spans two before.
   int64_t minRows(const SegmentProgram &program) const;

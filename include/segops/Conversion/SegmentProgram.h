@@ -155,7 +155,7 @@ public:
   static constexpr int64_t kGPUSuperTileComponentsPerWarp = 4;
   /// Warps per super-tile in `__super_tiles`: one per
   /// kGPUSuperTileComponentsPerWarp components of the widest pass's totals.
-  /// The manifest records it as the launch's rows per warp.
+  /// The manifest records it as the launch's warps per unit.
   int64_t gpuSuperTileWarps() const;
   /// Rows of the chunks the GPU segment kernel gives each warp: a segment
   /// that starts and ends in one chunk is packed (run with the chunk's

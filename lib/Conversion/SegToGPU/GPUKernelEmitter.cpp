@@ -221,27 +221,39 @@ void GPUKernelEmitter::emitEmptySegments(OpBuilder &b, Value lo, Value hi,
 }
 
 void GPUKernelEmitter::emitWalkedSegment(OpBuilder &b, Value start,
-                                         Value segment) {
+                                         Value segment, Value endKnown,
+                                         Value knownEnd) {
   KernelCodeBuilder code(b, loc);
-  // The segment's end: each lane walks rows start + lane, + 32, ... while idx
-  // stays the same; the first row that leaves it is the warp minimum.
-  auto walk = b.create<scf::WhileOp>(
-      loc, TypeRange{b.getI64Type()},
-      ValueRange{b.create<arith::AddIOp>(loc, start, lane)},
-      [&](OpBuilder &cb, Location cl, ValueRange rows) {
-        Value inRange = cb.create<arith::CmpIOp>(cl, arith::CmpIPredicate::slt,
-                                                 rows[0], numRows);
-        Value same =
-            cb.create<arith::CmpIOp>(cl, arith::CmpIPredicate::eq,
-                                     segmentOr(cb, inRange, rows[0]), segment);
-        cb.create<scf::ConditionOp>(
-            cl, cb.create<arith::AndIOp>(cl, inRange, same), rows);
+  // The segment's end, unless its chunk told it: each lane walks rows
+  // start + lane, + 32, ... while idx stays the same; the first row that
+  // leaves it is the warp minimum.
+  auto ifKnown = b.create<scf::IfOp>(
+      loc, endKnown,
+      [&](OpBuilder &kb, Location kl) {
+        kb.create<scf::YieldOp>(kl, knownEnd);
       },
-      [&](OpBuilder &ab, Location al, ValueRange rows) {
-        ab.create<scf::YieldOp>(al, ValueRange{ab.create<arith::AddIOp>(
-                                        al, rows[0], i64(ab, kWarpSize))});
+      [&](OpBuilder &wb, Location wl) {
+        auto walk = wb.create<scf::WhileOp>(
+            wl, TypeRange{wb.getI64Type()},
+            ValueRange{wb.create<arith::AddIOp>(wl, start, lane)},
+            [&](OpBuilder &cb, Location cl, ValueRange rows) {
+              Value inRange = cb.create<arith::CmpIOp>(
+                  cl, arith::CmpIPredicate::slt, rows[0], numRows);
+              Value same = cb.create<arith::CmpIOp>(
+                  cl, arith::CmpIPredicate::eq,
+                  segmentOr(cb, inRange, rows[0]), segment);
+              cb.create<scf::ConditionOp>(
+                  cl, cb.create<arith::AndIOp>(cl, inRange, same), rows);
+            },
+            [&](OpBuilder &ab, Location al, ValueRange rows) {
+              ab.create<scf::YieldOp>(al,
+                                      ValueRange{ab.create<arith::AddIOp>(
+                                          al, rows[0], i64(ab, kWarpSize))});
+            });
+        wb.create<scf::YieldOp>(
+            wl, warpCombine(wb, walk.getResult(0), arith::AtomicRMWKind::mins));
       });
-  Value end = warpCombine(b, walk.getResult(0), arith::AtomicRMWKind::mins);
+  Value end = ifKnown.getResult(0);
 
   auto ifValid = b.create<scf::IfOp>(
       loc, code.isValidSegment(segment, numSegments), /*withElse=*/true);
@@ -278,12 +290,19 @@ void GPUKernelEmitter::emitWalkedSegment(OpBuilder &b, Value start,
 }
 
 void GPUKernelEmitter::emitOwnedSegment(OpBuilder &b, Value rowBase,
-                                        Value mask) {
+                                        Value starts, Value mask) {
   KernelCodeBuilder code(b, loc);
-  Value leader = b.create<LLVM::CountTrailingZerosOp>(loc, b.getI32Type(), mask,
+  Type i32Type = b.getI32Type();
+  auto i32 = [&](int64_t value) {
+    return b.create<arith::ConstantIntOp>(loc, value, 32);
+  };
+  Value leader = b.create<LLVM::CountTrailingZerosOp>(loc, i32Type, mask,
                                                       /*is_zero_poison=*/false);
   Value start = b.create<arith::AddIOp>(
       loc, rowBase, b.create<arith::ExtUIOp>(loc, b.getI64Type(), leader));
+  // Its idx and the row before's, loaded again: the chunk's lanes hold
+  // them, but keeping them live across this code cost the kernels an
+  // occupancy step (4-5 registers).
   Value segment = code.loadSegment(idx, start);
   Value hasPrevious = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sgt,
                                               start, code.i64(0));
@@ -291,19 +310,47 @@ void GPUKernelEmitter::emitOwnedSegment(OpBuilder &b, Value rowBase,
                              b.create<arith::SubIOp>(loc, start, code.i64(1)));
   emitWarpEmptySegments(b, b.create<arith::AddIOp>(loc, previous, code.i64(1)),
                         segment);
+  // It ends in the chunk at the next start, or at N if the chunk holds the
+  // last row: then its end needs no walk, and (under 32 rows) it is not
+  // long.
+  Value startsAfter = b.create<arith::AndIOp>(
+      loc, starts,
+      b.create<arith::XOrIOp>(
+          loc,
+          b.create<arith::SubIOp>(
+              loc, b.create<arith::ShLIOp>(loc, i32(2), leader), i32(1)),
+          i32(-1)));
+  Value startAfter = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne,
+                                             startsAfter, i32(0));
+  Value holdsLast = b.create<arith::CmpIOp>(
+      loc, arith::CmpIPredicate::sge,
+      b.create<arith::AddIOp>(loc, rowBase, code.i64(kWarpSize)),
+      numRows);
+  Value endKnown = b.create<arith::OrIOp>(loc, startAfter, holdsLast);
+  Value knownEnd = b.create<arith::SelectOp>(
+      loc, startAfter,
+      b.create<arith::AddIOp>(
+          loc, rowBase,
+          b.create<arith::ExtUIOp>(
+              loc, b.getI64Type(),
+              b.create<LLVM::CountTrailingZerosOp>(loc, i32Type, startsAfter,
+                                                   /*is_zero_poison=*/false))),
+      numRows);
   if (!scratch) {
-    emitWalkedSegment(b, start, segment);
+    emitWalkedSegment(b, start, segment, endKnown, knownEnd);
     return;
   }
-  auto ifLong = b.create<scf::IfOp>(loc, coversWholeTile(b, start, segment),
-                                    /*withElse=*/true);
+  Value mayBeLong = b.create<arith::XOrIOp>(
+      loc, endKnown, b.create<arith::ConstantIntOp>(loc, 1, 1));
+  auto ifLong = b.create<scf::IfOp>(
+      loc, coversWholeTile(b, start, segment, mayBeLong), /*withElse=*/true);
   OpBuilder lb = ifLong.getThenBodyBuilder();
   if (isPassByPass())
     emitPassByPassLongSegment(lb, segment);
   else
     emitLongSegment(lb, start, segment);
   OpBuilder sb = ifLong.getElseBodyBuilder();
-  emitWalkedSegment(sb, start, segment);
+  emitWalkedSegment(sb, start, segment, endKnown, knownEnd);
 }
 
 Value GPUKernelEmitter::segmentedCombine(OpBuilder &b, Value value,
@@ -671,7 +718,7 @@ void GPUKernelEmitter::emitChunk(OpBuilder &cb, Value chunk) {
         wb.create<scf::ConditionOp>(wl, more, mask);
       },
       [&](OpBuilder &wb, Location wl, ValueRange mask) {
-        emitOwnedSegment(wb, rowBase, mask[0]);
+        emitOwnedSegment(wb, rowBase, starts, mask[0]);
         Value one32 = wb.create<arith::ConstantIntOp>(wl, 1, 32);
         Value rest = wb.create<arith::AndIOp>(
             wl, mask[0], wb.create<arith::SubIOp>(wl, mask[0], one32));

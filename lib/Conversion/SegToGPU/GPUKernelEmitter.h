@@ -48,8 +48,9 @@ inline constexpr int64_t kMaxPickedComponents = 8;
 // a lane per row, each lane on its own segment; partial totals combine by a
 // segmented suffix scan (5 shuffles, each lane adding the lanes after it in
 // its segment) and every lane takes its segment head's total; head lanes
-// store. For each other segment the warp finds where it ends (a
-// lane-strided walk over idx and a warp minimum), runs the program's passes
+// store. For each other segment the warp finds where it ends (the chunk's
+// next start, or N, if it ends in the chunk; else a lane-strided walk over
+// idx and a warp minimum), runs the program's passes
 // over its rows lane-strided (so loads coalesce), and combines partial sums
 // with a fixed xor butterfly, so every lane holds the totals; lane 0 stores
 // the segment outputs. Which path a segment takes depends on its rows and
@@ -69,8 +70,9 @@ inline constexpr int64_t kMaxPickedComponents = 8;
 // segment of 1e7 rows costs one warp a few steps of loads while 1e4 warps
 // reduce its rows.
 //
-// Row maps (programs that only map rows): one thread per row, grid-stride,
-// whatever the segments.
+// Row maps (programs that only map rows): a thread per row, grid-stride,
+// whatever the segments; each takes 4 rows of its block's tile, their idx
+// loaded first.
 //
 // Split rows (SegmentProgram::gpuFeatureLanes: rows of 8 features or more):
 // a row's features over a group of G lanes, a warp running 32 / G rows a
@@ -199,7 +201,12 @@ private:
   /// The segments starting in a chunk of 32 rows (packed, walked or long),
   /// and if it holds the last row the empty segments after it.
   void emitChunk(OpBuilder &b, Value chunk);
-  void emitOwnedSegment(OpBuilder &b, Value rowBase, Value mask);
+  /// The segment starting at the lowest lane of `mask` in the chunk from
+  /// `rowBase` (`starts`: the ballot of the chunk's lanes whose row starts
+  /// a segment): the empty segments before it, then its rows (walked, or
+  /// from its tiles if long).
+  void emitOwnedSegment(OpBuilder &b, Value rowBase, Value starts,
+                        Value mask);
   /// The segments that start and end in the warp's chunk of 32 rows, all at
   /// once (see the scheme above); `endsAtRow`: the lane's row is its
   /// segment's last. Returns the mask of starts it handled (0 for none:
@@ -215,16 +222,20 @@ private:
   /// atomics.
   Value segmentedCombine(OpBuilder &b, Value value, arith::AtomicRMWKind kind,
                          Value endLane, Value headLane);
-  /// The rows of a (short) segment from `start`: found by a walk, reduced
-  /// lane-strided.
-  void emitWalkedSegment(OpBuilder &b, Value start, Value segment);
+  /// The rows of a (short) segment from `start`, reduced lane-strided: up
+  /// to `knownEnd` if `endKnown` (warp-uniform), else to an end found by a
+  /// walk.
+  void emitWalkedSegment(OpBuilder &b, Value start, Value segment,
+                         Value endKnown, Value knownEnd);
   void emitRowMap(OpBuilder &b);
 
   // Long segments.
   /// The first multiple of the tile size at or after `row`.
   Value alignedTileAfter(OpBuilder &b, Value row);
   /// An i1: the segment starting at `start` covers a whole aligned tile.
-  Value coversWholeTile(OpBuilder &b, Value start, Value segment);
+  /// With `mayCover`, false (and no load) where it is false.
+  Value coversWholeTile(OpBuilder &b, Value start, Value segment,
+                        Value mayCover = {});
   /// The end of a long segment (a 32-way search from the tile it covers).
   Value searchLongSegmentEnd(OpBuilder &b, Value start, Value segment);
   /// One-pass programs: a long segment's outputs from its tiles' partials.

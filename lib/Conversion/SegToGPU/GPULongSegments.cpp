@@ -28,15 +28,20 @@ Value GPUKernelEmitter::alignedTileAfter(OpBuilder &b, Value row) {
 }
 
 Value GPUKernelEmitter::coversWholeTile(OpBuilder &b, Value start,
-                                        Value segment) {
+                                        Value segment, Value mayCover) {
   // The first aligned tile at or after start; the segment covers it if its
-  // last row (within N) holds the segment (idx sorted).
+  // last row is below N and holds the segment (idx sorted). The row's -1
+  // when it is not read must not match a segment of -1.
   Value tileLast = b.create<arith::AddIOp>(loc, alignedTileAfter(b, start),
                                            i64(b, tileRows - 1));
   Value inRange = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt,
                                           tileLast, numRows);
-  return b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
-                                 segmentOr(b, inRange, tileLast), segment);
+  if (mayCover)
+    inRange = b.create<arith::AndIOp>(loc, inRange, mayCover);
+  return b.create<arith::AndIOp>(
+      loc, inRange,
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
+                              segmentOr(b, inRange, tileLast), segment));
 }
 
 Value GPUKernelEmitter::searchLongSegmentEnd(OpBuilder &b, Value start,

@@ -8,10 +8,14 @@ using namespace mlir;
 using namespace mlir::seg;
 
 int64_t
-LongSegmentKernel::rowsPerWarp(const SegmentProgram &program) const {
-  return kind == SuperTiles ? SegmentProgram::kGPUSuperTileRows /
-                                program.gpuSuperTileWarps()
-                          : program.gpuTileRows();
+LongSegmentKernel::rowsPerUnit(const SegmentProgram &program) const {
+  return kind == SuperTiles ? SegmentProgram::kGPUSuperTileRows
+                            : program.gpuTileRows();
+}
+
+int64_t
+LongSegmentKernel::warpsPerUnit(const SegmentProgram &program) const {
+  return kind == SuperTiles ? program.gpuSuperTileWarps() : 1;
 }
 
 int64_t LongSegmentKernel::minRows(const SegmentProgram &program) const {

@@ -34,12 +34,13 @@ struct GpuProgram {
   int64_t gridPerBlock = 256;
   int64_t gridMin = 1;
   /// Segment programs: the kernels launched first, each with the pass it
-  /// runs, a warp per `rowsPerWarp` rows (a tile or a super-tile), when
-  /// there are at least `minRows` rows.
+  /// runs, `warpsPerUnit` warps per unit of `rowsPerUnit` rows (a tile or a
+  /// super-tile), when there are at least `minRows` rows.
   struct LongSegmentLaunch {
     std::string kernel;
     int64_t pass = 0;
-    int64_t rowsPerWarp = 0;
+    int64_t rowsPerUnit = 0;
+    int64_t warpsPerUnit = 1;
     int64_t minRows = 0;
   };
   std::vector<LongSegmentLaunch> longSegmentLaunches;

@@ -63,18 +63,31 @@
 // CHECK-COUNT-2: gpu.shuffle  idx
 // CHECK: scf.if %[[ISHEAD]] {
 // CHECK: llvm.store %[[TOTAL]]
-// The other starts one at a time.
+// The other starts one at a time: the leader's idx and the row before's,
+// the empty segments between them; a start after it in the chunk (or the
+// chunk holding the last row) gives its end, and then it is neither walked
+// nor long (no load of the tile's last idx).
 // CHECK: %[[UNPACKED:.*]] = arith.andi %[[STARTS]], %{{.*}} : i32
 // CHECK: scf.while (%[[MASK:.*]] = %[[UNPACKED]]) : (i32) -> i32
-// CHECK: "llvm.intr.cttz"
+// CHECK: %[[LEADER:.*]] = "llvm.intr.cttz"
+// CHECK: %[[SEGMENT:.*]] = arith.extsi
 // CHECK: scf.for %{{.*}} step %c32_i64 : i64
 // CHECK-COUNT-3: llvm.store %cst
+// CHECK: %[[AFTERLEADER:.*]] = arith.andi %[[STARTS]], %{{.*}} : i32
+// CHECK: %[[STARTAFTER:.*]] = arith.cmpi ne, %[[AFTERLEADER]], %c0_i32
+// CHECK: %[[HOLDSEND:.*]] = arith.cmpi sge, %{{.*}}, %[[N]]
+// CHECK: %[[ENDKNOWN:.*]] = arith.ori %[[STARTAFTER]], %[[HOLDSEND]]
+// CHECK: %[[NEXTSTART:.*]] = "llvm.intr.cttz"(%[[AFTERLEADER]])
+// CHECK: %[[KNOWNEND:.*]] = arith.select %[[STARTAFTER]], %{{.*}}, %[[N]] : i64
+// CHECK: %[[MAYBELONG:.*]] = arith.xori %[[ENDKNOWN]], %true
 // CHECK: %[[UP:.*]] = arith.addi %{{.*}}, %c1023_i64
 // CHECK: %[[TILE:.*]] = arith.divui %[[UP]], %c1024_i64
 // CHECK: %[[ALIGNED:.*]] = arith.muli %[[TILE]], %c1024_i64
 // CHECK: %[[TILELAST:.*]] = arith.addi %[[ALIGNED]], %c1023_i64
-// CHECK: arith.cmpi slt, %[[TILELAST]], %[[N]]
-// CHECK: %[[LONG:.*]] = arith.cmpi eq
+// CHECK: %[[TILEIN:.*]] = arith.cmpi slt, %[[TILELAST]], %[[N]]
+// CHECK: %[[READS:.*]] = arith.andi %[[TILEIN]], %[[MAYBELONG]]
+// CHECK: %[[HOLDS:.*]] = arith.cmpi eq, %{{.*}}, %[[SEGMENT]]
+// CHECK: %[[LONG:.*]] = arith.andi %[[READS]], %[[HOLDS]]
 // CHECK: scf.if %[[LONG]] {
 // CHECK: %[[COVERED:.*]] = arith.addi %[[ALIGNED]], %c1024_i64
 // CHECK: %[[FROM:.*]] = arith.minsi %[[COVERED]], %[[N]]
@@ -120,10 +133,14 @@
 // CHECK-NOT: gpu.shuffle
 // CHECK: llvm.store %[[TILESUMS]]#0
 // CHECK: } else {
+// CHECK: %[[END:.*]] = scf.if %[[ENDKNOWN]] -> (i64) {
+// CHECK: scf.yield %[[KNOWNEND]]
+// CHECK: } else {
 // CHECK: %[[WALK:.*]] = scf.while
 // CHECK: gpu.shuffle  xor %[[WALK]], %c16_i32, %c32_i32 : i64
 // CHECK-COUNT-4: arith.minsi
-// CHECK: %[[END:.*]] = arith.minsi
+// CHECK: %[[WALKEND:.*]] = arith.minsi
+// CHECK: scf.yield %[[WALKEND]]
 // CHECK: scf.if
 // CHECK: %[[ACC:.*]]:3 = scf.for %{{.*}} to %[[END]] step %c32_i64 iter_args({{.*}}) -> (f32, f32, f32) : i64
 // CHECK-COUNT-3: llvm.getelementptr inbounds %[[X]]
