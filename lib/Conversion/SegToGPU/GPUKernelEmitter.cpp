@@ -313,13 +313,7 @@ void GPUKernelEmitter::emitOwnedSegment(OpBuilder &b, Value rowBase,
   // It ends in the chunk at the next start, or at N if the chunk holds the
   // last row: then its end needs no walk, and (under 32 rows) it is not
   // long.
-  Value startsAfter = b.create<arith::AndIOp>(
-      loc, starts,
-      b.create<arith::XOrIOp>(
-          loc,
-          b.create<arith::SubIOp>(
-              loc, b.create<arith::ShLIOp>(loc, i32(2), leader), i32(1)),
-          i32(-1)));
+  Value startsAfter = splitStarts(b, starts, leader).second;
   Value startAfter = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne,
                                              startsAfter, i32(0));
   Value holdsLast = b.create<arith::CmpIOp>(
@@ -351,6 +345,19 @@ void GPUKernelEmitter::emitOwnedSegment(OpBuilder &b, Value rowBase,
     emitLongSegment(lb, start, segment);
   OpBuilder sb = ifLong.getElseBodyBuilder();
   emitWalkedSegment(sb, start, segment, endKnown, knownEnd);
+}
+
+std::pair<Value, Value> GPUKernelEmitter::splitStarts(OpBuilder &b,
+                                                      Value starts,
+                                                      Value lane32) {
+  auto i32 = [&](int64_t value) {
+    return b.create<arith::ConstantIntOp>(loc, value, 32);
+  };
+  Value upToLane = b.create<arith::SubIOp>(
+      loc, b.create<arith::ShLIOp>(loc, i32(2), lane32), i32(1));
+  return {b.create<arith::AndIOp>(loc, starts, upToLane),
+          b.create<arith::AndIOp>(
+              loc, starts, b.create<arith::XOrIOp>(loc, upToLane, i32(-1)))};
 }
 
 Value GPUKernelEmitter::segmentedCombine(OpBuilder &b, Value value,
@@ -398,12 +405,7 @@ Value GPUKernelEmitter::emitPackedSegments(OpBuilder &b, Value rowBase,
         loc, predicate, b.create<arith::ConstantIntOp>(loc, 1, 1));
   };
   Value lane32 = b.create<arith::TruncIOp>(loc, i32Type, lane);
-  // Starts at or before this lane, and after it.
-  Value upToLane = b.create<arith::SubIOp>(
-      loc, b.create<arith::ShLIOp>(loc, i32(2), lane32), i32(1));
-  Value startsUpTo = b.create<arith::AndIOp>(loc, starts, upToLane);
-  Value startsAfter = b.create<arith::AndIOp>(
-      loc, starts, b.create<arith::XOrIOp>(loc, upToLane, i32(-1)));
+  auto [startsUpTo, startsAfter] = splitStarts(b, starts, lane32);
   Value hasHead = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne,
                                           startsUpTo, i32(0));
   Value headLane = b.create<arith::SubIOp>(

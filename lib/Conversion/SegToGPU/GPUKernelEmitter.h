@@ -215,6 +215,10 @@ private:
   Value emitPackedSegments(OpBuilder &b, Value rowBase, Value row,
                            Value inRange, Value segment, Value previous,
                            Value endsAtRow, Value starts);
+  /// The bits of a chunk's ballot of `starts` at or below lane `lane32`
+  /// (an i32), and those above it.
+  std::pair<Value, Value> splitStarts(OpBuilder &b, Value starts,
+                                      Value lane32);
   /// Packed segments' combine: lane l combines its value with those of the
   /// lanes after it up to `endLane` (its segment's last lane; itself for
   /// lanes outside packed segments) by a suffix scan, then takes the result
