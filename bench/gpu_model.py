@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import json
 import math
 import os
 import re
@@ -285,14 +286,56 @@ def level_resources(op: str, dtype: str, width: int, level: int, chip: str,
         return parse_ptxas(run_ptxas(path, chip))
 
 
-def traced_pair(op: str, dtype: str, level: int, width: int,
-                length: int | None) -> tuple[Any, Any]:
-    """One op level traced on the simulator at the two sizes the model
-    extrapolates from (simulated_rows and half as many)."""
+def window_chunks(record: Any, rows: int, grid: int) -> int | None:
+    """Chunks per window of the segment kernel of `record` at `rows` rows on
+    `grid` blocks, by the manifest's rule (ceil(chunks / warps of the grid)
+    within `window_chunks`' bounds); None for a row map."""
+    gpu = json.loads(record.text)["gpu"]
+    bounds = gpu.get("window_chunks")
+    if bounds is None:
+        return None
+    chunks = -(-rows // SM90.warp_size)
+    warps = grid * record.gpu_block // SM90.warp_size
+    return min(max(-(-chunks // warps), bounds["min"]), bounds["max"])
+
+
+def trace_grids(record: Any, rows: int, target: int) -> tuple[int, ...]:
+    """Grids for a traced run of `rows` rows on which its segment kernel
+    (the last launch) takes the windows it takes at `target` rows, where
+    the launcher's grid does not (the grid is capped at large N, so windows
+    grow): 0 (the launcher's grid) for the other launches; () for none."""
+    plan = record.gpu_launches(rows, 1)
+    windows = window_chunks(record, target, record.gpu_launches(target, 1)[-1][1])
+    if windows is None or windows == window_chunks(record, rows, plan[-1][1]):
+        return ()
+    warps = -(-rows // SM90.warp_size) // windows
+    blocks = max(1, -(-warps // (record.gpu_block // SM90.warp_size)))
+    if window_chunks(record, rows, blocks) != windows:
+        raise RuntimeError(f"{record.name}: no grid of {rows} rows takes windows of "
+                           f"{windows} chunks, as {target} rows do")
+    return (0,) * (len(plan) - 1) + (blocks,)
+
+
+@functools.cache
+def _trace(op: str, dtype: str, level: int, width: int, rows: int, length: int | None,
+           grids: tuple[int, ...]) -> Any:
     from bench import gpu_traffic
 
+    return gpu_traffic.trace_call(op, dtype, level, width, rows, length, grids=grids)
+
+
+def traced_pair(op: str, dtype: str, level: int, width: int, length: int | None,
+                target: int) -> tuple[Any, Any]:
+    """One op level traced on the simulator at the two sizes the model
+    extrapolates from (simulated_rows and half as many), its segment
+    kernel's windows those of `target` rows (traces are shared between
+    targets where those are the same)."""
+    from bench import gpu_traffic
+
+    record = gpu_traffic.kernel_record(op, dtype, width, level)
     large = simulated_rows()
-    small, large_call = (gpu_traffic.trace_call(op, dtype, level, width, n, length)
+    small, large_call = (_trace(op, dtype, level, width, n, length,
+                                trace_grids(record, n, target))
                          for n in (large // 2, large))
     return small, large_call
 
@@ -328,8 +371,8 @@ def traffic_rows(ops: list[str], dtypes: list[str], levels: list[int], widths: l
                 for level in levels:
                     resources = level_resources(op, dtype, width, level, chip, library)
                     for layout, length in LAYOUTS.items():
-                        small, large = traced_pair(op, dtype, level, width, length)
                         for target in TARGET_ROWS:
+                            small, large = traced_pair(op, dtype, level, width, length, target)
                             call = call_at(small, large, length, target)
                             rows.append({**estimate_call(call, resources), "layout": layout})
                         log(f"{op} {dtype} w{width} level {level} {layout}: "
@@ -344,7 +387,7 @@ def explain(op: str, dtype: str, level: int, width: int, layout: str, chip: str,
     and the time terms, to see which launch and which term bound it."""
     length = LAYOUTS[layout]
     resources = level_resources(op, dtype, width, level, chip, library_resources(chip))
-    call = call_at(*traced_pair(op, dtype, level, width, length), length, target)
+    call = call_at(*traced_pair(op, dtype, level, width, length, target), length, target)
     print(f"{op} {dtype} w{width} level {level}, {layout}, N = {target:.0e}")
     print(f"{'launch':48} {'warps':>8} {'rounds':>10} {'slowest':>7} {'occupancy':>9} "
           f"{'DRAM us':>8} {'L1 us':>7} {'latency us':>10}")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 
@@ -97,14 +97,18 @@ def _simulator() -> ctypes.CDLL:
     library.segsim_trace_count.restype = ctypes.c_int64
     library.segsim_trace_record.argtypes = [ctypes.c_int64, ctypes.POINTER(_Traffic)]
     library.segsim_trace_record.restype = ctypes.c_int32
+    library.segsim_trace_grids.argtypes = [ctypes.POINTER(ctypes.c_int64), ctypes.c_int64]
     return library
 
 
 @contextmanager
-def traced(records: list[_Traffic], loads_per_round: int = LOADS_PER_ROUND) -> Iterator[None]:
-    """Traces the launches run inside; appends their records, in order."""
+def traced(records: list[_Traffic], loads_per_round: int = LOADS_PER_ROUND,
+           grids: Sequence[int] = ()) -> Iterator[None]:
+    """Traces the launches run inside; appends their records, in order.
+    Launch k runs on `grids[k]` blocks where that is given and positive."""
     library = _simulator()
     library.segsim_trace(loads_per_round)
+    library.segsim_trace_grids((ctypes.c_int64 * len(grids))(*grids), len(grids))
     try:
         yield
     finally:
@@ -181,13 +185,15 @@ class Call:
 
 
 def trace_call(op: str, dtype: str, level: int, width: int, num_rows: int,
-               mean_length: int | None, seed: int = 0) -> Call:
-    """Runs level `level` of `op` once on the simulator and traces it."""
+               mean_length: int | None, seed: int = 0, grids: Sequence[int] = ()) -> Call:
+    """Runs level `level` of `op` once on the simulator and traces it;
+    launch k on `grids[k]` blocks where that is given and positive (else
+    on the launcher's grid)."""
     idx, num_segments = segment_index(num_rows, mean_length, seed)
     floats = level_arguments(op, level, width, DTYPES[dtype], idx, num_segments, seed)
     operator = getattr(torch.ops.segops, level_name(op, level))
     records: list[_Traffic] = []
-    with traced(records):
+    with traced(records, grids=grids):
         outputs = operator(*floats, idx, num_segments)
     if isinstance(outputs, Tensor):
         outputs = (outputs,)

@@ -69,11 +69,12 @@ static llvm::json::Object describeHost(const SegmentProgram &program) {
 /// of them and the kernel take as their last parameter.
 static llvm::json::Object describeGPU(const SegmentProgram &program,
                                       int64_t blockSize) {
-  // A warp per window of 32-row chunks (for row maps a thread, or with
-  // split rows a warp, per kGPURowMapRowsPerUnit rows), one block at least
-  // (to evaluate the segments when there are no rows); kernels
+  // A warp per window of the fewest 32-row chunks, up to a cap on the
+  // segment kernel's warps (then windows grow), or for row maps a thread
+  // (with split rows a warp) per kGPURowMapRowsPerUnit rows; one block at
+  // least (to evaluate the segments when there are no rows). Kernels
   // grid-stride, so any grid is correct.
-  int64_t rowsPerBlock = blockSize * SegmentProgram::kGPUChunksPerWindow;
+  int64_t rowsPerBlock = blockSize * SegmentProgram::kGPUMinChunksPerWindow;
   if (program.mapsRowsOnly())
     rowsPerBlock = (program.splitsFeatures()
                         ? blockSize / SegmentProgram::kGPUChunkRows
@@ -88,8 +89,13 @@ static llvm::json::Object describeGPU(const SegmentProgram &program,
                          {"grid", llvm::json::Object{{"elements", "rows"},
                                                      {"per_block", rowsPerBlock},
                                                      {"min", 1}}}};
-  if (!program.mapsRowsOnly())
-    gpu["window_chunks"] = SegmentProgram::kGPUChunksPerWindow;
+  if (!program.mapsRowsOnly()) {
+    gpu.getObject("grid")->try_emplace(
+        "max", SegmentProgram::kGPUSegmentKernelMaxWarps * 32 / blockSize);
+    gpu["window_chunks"] =
+        llvm::json::Object{{"min", SegmentProgram::kGPUMinChunksPerWindow},
+                           {"max", SegmentProgram::kGPUMaxChunksPerWindow}};
+  }
   if (!program.mapsRowsOnly() && !program.splitsFeatures())
     gpu["packed_chunk_rows"] = SegmentProgram::kGPUChunkRows;
   // Rows of this many features or more hold them over groups of a warp's

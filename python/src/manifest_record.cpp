@@ -54,6 +54,12 @@ segrt::GpuProgram parseGpuProgram(const std::string &kernel, const json &gpu) {
   const json &grid = gpu.at("grid");
   program.gridPerBlock = grid.at("per_block").get<int64_t>();
   program.gridMin = grid.at("min").get<int64_t>();
+  program.gridMax = grid.value("max", segrt::kMaxGrid);
+  if (program.gridMax < program.gridMin)
+    throw std::invalid_argument("gpu grid of " + kernel + ": max " +
+                                std::to_string(program.gridMax) +
+                                " below min " +
+                                std::to_string(program.gridMin));
   if (gpu.contains("long_segments")) {
     const json &longSegments = gpu["long_segments"];
     for (const json &launch : longSegments.at("launches"))

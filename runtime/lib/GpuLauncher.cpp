@@ -9,9 +9,10 @@ using namespace segrt;
 
 static int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-static uint32_t gridFor(int64_t items, int64_t perBlock, int64_t minimum) {
-  return static_cast<uint32_t>(
-      std::min(std::max(ceilDiv(items, perBlock), minimum), kMaxGrid));
+static uint32_t gridFor(int64_t items, int64_t perBlock, int64_t minimum,
+                        int64_t maximum = kMaxGrid) {
+  return static_cast<uint32_t>(std::min(
+      {std::max(ceilDiv(items, perBlock), minimum), maximum, kMaxGrid}));
 }
 
 int64_t GpuProgram::scratchBytes(int64_t numRows, int64_t numSegments) const {
@@ -53,7 +54,8 @@ std::vector<GpuLaunch> segrt::planGpuLaunches(const GpuProgram &program,
     }
   launches.push_back(
       {&program.kernel,
-       gridFor(numRows, program.gridPerBlock, program.gridMin),
+       gridFor(numRows, program.gridPerBlock, program.gridMin,
+               program.gridMax),
        trailing(program.entry)});
   return launches;
 }

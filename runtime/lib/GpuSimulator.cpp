@@ -194,6 +194,11 @@ std::vector<SegsimTraffic> &tracedLaunches() {
   static auto *launches = new std::vector<SegsimTraffic>();
   return *launches;
 }
+/// The grids the next traced launches run on (segsim_trace_grids).
+std::vector<int64_t> &tracedGrids() {
+  static auto *grids = new std::vector<int64_t>();
+  return *grids;
+}
 
 struct Simulation {
   void *kernel = nullptr;
@@ -456,6 +461,12 @@ int segsim_launch(void *kernel, const uint64_t *pointers, int numPointers,
   };
   if (current)
     return fail("segsim_launch called from a simulated kernel");
+  if (traceLoadsPerRound.load()) {
+    std::lock_guard<std::mutex> lock(traceMutex);
+    size_t index = tracedLaunches().size();
+    if (index < tracedGrids().size() && tracedGrids()[index] > 0)
+      gridSize = tracedGrids()[index];
+  }
   if (blockSize < kWarpSize || blockSize > 1024 || blockSize % kWarpSize)
     return fail("block size must be a multiple of 32 up to 1024, not " +
                 std::to_string(blockSize));
@@ -507,7 +518,13 @@ void segsim_trace(int32_t loadsPerRound) {
   std::lock_guard<std::mutex> lock(traceMutex);
   if (loadsPerRound > 0)
     tracedLaunches().clear();
+  tracedGrids().clear();
   traceLoadsPerRound.store(std::max(loadsPerRound, 0));
+}
+
+void segsim_trace_grids(const int64_t *grids, int64_t count) {
+  std::lock_guard<std::mutex> lock(traceMutex);
+  tracedGrids().assign(grids, grids + std::max<int64_t>(count, 0));
 }
 
 int64_t segsim_trace_count(void) {

@@ -58,9 +58,11 @@
 // MANIFEST: "block": [
 // MANIFEST-NEXT: 256,
 // MANIFEST: "entry": "gpu_segment_kernel",
-// A warp per window of 4 chunks of 32 rows: 1,024 rows a block of 256.
+// A warp per window of 4 chunks of 32 rows: 1,024 rows a block of 256, up
+// to 2,048 blocks (16,384 warps); then windows grow, to 32 chunks.
 // MANIFEST: "grid": {
 // MANIFEST-NEXT: "elements": "rows",
+// MANIFEST-NEXT: "max": 2048,
 // MANIFEST-NEXT: "min": 1,
 // MANIFEST-NEXT: "per_block": 1024
 // MANIFEST-NEXT: },
@@ -88,6 +90,10 @@
 // MANIFEST-NEXT: "scratch_bytes_per_tile": 24,
 // MANIFEST-NEXT: "super_tile_rows": 32768,
 // MANIFEST-NEXT: "tile_rows": 1024
+// MANIFEST: "window_chunks": {
+// MANIFEST-NEXT: "max": 32,
+// MANIFEST-NEXT: "min": 4
+// MANIFEST-NEXT: }
 // MANIFEST: "host": {
 // MANIFEST-NEXT: "range": "segments",
 // MANIFEST-NEXT: "split": {
@@ -168,7 +174,7 @@
 // MANIFEST: "ptx": {
 // MANIFEST-NEXT: "sm_80": "segops_sm_80.ptx",
 // MANIFEST-NEXT: "sm_90": "segops_sm_90.ptx"
-// MANIFEST: "version": 10
+// MANIFEST: "version": 11
 
 // PTX90: .target sm_90
 // PTX90: .visible .entry sum_vec3(

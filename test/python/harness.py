@@ -292,6 +292,19 @@ def record_gpu_code(chips: Sequence[str]) -> int:
     return count
 
 
+def window_counts(num_rows: int, window_chunks: int) -> list[int]:
+    """Rows per segment of `num_rows` rows for segment kernels whose warps
+    take windows of `window_chunks` 32-row chunks: a segment covering more
+    than a window from its third row (windows without work), then
+    segments of 0 to 70 rows, so that starts fall on every lane of a
+    window."""
+    lengths = [1, 0, 31, 33, 5, 64, 2, 70, 0, 7, 32, 1, 17]
+    counts = [2, 40 * window_chunks + 9]
+    while sum(counts) < num_rows:
+        counts.append(min(lengths[len(counts) % len(lengths)], num_rows - sum(counts)))
+    return counts
+
+
 def check_invalid_segments_at_the_ends(
         buffers: Sequence[tuple[str, str, Sequence[str]]],
         run_gpu: Any, run_host: Any, tolerance: dict[str, float]) -> None:

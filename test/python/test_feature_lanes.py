@@ -149,6 +149,41 @@ def test_split_rows_are_bitwise_independent_of_the_grid(simulator: harness.GpuSi
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("width", [8, 64])
+@pytest.mark.parametrize("op,level", [("segmented_sum", 0), ("segmented_rms_norm", 1),
+                                      ("segmented_max", 1)])
+def test_split_rows_in_windows_sized_by_the_grid(simulator: harness.GpuSimulator, op: str,
+                                                 level: int, width: int, dtype: str) -> None:
+    """The segment kernel's warps take windows of ceil(chunks / warps)
+    chunks, 4 to 32: on one block, chunk counts giving 4 and 5, 32, and
+    past 32 (a second window a warp). Against the host kernel, bitwise the
+    same on the launcher's grid."""
+    program = _wide.program(op, dtype, width)
+    gpu = harness.SimulatedProgram(program, level, simulator)
+    host = harness.CompiledModule(program.source, order=level)
+    record = json.loads(gpu.record.text)["gpu"]
+    warps = record["block"][0] // 32
+    low, high = record["window_chunks"]["min"], record["window_chunks"]["max"]
+    for seed, (chunks, windows) in enumerate([(low * warps, low), (low * warps + 1, low + 1),
+                                              (high * warps, high),
+                                              (high * warps + 3, high)]):
+        n = 32 * chunks - 5
+        assert min(max(-(-chunks // warps), low), high) == windows
+        counts = harness.window_counts(n, windows)
+        inputs, first, n, s = _buffers(gpu.record, counts, seed)
+        gpu.run(inputs, first, n, s, grid=1)
+        wanted = host.run(gpu.record.name, inputs, n, s)
+        for index, (got, want) in enumerate(zip(first, wanted)):
+            torch.testing.assert_close(
+                got, want, **_tolerance(dtype, width),
+                msg=lambda m: f"{gpu.record.name}, {chunks} chunks, output {index}: {m}")
+        _, again, _, _ = _buffers(gpu.record, counts, seed)
+        gpu.run(inputs, again, n, s)
+        for got, want in zip(again, first):
+            assert torch.equal(got, want), f"{gpu.record.name}: {chunks} chunks differ"
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
 @pytest.mark.parametrize("width", [4, 5, 7, 8, 12, 64])
 @pytest.mark.parametrize("op,level", [("segmented_sum", 0), ("segmented_rms_norm", 1),
                                       ("segmented_max", 1)])
@@ -216,11 +251,17 @@ def test_the_manifest_records_the_rule(op: str, width: int, lanes: int,
     """How many lanes share a row, from how wide; row maps split from 32
     features, a warp per row, and take 4 rows a thread (or warp), so their
     grid has a block per 1,024 rows (32 split rows); segment kernels take a
-    window of 4 chunks a warp, 1,024 rows a block."""
+    window of 4 chunks a warp, 1,024 rows a block, up to 2,048 blocks
+    (then windows of up to 32 chunks)."""
     gpu = json.loads(_wide.program(op, "f32", width).entry(0).text)["gpu"]
     assert gpu["feature_lanes_from"] == 8
     assert gpu["feature_lanes"] == lanes
     assert gpu["grid"]["per_block"] == per_block
+    if op == "segmented_gather":
+        assert "max" not in gpu["grid"] and "window_chunks" not in gpu
+    else:
+        assert gpu["grid"]["max"] == 2048
+        assert gpu["window_chunks"] == {"min": 4, "max": 32}
 
 
 @pytest.mark.parametrize("op,width,tile,super_tile_warps", [

@@ -27,6 +27,8 @@ from bench.gpu_model import (
     occupancy,
     parse_ptxas,
     super_tile_rows,
+    trace_grids,
+    window_chunks,
 )
 from bench.gpu_traffic import Call, LaunchTraffic
 
@@ -121,6 +123,8 @@ def traces() -> list[dict]:
         ["segmented_sum", "f64", 0, 1, 8192, None],  # one segment of 8 tiles
         ["segmented_sum", "f64", 0, 1, 4 * super_tile_rows(), None],  # of 4 super-tiles
         ["segmented_sum", "f64", 0, 1, 130 * super_tile_rows(), None],  # of 130
+        # One segment of 8 tiles, the kernel on 2 blocks: windows of 16 chunks.
+        ["segmented_sum", "f64", 0, 1, 8192, None, 0, [0, 2]],
     ])
 
 
@@ -170,6 +174,40 @@ def test_trace_rounds_of_one_segment_in_tiles(traces: list[dict]) -> None:
     windows = 8192 // 128
     assert kernel["warps"] == windows
     assert windows <= kernel["warp_rounds"] < windows + 40
+
+
+@pytest.mark.simulator
+def test_a_trace_on_another_grid_takes_larger_windows(traces: list[dict]) -> None:
+    """The kernel of one segment of 8 tiles on 2 blocks (16 warps): windows
+    of 16 chunks, a round each, instead of 64 windows of 4; the tiles'
+    launch keeps the launcher's grid."""
+    planned, regridded = traces[3]["launches"], traces[6]["launches"]
+    assert regridded[0]["grid_size"] == planned[0]["grid_size"]
+    assert regridded[0]["warp_rounds"] == planned[0]["warp_rounds"]
+    kernel = regridded[-1]
+    assert (kernel["grid_size"], kernel["warps"]) == (2, 16)
+    assert 16 <= kernel["warp_rounds"] < 16 + 40
+    assert kernel["warp_rounds"] < planned[-1]["warp_rounds"] - 40
+
+
+def test_traces_take_the_windows_of_the_target() -> None:
+    """The model traces 40,960 and 81,920 rows; at N = 1e7 the launcher caps
+    the segment kernel's grid and its windows grow to 20 chunks, so the
+    traces run the kernel on the grid that gives them 20 too; at 1e6 the
+    launcher's grid already gives 4."""
+    from segops import _library
+
+    record = _library.kernels()["segmented_sum_f32_w1"]
+    assert trace_grids(record, 81920, 10**6) == ()
+    cap = record.gpu_launches(10**7, 1)[-1][1]
+    assert window_chunks(record, 10**7, cap) == 20
+    grids = trace_grids(record, 81920, 10**7)
+    assert len(grids) == len(record.gpu_launches(81920, 1))
+    assert grids[:-1] == (0,) * (len(grids) - 1)
+    assert window_chunks(record, 81920, grids[-1]) == 20
+    assert window_chunks(record, 40960, trace_grids(record, 40960, 10**7)[-1]) == 20
+    # Row maps have no windows.
+    assert trace_grids(_library.kernels()["segmented_sum_f32_w1_grad"], 81920, 10**7) == ()
 
 
 @pytest.mark.simulator

@@ -274,6 +274,73 @@ def test_gpu_kernel_is_bitwise_independent_of_grid(simulator: harness.GpuSimulat
                 f"{name}: grid {grid} (reverse {reverse}) differs from the default grid")
 
 
+# Segment kernels' windows: ceil(chunks / warps of the grid) chunks, within
+# the manifest's bounds. Every op at width 1 and at every derivative level,
+# in f32 and f64 (a vec3 sum and max besides).
+WINDOW_KERNELS = [k for k in KERNELS if "window_chunks" in _entry(k).get("gpu", {})
+                  and (k.split("_grad")[0].endswith("_w1")
+                       or k in ("segmented_sum_f32_w3", "segmented_max_f64_w3_grad"))]
+
+
+def _window_chunks(name: str, num_rows: int, grid: int) -> int:
+    gpu = _entry(name)["gpu"]
+    chunks, warps = -(-num_rows // 32), grid * gpu["block"][0] // 32
+    bounds = gpu["window_chunks"]
+    return min(max(-(-chunks // warps), bounds["min"]), bounds["max"])
+
+
+@pytest.mark.parametrize("name", WINDOW_KERNELS)
+def test_windows_sized_by_the_grid(simulator: harness.GpuSimulator, name: str) -> None:
+    """On one block (8 warps): chunk counts that give windows of the fewest
+    chunks (4, and 5 just past), of 25, of the most (32), and past it (a
+    warp then takes a second window, grid-stride); segments of 0 to 70 rows
+    starting on every lane of a window, and one covering more than a
+    window (whole windows without work). Against the host kernel, and
+    bitwise the same on the launcher's grid, on 2 blocks in reverse and on
+    1 block."""
+    gpu = _entry(name)["gpu"]
+    block_warps = gpu["block"][0] // 32
+    low, high = gpu["window_chunks"]["min"], gpu["window_chunks"]["max"]
+    cases = {low * block_warps: low, low * block_warps + 1: low + 1,
+             25 * block_warps: 25, high * block_warps: high, high * block_warps + 3: high}
+    for seed, (chunks, windows) in enumerate(cases.items()):
+        n = 32 * chunks - 5  # a partial last chunk
+        assert _window_chunks(name, n, 1) == windows
+        counts = harness.window_counts(n, windows)
+        inputs, first = _check_against_host(simulator, name, counts, seed,
+                                            f"{chunks} chunks")
+        for grid, reverse in [(None, False), (2, True), (1, False)]:
+            _, again, _, _ = _buffers(name, counts, seed)
+            simulator.run(name, inputs, again, n, len(counts), grid=grid,
+                          reverse_blocks=reverse)
+            for got, want in zip(again, first):
+                assert torch.equal(got.nan_to_num(7.0), want.nan_to_num(7.0)), (
+                    f"{name}, {chunks} chunks: grid {grid} differs from 1 block")
+
+
+def test_the_segment_kernel_grid_is_capped_and_windows_grow(
+        simulator: harness.GpuSimulator) -> None:
+    """The launcher's grid for a segment kernel grows with N up to the
+    manifest's `max` blocks; past it, windows grow, up to 32 chunks (then
+    warps take several)."""
+    name = "segmented_sum_f32_w1"
+    gpu = _entry(name)["gpu"]
+    per_block, cap = gpu["grid"]["per_block"], gpu["grid"]["max"]
+    assert cap * gpu["block"][0] // 32 == 16384
+    assert simulator.grid_for(name, per_block * cap) == cap
+    assert _window_chunks(name, per_block * cap, cap) == gpu["window_chunks"]["min"]
+    assert simulator.grid_for(name, per_block * cap + 1) == cap
+    assert _window_chunks(name, per_block * cap + 1, cap) == gpu["window_chunks"]["min"] + 1
+    assert simulator.grid_for(name, 10**7) == cap
+    assert _window_chunks(name, 10**7, cap) == 20
+    assert _window_chunks(name, 10**9, cap) == gpu["window_chunks"]["max"]
+    # Row maps are not capped (a thread per 4 rows).
+    row_map = ROW_MAPS[0]
+    assert "max" not in _entry(row_map)["gpu"]["grid"]
+    assert simulator.grid_for(row_map, 10**7) == \
+        -(-10**7 // _entry(row_map)["gpu"]["grid"]["per_block"])
+
+
 PROBE = textwrap.dedent('''
     import json, sys
     import torch

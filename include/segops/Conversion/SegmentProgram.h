@@ -166,8 +166,16 @@ public:
   /// Chunks of the windows a warp of the segment kernel takes: it finds
   /// those where a segment starts (or the last row is) with two idx loads a
   /// lane, and runs only them, so a chunk inside a segment costs a fraction
-  /// of a load round. Written to the manifest.
-  static constexpr int64_t kGPUChunksPerWindow = 4;
+  /// of a load round. A window has ceil(chunks / warps of the grid) chunks,
+  /// from kGPUMinChunksPerWindow to kGPUMaxChunksPerWindow (a lane each):
+  /// on a grid capped at kGPUSegmentKernelMaxWarps, a warp checks its rows
+  /// in one round. Written to the manifest.
+  static constexpr int64_t kGPUMinChunksPerWindow = 4;
+  static constexpr int64_t kGPUMaxChunksPerWindow = 32;
+  /// The segment kernel's grid, at most: about two waves of a 132-SM sm_90
+  /// GPU at full occupancy (64 warps an SM). More warps would only add
+  /// window checks; fewer leave SMs idle. Written to the manifest.
+  static constexpr int64_t kGPUSegmentKernelMaxWarps = 16384;
   /// Rows each unit of a row map's kernel takes (a thread, or for split
   /// rows a warp): their idx loads are issued together, then their rows.
   /// The grid has a block per this many rows a unit. Written to the

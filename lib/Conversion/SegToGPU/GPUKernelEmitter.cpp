@@ -582,21 +582,20 @@ void GPUKernelEmitter::emit() {
     }
   }
 
-  // Warps take windows of kChunksPerWindow chunks (grid-stride): lane k
-  // tells whether chunk k of the window has work (a segment start, or the
-  // last row), from two idx loads, and the warp runs only those chunks. A
-  // chunk inside a segment (a long one's rows, a walked one's) then costs
-  // its window a quarter of a round, not a round of its own; which chunks
-  // run depends on idx only.
+  // Warps take windows of chunks (grid-stride): lane k tells whether chunk
+  // k of the window has work (a segment start, or the last row), from two
+  // idx loads, and the warp runs only those chunks. A chunk inside a
+  // segment (a long one's rows, a walked one's) then costs its window a
+  // fraction of a round, not a round of its own; which chunks run depends
+  // on idx only, so the window's size (from the grid) changes no result.
   // The loop runs over each window's first chunk, so that only it, the
   // chunk count and the step stay live across the chunks' code.
+  Value chunks = windowChunks(b, numChunks);
   b.create<scf::ForOp>(
-      loc, b.create<arith::MulIOp>(loc, globalWarp, i64(b, kChunksPerWindow)),
-      numChunks,
-      b.create<arith::MulIOp>(loc, totalWarps, i64(b, kChunksPerWindow)),
-      ValueRange{},
+      loc, b.create<arith::MulIOp>(loc, globalWarp, chunks), numChunks,
+      b.create<arith::MulIOp>(loc, totalWarps, chunks), ValueRange{},
       [&](OpBuilder &wb, Location, Value firstChunk, ValueRange) {
-        Value busy = chunksWithWork(wb, firstChunk, numChunks);
+        Value busy = chunksWithWork(wb, firstChunk, chunks, numChunks);
         // The busy chunks in order, a bit at a time (few values live across
         // the chunk's code: its registers bound the kernel's occupancy).
         Value zero32 = wb.create<arith::ConstantIntOp>(loc, 0, 32);
@@ -626,16 +625,29 @@ void GPUKernelEmitter::emit() {
   b.create<gpu::ReturnOp>(loc);
 }
 
+Value GPUKernelEmitter::windowChunks(OpBuilder &b, Value numChunks) {
+  Value perWarp = b.create<arith::DivUIOp>(
+      loc,
+      b.create<arith::AddIOp>(
+          loc, numChunks,
+          b.create<arith::SubIOp>(loc, totalWarps, i64(b, 1))),
+      totalWarps);
+  return b.create<arith::MinSIOp>(
+      loc,
+      b.create<arith::MaxSIOp>(
+          loc, perWarp, i64(b, SegmentProgram::kGPUMinChunksPerWindow)),
+      i64(b, SegmentProgram::kGPUMaxChunksPerWindow));
+}
+
 Value GPUKernelEmitter::chunksWithWork(OpBuilder &b, Value firstChunk,
-                                       Value numChunks) {
-  // Lane k < kChunksPerWindow: chunk firstChunk + k starts a segment if it
-  // is the first, or if the row before it and its last row differ (idx
-  // sorted); it holds the last row if it is the last chunk.
+                                       Value chunks, Value numChunks) {
+  // Lane k < chunks: chunk firstChunk + k starts a segment if it is the
+  // first, or if the row before it and its last row differ (idx sorted);
+  // it holds the last row if it is the last chunk.
   Value chunk = b.create<arith::AddIOp>(loc, firstChunk, lane);
   Value isChunk = b.create<arith::AndIOp>(
       loc,
-      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, lane,
-                              i64(b, kChunksPerWindow)),
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, lane, chunks),
       b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, chunk,
                               numChunks));
   Value rowBase = b.create<arith::MulIOp>(loc, chunk, i64(b, kWarpSize));

@@ -26,8 +26,10 @@ static_assert(SegmentProgram::kGPUSuperTileRows %
               "whole tiles for each lane of a super-tile's warp");
 static_assert(SegmentProgram::kGPUChunkRows == kWarpSize,
               "a chunk is a row per lane");
-inline constexpr int64_t kChunksPerWindow = SegmentProgram::kGPUChunksPerWindow;
-static_assert(kChunksPerWindow <= kWarpSize, "a lane per chunk of a window");
+static_assert(SegmentProgram::kGPUMinChunksPerWindow <=
+                      SegmentProgram::kGPUMaxChunksPerWindow &&
+                  SegmentProgram::kGPUMaxChunksPerWindow <= kWarpSize,
+              "a lane per chunk of a window");
 /// Tile slots each lane loads per step when adding a long segment's tiles.
 inline constexpr int64_t kTilesPerLane = 4;
 /// Half the threads an SM holds (2,048 from sm_50 to sm_90): the blocks of
@@ -40,7 +42,8 @@ inline constexpr int64_t kMaxPickedComponents = 8;
 
 /// Emits the gpu.func kernels of a segment program.
 //
-// Segment kernels: warps own windows of 4 chunks of 32 rows (grid-stride),
+// Segment kernels: warps own windows of 4 to 32 chunks of 32 rows (as many
+// as spread the chunks over the grid's warps; grid-stride),
 // run the chunks where a segment starts (or the last row is), and own the
 // segments that *start* in them (row 0, or where idx changes), found with a
 // ballot. Segments that also end in the chunk (short ones: ~10-row segments
@@ -195,9 +198,13 @@ private:
   /// position in the group.
   void emitEmptySegments(OpBuilder &b, Value lo, Value hi, Value member,
                          Value groupSize);
-  /// Lane k < kChunksPerWindow's bit: chunk firstChunk + k has work (a
-  /// segment start or the last row), for sorted idx (a ballot).
-  Value chunksWithWork(OpBuilder &b, Value firstChunk, Value numChunks);
+  /// Chunks per window: ceil(chunks / warps of the grid), clamped to
+  /// [kGPUMinChunksPerWindow, kGPUMaxChunksPerWindow].
+  Value windowChunks(OpBuilder &b, Value numChunks);
+  /// Lane k < `chunks`' bit: chunk firstChunk + k has work (a segment start
+  /// or the last row), for sorted idx (a ballot).
+  Value chunksWithWork(OpBuilder &b, Value firstChunk, Value chunks,
+                       Value numChunks);
   /// The segments starting in a chunk of 32 rows (packed, walked or long),
   /// and if it holds the last row the empty segments after it.
   void emitChunk(OpBuilder &b, Value chunk);

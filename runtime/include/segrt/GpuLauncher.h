@@ -23,6 +23,9 @@ namespace segrt {
 
 class CudaModule;
 
+/// Large enough to fill any GPU; kernels grid-stride over the rest.
+constexpr int64_t kMaxGrid = 1 << 18;
+
 /// How a kernel launches on a GPU: the manifest's `gpu` entry.
 struct GpuProgram {
   /// The kernel's symbol, and its entry point (GpuSegmentKernel for segment
@@ -30,9 +33,11 @@ struct GpuProgram {
   std::string kernel;
   abi::Entry entry = abi::Entry::GpuKernel;
   uint32_t block = 256;
-  /// The kernel's grid: ceil(N / gridPerBlock) blocks, at least gridMin.
+  /// The kernel's grid: ceil(N / gridPerBlock) blocks, at least gridMin
+  /// and at most gridMax.
   int64_t gridPerBlock = 256;
   int64_t gridMin = 1;
+  int64_t gridMax = kMaxGrid;
   /// Segment programs: the kernels launched first, each with the pass it
   /// runs, `warpsPerUnit` warps per unit of `rowsPerUnit` rows (a tile or a
   /// super-tile), when there are at least `minRows` rows.
@@ -55,8 +60,6 @@ struct GpuProgram {
   int64_t scratchBytes(int64_t numRows, int64_t numSegments) const;
 };
 
-/// Large enough to fill any GPU; kernels grid-stride over the rest.
-constexpr int64_t kMaxGrid = 1 << 18;
 
 /// One kernel launch of a run.
 struct GpuLaunch {

@@ -64,6 +64,12 @@ typedef struct SegsimTraffic {
 /// Starts (`loadsPerRound` > 0, clearing the records) or stops (0) tracing
 /// every launch, on any thread.
 void segsim_trace(int32_t loadsPerRound);
+/// While tracing, launch k (from the start, in order) runs on `grids[k]`
+/// blocks instead of its own grid, for k < `count` where grids[k] > 0: the
+/// performance model traces a small run on the grid a large one gets
+/// (kernels grid-stride, so results do not change). Cleared by
+/// segsim_trace.
+void segsim_trace_grids(const int64_t *grids, int64_t count);
 /// How many launches were traced since tracing started.
 int64_t segsim_trace_count(void);
 /// Copies launch `index`'s record (in launch order); 0, or 1 if there is none.

@@ -14,7 +14,7 @@ namespace segrt {
 
 /// The manifest's `format` and `version` fields.
 inline constexpr const char *kManifestFormat = "segops-op-library";
-inline constexpr int kManifestVersion = 10;
+inline constexpr int kManifestVersion = 11;
 
 /// What seg-derive appends to a function's name per derivative level:
 /// segmented_sum_f32_w3_grad_grad is level 2 of segmented_sum_f32_w3.

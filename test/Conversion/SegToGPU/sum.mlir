@@ -27,12 +27,16 @@
 // CHECK: %[[EMPTY:.*]] = arith.cmpi eq, %[[N]], %c0_i64
 // CHECK: scf.if %[[EMPTY]]
 // CHECK-COUNT-3: llvm.store %cst
-// Warps grid-stride over windows of 4 chunks (the loop over their first
-// chunks): lanes 0-3 each load the row before their chunk and its last row,
-// a ballot says which chunks have a segment start (the two differ) or the
-// last row, and the warp runs those, lowest first.
+// Warps grid-stride over windows of ceil(chunks / warps) chunks, 4 to 32
+// (the loop over their first chunks): lanes below that each load the row
+// before their chunk and its last row, a ballot says which chunks have a
+// segment start (the two differ) or the last row, and the warp runs those,
+// lowest first.
+// CHECK: %[[PERWARP:.*]] = arith.divui %{{.*}}, %[[WARPS:.*]] : i64
+// CHECK: %[[ATLEAST:.*]] = arith.maxsi %[[PERWARP]], %c4_i64
+// CHECK: %[[WINDOW:.*]] = arith.minsi %[[ATLEAST]], %c32_i64
 // CHECK: scf.for %[[FIRSTCHUNK:.*]] = %{{.*}} to %{{.*}} step %{{.*}} : i64
-// CHECK: %[[ISCHUNK:.*]] = arith.cmpi slt, %[[LANE]], %c4_i64
+// CHECK: %[[ISCHUNK:.*]] = arith.cmpi slt, %[[LANE]], %[[WINDOW]]
 // CHECK: %[[BEFORE:.*]] = scf.if %{{.*}} -> (i64) {
 // CHECK: %[[LAST:.*]] = scf.if %{{.*}} -> (i64) {
 // CHECK: %[[FINALROW:.*]] = arith.subi %[[N]], %c1_i64
