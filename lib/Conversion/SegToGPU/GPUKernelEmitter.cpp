@@ -590,12 +590,16 @@ void GPUKernelEmitter::emit() {
   // on idx only, so the window's size (from the grid) changes no result.
   // The loop runs over each window's first chunk, so that only it, the
   // chunk count and the step stay live across the chunks' code.
+  // Only a predicate (whether the lane has a chunk of each window) and the
+  // step stay live across the loop, not the window's size.
   Value chunks = windowChunks(b, numChunks);
+  Value laneHasChunk =
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, lane, chunks);
   b.create<scf::ForOp>(
       loc, b.create<arith::MulIOp>(loc, globalWarp, chunks), numChunks,
       b.create<arith::MulIOp>(loc, totalWarps, chunks), ValueRange{},
       [&](OpBuilder &wb, Location, Value firstChunk, ValueRange) {
-        Value busy = chunksWithWork(wb, firstChunk, chunks, numChunks);
+        Value busy = chunksWithWork(wb, firstChunk, laneHasChunk, numChunks);
         // The busy chunks in order, a bit at a time (few values live across
         // the chunk's code: its registers bound the kernel's occupancy).
         Value zero32 = wb.create<arith::ConstantIntOp>(loc, 0, 32);
@@ -640,14 +644,13 @@ Value GPUKernelEmitter::windowChunks(OpBuilder &b, Value numChunks) {
 }
 
 Value GPUKernelEmitter::chunksWithWork(OpBuilder &b, Value firstChunk,
-                                       Value chunks, Value numChunks) {
-  // Lane k < chunks: chunk firstChunk + k starts a segment if it is the
-  // first, or if the row before it and its last row differ (idx sorted);
-  // it holds the last row if it is the last chunk.
+                                       Value laneHasChunk, Value numChunks) {
+  // Lane k of the window: chunk firstChunk + k starts a segment if it is
+  // the first, or if the row before it and its last row differ (idx
+  // sorted); it holds the last row if it is the last chunk.
   Value chunk = b.create<arith::AddIOp>(loc, firstChunk, lane);
   Value isChunk = b.create<arith::AndIOp>(
-      loc,
-      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, lane, chunks),
+      loc, laneHasChunk,
       b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, chunk,
                               numChunks));
   Value rowBase = b.create<arith::MulIOp>(loc, chunk, i64(b, kWarpSize));

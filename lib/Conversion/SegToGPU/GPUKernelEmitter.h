@@ -201,9 +201,10 @@ private:
   /// Chunks per window: ceil(chunks / warps of the grid), clamped to
   /// [kGPUMinChunksPerWindow, kGPUMaxChunksPerWindow].
   Value windowChunks(OpBuilder &b, Value numChunks);
-  /// Lane k < `chunks`' bit: chunk firstChunk + k has work (a segment start
-  /// or the last row), for sorted idx (a ballot).
-  Value chunksWithWork(OpBuilder &b, Value firstChunk, Value chunks,
+  /// Lane k's bit (where `laneHasChunk`: k below the window's chunks):
+  /// chunk firstChunk + k has work (a segment start or the last row), for
+  /// sorted idx (a ballot).
+  Value chunksWithWork(OpBuilder &b, Value firstChunk, Value laneHasChunk,
                        Value numChunks);
   /// The segments starting in a chunk of 32 rows (packed, walked or long),
   /// and if it holds the last row the empty segments after it.

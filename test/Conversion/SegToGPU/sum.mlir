@@ -35,8 +35,9 @@
 // CHECK: %[[PERWARP:.*]] = arith.divui %{{.*}}, %[[WARPS:.*]] : i64
 // CHECK: %[[ATLEAST:.*]] = arith.maxsi %[[PERWARP]], %c4_i64
 // CHECK: %[[WINDOW:.*]] = arith.minsi %[[ATLEAST]], %c32_i64
+// CHECK: %[[HASCHUNK:.*]] = arith.cmpi slt, %[[LANE]], %[[WINDOW]]
 // CHECK: scf.for %[[FIRSTCHUNK:.*]] = %{{.*}} to %{{.*}} step %{{.*}} : i64
-// CHECK: %[[ISCHUNK:.*]] = arith.cmpi slt, %[[LANE]], %[[WINDOW]]
+// CHECK: arith.andi %[[HASCHUNK]], %{{.*}} : i1
 // CHECK: %[[BEFORE:.*]] = scf.if %{{.*}} -> (i64) {
 // CHECK: %[[LAST:.*]] = scf.if %{{.*}} -> (i64) {
 // CHECK: %[[FINALROW:.*]] = arith.subi %[[N]], %c1_i64
