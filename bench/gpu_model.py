@@ -299,13 +299,20 @@ def window_chunks(record: Any, rows: int, grid: int) -> int | None:
     return min(max(-(-chunks // warps), bounds["min"]), bounds["max"])
 
 
-def trace_grids(record: Any, rows: int, target: int) -> tuple[int, ...]:
-    """Grids for a traced run of `rows` rows on which its segment kernel
-    (the last launch) takes the windows it takes at `target` rows, where
-    the launcher's grid does not (the grid is capped at large N, so windows
-    grow): 0 (the launcher's grid) for the other launches; () for none."""
-    plan = record.gpu_launches(rows, 1)
-    windows = window_chunks(record, target, record.gpu_launches(target, 1)[-1][1])
+def layout_segments(rows: int, length: int | None) -> int:
+    """Segments of `rows` rows in segments of ~`length` rows (None: one)."""
+    return 1 if length is None else max(1, round(rows / length))
+
+
+def trace_grids(record: Any, rows: int, target: int, length: int | None) -> tuple[int, ...]:
+    """Grids for a traced run of `rows` rows in segments of ~`length` on
+    which its segment kernel (the last launch) takes the windows it takes
+    at `target` rows, where the launcher's grid does not (the grid is
+    capped at large N for long segments, so windows grow): 0 (the
+    launcher's grid) for the other launches; () for none."""
+    plan = record.gpu_launches(rows, layout_segments(rows, length))
+    windows = window_chunks(
+        record, target, record.gpu_launches(target, layout_segments(target, length))[-1][1])
     if windows is None or windows == window_chunks(record, rows, plan[-1][1]):
         return ()
     warps = -(-rows // SM90.warp_size) // windows
@@ -335,7 +342,7 @@ def traced_pair(op: str, dtype: str, level: int, width: int, length: int | None,
     record = gpu_traffic.kernel_record(op, dtype, width, level)
     large = simulated_rows()
     small, large_call = (_trace(op, dtype, level, width, n, length,
-                                trace_grids(record, n, target))
+                                trace_grids(record, n, target, length))
                          for n in (large // 2, large))
     return small, large_call
 
@@ -346,8 +353,7 @@ def call_at(small: Any, large: Any, length: int | None, target: int) -> Any:
     from bench import gpu_traffic
 
     record = gpu_traffic.kernel_record(large.op, large.dtype, large.width, large.level)
-    segments = 1 if length is None else max(1, round(target / length))
-    plan = record.gpu_launches(target, segments)
+    plan = record.gpu_launches(target, layout_segments(target, length))
     traced = [launch.kernel for launch in large.launches]
     if [kernel for kernel, _ in plan] != traced:
         raise RuntimeError(f"{large.op} level {large.level}: {traced} traced, "

@@ -90,8 +90,11 @@ static llvm::json::Object describeGPU(const SegmentProgram &program,
                                                      {"per_block", rowsPerBlock},
                                                      {"min", 1}}}};
   if (!program.mapsRowsOnly()) {
-    gpu.getObject("grid")->try_emplace(
-        "max", SegmentProgram::kGPUSegmentKernelMaxWarps * 32 / blockSize);
+    llvm::json::Object *grid = gpu.getObject("grid");
+    grid->try_emplace("max",
+                      SegmentProgram::kGPUSegmentKernelMaxWarps * 32 / blockSize);
+    grid->try_emplace("max_from_mean_segment_rows",
+                      SegmentProgram::kGPUSegmentKernelCapFromMeanRows);
     gpu["window_chunks"] =
         llvm::json::Object{{"min", SegmentProgram::kGPUMinChunksPerWindow},
                            {"max", SegmentProgram::kGPUMaxChunksPerWindow}};

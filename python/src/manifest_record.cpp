@@ -55,11 +55,17 @@ segrt::GpuProgram parseGpuProgram(const std::string &kernel, const json &gpu) {
   program.gridPerBlock = grid.at("per_block").get<int64_t>();
   program.gridMin = grid.at("min").get<int64_t>();
   program.gridMax = grid.value("max", segrt::kMaxGrid);
+  program.gridMaxFromMeanSegmentRows =
+      grid.value("max_from_mean_segment_rows", int64_t{0});
   if (program.gridMax < program.gridMin)
     throw std::invalid_argument("gpu grid of " + kernel + ": max " +
                                 std::to_string(program.gridMax) +
                                 " below min " +
                                 std::to_string(program.gridMin));
+  if (program.gridMaxFromMeanSegmentRows < 0)
+    throw std::invalid_argument(
+        "gpu grid of " + kernel + ": negative max_from_mean_segment_rows " +
+        std::to_string(program.gridMaxFromMeanSegmentRows));
   if (gpu.contains("long_segments")) {
     const json &longSegments = gpu["long_segments"];
     for (const json &launch : longSegments.at("launches"))

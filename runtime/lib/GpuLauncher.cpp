@@ -52,10 +52,14 @@ std::vector<GpuLaunch> segrt::planGpuLaunches(const GpuProgram &program,
       planned.trailing.set(abi::Param::Pass, launch.pass);
       launches.push_back(planned);
     }
+  // N >= rows * S, without overflow.
+  bool longOnAverage =
+      numSegments <= 0 ||
+      numRows / numSegments >= program.gridMaxFromMeanSegmentRows;
   launches.push_back(
       {&program.kernel,
        gridFor(numRows, program.gridPerBlock, program.gridMin,
-               program.gridMax),
+               longOnAverage ? program.gridMax : kMaxGrid),
        trailing(program.entry)});
   return launches;
 }

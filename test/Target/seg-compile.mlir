@@ -59,10 +59,12 @@
 // MANIFEST-NEXT: 256,
 // MANIFEST: "entry": "gpu_segment_kernel",
 // A warp per window of 4 chunks of 32 rows: 1,024 rows a block of 256, up
-// to 2,048 blocks (16,384 warps); then windows grow, to 32 chunks.
+// to 2,048 blocks (16,384 warps) where segments hold 1,024 rows or more on
+// average; then windows grow, to 32 chunks.
 // MANIFEST: "grid": {
 // MANIFEST-NEXT: "elements": "rows",
 // MANIFEST-NEXT: "max": 2048,
+// MANIFEST-NEXT: "max_from_mean_segment_rows": 1024,
 // MANIFEST-NEXT: "min": 1,
 // MANIFEST-NEXT: "per_block": 1024
 // MANIFEST-NEXT: },

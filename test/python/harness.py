@@ -145,9 +145,11 @@ class GpuSimulator:
         return native.CudaModule(0, native.simulator_image(str(self.path), addresses or {}),
                                  simulated=True)
 
-    def grid_for(self, name: str, num_rows: int) -> int:
-        """The grid the GPU launcher gives kernel `name` for N rows."""
-        launches = _segrt().plan_gpu_launches(_library.kernel(name), num_rows, 0, 0)
+    def grid_for(self, name: str, num_rows: int, num_segments: int = 0) -> int:
+        """The grid the GPU launcher gives kernel `name` for N rows and S
+        segments."""
+        launches = _segrt().plan_gpu_launches(_library.kernel(name), num_rows,
+                                              num_segments, 0)
         return launches[-1][1]
 
     def run(self, name: str, inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor],
@@ -290,6 +292,23 @@ def record_gpu_code(chips: Sequence[str]) -> int:
                 program.ptx_for_chip(level, chip)
             count += 1
     return count
+
+
+def segment_end_counts(tile: int) -> list[int]:
+    """Rows per segment whose ends a segment kernel must find past the
+    chunk each starts in (no whole aligned tile of `tile` rows covered, so
+    not long): in the chunk after, 128 rows after it, one row later, in
+    the middle of the tile after the start, on the last row of that tile
+    (the last a segment that is not long can hold), and at N."""
+    def aligned(row: int) -> int:
+        return -(-row // tile) * tile
+
+    counts = [5, 40, 146, 129]
+    start = sum(counts)
+    counts.append(aligned(start) + tile // 2 - start)
+    start += counts[-1]
+    counts.append(aligned(start) + tile - 1 - start)
+    return counts + [0, 300]
 
 
 def window_counts(num_rows: int, window_chunks: int) -> list[int]:

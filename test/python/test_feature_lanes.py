@@ -57,6 +57,8 @@ def _layouts(tile: int) -> dict[str, list[int]]:
         "around-a-tile": [tile - 1, 1, tile - 2, 2 * tile - 2, tile + 1, 3],
         "long-unaligned": [5, tile + 300, 2, 0, 2 * tile + 7, 1],
         "tile-aligned": [tile, tile, 0],
+        # Ends past the start's chunk, up to the tile after the start, at N.
+        "segment-ends": harness.segment_end_counts(tile),
     }
 
 

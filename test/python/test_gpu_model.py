@@ -191,23 +191,27 @@ def test_a_trace_on_another_grid_takes_larger_windows(traces: list[dict]) -> Non
 
 
 def test_traces_take_the_windows_of_the_target() -> None:
-    """The model traces 40,960 and 81,920 rows; at N = 1e7 the launcher caps
-    the segment kernel's grid and its windows grow to 20 chunks, so the
-    traces run the kernel on the grid that gives them 20 too; at 1e6 the
-    launcher's grid already gives 4."""
+    """The model traces 40,960 and 81,920 rows; at N = 1e7 in one segment
+    the launcher caps the segment kernel's grid and its windows grow to 20
+    chunks, so the traces run the kernel on the grid that gives them 20
+    too; at 1e6 the launcher's grid already gives 4, and so does it at 1e7
+    in segments of ~1,000 rows."""
     from segops import _library
 
     record = _library.kernels()["segmented_sum_f32_w1"]
-    assert trace_grids(record, 81920, 10**6) == ()
+    assert trace_grids(record, 81920, 10**6, None) == ()
     cap = record.gpu_launches(10**7, 1)[-1][1]
     assert window_chunks(record, 10**7, cap) == 20
-    grids = trace_grids(record, 81920, 10**7)
+    grids = trace_grids(record, 81920, 10**7, None)
     assert len(grids) == len(record.gpu_launches(81920, 1))
     assert grids[:-1] == (0,) * (len(grids) - 1)
     assert window_chunks(record, 81920, grids[-1]) == 20
-    assert window_chunks(record, 40960, trace_grids(record, 40960, 10**7)[-1]) == 20
+    assert window_chunks(record, 40960, trace_grids(record, 40960, 10**7, None)[-1]) == 20
+    # Segments of ~1,000 rows keep the launcher's grid (not capped).
+    assert trace_grids(record, 81920, 10**7, 1000) == ()
     # Row maps have no windows.
-    assert trace_grids(_library.kernels()["segmented_sum_f32_w1_grad"], 81920, 10**7) == ()
+    assert trace_grids(_library.kernels()["segmented_sum_f32_w1_grad"], 81920, 10**7,
+                       None) == ()
 
 
 @pytest.mark.simulator

@@ -63,6 +63,11 @@ LAYOUTS = {
     # and last row (127), segments covering chunks with no start, a last
     # chunk with no start before empty segments, a partial last window.
     "window-edges": WINDOW_EDGES,
+    # Segments that do not end in their chunk and are not long, ending at
+    # every distance up to the last row of the tile after their start, and
+    # at N.
+    "segment-ends": harness.segment_end_counts(TILE),
+    "ending-at-n": [10, 100],
 }
 
 
@@ -320,18 +325,24 @@ def test_windows_sized_by_the_grid(simulator: harness.GpuSimulator, name: str) -
 
 def test_the_segment_kernel_grid_is_capped_and_windows_grow(
         simulator: harness.GpuSimulator) -> None:
-    """The launcher's grid for a segment kernel grows with N up to the
-    manifest's `max` blocks; past it, windows grow, up to 32 chunks (then
-    warps take several)."""
+    """Where segments hold 1,024 rows or more on average, the launcher's
+    grid for a segment kernel grows with N up to the manifest's `max`
+    blocks; past it, windows grow, up to 32 chunks (then warps take
+    several). Shorter segments on average: a block per 1,024 rows."""
     name = "segmented_sum_f32_w1"
     gpu = _entry(name)["gpu"]
     per_block, cap = gpu["grid"]["per_block"], gpu["grid"]["max"]
-    assert cap * gpu["block"][0] // 32 == 16384
-    assert simulator.grid_for(name, per_block * cap) == cap
-    assert _window_chunks(name, per_block * cap, cap) == gpu["window_chunks"]["min"]
-    assert simulator.grid_for(name, per_block * cap + 1) == cap
-    assert _window_chunks(name, per_block * cap + 1, cap) == gpu["window_chunks"]["min"] + 1
-    assert simulator.grid_for(name, 10**7) == cap
+    mean = gpu["grid"]["max_from_mean_segment_rows"]
+    assert (cap * gpu["block"][0] // 32, mean) == (16384, 1024)
+    n = per_block * cap
+    for segments in (1, n // mean):
+        assert simulator.grid_for(name, n, segments) == cap
+        assert _window_chunks(name, n, cap) == gpu["window_chunks"]["min"]
+        assert simulator.grid_for(name, n + 1, segments) == cap
+        assert _window_chunks(name, n + 1, cap) == gpu["window_chunks"]["min"] + 1
+    assert simulator.grid_for(name, n + 1, n // mean + 1) == cap + 1
+    assert simulator.grid_for(name, 10**7, 10**7 // 1000) == -(-10**7 // per_block)
+    assert simulator.grid_for(name, 10**7, 1) == cap
     assert _window_chunks(name, 10**7, cap) == 20
     assert _window_chunks(name, 10**9, cap) == gpu["window_chunks"]["max"]
     # Row maps are not capped (a thread per 4 rows).

@@ -75,6 +75,9 @@ _MALFORMED = [
     (_with(lambda d: d["kernels"][0]["buffers"][0].update(shape=["Q"])), "bad buffer extent"),
     (_with(lambda d: d["kernels"][0]["buffers"].pop(1)), "no single idx buffer"),
     (_with(lambda d: d["kernels"][0]["host"].update(sums_rows_of=9)), "names buffer 9"),
+    (_with(lambda d: d["kernels"][0]["gpu"]["grid"].update(max=0)), "max 0 below min 1"),
+    (_with(lambda d: d["kernels"][0]["gpu"]["grid"].update(max_from_mean_segment_rows=-1)),
+     "negative max_from_mean_segment_rows"),
     (_with(lambda d: d["kernels"][0]["gpu"].update(entry="gpu_nothing")),
      "unknown kernel entry point gpu_nothing"),
 ]

@@ -172,10 +172,16 @@ public:
   /// in one round. Written to the manifest.
   static constexpr int64_t kGPUMinChunksPerWindow = 4;
   static constexpr int64_t kGPUMaxChunksPerWindow = 32;
-  /// The segment kernel's grid, at most: about two waves of a 132-SM sm_90
-  /// GPU at full occupancy (64 warps an SM). More warps would only add
-  /// window checks; fewer leave SMs idle. Written to the manifest.
+  /// The segment kernel's grid, at most, where segments hold at least
+  /// kGPUSegmentKernelCapFromMeanRows rows on average: about two waves of
+  /// a 132-SM sm_90 GPU at full occupancy (64 warps an SM). There most
+  /// chunks hold no start, so more warps would only add window checks.
+  /// Shorter segments keep a warp per 4 chunks: a warp walks each segment
+  /// starting in its window, so larger windows of mid-length segments
+  /// leave some warps several walks (the slowest warp bounds the launch).
+  /// Written to the manifest.
   static constexpr int64_t kGPUSegmentKernelMaxWarps = 16384;
+  static constexpr int64_t kGPUSegmentKernelCapFromMeanRows = 1024;
   /// Rows each unit of a row map's kernel takes (a thread, or for split
   /// rows a warp): their idx loads are issued together, then their rows.
   /// The grid has a block per this many rows a unit. Written to the

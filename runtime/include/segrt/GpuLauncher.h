@@ -33,11 +33,12 @@ struct GpuProgram {
   std::string kernel;
   abi::Entry entry = abi::Entry::GpuKernel;
   uint32_t block = 256;
-  /// The kernel's grid: ceil(N / gridPerBlock) blocks, at least gridMin
-  /// and at most gridMax.
+  /// The kernel's grid: ceil(N / gridPerBlock) blocks, at least gridMin,
+  /// and at most gridMax where N >= gridMaxFromMeanSegmentRows * S.
   int64_t gridPerBlock = 256;
   int64_t gridMin = 1;
   int64_t gridMax = kMaxGrid;
+  int64_t gridMaxFromMeanSegmentRows = 0;
   /// Segment programs: the kernels launched first, each with the pass it
   /// runs, `warpsPerUnit` warps per unit of `rowsPerUnit` rows (a tile or a
   /// super-tile), when there are at least `minRows` rows.
