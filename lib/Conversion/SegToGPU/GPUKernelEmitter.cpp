@@ -630,17 +630,31 @@ void GPUKernelEmitter::emit() {
 }
 
 Value GPUKernelEmitter::windowChunks(OpBuilder &b, Value numChunks) {
+  // In 32 bits (a 64-bit division is a long routine on the GPU): the grid
+  // has fewer than 2^31 warps, and from 2^31 chunks every grid takes the
+  // largest windows.
+  Type i32Type = b.getI32Type();
+  int64_t most = SegmentProgram::kGPUMaxChunksPerWindow;
+  Value many = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sge,
+                                       numChunks, i64(b, int64_t{1} << 31));
+  Value chunks32 = b.create<arith::TruncIOp>(loc, i32Type, numChunks);
+  Value warps32 = b.create<arith::TruncIOp>(loc, i32Type, totalWarps);
+  auto i32 = [&](int64_t value) {
+    return b.create<arith::ConstantIntOp>(loc, value, 32);
+  };
   Value perWarp = b.create<arith::DivUIOp>(
       loc,
-      b.create<arith::AddIOp>(
-          loc, numChunks,
-          b.create<arith::SubIOp>(loc, totalWarps, i64(b, 1))),
-      totalWarps);
-  return b.create<arith::MinSIOp>(
+      b.create<arith::AddIOp>(loc, chunks32,
+                              b.create<arith::SubIOp>(loc, warps32, i32(1))),
+      warps32);
+  Value clamped = b.create<arith::MinUIOp>(
       loc,
-      b.create<arith::MaxSIOp>(
-          loc, perWarp, i64(b, SegmentProgram::kGPUMinChunksPerWindow)),
-      i64(b, SegmentProgram::kGPUMaxChunksPerWindow));
+      b.create<arith::MaxUIOp>(
+          loc, perWarp, i32(SegmentProgram::kGPUMinChunksPerWindow)),
+      i32(most));
+  return b.create<arith::ExtUIOp>(
+      loc, b.getI64Type(),
+      b.create<arith::SelectOp>(loc, many, i32(most), clamped));
 }
 
 Value GPUKernelEmitter::chunksWithWork(OpBuilder &b, Value firstChunk,

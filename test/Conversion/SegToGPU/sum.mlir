@@ -32,9 +32,13 @@
 // before their chunk and its last row, a ballot says which chunks have a
 // segment start (the two differ) or the last row, and the warp runs those,
 // lowest first.
-// CHECK: %[[PERWARP:.*]] = arith.divui %{{.*}}, %[[WARPS:.*]] : i64
-// CHECK: %[[ATLEAST:.*]] = arith.maxsi %[[PERWARP]], %c4_i64
-// CHECK: %[[WINDOW:.*]] = arith.minsi %[[ATLEAST]], %c32_i64
+// In 32 bits; from 2^31 chunks, 32.
+// CHECK: %[[MANY:.*]] = arith.cmpi sge, %{{.*}}, %c2147483648_i64 : i64
+// CHECK: %[[PERWARP:.*]] = arith.divui %{{.*}}, %[[WARPS:.*]] : i32
+// CHECK: %[[ATLEAST:.*]] = arith.maxui %[[PERWARP]], %c4_i32
+// CHECK: %[[CLAMPED:.*]] = arith.minui %[[ATLEAST]], %c32_i32
+// CHECK: %[[WINDOW32:.*]] = arith.select %[[MANY]], %c32_i32, %[[CLAMPED]] : i32
+// CHECK: %[[WINDOW:.*]] = arith.extui %[[WINDOW32]] : i32 to i64
 // CHECK: %[[HASCHUNK:.*]] = arith.cmpi slt, %[[LANE]], %[[WINDOW]]
 // CHECK: scf.for %[[FIRSTCHUNK:.*]] = %{{.*}} to %{{.*}} step %{{.*}} : i64
 // CHECK: arith.andi %[[HASCHUNK]], %{{.*}} : i1
