@@ -26,6 +26,7 @@ import harness
 import pytest
 import torch
 
+from bench.gpu_model import window_chunks
 from segops import _gpusim, _library, _wide
 from segops._dtypes import MANIFEST_DTYPES
 
@@ -170,7 +171,7 @@ def test_split_rows_in_windows_sized_by_the_grid(simulator: harness.GpuSimulator
                                               (high * warps, high),
                                               (high * warps + 3, high)]):
         n = 32 * chunks - 5
-        assert min(max(-(-chunks // warps), low), high) == windows
+        assert window_chunks(gpu.record, n, 1) == windows
         counts = harness.window_counts(n, windows)
         inputs, first, n, s = _buffers(gpu.record, counts, seed)
         gpu.run(inputs, first, n, s, grid=1)

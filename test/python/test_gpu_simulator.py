@@ -20,6 +20,7 @@ import pytest
 import torch
 from guard_pages import extent
 
+from bench.gpu_model import window_chunks
 from segops import _gpusim as gpusim
 from segops import _library
 from segops._dtypes import MANIFEST_DTYPES
@@ -288,10 +289,8 @@ WINDOW_KERNELS = [k for k in KERNELS if "window_chunks" in _entry(k).get("gpu", 
 
 
 def _window_chunks(name: str, num_rows: int, grid: int) -> int:
-    gpu = _entry(name)["gpu"]
-    chunks, warps = -(-num_rows // 32), grid * gpu["block"][0] // 32
-    bounds = gpu["window_chunks"]
-    return min(max(-(-chunks // warps), bounds["min"]), bounds["max"])
+    # The manifest's rule, as the performance model reads it.
+    return window_chunks(_library.kernel(name), num_rows, grid)
 
 
 @pytest.mark.parametrize("name", WINDOW_KERNELS)
