@@ -190,6 +190,21 @@ def trace_call(op: str, dtype: str, level: int, width: int, num_rows: int,
     launch k on `grids[k]` blocks where that is given and positive (else
     on the launcher's grid)."""
     idx, num_segments = segment_index(num_rows, mean_length, seed)
+    return trace_idx(op, dtype, level, width, idx, num_segments, seed, grids)
+
+
+def trace_layout(op: str, dtype: str, level: int, width: int, counts: Sequence[int],
+                 seed: int = 0) -> Call:
+    """trace_call on segments of `counts` rows each (empty ones allowed)."""
+    idx = torch.repeat_interleave(torch.arange(len(counts), dtype=torch.int32),
+                                  torch.tensor(counts, dtype=torch.int64))
+    return trace_idx(op, dtype, level, width, idx, len(counts), seed)
+
+
+def trace_idx(op: str, dtype: str, level: int, width: int, idx: Tensor, num_segments: int,
+              seed: int = 0, grids: Sequence[int] = ()) -> Call:
+    """trace_call on a given sorted int32 idx of `num_segments` segments."""
+    num_rows = idx.shape[0]
     floats = level_arguments(op, level, width, DTYPES[dtype], idx, num_segments, seed)
     operator = getattr(torch.ops.segops, level_name(op, level))
     records: list[_Traffic] = []

@@ -99,8 +99,11 @@ static llvm::json::Object describeGPU(const SegmentProgram &program,
         llvm::json::Object{{"min", SegmentProgram::kGPUMinChunksPerWindow},
                            {"max", SegmentProgram::kGPUMaxChunksPerWindow}};
   }
-  if (!program.mapsRowsOnly() && !program.splitsFeatures())
+  if (!program.mapsRowsOnly() && !program.splitsFeatures()) {
     gpu["packed_chunk_rows"] = SegmentProgram::kGPUChunkRows;
+    gpu["packed_tail_rows_per_lane"] =
+        SegmentProgram::kGPUPackedTailRowsPerLane;
+  }
   // Rows of this many features or more hold them over groups of a warp's
   // lanes, of `feature_lanes` lanes each (0: a row per lane).
   gpu["feature_lanes_from"] = SegmentProgram::kGPUFeatureLanesFrom;

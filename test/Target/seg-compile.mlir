@@ -92,7 +92,11 @@
 // MANIFEST-NEXT: "scratch_bytes_per_tile": 24,
 // MANIFEST-NEXT: "super_tile_rows": 32768,
 // MANIFEST-NEXT: "tile_rows": 1024
-// MANIFEST: "window_chunks": {
+// Segments within a 32-row chunk run packed, and one ending in the next
+// chunk where that is at most 4 rows a lane of its lanes.
+// MANIFEST: "packed_chunk_rows": 32,
+// MANIFEST-NEXT: "packed_tail_rows_per_lane": 4,
+// MANIFEST-NEXT: "window_chunks": {
 // MANIFEST-NEXT: "max": 32,
 // MANIFEST-NEXT: "min": 4
 // MANIFEST-NEXT: }

@@ -311,6 +311,22 @@ def segment_end_counts(tile: int) -> list[int]:
     return counts + [0, 300]
 
 
+def packed_tail_counts(tails: Sequence[tuple[int, int]]) -> list[int]:
+    """Rows per segment such that, for each (a, e) of `tails`, a segment
+    starts a rows before the end of a 32-row chunk and ends e rows into
+    the next (the first past its end: row e of that chunk), after a filler
+    segment from the previous one."""
+    counts: list[int] = []
+    row = 0
+    for before, after in tails:
+        fill = (32 - before - row) % 32
+        if fill:
+            counts.append(fill)
+        counts.append(before + after)
+        row += fill + before + after
+    return counts
+
+
 def window_counts(num_rows: int, window_chunks: int) -> list[int]:
     """Rows per segment of `num_rows` rows for segment kernels whose warps
     take windows of `window_chunks` 32-row chunks: a segment covering more

@@ -100,13 +100,13 @@ def test_a_shipped_width_is_judged_by_the_shipped_kernels() -> None:
     assert all(resources[name] == library[name] for name in resources)
 
 
-def _traced(calls: list[tuple]) -> list[dict]:
-    """bench.gpu_traffic.trace_call(*call) for each call, in a process that
+def _traced(calls: list[tuple], function: str = "trace_call") -> list[dict]:
+    """bench.gpu_traffic.<function>(*call) for each call, in a process that
     runs the ops on the simulator."""
     code = ("import dataclasses, json, sys\n"
-            "from bench.gpu_traffic import trace_call\n"
+            f"from bench.gpu_traffic import {function} as trace\n"
             "calls = json.loads(sys.argv[1])\n"
-            "print(json.dumps([dataclasses.asdict(trace_call(*c)) for c in calls]))\n")
+            "print(json.dumps([dataclasses.asdict(trace(*c)) for c in calls]))\n")
     result = subprocess.run(
         [sys.executable, "-c", code, json.dumps(calls)], cwd=ROOT, capture_output=True,
         text=True, env=dict(os.environ, SEGOPS_SIMULATE_GPU="1"), timeout=600)
@@ -174,6 +174,34 @@ def test_trace_rounds_of_one_segment_in_tiles(traces: list[dict]) -> None:
     windows = 8192 // 128
     assert kernel["warps"] == windows
     assert windows <= kernel["warp_rounds"] < windows + 40
+
+
+# Pairs of layouts around the packed-tail threshold: a segment from a rows
+# before the end of chunk 0 to row e of chunk 1 runs packed where
+# e <= 3a (at most 4 rows a lane), else it is walked.
+TAIL_THRESHOLD_PAIRS = [
+    ([30, 8, 26], [30, 9, 25]),  # a = 2: e = 6, 7
+    ([31, 4, 29], [31, 5, 28]),  # a = 1: e = 3, 4
+    ([63, 1], [64, 1]),          # a = 32: e = 31, 32 (the next chunk's end)
+]
+
+
+@pytest.mark.simulator
+@pytest.mark.parametrize("op,dtype,level", [("segmented_sum", "f32", 0),
+                                            ("segmented_rms_norm", "f64", 1)])
+def test_a_tail_into_the_next_chunk_runs_packed_up_to_four_rows_a_lane(
+        op: str, dtype: str, level: int) -> None:
+    """Each pair's packed tail costs its warp no walk, so fewer load rounds
+    than the walked one's (a walk, then the rows); one warp of the segment
+    kernel has all 64-65 rows."""
+    calls = [[op, dtype, level, 1, counts] for pair in TAIL_THRESHOLD_PAIRS for counts in pair]
+    traces = _traced(calls, "trace_layout")
+    for (packed, walked), (packed_counts, _) in zip(
+            zip(traces[::2], traces[1::2]), TAIL_THRESHOLD_PAIRS):
+        packed_kernel, walked_kernel = packed["launches"][-1], walked["launches"][-1]
+        assert packed_kernel["kernel"] == walked_kernel["kernel"]
+        assert packed_kernel["warp_rounds"] < walked_kernel["warp_rounds"], (
+            packed_counts, packed_kernel["warp_rounds"], walked_kernel["warp_rounds"])
 
 
 @pytest.mark.simulator

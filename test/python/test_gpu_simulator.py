@@ -42,6 +42,9 @@ LONG_SEGMENTS = next(entry["gpu"]["long_segments"] for entry in MANIFEST["kernel
                      if "long_segments" in entry.get("gpu", {}))
 TILE = LONG_SEGMENTS["tile_rows"]
 WINDOW_EDGES = [96, 31, 1, 224, 1, 300, 0, 0]
+PACKED_TAILS = harness.packed_tail_counts(
+    [(2, 6), (2, 7), (1, 3), (1, 4), (32, 31), (32, 32), (5, 40), (13, 18), (20, 12), (3, 5)])
+PACKED_TAILS.insert(1, 0)  # an empty segment before the first tail
 LAYOUTS = {
     "empty-rows": [0, 0, 0],
     "no-segments": [],
@@ -59,6 +62,13 @@ LAYOUTS = {
     # Segments that start and end in one 32-row chunk run packed, a lane per
     # row; one row longer, or crossing a chunk's end, they are walked.
     "packed-threshold": [32, 32, 31, 2, 29, 1, 1, 0, 1, 33, 32, 5, 27, 1],
+    # A segment running from a rows before a chunk's end to row e of the
+    # next (the chunk's tail) runs packed where e <= 3a (4 rows a lane of
+    # its a lanes), else it is walked: both sides at a = 1 and 2; a whole
+    # chunk ending 31 and 32 rows into the next; one ending past the next
+    # chunk; longer tails (a filler between two is one); an empty segment
+    # before a tail; one ending at N.
+    "packed-tails": PACKED_TAILS,
     # Warps take windows of 4 chunks and run only the chunks where a segment
     # starts or the last row is: starts on a window's fourth chunk (row 96)
     # and last row (127), segments covering chunks with no start, a last
@@ -269,7 +279,7 @@ def test_row_map_threads_take_four_rows_of_a_tile(simulator: harness.GpuSimulato
 @pytest.mark.parametrize("name", [k for k in KERNELS if "_grad" not in k or k.endswith("w3")])
 def test_gpu_kernel_is_bitwise_independent_of_grid(simulator: harness.GpuSimulator,
                                                    name: str) -> None:
-    counts = [5, 0, 300, 1, 40, 0, 257, 3, 2 * TILE + 9, 4]
+    counts = [*PACKED_TAILS, 5, 0, 300, 1, 40, 0, 257, 3, 2 * TILE + 9, 4]
     inputs, first, n, s = _buffers(name, counts, 7)
     simulator.run(name, inputs, first, n, s)
     for grid, reverse in [(1, False), (3, True), (simulator.grid_for(name, n) + 2, True)]:

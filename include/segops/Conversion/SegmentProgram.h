@@ -163,6 +163,11 @@ public:
   /// warp (or, covering a whole tile, reduced by tile kernels). Written to
   /// the manifest.
   static constexpr int64_t kGPUChunkRows = 32;
+  /// A segment starting in a chunk and ending in the next one (its tail)
+  /// is packed too where its rows come to at most this many a lane of its
+  /// lanes in the chunk (one row there, the rest from the next chunk);
+  /// else it is walked. Written to the manifest.
+  static constexpr int64_t kGPUPackedTailRowsPerLane = 4;
   /// Chunks of the windows a warp of the segment kernel takes: it finds
   /// those where a segment starts (or the last row is) with two idx loads a
   /// lane, and runs only them, so a chunk inside a segment costs a fraction

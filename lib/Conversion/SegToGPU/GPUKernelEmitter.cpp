@@ -382,10 +382,40 @@ Value GPUKernelEmitter::segmentedCombine(OpBuilder &b, Value value,
       .getShuffleResult();
 }
 
+Value GPUKernelEmitter::tailEndInNextChunk(OpBuilder &b, Value row,
+                                           Value segment) {
+  // Lane l: whether row l of the next chunk (row + 32) holds another
+  // segment than the chunk's last row, or is past N; the first such lane.
+  // idx values are i32: one shuffle, one register.
+  Type i32Type = b.getI32Type();
+  auto i32 = [&](int64_t value) {
+    return b.create<arith::ConstantIntOp>(loc, value, 32);
+  };
+  Value nextChunkRow = b.create<arith::AddIOp>(loc, row, i64(b, kWarpSize));
+  Value inRange = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt,
+                                          nextChunkRow, numRows);
+  Value nextSegment = b.create<arith::TruncIOp>(
+      loc, i32Type, segmentOr(b, inRange, nextChunkRow));
+  Value lastSegment =
+      b.create<gpu::ShuffleOp>(
+           loc, b.create<arith::TruncIOp>(loc, i32Type, segment),
+           i32(kWarpSize - 1), i32(kWarpSize), gpu::ShuffleMode::IDX)
+          .getShuffleResult();
+  Value leaves = b.create<arith::OrIOp>(
+      loc, b.create<arith::XOrIOp>(loc, inRange, b.create<arith::ConstantIntOp>(loc, 1, 1)),
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, nextSegment,
+                              lastSegment));
+  return b.create<LLVM::CountTrailingZerosOp>(
+      loc, i32Type,
+      b.create<NVVM::VoteBallotOp>(loc, i32Type, i32(-1), leaves),
+      /*is_zero_poison=*/false);
+}
+
 Value GPUKernelEmitter::emitPackedSegments(OpBuilder &b, Value rowBase,
                                            Value row, Value inRange,
                                            Value segment, Value previous,
-                                           Value endsAtRow, Value starts) {
+                                           Value endsAtRow, Value starts,
+                                           Value tailEnd) {
   // Split rows run a row per warp, never a row per lane.
   if (splitsFeatures())
     return b.create<arith::ConstantIntOp>(loc, 0, 32);
@@ -433,9 +463,37 @@ Value GPUKernelEmitter::emitPackedSegments(OpBuilder &b, Value rowBase,
   Value chunkEndsSegment = b.create<arith::CmpIOp>(
       loc, arith::CmpIPredicate::ne,
       ballot(b.create<arith::AndIOp>(loc, isLastLane, endsAtRow)), i32(0));
-  Value member = b.create<arith::AndIOp>(
-      loc, b.create<arith::AndIOp>(loc, inRange, hasHead),
-      b.create<arith::OrIOp>(loc, endsInside, chunkEndsSegment));
+  // The tail, the segment of the chunk's last start running into the next
+  // chunk, ends at lane `tailEnd` e there. Its a = 32 - h lanes here (from
+  // its head lane h) take its rows start + j, + a, + 2a, ...: it is packed
+  // where that is at most kGPUPackedTailRowsPerLane rows a lane
+  // (e <= (that - 1) a). idx alone decides, not the grid.
+  Value width = b.create<arith::ConstantIntOp>(loc, kWarpSize, 32);
+  Value tailHead = b.create<arith::SubIOp>(
+      loc, i32(kWarpSize - 1),
+      b.create<LLVM::CountLeadingZerosOp>(loc, i32Type, starts,
+                                          /*is_zero_poison=*/false));
+  Value tailLanes = b.create<arith::SubIOp>(loc, i32(kWarpSize), tailHead);
+  constexpr int64_t tailRows = SegmentProgram::kGPUPackedTailRowsPerLane;
+  Value tailFits = b.create<arith::AndIOp>(
+      loc,
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, tailEnd,
+                              i32(kWarpSize)),
+      b.create<arith::CmpIOp>(
+          loc, arith::CmpIPredicate::ule, tailEnd,
+          b.create<arith::MulIOp>(loc, tailLanes, i32(tailRows - 1))));
+  // The tail's lanes: after the last start, in a chunk whose last row does
+  // not end its segment (so the chunk is full and the next one has rows).
+  Value inTail = b.create<arith::AndIOp>(
+      loc,
+      b.create<arith::AndIOp>(loc, hasHead, negate(endsInside)),
+      b.create<arith::AndIOp>(loc, negate(chunkEndsSegment), tailFits));
+  Value member = b.create<arith::OrIOp>(
+      loc,
+      b.create<arith::AndIOp>(
+          loc, b.create<arith::AndIOp>(loc, inRange, hasHead),
+          b.create<arith::OrIOp>(loc, endsInside, chunkEndsSegment)),
+      inTail);
   Value isHead = b.create<arith::AndIOp>(
       loc, member,
       b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, lane32, headLane));
@@ -454,7 +512,6 @@ Value GPUKernelEmitter::emitPackedSegments(OpBuilder &b, Value rowBase,
         // program on a row in range, masked: no loads out of bounds.
         Value firstHead = pb.create<LLVM::CountTrailingZerosOp>(
             pl, i32Type, heads, /*is_zero_poison=*/false);
-        Value width = pb.create<arith::ConstantIntOp>(pl, kWarpSize, 32);
         Value firstSegment =
             pb.create<gpu::ShuffleOp>(pl, segment, firstHead, width,
                                       gpu::ShuffleMode::IDX)
@@ -466,7 +523,26 @@ Value GPUKernelEmitter::emitPackedSegments(OpBuilder &b, Value rowBase,
         Value ownEnd = pb.create<arith::SelectOp>(pl, member, endLane, lane32);
         Value ownHead = pb.create<arith::SelectOp>(pl, member, headLane, lane32);
         Value count = widen(pb.create<arith::AddIOp>(
-            pl, pb.create<arith::SubIOp>(pl, endLane, headLane), i32(1)));
+            pl,
+            pb.create<arith::AddIOp>(
+                pl, pb.create<arith::SubIOp>(pl, endLane, headLane), i32(1)),
+            pb.create<arith::SelectOp>(pl, inTail, tailEnd, i32(0))));
+        // A lane's rows: its own, and on the tail's lanes every a-th row
+        // after it below the tail's end (lane h + j: rows start + j, + a,
+        // ...). What each pass needs of that, in one register (it stays live
+        // across the passes): the end's offset from rowBase | the step << 8.
+        Value endOffset = pb.create<arith::SelectOp>(
+            pl, inTail, pb.create<arith::AddIOp>(pl, tailEnd, i32(kWarpSize)),
+            pb.create<arith::AddIOp>(
+                pl,
+                pb.create<arith::TruncIOp>(
+                    pl, i32Type, pb.create<arith::SubIOp>(pl, safeRow, rowBase)),
+                i32(1)));
+        Value laneRows = pb.create<arith::OrIOp>(
+            pl, endOffset,
+            pb.create<arith::ShLIOp>(
+                pl, pb.create<arith::SelectOp>(pl, inTail, tailLanes, i32(1)),
+                i32(8)));
         // Empty segments before a packed one: its head lane's, alone.
         auto ifHead = pb.create<scf::IfOp>(pl, isHead, /*withElse=*/false);
         {
@@ -477,7 +553,24 @@ Value GPUKernelEmitter::emitPackedSegments(OpBuilder &b, Value rowBase,
         auto rowLoop = [&](OpBuilder &rb, Location rl, ValueRange init,
                            SegmentProgramEmitter::RowBody body,
                            bool /*storesRows*/) -> SmallVector<Value> {
-          return body(rb, rl, safeRow, /*lanes=*/1, member, init);
+          auto i32At = [&](int64_t value) {
+            return rb.create<arith::ConstantIntOp>(rl, value, 32);
+          };
+          // Offsets from rowBase in 32 bits (fewer registers in the loop).
+          auto rows = rb.create<scf::ForOp>(
+              rl,
+              rb.create<arith::TruncIOp>(
+                  rl, i32Type, rb.create<arith::SubIOp>(rl, safeRow, rowBase)),
+              rb.create<arith::AndIOp>(rl, laneRows, i32At(255)),
+              rb.create<arith::ShRUIOp>(rl, laneRows, i32At(8)), init,
+              [&](OpBuilder &ib, Location il, Value offset, ValueRange acc) {
+                Value laneRow = ib.create<arith::AddIOp>(
+                    il, rowBase,
+                    ib.create<arith::ExtUIOp>(il, ib.getI64Type(), offset));
+                ib.create<scf::YieldOp>(
+                    il, body(ib, il, laneRow, /*lanes=*/1, member, acc));
+              });
+          return SmallVector<Value>(rows.getResults());
         };
         auto combine = [&](OpBuilder &cb, Location, Value partial,
                            arith::AtomicRMWKind kind) {
@@ -725,6 +818,10 @@ void GPUKernelEmitter::emitChunk(OpBuilder &cb, Value chunk) {
           loc, hasNext, cb.create<arith::ConstantIntOp>(loc, 1, 1)),
       cb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne,
                                segmentOr(cb, hasNext, nextRow), segment));
+  // Where the segment of the chunk's last row ends in the next chunk, from
+  // an idx load in this round (packed tails; a row per lane).
+  Value tailEnd =
+      splitsFeatures() ? Value() : tailEndInNextChunk(cb, row, segment);
   Value changes = cb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne,
                                            previous, segment);
   Value isFirstRow = cb.create<arith::CmpIOp>(
@@ -736,7 +833,7 @@ void GPUKernelEmitter::emitChunk(OpBuilder &cb, Value chunk) {
                                                fullMask, isStart);
   Value zero32 = cb.create<arith::ConstantIntOp>(loc, 0, 32);
   Value packed = emitPackedSegments(cb, rowBase, row, inRange, segment,
-                                    previous, endsAtRow, starts);
+                                    previous, endsAtRow, starts, tailEnd);
   Value unpacked = cb.create<arith::AndIOp>(
       loc, starts,
       cb.create<arith::XOrIOp>(

@@ -216,13 +216,18 @@ private:
   void emitOwnedSegment(OpBuilder &b, Value rowBase, Value starts,
                         Value mask);
   /// The segments that start and end in the warp's chunk of 32 rows, all at
-  /// once (see the scheme above); `endsAtRow`: the lane's row is its
-  /// segment's last. Returns the mask of starts it handled (0 for none:
-  /// when one of them is invalid the chunk runs its segments one at a
-  /// time).
+  /// once (see the scheme above), with the one ending in the next chunk
+  /// where its rows fit kGPUPackedTailRowsPerLane a lane; `endsAtRow`: the
+  /// lane's row is its segment's last; `tailEnd`: tailEndInNextChunk.
+  /// Returns the mask of starts it handled (0 for none: when one of them is
+  /// invalid the chunk runs its segments one at a time).
   Value emitPackedSegments(OpBuilder &b, Value rowBase, Value row,
                            Value inRange, Value segment, Value previous,
-                           Value endsAtRow, Value starts);
+                           Value endsAtRow, Value starts, Value tailEnd);
+  /// The first lane of the chunk after the one of `row` (the lane's row)
+  /// whose row holds another segment than the chunk's last row, or is past
+  /// N (32: none), an i32; `segment`: idx of the lane's row.
+  Value tailEndInNextChunk(OpBuilder &b, Value row, Value segment);
   /// The bits of a chunk's ballot of `starts` at or below lane `lane32`
   /// (an i32), and those above it.
   std::pair<Value, Value> splitStarts(OpBuilder &b, Value starts,

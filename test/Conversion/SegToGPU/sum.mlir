@@ -51,19 +51,34 @@
 // CHECK: %[[K:.*]] = "llvm.intr.cttz"(%{{.*}}) <{is_zero_poison = false}> : (i32) -> i32
 // CHECK: %[[K64:.*]] = arith.extui %[[K]] : i32 to i64
 // CHECK: %[[CHUNK:.*]] = arith.addi %[[FIRSTCHUNK]], %[[K64]]
+// Where the chunk's last row's segment ends in the next chunk: a lane per
+// row there (its idx loaded with the chunk's), the first that leaves it.
+// CHECK: %{{.*}}, %{{.*}} = gpu.shuffle  idx %{{.*}}, %c31_i32, %c32_i32 : i32
+// CHECK: %[[LEAVES:.*]] = nvvm.vote.ballot.sync
+// CHECK: %[[TAILEND:.*]] = "llvm.intr.cttz"(%[[LEAVES]])
 // CHECK: %[[STARTS:.*]] = nvvm.vote.ballot.sync %c-1_i32, %{{.*}} : i32
 // Segments that start and end in the chunk are packed: a lane per row (the
 // first packed segment's for lanes outside them), the head lane evaluating
 // the empty segments before its own; per component a segmented suffix scan
 // (5 shuffles down, an add where the lane `offset` after is in the
 // segment) and the head's total to every lane; head lanes store.
-// Lane 31 tells whether the chunk's last row ends its segment.
+// Lane 31 tells whether the chunk's last row ends its segment. If not, the
+// segment from the last start (its a = 32 - h lanes: ctlz + 1) is packed
+// too where it ends e <= 3a rows into the next chunk.
 // CHECK: nvvm.vote.ballot.sync
+// CHECK: %[[HEADZEROS:.*]] = "llvm.intr.ctlz"(%[[STARTS]])
+// CHECK: %[[TAILLANES:.*]] = arith.addi %[[HEADZEROS]], %c1_i32
+// CHECK: %[[TAILROWS:.*]] = arith.muli %[[TAILLANES]], %c3_i32
+// CHECK: arith.cmpi ule, %[[TAILEND]], %[[TAILROWS]]
+// CHECK: arith.cmpi ult, %[[TAILEND]], %c32_i32
 // CHECK: %[[HEADS:.*]] = nvvm.vote.ballot.sync %c-1_i32, %[[ISHEAD:.*]] : i32
 // CHECK: %[[INVALID:.*]] = nvvm.vote.ballot.sync
 // CHECK: scf.if %[[PACKS:.*]] {
 // CHECK: gpu.shuffle  idx %{{.*}}, %{{.*}}, %c32_i32 : i64
 // CHECK: scf.if %[[ISHEAD]] {
+// A lane's rows from its own, a apart on the tail's lanes (else one), as
+// 32-bit offsets.
+// CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%{{.*}}) -> (f32, f32, f32)  : i32 {
 // CHECK: llvm.load %{{.*}} : !llvm.ptr -> f32
 // CHECK: %[[DOWN1:.*]], %{{.*}} = gpu.shuffle  down %[[ACC:.*]], %c1_i32, %c32_i32 : f32
 // CHECK: arith.addf %[[ACC]], %[[DOWN1]] : f32
