@@ -401,8 +401,10 @@ Value GPUKernelEmitter::tailEndInNextChunk(OpBuilder &b, Value row,
            loc, b.create<arith::TruncIOp>(loc, i32Type, segment),
            i32(kWarpSize - 1), i32(kWarpSize), gpu::ShuffleMode::IDX)
           .getShuffleResult();
+  Value pastN = b.create<arith::XOrIOp>(
+      loc, inRange, b.create<arith::ConstantIntOp>(loc, 1, 1));
   Value leaves = b.create<arith::OrIOp>(
-      loc, b.create<arith::XOrIOp>(loc, inRange, b.create<arith::ConstantIntOp>(loc, 1, 1)),
+      loc, pastN,
       b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, nextSegment,
                               lastSegment));
   return b.create<LLVM::CountTrailingZerosOp>(
@@ -536,7 +538,8 @@ Value GPUKernelEmitter::emitPackedSegments(OpBuilder &b, Value rowBase,
             pb.create<arith::AddIOp>(
                 pl,
                 pb.create<arith::TruncIOp>(
-                    pl, i32Type, pb.create<arith::SubIOp>(pl, safeRow, rowBase)),
+                    pl, i32Type,
+                    pb.create<arith::SubIOp>(pl, safeRow, rowBase)),
                 i32(1)));
         Value laneRows = pb.create<arith::OrIOp>(
             pl, endOffset,
