@@ -132,8 +132,13 @@ def segment_index(num_rows: int, mean_length: int | None, seed: int = 0) -> tupl
     count = int(torch.searchsorted(ends, num_rows).item()) + 1
     lengths = lengths[:count].clone()
     lengths[-1] -= int(ends[count - 1]) - num_rows
-    idx = torch.repeat_interleave(torch.arange(count, dtype=torch.int32), lengths)
-    return idx, count
+    return index_of(lengths), count
+
+
+def index_of(counts: Sequence[int] | Tensor) -> Tensor:
+    """The sorted int32 idx of segments of `counts` rows each."""
+    return torch.repeat_interleave(torch.arange(len(counts), dtype=torch.int32),
+                                   torch.as_tensor(counts, dtype=torch.int64))
 
 
 def _argument(op: str, name: str, space: str, width: int, rows: int, segments: int,
@@ -196,9 +201,7 @@ def trace_call(op: str, dtype: str, level: int, width: int, num_rows: int,
 def trace_layout(op: str, dtype: str, level: int, width: int, counts: Sequence[int],
                  seed: int = 0) -> Call:
     """trace_call on segments of `counts` rows each (empty ones allowed)."""
-    idx = torch.repeat_interleave(torch.arange(len(counts), dtype=torch.int32),
-                                  torch.tensor(counts, dtype=torch.int64))
-    return trace_idx(op, dtype, level, width, idx, len(counts), seed)
+    return trace_idx(op, dtype, level, width, index_of(counts), len(counts), seed)
 
 
 def trace_idx(op: str, dtype: str, level: int, width: int, idx: Tensor, num_segments: int,

@@ -466,16 +466,16 @@ Value GPUKernelEmitter::emitPackedSegments(OpBuilder &b, Value rowBase,
       loc, arith::CmpIPredicate::ne,
       ballot(b.create<arith::AndIOp>(loc, isLastLane, endsAtRow)), i32(0));
   // The tail, the segment of the chunk's last start running into the next
-  // chunk, ends at lane `tailEnd` e there. Its a = 32 - h lanes here (from
-  // its head lane h) take its rows start + j, + a, + 2a, ...: it is packed
-  // where that is at most kGPUPackedTailRowsPerLane rows a lane
-  // (e <= (that - 1) a). idx alone decides, not the grid.
-  Value width = b.create<arith::ConstantIntOp>(loc, kWarpSize, 32);
-  Value tailHead = b.create<arith::SubIOp>(
-      loc, i32(kWarpSize - 1),
+  // chunk, ends at lane `tailEnd` e there. Its a lanes here (from the last
+  // start to lane 31: one more than the starts' leading zeros) take its
+  // rows start + j, + a, + 2a, ...: it is packed where that is at most
+  // kGPUPackedTailRowsPerLane rows a lane (e <= (that - 1) a). idx alone
+  // decides, not the grid.
+  Value tailLanes = b.create<arith::AddIOp>(
+      loc,
       b.create<LLVM::CountLeadingZerosOp>(loc, i32Type, starts,
-                                          /*is_zero_poison=*/false));
-  Value tailLanes = b.create<arith::SubIOp>(loc, i32(kWarpSize), tailHead);
+                                          /*is_zero_poison=*/false),
+      i32(1));
   constexpr int64_t tailRows = SegmentProgram::kGPUPackedTailRowsPerLane;
   Value tailFits = b.create<arith::AndIOp>(
       loc,
@@ -514,6 +514,7 @@ Value GPUKernelEmitter::emitPackedSegments(OpBuilder &b, Value rowBase,
         // program on a row in range, masked: no loads out of bounds.
         Value firstHead = pb.create<LLVM::CountTrailingZerosOp>(
             pl, i32Type, heads, /*is_zero_poison=*/false);
+        Value width = pb.create<arith::ConstantIntOp>(pl, kWarpSize, 32);
         Value firstSegment =
             pb.create<gpu::ShuffleOp>(pl, segment, firstHead, width,
                                       gpu::ShuffleMode::IDX)
@@ -533,14 +534,11 @@ Value GPUKernelEmitter::emitPackedSegments(OpBuilder &b, Value rowBase,
         // after it below the tail's end (lane h + j: rows start + j, + a,
         // ...). What each pass needs of that, in one register (it stays live
         // across the passes): the end's offset from rowBase | the step << 8.
+        Value ownOffset = pb.create<arith::TruncIOp>(
+            pl, i32Type, pb.create<arith::SubIOp>(pl, safeRow, rowBase));
         Value endOffset = pb.create<arith::SelectOp>(
             pl, inTail, pb.create<arith::AddIOp>(pl, tailEnd, i32(kWarpSize)),
-            pb.create<arith::AddIOp>(
-                pl,
-                pb.create<arith::TruncIOp>(
-                    pl, i32Type,
-                    pb.create<arith::SubIOp>(pl, safeRow, rowBase)),
-                i32(1)));
+            pb.create<arith::AddIOp>(pl, ownOffset, i32(1)));
         Value laneRows = pb.create<arith::OrIOp>(
             pl, endOffset,
             pb.create<arith::ShLIOp>(
@@ -561,9 +559,7 @@ Value GPUKernelEmitter::emitPackedSegments(OpBuilder &b, Value rowBase,
           };
           // Offsets from rowBase in 32 bits (fewer registers in the loop).
           auto rows = rb.create<scf::ForOp>(
-              rl,
-              rb.create<arith::TruncIOp>(
-                  rl, i32Type, rb.create<arith::SubIOp>(rl, safeRow, rowBase)),
+              rl, ownOffset,
               rb.create<arith::AndIOp>(rl, laneRows, i32At(255)),
               rb.create<arith::ShRUIOp>(rl, laneRows, i32At(8)), init,
               [&](OpBuilder &ib, Location il, Value offset, ValueRange acc) {
