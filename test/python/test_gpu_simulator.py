@@ -62,6 +62,10 @@ LAYOUTS = {
     # Segments that start and end in one 32-row chunk run packed, a lane per
     # row; one row longer, or crossing a chunk's end, they are walked.
     "packed-threshold": [32, 32, 31, 2, 29, 1, 1, 0, 1, 33, 32, 5, 27, 1],
+    # A segment neither packed nor long finds its end in rounds of 128 rows
+    # (4 chunks a lane, then ballots): ending on both sides of the first
+    # round's end and of the second's.
+    "walk-rounds": [127, 128, 129, 1, 255, 256, 257, 3],
     # A segment running from a rows before a chunk's end to row e of the
     # next (the chunk's tail) runs packed where e <= 3a (4 rows a lane of
     # its a lanes), else it is walked: both sides at a = 1 and 2; a whole

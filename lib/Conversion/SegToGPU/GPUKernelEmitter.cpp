@@ -220,38 +220,86 @@ void GPUKernelEmitter::emitEmptySegments(OpBuilder &b, Value lo, Value hi,
       });
 }
 
+Value GPUKernelEmitter::firstRowLeaving(OpBuilder &b, Value lo,
+                                        Value segment) {
+  // Rows clamped below N and loaded unconditionally, compared in 32 bits
+  // (idx is i32), the first found in 32 bits: the loads stay independent
+  // and few registers live.
+  KernelCodeBuilder code(b, loc);
+  Type i32Type = b.getI32Type();
+  auto i32 = [&](int64_t value) {
+    return b.create<arith::ConstantIntOp>(loc, value, 32);
+  };
+  Value lastRow = b.create<arith::SubIOp>(loc, numRows, i64(b, 1));
+  SmallVector<Value> pastLast, loaded;
+  for (int64_t k = 0; k < kWalkChunksPerRound; ++k) {
+    Value row = b.create<arith::AddIOp>(
+        loc, lo, b.create<arith::AddIOp>(loc, lane, i64(b, k * kWarpSize)));
+    pastLast.push_back(
+        b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sgt, row, lastRow));
+    loaded.push_back(code.load(idx, i32Type,
+                               b.create<arith::MinSIOp>(loc, row, lastRow)));
+  }
+  Value segment32 = b.create<arith::TruncIOp>(loc, i32Type, segment);
+  // The first chunk with a row leaving, from the last back.
+  Value first = i32(kWalkChunksPerRound * kWarpSize);
+  for (int64_t k = kWalkChunksPerRound - 1; k >= 0; --k) {
+    Value leaves = b.create<arith::OrIOp>(
+        loc, pastLast[k],
+        b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, loaded[k],
+                                segment32));
+    Value ballot =
+        b.create<NVVM::VoteBallotOp>(loc, i32Type, i32(-1), leaves);
+    Value position = b.create<arith::AddIOp>(
+        loc, i32(k * kWarpSize),
+        b.create<LLVM::CountTrailingZerosOp>(loc, i32Type, ballot,
+                                             /*is_zero_poison=*/false));
+    first = b.create<arith::SelectOp>(
+        loc, b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, ballot, i32(0)),
+        position, first);
+  }
+  return b.create<arith::AddIOp>(
+      loc, lo, b.create<arith::ExtUIOp>(loc, b.getI64Type(), first));
+}
+
+Value GPUKernelEmitter::walkSegmentEnd(OpBuilder &b, Value start,
+                                       Value segment) {
+  // Rounds of 128 rows from start until one holds a row leaving the
+  // segment: each a few loads a lane in flight together, then ballots (a
+  // lane walking a row at a time would be a chain of ~length / 32
+  // dependent loads). Probing further ahead in the same loop cost the
+  // segment kernels up to 10 registers.
+  constexpr int64_t roundRows = kWalkChunksPerRound * kWarpSize;
+  Type i64Type = b.getI64Type();
+  auto walk = b.create<scf::WhileOp>(
+      loc, TypeRange{i64Type, i64Type}, ValueRange{start},
+      [&](OpBuilder &cb, Location cl, ValueRange base) {
+        Value firstLeaving = firstRowLeaving(cb, base[0], segment);
+        Value notFound = cb.create<arith::CmpIOp>(
+            cl, arith::CmpIPredicate::sge, firstLeaving,
+            cb.create<arith::AddIOp>(cl, base[0], i64(cb, roundRows)));
+        cb.create<scf::ConditionOp>(cl, notFound,
+                                    ValueRange{base[0], firstLeaving});
+      },
+      [&](OpBuilder &nb, Location nl, ValueRange state) {
+        nb.create<scf::YieldOp>(
+            nl, ValueRange{nb.create<arith::AddIOp>(nl, state[0],
+                                                    i64(nb, roundRows))});
+      });
+  return walk.getResult(1);
+}
+
 void GPUKernelEmitter::emitWalkedSegment(OpBuilder &b, Value start,
                                          Value segment, Value endKnown,
                                          Value knownEnd) {
   KernelCodeBuilder code(b, loc);
-  // The segment's end, unless its chunk told it: each lane walks rows
-  // start + lane, + 32, ... while idx stays the same; the first row that
-  // leaves it is the warp minimum.
   auto ifKnown = b.create<scf::IfOp>(
       loc, endKnown,
       [&](OpBuilder &kb, Location kl) {
         kb.create<scf::YieldOp>(kl, knownEnd);
       },
       [&](OpBuilder &wb, Location wl) {
-        auto walk = wb.create<scf::WhileOp>(
-            wl, TypeRange{wb.getI64Type()},
-            ValueRange{wb.create<arith::AddIOp>(wl, start, lane)},
-            [&](OpBuilder &cb, Location cl, ValueRange rows) {
-              Value inRange = cb.create<arith::CmpIOp>(
-                  cl, arith::CmpIPredicate::slt, rows[0], numRows);
-              Value same = cb.create<arith::CmpIOp>(
-                  cl, arith::CmpIPredicate::eq,
-                  segmentOr(cb, inRange, rows[0]), segment);
-              cb.create<scf::ConditionOp>(
-                  cl, cb.create<arith::AndIOp>(cl, inRange, same), rows);
-            },
-            [&](OpBuilder &ab, Location al, ValueRange rows) {
-              ab.create<scf::YieldOp>(al,
-                                      ValueRange{ab.create<arith::AddIOp>(
-                                          al, rows[0], i64(ab, kWarpSize))});
-            });
-        wb.create<scf::YieldOp>(
-            wl, warpCombine(wb, walk.getResult(0), arith::AtomicRMWKind::mins));
+        wb.create<scf::YieldOp>(wl, walkSegmentEnd(wb, start, segment));
       });
   Value end = ifKnown.getResult(0);
 

@@ -32,6 +32,9 @@ static_assert(SegmentProgram::kGPUMinChunksPerWindow <=
               "a lane per chunk of a window");
 /// Tile slots each lane loads per step when adding a long segment's tiles.
 inline constexpr int64_t kTilesPerLane = 4;
+/// Chunks of rows a walk loads a lane in one round (one load each, all in
+/// flight before the ballots), as ptxas unrolls a row loop.
+inline constexpr int64_t kWalkChunksPerRound = 4;
 /// Half the threads an SM holds (2,048 from sm_50 to sm_90): the blocks of
 /// a `__pass_totals` kernel ask to fit this many (50% occupancy).
 inline constexpr int64_t kHalfSMThreads = 1024;
@@ -239,9 +242,17 @@ private:
   /// atomics.
   Value segmentedCombine(OpBuilder &b, Value value, arith::AtomicRMWKind kind,
                          Value endLane, Value headLane);
+  /// The first row in [lo, lo + 128) that does not hold `segment`, rows
+  /// past N's last counting as not holding; lo + 128 if none. One round:
+  /// lane l loads rows lo + l + 32k (k < kWalkChunksPerRound), all before
+  /// the ballots.
+  Value firstRowLeaving(OpBuilder &b, Value lo, Value segment);
+  /// The end of the segment from `start` (warp-uniform): firstRowLeaving
+  /// from start, start + 128, ... until a round finds it. For any idx it
+  /// reads only rows below N, ends, and returns a row in (start, N].
+  Value walkSegmentEnd(OpBuilder &b, Value start, Value segment);
   /// The rows of a (short) segment from `start`, reduced lane-strided: up
-  /// to `knownEnd` if `endKnown` (warp-uniform), else to an end found by a
-  /// walk.
+  /// to `knownEnd` if `endKnown` (warp-uniform), else to its walked end.
   void emitWalkedSegment(OpBuilder &b, Value start, Value segment,
                          Value endKnown, Value knownEnd);
   void emitRowMap(OpBuilder &b);

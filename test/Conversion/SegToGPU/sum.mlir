@@ -160,11 +160,19 @@
 // CHECK: %[[END:.*]] = scf.if %[[ENDKNOWN]] -> (i64) {
 // CHECK: scf.yield %[[KNOWNEND]]
 // CHECK: } else {
-// CHECK: %[[WALK:.*]] = scf.while
-// CHECK: gpu.shuffle  xor %[[WALK]], %c16_i32, %c32_i32 : i64
-// CHECK-COUNT-4: arith.minsi
-// CHECK: %[[WALKEND:.*]] = arith.minsi
-// CHECK: scf.yield %[[WALKEND]]
+// The walk: rounds of 128 rows, idx of 4 rows a lane (32 apart, clamped
+// below N) loaded before the 4 ballots; the first leaving row ends it.
+// CHECK: %[[WALK:.*]]:2 = scf.while (%[[BASE:.*]] = %{{.*}}) : (i64) -> (i64, i64) {
+// CHECK-COUNT-4: llvm.load %{{.*}} : !llvm.ptr -> i32
+// CHECK-NOT: llvm.load
+// CHECK-COUNT-4: nvvm.vote.ballot.sync
+// CHECK: %[[FIRST:.*]] = arith.addi %[[BASE]], %{{.*}} : i64
+// CHECK: %[[ROUNDEND:.*]] = arith.addi %[[BASE]], %c128_i64 : i64
+// CHECK: %[[NOTFOUND:.*]] = arith.cmpi sge, %[[FIRST]], %[[ROUNDEND]] : i64
+// CHECK: scf.condition(%[[NOTFOUND]]) %[[BASE]], %[[FIRST]] : i64, i64
+// CHECK: } do {
+// CHECK: arith.addi %{{.*}}, %c128_i64 : i64
+// CHECK: scf.yield %[[WALK]]#1 : i64
 // CHECK: scf.if
 // CHECK: %[[ACC:.*]]:3 = scf.for %{{.*}} to %[[END]] step %c32_i64 iter_args({{.*}}) -> (f32, f32, f32) : i64
 // CHECK-COUNT-3: llvm.getelementptr inbounds %[[X]]
