@@ -221,7 +221,7 @@ void GPUKernelEmitter::emitEmptySegments(OpBuilder &b, Value lo, Value hi,
 }
 
 Value GPUKernelEmitter::firstRowLeaving(OpBuilder &b, Value lo,
-                                        Value segment) {
+                                        Value lastRow, Value segment32) {
   // Rows clamped below N and loaded unconditionally, compared in 32 bits
   // (idx is i32), the first found in 32 bits: the loads stay independent
   // and few registers live.
@@ -230,7 +230,6 @@ Value GPUKernelEmitter::firstRowLeaving(OpBuilder &b, Value lo,
   auto i32 = [&](int64_t value) {
     return b.create<arith::ConstantIntOp>(loc, value, 32);
   };
-  Value lastRow = b.create<arith::SubIOp>(loc, numRows, i64(b, 1));
   SmallVector<Value> pastLast, loaded;
   for (int64_t k = 0; k < kWalkChunksPerRound; ++k) {
     Value row = b.create<arith::AddIOp>(
@@ -240,7 +239,6 @@ Value GPUKernelEmitter::firstRowLeaving(OpBuilder &b, Value lo,
     loaded.push_back(code.load(idx, i32Type,
                                b.create<arith::MinSIOp>(loc, row, lastRow)));
   }
-  Value segment32 = b.create<arith::TruncIOp>(loc, i32Type, segment);
   // The first chunk with a row leaving, from the last back.
   Value first = i32(kWalkChunksPerRound * kWarpSize);
   for (int64_t k = kWalkChunksPerRound - 1; k >= 0; --k) {
@@ -255,7 +253,8 @@ Value GPUKernelEmitter::firstRowLeaving(OpBuilder &b, Value lo,
         b.create<LLVM::CountTrailingZerosOp>(loc, i32Type, ballot,
                                              /*is_zero_poison=*/false));
     first = b.create<arith::SelectOp>(
-        loc, b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, ballot, i32(0)),
+        loc,
+        b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, ballot, i32(0)),
         position, first);
   }
   return b.create<arith::AddIOp>(
@@ -267,14 +266,16 @@ Value GPUKernelEmitter::walkSegmentEnd(OpBuilder &b, Value start,
   // Rounds of 128 rows from start until one holds a row leaving the
   // segment: each a few loads a lane in flight together, then ballots (a
   // lane walking a row at a time would be a chain of ~length / 32
-  // dependent loads). Probing further ahead in the same loop cost the
-  // segment kernels up to 10 registers.
+  // dependent loads). Probing further ahead cost the segment kernels
+  // registers (docs/benchmarks.md, "Walks in rounds of 128 rows").
   constexpr int64_t roundRows = kWalkChunksPerRound * kWarpSize;
   Type i64Type = b.getI64Type();
+  Value lastRow = b.create<arith::SubIOp>(loc, numRows, i64(b, 1));
+  Value segment32 = b.create<arith::TruncIOp>(loc, b.getI32Type(), segment);
   auto walk = b.create<scf::WhileOp>(
       loc, TypeRange{i64Type, i64Type}, ValueRange{start},
       [&](OpBuilder &cb, Location cl, ValueRange base) {
-        Value firstLeaving = firstRowLeaving(cb, base[0], segment);
+        Value firstLeaving = firstRowLeaving(cb, base[0], lastRow, segment32);
         Value notFound = cb.create<arith::CmpIOp>(
             cl, arith::CmpIPredicate::sge, firstLeaving,
             cb.create<arith::AddIOp>(cl, base[0], i64(cb, roundRows)));

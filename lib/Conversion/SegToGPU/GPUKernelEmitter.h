@@ -242,11 +242,12 @@ private:
   /// atomics.
   Value segmentedCombine(OpBuilder &b, Value value, arith::AtomicRMWKind kind,
                          Value endLane, Value headLane);
-  /// The first row in [lo, lo + 128) that does not hold `segment`, rows
-  /// past N's last counting as not holding; lo + 128 if none. One round:
-  /// lane l loads rows lo + l + 32k (k < kWalkChunksPerRound), all before
-  /// the ballots.
-  Value firstRowLeaving(OpBuilder &b, Value lo, Value segment);
+  /// The first row in [lo, lo + 128) whose idx is not `segment32` (an
+  /// i32), rows past `lastRow` (N - 1) counting as not holding it; lo + 128
+  /// if none. One round: lane l loads rows lo + l + 32k
+  /// (k < kWalkChunksPerRound), all before the ballots.
+  Value firstRowLeaving(OpBuilder &b, Value lo, Value lastRow,
+                        Value segment32);
   /// The end of the segment from `start` (warp-uniform): firstRowLeaving
   /// from start, start + 128, ... until a round finds it. For any idx it
   /// reads only rows below N, ends, and returns a row in (start, N].
