@@ -465,8 +465,7 @@ Value GPUKernelEmitter::tailEndInNextChunk(OpBuilder &b, Value row,
 Value GPUKernelEmitter::emitPackedSegments(OpBuilder &b, Value rowBase,
                                            Value row, Value inRange,
                                            Value segment, Value previous,
-                                           Value endsAtRow, Value starts,
-                                           Value tailEnd) {
+                                           Value starts, Value tailEnd) {
   // Split rows run a row per warp, never a row per lane.
   if (splitsFeatures())
     return b.create<arith::ConstantIntOp>(loc, 0, 32);
@@ -508,12 +507,10 @@ Value GPUKernelEmitter::emitPackedSegments(OpBuilder &b, Value rowBase,
   Value endLane = b.create<arith::SelectOp>(
       loc, endsInside, b.create<arith::SubIOp>(loc, nextStart, i32(1)),
       lastLane);
-  // Whether the chunk's last row ends its segment (lane 31's row).
-  Value isLastLane = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
-                                             lane, i64(b, kWarpSize - 1));
+  // Whether the chunk's last row ends its segment: the next chunk's first
+  // row leaves it (or is past N).
   Value chunkEndsSegment = b.create<arith::CmpIOp>(
-      loc, arith::CmpIPredicate::ne,
-      ballot(b.create<arith::AndIOp>(loc, isLastLane, endsAtRow)), i32(0));
+      loc, arith::CmpIPredicate::eq, tailEnd, i32(0));
   // The tail, the segment of the chunk's last start running into the next
   // chunk, ends at lane `tailEnd` e there. Its a lanes here (from the last
   // start to lane 31: one more than the starts' leading zeros) take its
@@ -855,19 +852,9 @@ void GPUKernelEmitter::emitChunk(OpBuilder &cb, Value chunk) {
                                i64(cb, 0)));
   Value previous = segmentOr(
       cb, hasPrevious, cb.create<arith::SubIOp>(loc, row, i64(cb, 1)));
-  // Whether the segment ends at this row (loaded with the rows above,
-  // in the same round): lane 31's tells packing where the chunk ends.
-  Value nextRow = cb.create<arith::AddIOp>(loc, row, i64(cb, 1));
-  Value hasNext = cb.create<arith::CmpIOp>(
-      loc, arith::CmpIPredicate::slt, nextRow, numRows);
-  Value endsAtRow = cb.create<arith::OrIOp>(
-      loc,
-      cb.create<arith::XOrIOp>(
-          loc, hasNext, cb.create<arith::ConstantIntOp>(loc, 1, 1)),
-      cb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne,
-                               segmentOr(cb, hasNext, nextRow), segment));
   // Where the segment of the chunk's last row ends in the next chunk, from
-  // an idx load in this round (packed tails; a row per lane).
+  // an idx load in this round (packed tails; a row per lane): at its first
+  // lane if the chunk's last row ends it.
   Value tailEnd =
       splitsFeatures() ? Value() : tailEndInNextChunk(cb, row, segment);
   Value changes = cb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne,
@@ -881,7 +868,7 @@ void GPUKernelEmitter::emitChunk(OpBuilder &cb, Value chunk) {
                                                fullMask, isStart);
   Value zero32 = cb.create<arith::ConstantIntOp>(loc, 0, 32);
   Value packed = emitPackedSegments(cb, rowBase, row, inRange, segment,
-                                    previous, endsAtRow, starts, tailEnd);
+                                    previous, starts, tailEnd);
   Value unpacked = cb.create<arith::AndIOp>(
       loc, starts,
       cb.create<arith::XOrIOp>(

@@ -220,13 +220,13 @@ private:
                         Value mask);
   /// The segments that start and end in the warp's chunk of 32 rows, all at
   /// once (see the scheme above), with the one ending in the next chunk
-  /// where its rows fit kGPUPackedTailRowsPerLane a lane; `endsAtRow`: the
-  /// lane's row is its segment's last; `tailEnd`: tailEndInNextChunk.
+  /// where its rows fit kGPUPackedTailRowsPerLane a lane; `tailEnd`:
+  /// tailEndInNextChunk (0: the chunk's last row ends its segment).
   /// Returns the mask of starts it handled (0 for none: when one of them is
   /// invalid the chunk runs its segments one at a time).
   Value emitPackedSegments(OpBuilder &b, Value rowBase, Value row,
                            Value inRange, Value segment, Value previous,
-                           Value endsAtRow, Value starts, Value tailEnd);
+                           Value starts, Value tailEnd);
   /// The first lane of the chunk after the one of `row` (the lane's row)
   /// whose row holds another segment than the chunk's last row, or is past
   /// N (32: none), an i32; `segment`: idx of the lane's row.

@@ -51,8 +51,11 @@
 // CHECK: %[[K:.*]] = "llvm.intr.cttz"(%{{.*}}) <{is_zero_poison = false}> : (i32) -> i32
 // CHECK: %[[K64:.*]] = arith.extui %[[K]] : i32 to i64
 // CHECK: %[[CHUNK:.*]] = arith.addi %[[FIRSTCHUNK]], %[[K64]]
-// Where the chunk's last row's segment ends in the next chunk: a lane per
-// row there (its idx loaded with the chunk's), the first that leaves it.
+// Three idx loads a lane (its row, the row before, the row 32 after),
+// then where the chunk's last row's segment ends in the next chunk: a lane
+// per row there, the first that leaves it.
+// CHECK-COUNT-3: llvm.load %{{.*}} : !llvm.ptr -> i32
+// CHECK-NOT: llvm.load
 // CHECK: %{{.*}}, %{{.*}} = gpu.shuffle  idx %{{.*}}, %c31_i32, %c32_i32 : i32
 // CHECK: %[[LEAVES:.*]] = nvvm.vote.ballot.sync
 // CHECK: %[[TAILEND:.*]] = "llvm.intr.cttz"(%[[LEAVES]])
@@ -62,10 +65,11 @@
 // the empty segments before its own; per component a segmented suffix scan
 // (5 shuffles down, an add where the lane `offset` after is in the
 // segment) and the head's total to every lane; head lanes store.
-// Lane 31 tells whether the chunk's last row ends its segment. If not, the
+// The chunk's last row ends its segment where the next chunk's first row
+// leaves it (tail end 0; no load of the row after each lane's). If not, the
 // segment from the last start (its a = 32 - h lanes: ctlz + 1) is packed
 // too where it ends e <= 3a rows into the next chunk.
-// CHECK: nvvm.vote.ballot.sync
+// CHECK: arith.cmpi eq, %[[TAILEND]], %c0_i32
 // CHECK: %[[HEADZEROS:.*]] = "llvm.intr.ctlz"(%[[STARTS]])
 // CHECK: %[[TAILLANES:.*]] = arith.addi %[[HEADZEROS]], %c1_i32
 // CHECK: %[[TAILROWS:.*]] = arith.muli %[[TAILLANES]], %c3_i32
