@@ -131,6 +131,29 @@ def test_split_rows_match_the_host_kernels(simulator: harness.GpuSimulator, op: 
                 msg=lambda m: f"{gpu.record.name}, {layout}, output {index}: {m}")
 
 
+# Segments walked in rounds of 128 rows from their start (walkSegmentEnd):
+# ends on both sides of the first and second round's end, none covering a
+# whole tile of split rows (256 rows), so none long.
+WALK_ROUNDS = [127, 128, 129, 1, 255, 2, 256, 257, 3]
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("width", [8, 33])
+@pytest.mark.parametrize("op,level", CASES, ids=[f"{op[10:]}-{level}" for op, level in CASES])
+def test_split_rows_walk_segments_in_rounds(simulator: harness.GpuSimulator, op: str,
+                                            level: int, width: int, dtype: str) -> None:
+    program = _wide.program(op, dtype, width)
+    gpu = harness.SimulatedProgram(program, level, simulator)
+    host = harness.CompiledModule(program.source, order=level)
+    inputs, simulated, n, s = _buffers(gpu.record, WALK_ROUNDS, 11)
+    gpu.run(inputs, simulated, n, s)
+    wanted = host.run(gpu.record.name, inputs, n, s)
+    for index, (got, want) in enumerate(zip(simulated, wanted)):
+        torch.testing.assert_close(
+            got, want, **_tolerance(dtype, width),
+            msg=lambda m: f"{gpu.record.name}, output {index}: {m}")
+
+
 @pytest.mark.parametrize("width", [7, 12, 31, 33, 256])
 @pytest.mark.parametrize("op,level", [("segmented_sum", 0), ("segmented_rms_norm", 1),
                                       ("segmented_max", 1), ("segmented_dot", 2)])
