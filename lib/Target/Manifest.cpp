@@ -103,6 +103,7 @@ static llvm::json::Object describeGPU(const SegmentProgram &program,
     gpu["packed_chunk_rows"] = SegmentProgram::kGPUChunkRows;
     gpu["packed_tail_rows_per_lane"] =
         SegmentProgram::kGPUPackedTailRowsPerLane;
+    gpu["packed_tail_from_next_chunk"] = program.gpuPacksTailsFromNextChunk();
   }
   // Rows of this many features or more hold them over groups of a warp's
   // lanes, of `feature_lanes` lanes each (0: a row per lane).

@@ -93,8 +93,10 @@
 // MANIFEST-NEXT: "super_tile_rows": 32768,
 // MANIFEST-NEXT: "tile_rows": 1024
 // Segments within a 32-row chunk run packed, and one ending in the next
-// chunk where that is at most 4 rows a lane of its lanes.
+// chunk where that is at most 4 rows a lane of its lanes (rows of 3
+// components: not their rows there a lane each).
 // MANIFEST: "packed_chunk_rows": 32,
+// MANIFEST-NEXT: "packed_tail_from_next_chunk": false,
 // MANIFEST-NEXT: "packed_tail_rows_per_lane": 4,
 // MANIFEST-NEXT: "window_chunks": {
 // MANIFEST-NEXT: "max": 32,

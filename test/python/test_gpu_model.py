@@ -176,32 +176,50 @@ def test_trace_rounds_of_one_segment_in_tiles(traces: list[dict]) -> None:
     assert windows <= kernel["warp_rounds"] < windows + 40
 
 
-# Pairs of layouts around the packed-tail threshold: a segment from a rows
-# before the end of chunk 0 to row e of chunk 1 runs packed where
-# e <= 3a (at most 4 rows a lane), else it is walked.
+# Pairs of layouts around the packed-tail thresholds: a segment from a rows
+# before the end of chunk 0 to row e of chunk 1. Where its rows read
+# segment values it runs packed if e <= 3a (at most 4 rows a lane), else it
+# is walked; a one-pass program reading none takes the rows in chunk 1 a
+# lane each and packs it if e < 32.
 TAIL_THRESHOLD_PAIRS = [
     ([30, 8, 26], [30, 9, 25]),  # a = 2: e = 6, 7
     ([31, 4, 29], [31, 5, 28]),  # a = 1: e = 3, 4
     ([63, 1], [64, 1]),          # a = 32: e = 31, 32 (the next chunk's end)
 ]
+NEXT_CHUNK_TAIL_PAIRS = [
+    ([31, 32, 1], [31, 33]),     # a = 1: e = 31, 32
+    ([30, 33, 1], [30, 34]),     # a = 2: e = 31, 32
+    ([63, 1], [64, 1]),          # a = 32: e = 31, 32
+]
 
 
 @pytest.mark.simulator
-@pytest.mark.parametrize("op,dtype,level", [("segmented_sum", "f32", 0),
-                                            ("segmented_rms_norm", "f64", 1)])
-def test_a_tail_into_the_next_chunk_runs_packed_up_to_four_rows_a_lane(
-        op: str, dtype: str, level: int) -> None:
+@pytest.mark.parametrize("op,dtype,level,pairs", [
+    ("segmented_sum", "f32", 0, NEXT_CHUNK_TAIL_PAIRS),
+    ("segmented_rms_norm", "f64", 1, TAIL_THRESHOLD_PAIRS)], ids=["next-chunk", "rows-a-lane"])
+def test_a_tail_into_the_next_chunk_runs_packed_below_its_threshold(
+        op: str, dtype: str, level: int, pairs: list[tuple[list[int], list[int]]]) -> None:
     """Each pair's packed tail costs its warp no walk, so fewer load rounds
     than the walked one's (a walk, then the rows); one warp of the segment
     kernel has all 64-65 rows."""
-    calls = [[op, dtype, level, 1, counts] for pair in TAIL_THRESHOLD_PAIRS for counts in pair]
+    calls = [[op, dtype, level, 1, counts] for pair in pairs for counts in pair]
     traces = _traced(calls, "trace_layout")
-    for (packed, walked), (packed_counts, _) in zip(
-            zip(traces[::2], traces[1::2]), TAIL_THRESHOLD_PAIRS):
+    for (packed, walked), (packed_counts, _) in zip(zip(traces[::2], traces[1::2]), pairs):
         packed_kernel, walked_kernel = packed["launches"][-1], walked["launches"][-1]
         assert packed_kernel["kernel"] == walked_kernel["kernel"]
         assert packed_kernel["warp_rounds"] < walked_kernel["warp_rounds"], (
             packed_counts, packed_kernel["warp_rounds"], walked_kernel["warp_rounds"])
+
+
+@pytest.mark.simulator
+def test_a_one_pass_tail_takes_its_next_chunk_rows_a_lane_each() -> None:
+    """Tails past 4 rows a lane (e > 3a) pack in a one-pass sum: as many
+    load rounds as the one at 4 rows a lane, none walked."""
+    calls = [["segmented_sum", "f32", 0, 1, counts] for pair in TAIL_THRESHOLD_PAIRS[:2]
+             for counts in pair]
+    traces = _traced(calls, "trace_layout")
+    rounds = [trace["launches"][-1]["warp_rounds"] for trace in traces]
+    assert rounds[0] == rounds[1] and rounds[2] == rounds[3], rounds
 
 
 @pytest.mark.simulator

@@ -42,8 +42,12 @@ LONG_SEGMENTS = next(entry["gpu"]["long_segments"] for entry in MANIFEST["kernel
                      if "long_segments" in entry.get("gpu", {}))
 TILE = LONG_SEGMENTS["tile_rows"]
 WINDOW_EDGES = [96, 31, 1, 224, 1, 300, 0, 0]
+# Tails a rows before a chunk's end, ending e rows into the next: packed
+# where e <= 3a (rows read segment values) or e < 32 (one-pass programs
+# reading none: gpu.packed_tail_from_next_chunk), on both sides of each.
 PACKED_TAILS = harness.packed_tail_counts(
-    [(2, 6), (2, 7), (1, 3), (1, 4), (32, 31), (32, 32), (5, 40), (13, 18), (20, 12), (3, 5)])
+    [(2, 6), (2, 7), (1, 3), (1, 4), (32, 31), (32, 32), (5, 40), (13, 18), (20, 12),
+     (1, 31), (1, 32), (2, 30), (2, 31), (3, 5)])
 PACKED_TAILS.insert(1, 0)  # an empty segment before the first tail
 LAYOUTS = {
     "empty-rows": [0, 0, 0],

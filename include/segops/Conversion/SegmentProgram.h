@@ -168,6 +168,21 @@ public:
   /// lanes in the chunk (one row there, the rest from the next chunk);
   /// else it is walked. Written to the manifest.
   static constexpr int64_t kGPUPackedTailRowsPerLane = 4;
+  /// Loads a lane issues before it needs the first of them, as the GPU
+  /// kernels plan a round of loads (a walk's rows, a chunk's): what ptxas
+  /// keeps in flight unrolling a loop, and the traffic model's round.
+  static constexpr int64_t kGPULoadsPerRound = 4;
+  /// Whether a packed tail takes its rows in the next chunk a lane each
+  /// instead (lane l the row 32 after its own), so that any tail ending in
+  /// the next chunk packs: one-pass programs (no row outputs) held a row
+  /// per lane whose rows read no segment values and no tables, and whose
+  /// two rows a lane (its own and the one 32 after) load with the chunk's
+  /// two idx loads in one round (kGPULoadsPerRound): rows of one
+  /// component. More components cost the chunks that do not pack (mid-
+  /// length segments) a round and the kernels registers
+  /// (docs/benchmarks.md, "Tails from the next chunk"). Written to the
+  /// manifest.
+  bool gpuPacksTailsFromNextChunk() const;
   /// Chunks of the windows a warp of the segment kernel takes: it finds
   /// those where a segment starts (or the last row is) with two idx loads a
   /// lane, and runs only them, so a chunk inside a segment costs a fraction

@@ -431,30 +431,25 @@ Value GPUKernelEmitter::segmentedCombine(OpBuilder &b, Value value,
       .getShuffleResult();
 }
 
-Value GPUKernelEmitter::tailEndInNextChunk(OpBuilder &b, Value row,
-                                           Value segment) {
-  // Lane l: whether row l of the next chunk (row + 32) holds another
+Value GPUKernelEmitter::tailEndInNextChunk(OpBuilder &b, Value nextInRange,
+                                           Value nextSegment32,
+                                           Value segment32) {
+  // Lane l: whether row l of the next chunk (its row + 32) holds another
   // segment than the chunk's last row, or is past N; the first such lane.
   // idx values are i32: one shuffle, one register.
   Type i32Type = b.getI32Type();
   auto i32 = [&](int64_t value) {
     return b.create<arith::ConstantIntOp>(loc, value, 32);
   };
-  Value nextChunkRow = b.create<arith::AddIOp>(loc, row, i64(b, kWarpSize));
-  Value inRange = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt,
-                                          nextChunkRow, numRows);
-  Value nextSegment = b.create<arith::TruncIOp>(
-      loc, i32Type, segmentOr(b, inRange, nextChunkRow));
   Value lastSegment =
-      b.create<gpu::ShuffleOp>(
-           loc, b.create<arith::TruncIOp>(loc, i32Type, segment),
-           i32(kWarpSize - 1), i32(kWarpSize), gpu::ShuffleMode::IDX)
+      b.create<gpu::ShuffleOp>(loc, segment32, i32(kWarpSize - 1),
+                               i32(kWarpSize), gpu::ShuffleMode::IDX)
           .getShuffleResult();
   Value pastN = b.create<arith::XOrIOp>(
-      loc, inRange, b.create<arith::ConstantIntOp>(loc, 1, 1));
+      loc, nextInRange, b.create<arith::ConstantIntOp>(loc, 1, 1));
   Value leaves = b.create<arith::OrIOp>(
       loc, pastN,
-      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, nextSegment,
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, nextSegment32,
                               lastSegment));
   return b.create<LLVM::CountTrailingZerosOp>(
       loc, i32Type,
@@ -462,13 +457,48 @@ Value GPUKernelEmitter::tailEndInNextChunk(OpBuilder &b, Value row,
       /*is_zero_poison=*/false);
 }
 
-Value GPUKernelEmitter::emitPackedSegments(OpBuilder &b, Value rowBase,
-                                           Value row, Value inRange,
-                                           Value segment, Value previous,
-                                           Value starts, Value tailEnd) {
-  // Split rows run a row per warp, never a row per lane.
-  if (splitsFeatures())
-    return b.create<arith::ConstantIntOp>(loc, 0, 32);
+GPUKernelEmitter::ChunkStarts
+GPUKernelEmitter::findStarts(OpBuilder &b, const ChunkIdx &loaded) {
+  Type i32Type = b.getI32Type();
+  auto i32 = [&](int64_t value) {
+    return b.create<arith::ConstantIntOp>(loc, value, 32);
+  };
+  Value segment32 = b.create<arith::TruncIOp>(loc, i32Type, loaded.segment);
+  ChunkStarts found;
+  if (loaded.nextSegment32)
+    found.tailEnd = tailEndInNextChunk(b, loaded.nextInRange,
+                                       loaded.nextSegment32, segment32);
+  found.previous = loaded.previous;
+  if (!found.previous) {
+    // Lane l - 1's row, and for lane 0 the row lane 31 loaded: one
+    // shuffle.
+    Value lane32 = b.create<arith::TruncIOp>(loc, i32Type, lane);
+    Value isLastLane = b.create<arith::CmpIOp>(
+        loc, arith::CmpIPredicate::eq, lane32, i32(kWarpSize - 1));
+    Value sent = b.create<arith::SelectOp>(loc, isLastLane,
+                                           loaded.rowBefore32, segment32);
+    Value laneBefore = b.create<arith::AndIOp>(
+        loc, b.create<arith::AddIOp>(loc, lane32, i32(kWarpSize - 1)),
+        i32(kWarpSize - 1));
+    found.previous = b.create<arith::ExtSIOp>(
+        loc, b.getI64Type(),
+        b.create<gpu::ShuffleOp>(loc, sent, laneBefore, i32(kWarpSize),
+                                 gpu::ShuffleMode::IDX)
+            .getShuffleResult());
+  }
+  Value isFirstRow = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
+                                             loaded.row, i64(b, 0));
+  Value changes = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne,
+                                          found.previous, loaded.segment);
+  Value isStart = b.create<arith::AndIOp>(
+      loc, loaded.inRange, b.create<arith::OrIOp>(loc, isFirstRow, changes));
+  found.starts = b.create<NVVM::VoteBallotOp>(loc, i32Type, i32(-1), isStart);
+  return found;
+}
+
+GPUKernelEmitter::ChunkPacking
+GPUKernelEmitter::planPacking(OpBuilder &b, const ChunkIdx &loaded,
+                              const ChunkStarts &found) {
   KernelCodeBuilder code(b, loc);
   Type i32Type = b.getI32Type();
   auto i32 = [&](int64_t value) {
@@ -477,18 +507,17 @@ Value GPUKernelEmitter::emitPackedSegments(OpBuilder &b, Value rowBase,
   auto ballot = [&](Value predicate) {
     return b.create<NVVM::VoteBallotOp>(loc, i32Type, i32(-1), predicate);
   };
-  auto widen = [&](Value value) {
-    return b.create<arith::ExtUIOp>(loc, b.getI64Type(), value);
-  };
   auto negate = [&](Value predicate) {
     return b.create<arith::XOrIOp>(
         loc, predicate, b.create<arith::ConstantIntOp>(loc, 1, 1));
   };
+  Value starts = found.starts, tailEnd = found.tailEnd;
   Value lane32 = b.create<arith::TruncIOp>(loc, i32Type, lane);
   auto [startsUpTo, startsAfter] = splitStarts(b, starts, lane32);
   Value hasHead = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne,
                                           startsUpTo, i32(0));
-  Value headLane = b.create<arith::SubIOp>(
+  ChunkPacking plan;
+  plan.headLane = b.create<arith::SubIOp>(
       loc, i32(kWarpSize - 1),
       b.create<LLVM::CountLeadingZerosOp>(loc, i32Type, startsUpTo,
                                           /*is_zero_poison=*/false));
@@ -502,9 +531,9 @@ Value GPUKernelEmitter::emitPackedSegments(OpBuilder &b, Value rowBase,
       b.create<arith::MinSIOp>(
           loc, i64(b, kWarpSize - 1),
           b.create<arith::SubIOp>(
-              loc, b.create<arith::SubIOp>(loc, numRows, rowBase),
+              loc, b.create<arith::SubIOp>(loc, numRows, loaded.rowBase),
               i64(b, 1))));
-  Value endLane = b.create<arith::SelectOp>(
+  plan.endLane = b.create<arith::SelectOp>(
       loc, endsInside, b.create<arith::SubIOp>(loc, nextStart, i32(1)),
       lastLane);
   // Whether the chunk's last row ends its segment: the next chunk's first
@@ -512,70 +541,122 @@ Value GPUKernelEmitter::emitPackedSegments(OpBuilder &b, Value rowBase,
   Value chunkEndsSegment = b.create<arith::CmpIOp>(
       loc, arith::CmpIPredicate::eq, tailEnd, i32(0));
   // The tail, the segment of the chunk's last start running into the next
-  // chunk, ends at lane `tailEnd` e there. Its a lanes here (from the last
-  // start to lane 31: one more than the starts' leading zeros) take its
-  // rows start + j, + a, + 2a, ...: it is packed where that is at most
-  // kGPUPackedTailRowsPerLane rows a lane (e <= (that - 1) a). idx alone
-  // decides, not the grid.
-  Value tailLanes = b.create<arith::AddIOp>(
+  // chunk, ends at lane `tailEnd` e there. Taking its rows there a lane
+  // each, it packs wherever it ends in that chunk (e < 32). Else its a
+  // lanes here (from the last start to lane 31: one more than the starts'
+  // leading zeros) take its rows start + j, + a, + 2a, ...: it is packed
+  // where that is at most kGPUPackedTailRowsPerLane rows a lane
+  // (e <= (that - 1) a). idx alone decides, not the grid.
+  plan.tailLanes = b.create<arith::AddIOp>(
       loc,
       b.create<LLVM::CountLeadingZerosOp>(loc, i32Type, starts,
                                           /*is_zero_poison=*/false),
       i32(1));
-  constexpr int64_t tailRows = SegmentProgram::kGPUPackedTailRowsPerLane;
-  Value tailFits = b.create<arith::AndIOp>(
-      loc,
-      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, tailEnd,
-                              i32(kWarpSize)),
-      b.create<arith::CmpIOp>(
-          loc, arith::CmpIPredicate::ule, tailEnd,
-          b.create<arith::MulIOp>(loc, tailLanes, i32(tailRows - 1))));
+  Value tailFits = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult,
+                                           tailEnd, i32(kWarpSize));
+  if (!program.gpuPacksTailsFromNextChunk()) {
+    constexpr int64_t tailRows = SegmentProgram::kGPUPackedTailRowsPerLane;
+    tailFits = b.create<arith::AndIOp>(
+        loc, tailFits,
+        b.create<arith::CmpIOp>(
+            loc, arith::CmpIPredicate::ule, tailEnd,
+            b.create<arith::MulIOp>(loc, plan.tailLanes, i32(tailRows - 1))));
+  }
   // The tail's lanes: after the last start, in a chunk whose last row does
   // not end its segment (so the chunk is full and the next one has rows).
-  Value inTail = b.create<arith::AndIOp>(
+  plan.tailPacks = b.create<arith::AndIOp>(
       loc,
-      b.create<arith::AndIOp>(loc, hasHead, negate(endsInside)),
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, starts, i32(0)),
       b.create<arith::AndIOp>(loc, negate(chunkEndsSegment), tailFits));
-  Value member = b.create<arith::OrIOp>(
+  plan.inTail = b.create<arith::AndIOp>(
+      loc, b.create<arith::AndIOp>(loc, hasHead, negate(endsInside)),
+      plan.tailPacks);
+  plan.member = b.create<arith::OrIOp>(
       loc,
       b.create<arith::AndIOp>(
-          loc, b.create<arith::AndIOp>(loc, inRange, hasHead),
+          loc, b.create<arith::AndIOp>(loc, loaded.inRange, hasHead),
           b.create<arith::OrIOp>(loc, endsInside, chunkEndsSegment)),
-      inTail);
-  Value isHead = b.create<arith::AndIOp>(
-      loc, member,
-      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, lane32, headLane));
+      plan.inTail);
+  plan.isHead = b.create<arith::AndIOp>(
+      loc, plan.member,
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, lane32,
+                              plan.headLane));
   Value invalid = b.create<arith::AndIOp>(
-      loc, member, negate(code.isValidSegment(segment, numSegments)));
-  Value heads = ballot(isHead);
-  Value packs = b.create<arith::AndIOp>(
+      loc, plan.member,
+      negate(code.isValidSegment(loaded.segment, numSegments)));
+  plan.heads = ballot(plan.isHead);
+  plan.packs = b.create<arith::AndIOp>(
       loc,
-      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, heads, i32(0)),
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, plan.heads,
+                              i32(0)),
       b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, ballot(invalid),
                               i32(0)));
+  return plan;
+}
+
+Value GPUKernelEmitter::packedRowCount(OpBuilder &b, const ChunkPacking &plan,
+                                       Value tailEnd) {
+  auto i32 = [&](int64_t value) {
+    return b.create<arith::ConstantIntOp>(loc, value, 32);
+  };
+  return b.create<arith::ExtUIOp>(
+      loc, b.getI64Type(),
+      b.create<arith::AddIOp>(
+          loc,
+          b.create<arith::AddIOp>(
+              loc, b.create<arith::SubIOp>(loc, plan.endLane, plan.headLane),
+              i32(1)),
+          b.create<arith::SelectOp>(loc, plan.inTail, tailEnd, i32(0))));
+}
+
+Value GPUKernelEmitter::packedCombine(OpBuilder &b, const ChunkPacking &plan,
+                                      Value value, arith::AtomicRMWKind kind) {
+  // Lanes outside packed segments combine alone.
+  Value lane32 = b.create<arith::TruncIOp>(loc, b.getI32Type(), lane);
+  return segmentedCombine(
+      b, value, kind,
+      b.create<arith::SelectOp>(loc, plan.member, plan.endLane, lane32),
+      b.create<arith::SelectOp>(loc, plan.member, plan.headLane, lane32));
+}
+
+void GPUKernelEmitter::emitHeadEmptySegments(OpBuilder &b, Value isHead,
+                                             Value previous, Value segment) {
+  // Empty segments before a packed one: its head lane's, alone.
+  auto ifHead = b.create<scf::IfOp>(loc, isHead, /*withElse=*/false);
+  OpBuilder hb = ifHead.getThenBodyBuilder();
+  emitEmptySegments(hb, hb.create<arith::AddIOp>(loc, previous, i64(hb, 1)),
+                    segment, i64(hb, 0), i64(hb, 1));
+}
+
+Value GPUKernelEmitter::emitPackedSegments(OpBuilder &b,
+                                           const ChunkIdx &loaded,
+                                           const ChunkStarts &found) {
+  // Split rows run a row per warp, never a row per lane.
+  if (splitsFeatures())
+    return b.create<arith::ConstantIntOp>(loc, 0, 32);
+  Type i32Type = b.getI32Type();
+  auto i32 = [&](int64_t value) {
+    return b.create<arith::ConstantIntOp>(loc, value, 32);
+  };
+  ChunkPacking plan = planPacking(b, loaded, found);
+  Value rowBase = loaded.rowBase, tailEnd = found.tailEnd;
   auto ifPacks = b.create<scf::IfOp>(
-      loc, packs,
+      loc, plan.packs,
       [&](OpBuilder &pb, Location pl) {
         // Lanes outside packed segments run the first packed segment's
         // program on a row in range, masked: no loads out of bounds.
         Value firstHead = pb.create<LLVM::CountTrailingZerosOp>(
-            pl, i32Type, heads, /*is_zero_poison=*/false);
+            pl, i32Type, plan.heads, /*is_zero_poison=*/false);
         Value width = pb.create<arith::ConstantIntOp>(pl, kWarpSize, 32);
         Value firstSegment =
-            pb.create<gpu::ShuffleOp>(pl, segment, firstHead, width,
+            pb.create<gpu::ShuffleOp>(pl, loaded.segment, firstHead, width,
                                       gpu::ShuffleMode::IDX)
                 .getShuffleResult();
-        Value laneSegment =
-            pb.create<arith::SelectOp>(pl, member, segment, firstSegment);
+        Value laneSegment = pb.create<arith::SelectOp>(
+            pl, plan.member, loaded.segment, firstSegment);
         Value safeRow = pb.create<arith::MinSIOp>(
-            pl, row, pb.create<arith::SubIOp>(pl, numRows, i64(pb, 1)));
-        Value ownEnd = pb.create<arith::SelectOp>(pl, member, endLane, lane32);
-        Value ownHead = pb.create<arith::SelectOp>(pl, member, headLane, lane32);
-        Value count = widen(pb.create<arith::AddIOp>(
-            pl,
-            pb.create<arith::AddIOp>(
-                pl, pb.create<arith::SubIOp>(pl, endLane, headLane), i32(1)),
-            pb.create<arith::SelectOp>(pl, inTail, tailEnd, i32(0))));
+            pl, loaded.row, pb.create<arith::SubIOp>(pl, numRows, i64(pb, 1)));
+        Value count = packedRowCount(pb, plan, tailEnd);
         // A lane's rows: its own, and on the tail's lanes every a-th row
         // after it below the tail's end (lane h + j: rows start + j, + a,
         // ...). What each pass needs of that, in one register (it stays live
@@ -583,20 +664,18 @@ Value GPUKernelEmitter::emitPackedSegments(OpBuilder &b, Value rowBase,
         Value ownOffset = pb.create<arith::TruncIOp>(
             pl, i32Type, pb.create<arith::SubIOp>(pl, safeRow, rowBase));
         Value endOffset = pb.create<arith::SelectOp>(
-            pl, inTail, pb.create<arith::AddIOp>(pl, tailEnd, i32(kWarpSize)),
+            pl, plan.inTail,
+            pb.create<arith::AddIOp>(pl, tailEnd, i32(kWarpSize)),
             pb.create<arith::AddIOp>(pl, ownOffset, i32(1)));
         Value laneRows = pb.create<arith::OrIOp>(
             pl, endOffset,
             pb.create<arith::ShLIOp>(
-                pl, pb.create<arith::SelectOp>(pl, inTail, tailLanes, i32(1)),
+                pl,
+                pb.create<arith::SelectOp>(pl, plan.inTail, plan.tailLanes,
+                                           i32(1)),
                 i32(8)));
-        // Empty segments before a packed one: its head lane's, alone.
-        auto ifHead = pb.create<scf::IfOp>(pl, isHead, /*withElse=*/false);
-        {
-          OpBuilder hb = ifHead.getThenBodyBuilder();
-          emitEmptySegments(hb, hb.create<arith::AddIOp>(pl, previous, i64(hb, 1)),
-                            segment, i64(hb, 0), i64(hb, 1));
-        }
+        emitHeadEmptySegments(pb, plan.isHead, found.previous,
+                              loaded.segment);
         auto rowLoop = [&](OpBuilder &rb, Location rl, ValueRange init,
                            SegmentProgramEmitter::RowBody body,
                            bool /*storesRows*/) -> SmallVector<Value> {
@@ -613,23 +692,109 @@ Value GPUKernelEmitter::emitPackedSegments(OpBuilder &b, Value rowBase,
                     il, rowBase,
                     ib.create<arith::ExtUIOp>(il, ib.getI64Type(), offset));
                 ib.create<scf::YieldOp>(
-                    il, body(ib, il, laneRow, /*lanes=*/1, member, acc));
+                    il, body(ib, il, laneRow, /*lanes=*/1, plan.member, acc));
               });
           return SmallVector<Value>(rows.getResults());
         };
         auto combine = [&](OpBuilder &cb, Location, Value partial,
                            arith::AtomicRMWKind kind) {
-          return segmentedCombine(cb, partial, kind, ownEnd, ownHead);
+          return packedCombine(cb, plan, partial, kind);
         };
         emitter.emitSegment(pb, pl, laneSegment, count, rowLoop, combine,
-                            isHead);
-        pb.create<scf::YieldOp>(pl, heads);
+                            plan.isHead);
+        pb.create<scf::YieldOp>(pl, plan.heads);
       },
       [&](OpBuilder &eb, Location el) {
         eb.create<scf::YieldOp>(el, ValueRange{
             eb.create<arith::ConstantIntOp>(el, 0, 32).getResult()});
       });
   return ifPacks.getResult(0);
+}
+
+Value GPUKernelEmitter::emitPackedChunkWithNextRows(OpBuilder &b,
+                                                    const ChunkIdx &loaded,
+                                                    ChunkStarts &found) {
+  // Every lane runs the program on its row and on the row 32 after it
+  // (lane 31 excepted: a tail ends before lane 31 of the next chunk) before
+  // the chunk's first shuffle, so those loads share the idx loads' round.
+  // The packing then decides which lanes' terms count: the tail's rows in
+  // the next chunk (lanes below its end there) are combined over the warp
+  // and added to lane 31's (the tail's) before the packed segments'
+  // suffix scan. The row count and which lanes store are known only after
+  // the rows: the program is emitted with placeholders for them.
+  KernelCodeBuilder code(b, loc);
+  Type i32Type = b.getI32Type();
+  auto placeholder = [&](Type type) {
+    return b.create<UnrealizedConversionCastOp>(loc, type, ValueRange{})
+        .getResult(0);
+  };
+  Value countPlaceholder = placeholder(b.getI64Type());
+  Value writesPlaceholder = placeholder(b.getI1Type());
+  Value lane32 = b.create<arith::TruncIOp>(loc, i32Type, lane);
+  Value isLastLane = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
+                                             lane, i64(b, kWarpSize - 1));
+  Value nextRow = b.create<arith::AddIOp>(loc, loaded.row, i64(b, kWarpSize));
+  Value takesNext = b.create<arith::AndIOp>(
+      loc, loaded.nextInRange,
+      b.create<arith::XOrIOp>(loc, isLastLane,
+                              b.create<arith::ConstantIntOp>(loc, 1, 1)));
+  ChunkPacking plan;
+  Value count, writes;
+  auto rowLoop = [&](OpBuilder &rb, Location rl, ValueRange init,
+                     SegmentProgramEmitter::RowBody body,
+                     bool /*storesRows*/) -> SmallVector<Value> {
+    auto termsOf = [&](Value runs, Value row) {
+      auto ifRuns = rb.create<scf::IfOp>(
+          rl, runs,
+          [&](OpBuilder &tb, Location tl) {
+            tb.create<scf::YieldOp>(
+                tl, body(tb, tl, row, /*lanes=*/1, /*laneMask=*/Value(),
+                         init));
+          },
+          [&](OpBuilder &eb, Location el) {
+            eb.create<scf::YieldOp>(el, init);
+          });
+      return SmallVector<Value>(ifRuns.getResults());
+    };
+    SmallVector<Value> own = termsOf(loaded.inRange, loaded.row);
+    SmallVector<Value> next = termsOf(takesNext, nextRow);
+    found = findStarts(rb, loaded);
+    plan = planPacking(rb, loaded, found);
+    // The tail's rows in the next chunk: lanes below its end there, where
+    // the tail packs (lane 31 is in it then).
+    Value inTailNext = rb.create<arith::AndIOp>(
+        rl, plan.tailPacks,
+        rb.create<arith::CmpIOp>(rl, arith::CmpIPredicate::ult, lane32,
+                                 found.tailEnd));
+    Value addsTail =
+        rb.create<arith::AndIOp>(rl, isLastLane, plan.tailPacks);
+    for (auto [i, kind] :
+         llvm::enumerate(emitter.heldCombiningKinds(/*pass=*/0))) {
+      Value tailPart = warpCombine(
+          rb, rb.create<arith::SelectOp>(rl, inTailNext, next[i], init[i]),
+          kind);
+      own[i] = rb.create<arith::SelectOp>(
+          rl, addsTail, arith::getReductionOp(kind, rb, rl, own[i], tailPart),
+          own[i]);
+    }
+    count = packedRowCount(rb, plan, found.tailEnd);
+    writes = rb.create<arith::AndIOp>(rl, plan.isHead, plan.packs);
+    return own;
+  };
+  auto combine = [&](OpBuilder &cb, Location, Value partial,
+                     arith::AtomicRMWKind kind) {
+    return packedCombine(cb, plan, partial, kind);
+  };
+  emitter.emitSegment(b, loc, loaded.segment, countPlaceholder, rowLoop,
+                      combine, writesPlaceholder);
+  countPlaceholder.replaceAllUsesWith(count);
+  writesPlaceholder.replaceAllUsesWith(writes);
+  countPlaceholder.getDefiningOp()->erase();
+  writesPlaceholder.getDefiningOp()->erase();
+  emitHeadEmptySegments(b, writes, found.previous, loaded.segment);
+  return b.create<arith::SelectOp>(
+      loc, plan.packs, plan.heads,
+      b.create<arith::ConstantIntOp>(loc, 0, 32));
 }
 
 void GPUKernelEmitter::emitRowMap(OpBuilder &b) {
@@ -839,36 +1004,59 @@ Value GPUKernelEmitter::chunksWithWork(OpBuilder &b, Value firstChunk,
 }
 
 void GPUKernelEmitter::emitChunk(OpBuilder &cb, Value chunk) {
-  KernelCodeBuilder code(cb, loc);
-  Value rowBase =
-      cb.create<arith::MulIOp>(loc, chunk, i64(cb, kWarpSize));
-  Value row = cb.create<arith::AddIOp>(loc, rowBase, lane);
-  Value inRange = cb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt,
-                                           row, numRows);
-  Value segment = segmentOr(cb, inRange, row);
-  Value hasPrevious = cb.create<arith::AndIOp>(
-      loc, inRange,
-      cb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sgt, row,
-                               i64(cb, 0)));
-  Value previous = segmentOr(
-      cb, hasPrevious, cb.create<arith::SubIOp>(loc, row, i64(cb, 1)));
-  // Where the segment of the chunk's last row ends in the next chunk, from
-  // an idx load in this round (packed tails; a row per lane): at its first
-  // lane if the chunk's last row ends it.
-  Value tailEnd =
-      splitsFeatures() ? Value() : tailEndInNextChunk(cb, row, segment);
-  Value changes = cb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne,
-                                           previous, segment);
-  Value isFirstRow = cb.create<arith::CmpIOp>(
-      loc, arith::CmpIPredicate::eq, row, i64(cb, 0));
-  Value isStart = cb.create<arith::AndIOp>(
-      loc, inRange, cb.create<arith::OrIOp>(loc, isFirstRow, changes));
-  Value fullMask = cb.create<arith::ConstantIntOp>(loc, -1, 32);
-  Value starts = cb.create<NVVM::VoteBallotOp>(loc, cb.getI32Type(),
-                                               fullMask, isStart);
+  // The chunk's idx loads, in one round: each lane's row, the row before
+  // it (or, where the lanes' rows load in this round too, only lane 31's
+  // before the chunk), and the row 32 after it (where the segment of the
+  // chunk's last row ends in the next chunk: packed tails).
+  Type i32Type = cb.getI32Type();
+  ChunkIdx loaded;
+  loaded.rowBase = cb.create<arith::MulIOp>(loc, chunk, i64(cb, kWarpSize));
+  loaded.row = cb.create<arith::AddIOp>(loc, loaded.rowBase, lane);
+  loaded.inRange = cb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt,
+                                            loaded.row, numRows);
+  loaded.segment = segmentOr(cb, loaded.inRange, loaded.row);
+  bool nextRowsPack = program.gpuPacksTailsFromNextChunk();
+  if (!nextRowsPack) {
+    // The row before each lane's, loaded: one register less across the
+    // chunk's ballots than lane 31's load and a shuffle (ptxas, sm_90).
+    Value hasPrevious = cb.create<arith::AndIOp>(
+        loc, loaded.inRange,
+        cb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sgt, loaded.row,
+                                 i64(cb, 0)));
+    loaded.previous = segmentOr(
+        cb, hasPrevious,
+        cb.create<arith::SubIOp>(loc, loaded.row, i64(cb, 1)));
+  }
+  if (!splitsFeatures()) {
+    Value nextRow =
+        cb.create<arith::AddIOp>(loc, loaded.row, i64(cb, kWarpSize));
+    loaded.nextInRange = cb.create<arith::CmpIOp>(
+        loc, arith::CmpIPredicate::slt, nextRow, numRows);
+    loaded.nextSegment32 = cb.create<arith::TruncIOp>(
+        loc, i32Type, segmentOr(cb, loaded.nextInRange, nextRow));
+  }
+  if (nextRowsPack) {
+    Value loadsRowBefore = cb.create<arith::AndIOp>(
+        loc,
+        cb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, lane,
+                                 i64(cb, kWarpSize - 1)),
+        cb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sgt,
+                                 loaded.rowBase, i64(cb, 0)));
+    loaded.rowBefore32 = cb.create<arith::TruncIOp>(
+        loc, i32Type,
+        segmentOr(cb, loadsRowBefore,
+                  cb.create<arith::SubIOp>(loc, loaded.rowBase, i64(cb, 1))));
+  }
+  ChunkStarts found;
+  Value packed;
+  if (nextRowsPack) {
+    packed = emitPackedChunkWithNextRows(cb, loaded, found);
+  } else {
+    found = findStarts(cb, loaded);
+    packed = emitPackedSegments(cb, loaded, found);
+  }
+  Value rowBase = loaded.rowBase, starts = found.starts;
   Value zero32 = cb.create<arith::ConstantIntOp>(loc, 0, 32);
-  Value packed = emitPackedSegments(cb, rowBase, row, inRange, segment,
-                                    previous, starts, tailEnd);
   Value unpacked = cb.create<arith::AndIOp>(
       loc, starts,
       cb.create<arith::XOrIOp>(

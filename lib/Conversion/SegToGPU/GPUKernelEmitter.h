@@ -34,7 +34,8 @@ static_assert(SegmentProgram::kGPUMinChunksPerWindow <=
 inline constexpr int64_t kTilesPerLane = 4;
 /// Chunks of rows a walk loads a lane in one round (one load each, all in
 /// flight before the ballots), as ptxas unrolls a row loop.
-inline constexpr int64_t kWalkChunksPerRound = 4;
+inline constexpr int64_t kWalkChunksPerRound =
+    SegmentProgram::kGPULoadsPerRound;
 /// Half the threads an SM holds (2,048 from sm_50 to sm_90): the blocks of
 /// a `__pass_totals` kernel ask to fit this many (50% occupancy).
 inline constexpr int64_t kHalfSMThreads = 1024;
@@ -218,19 +219,71 @@ private:
   /// from its tiles if long).
   void emitOwnedSegment(OpBuilder &b, Value rowBase, Value starts,
                         Value mask);
+  /// A chunk's idx, loaded in one round before its first shuffle.
+  struct ChunkIdx {
+    Value rowBase, row, inRange;
+    /// idx of the lane's row (i64; -1 past N).
+    Value segment;
+    /// Rows held a row per lane: the row 32 after the lane's, whether it is
+    /// below N and its idx (i32).
+    Value nextInRange, nextSegment32;
+    /// idx of the row before the lane's (i64; -1 for none), or, where the
+    /// lanes' rows load in the same round (gpuPacksTailsFromNextChunk), on
+    /// lane 31 that of the row before the chunk (i32).
+    Value previous, rowBefore32;
+  };
+  /// What the chunk's lanes learn from it by shuffles and ballots.
+  struct ChunkStarts {
+    /// idx of the row before the lane's (i64).
+    Value previous;
+    /// The ballot of lanes whose row starts a segment.
+    Value starts;
+    /// tailEndInNextChunk (null for split rows).
+    Value tailEnd;
+  };
+  ChunkStarts findStarts(OpBuilder &b, const ChunkIdx &loaded);
+  /// Which lanes run packed, and how they combine (see the scheme above).
+  struct ChunkPacking {
+    /// Each lane's segment's first and last lane (i32).
+    Value headLane, endLane;
+    /// Lanes from the last start to lane 31, and whether that tail packs
+    /// (warp-uniform) and the lane is in it.
+    Value tailLanes, tailPacks, inTail;
+    /// The lane's row is in a packed segment; its first.
+    Value member, isHead;
+    /// The ballot of heads, and whether the chunk packs (warp-uniform: no
+    /// member's segment invalid).
+    Value heads, packs;
+  };
+  ChunkPacking planPacking(OpBuilder &b, const ChunkIdx &loaded,
+                           const ChunkStarts &found);
+  /// A packed segment's rows (the tail's in the next chunk included), as
+  /// the lane's head sees it (i64).
+  Value packedRowCount(OpBuilder &b, const ChunkPacking &plan, Value tailEnd);
+  /// segmentedCombine over the packed segments (others: each lane alone).
+  Value packedCombine(OpBuilder &b, const ChunkPacking &plan, Value value,
+                      arith::AtomicRMWKind kind);
+  /// Where `isHead`: the empty segments between `previous` and `segment`.
+  void emitHeadEmptySegments(OpBuilder &b, Value isHead, Value previous,
+                             Value segment);
   /// The segments that start and end in the warp's chunk of 32 rows, all at
   /// once (see the scheme above), with the one ending in the next chunk
-  /// where its rows fit kGPUPackedTailRowsPerLane a lane; `tailEnd`:
-  /// tailEndInNextChunk (0: the chunk's last row ends its segment).
+  /// where its rows fit kGPUPackedTailRowsPerLane a lane.
   /// Returns the mask of starts it handled (0 for none: when one of them is
   /// invalid the chunk runs its segments one at a time).
-  Value emitPackedSegments(OpBuilder &b, Value rowBase, Value row,
-                           Value inRange, Value segment, Value previous,
-                           Value starts, Value tailEnd);
-  /// The first lane of the chunk after the one of `row` (the lane's row)
-  /// whose row holds another segment than the chunk's last row, or is past
-  /// N (32: none), an i32; `segment`: idx of the lane's row.
-  Value tailEndInNextChunk(OpBuilder &b, Value row, Value segment);
+  Value emitPackedSegments(OpBuilder &b, const ChunkIdx &loaded,
+                           const ChunkStarts &found);
+  /// The same for programs that take a packed tail's rows in the next
+  /// chunk a lane each (SegmentProgram::gpuPacksTailsFromNextChunk): every
+  /// lane's two rows run before the chunk's shuffles, which it sets
+  /// `found` from.
+  Value emitPackedChunkWithNextRows(OpBuilder &b, const ChunkIdx &loaded,
+                                    ChunkStarts &found);
+  /// The first lane of the chunk whose row 32 after (`nextSegment32`, an
+  /// i32, where `nextInRange`) holds another segment than the chunk's last
+  /// row (`segment32`: lane 31's), or is past N (32: none), an i32.
+  Value tailEndInNextChunk(OpBuilder &b, Value nextInRange,
+                           Value nextSegment32, Value segment32);
   /// The bits of a chunk's ballot of `starts` at or below lane `lane32`
   /// (an i32), and those above it.
   std::pair<Value, Value> splitStarts(OpBuilder &b, Value starts,

@@ -450,6 +450,31 @@ int64_t SegmentProgram::gpuFeatureLanes() const {
   return lanes;
 }
 
+bool SegmentProgram::gpuPacksTailsFromNextChunk() const {
+  if (!isOnePass() || splitsFeatures() || !gathers.empty())
+    return false;
+  int64_t rowComponents = 0;
+  for (const KernelBuffer &buffer : buffers) {
+    if (buffer.isOutput || !buffer.isRead || buffer.shape.empty())
+      continue;
+    // Segment inputs are read at the lane's segment, which the row 32
+    // after its own need not share.
+    if (buffer.shape.front() == "S")
+      return false;
+    if (buffer.shape.front() != "N" || !isa<FloatType>(buffer.elementType))
+      continue;
+    int64_t components = 1;
+    for (StringRef extent : ArrayRef(buffer.shape).drop_front()) {
+      int64_t size;
+      if (extent.getAsInteger(10, size))
+        return false;
+      components *= size;
+    }
+    rowComponents += components;
+  }
+  return 2 + 2 * rowComponents <= kGPULoadsPerRound;
+}
+
 int64_t SegmentProgram::gpuSuperTileWarps() const {
   int64_t widest = 1;
   for (unsigned pass = 0; pass < numPasses; ++pass)

@@ -68,13 +68,15 @@
 // The chunk's last row ends its segment where the next chunk's first row
 // leaves it (tail end 0; no load of the row after each lane's). If not, the
 // segment from the last start (its a = 32 - h lanes: ctlz + 1) is packed
-// too where it ends e <= 3a rows into the next chunk.
+// too where it ends e <= 3a rows into the next chunk (rows of 3
+// components: their rows there a lane each would not load in the chunk's
+// first round; packed-tails.mlir).
 // CHECK: arith.cmpi eq, %[[TAILEND]], %c0_i32
 // CHECK: %[[HEADZEROS:.*]] = "llvm.intr.ctlz"(%[[STARTS]])
 // CHECK: %[[TAILLANES:.*]] = arith.addi %[[HEADZEROS]], %c1_i32
+// CHECK: arith.cmpi ult, %[[TAILEND]], %c32_i32
 // CHECK: %[[TAILROWS:.*]] = arith.muli %[[TAILLANES]], %c3_i32
 // CHECK: arith.cmpi ule, %[[TAILEND]], %[[TAILROWS]]
-// CHECK: arith.cmpi ult, %[[TAILEND]], %c32_i32
 // CHECK: %[[HEADS:.*]] = nvvm.vote.ballot.sync %c-1_i32, %[[ISHEAD:.*]] : i32
 // CHECK: %[[INVALID:.*]] = nvvm.vote.ballot.sync
 // CHECK: scf.if %[[PACKS:.*]] {
