@@ -113,15 +113,14 @@ def _tolerance(dtype: str, width: int) -> dict[str, float]:
     return {"rtol": 1e-4, "atol": 1e-4 * width}
 
 
-@pytest.mark.parametrize("dtype", ["f32", "f64"])
-@pytest.mark.parametrize("width", WIDTHS)
-@pytest.mark.parametrize("op,level", CASES, ids=[f"{op[10:]}-{level}" for op, level in CASES])
-def test_split_rows_match_the_host_kernels(simulator: harness.GpuSimulator, op: str,
-                                           level: int, width: int, dtype: str) -> None:
+def _check_against_host(simulator: harness.GpuSimulator, op: str, level: int, width: int,
+                        dtype: str, layouts: dict[str, list[int]] | None = None) -> None:
+    """Level `level` of `op`'s kernel for rows of `width` on the simulator
+    against its host kernel, over `layouts` (default: around its tile)."""
     program = _wide.program(op, dtype, width)
     gpu = harness.SimulatedProgram(program, level, simulator)
     host = harness.CompiledModule(program.source, order=level)
-    for seed, (layout, counts) in enumerate(_layouts(gpu.record.tile_rows).items()):
+    for seed, (layout, counts) in enumerate((layouts or _layouts(gpu.record.tile_rows)).items()):
         inputs, simulated, n, s = _buffers(gpu.record, counts, seed)
         gpu.run(inputs, simulated, n, s)
         wanted = host.run(gpu.record.name, inputs, n, s)
@@ -129,6 +128,14 @@ def test_split_rows_match_the_host_kernels(simulator: harness.GpuSimulator, op: 
             torch.testing.assert_close(
                 got, want, **_tolerance(dtype, width),
                 msg=lambda m: f"{gpu.record.name}, {layout}, output {index}: {m}")
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("op,level", CASES, ids=[f"{op[10:]}-{level}" for op, level in CASES])
+def test_split_rows_match_the_host_kernels(simulator: harness.GpuSimulator, op: str,
+                                           level: int, width: int, dtype: str) -> None:
+    _check_against_host(simulator, op, level, width, dtype)
 
 
 # Segments walked in rounds of 128 rows from their start (walkSegmentEnd):
@@ -142,16 +149,7 @@ WALK_ROUNDS = [127, 128, 129, 1, 255, 2, 256, 257, 3]
 @pytest.mark.parametrize("op,level", CASES, ids=[f"{op[10:]}-{level}" for op, level in CASES])
 def test_split_rows_walk_segments_in_rounds(simulator: harness.GpuSimulator, op: str,
                                             level: int, width: int, dtype: str) -> None:
-    program = _wide.program(op, dtype, width)
-    gpu = harness.SimulatedProgram(program, level, simulator)
-    host = harness.CompiledModule(program.source, order=level)
-    inputs, simulated, n, s = _buffers(gpu.record, WALK_ROUNDS, 11)
-    gpu.run(inputs, simulated, n, s)
-    wanted = host.run(gpu.record.name, inputs, n, s)
-    for index, (got, want) in enumerate(zip(simulated, wanted)):
-        torch.testing.assert_close(
-            got, want, **_tolerance(dtype, width),
-            msg=lambda m: f"{gpu.record.name}, output {index}: {m}")
+    _check_against_host(simulator, op, level, width, dtype, {"walk-rounds": WALK_ROUNDS})
 
 
 @pytest.mark.parametrize("width", [7, 12, 31, 33, 256])
