@@ -55,7 +55,12 @@ inline constexpr int64_t kMaxPickedComponents = 8;
 // a lane per row, each lane on its own segment; partial totals combine by a
 // segmented suffix scan (5 shuffles, each lane adding the lanes after it in
 // its segment) and every lane takes its segment head's total; head lanes
-// store. For each other segment the warp finds where it ends (the chunk's
+// store. So is the chunk's tail (the segment of its last start, ending in
+// the next chunk): its lanes here take its rows there a lanes apart (at
+// most 4 a lane), or, for scalar one-pass programs, lanes 0 to 30 run the
+// row 32 after their own in the chunk's first round
+// (SegmentProgram::gpuPacksTailsFromNextChunk). For each other segment
+// the warp finds where it ends (the chunk's
 // next start, or N, if it ends in the chunk; else a lane-strided walk over
 // idx and a warp minimum), runs the program's passes
 // over its rows lane-strided (so loads coalesce), and combines partial sums
