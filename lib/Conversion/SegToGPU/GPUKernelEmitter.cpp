@@ -722,7 +722,6 @@ Value GPUKernelEmitter::emitPackedChunkWithNextRows(OpBuilder &b,
   // and added to lane 31's (the tail's) before the packed segments'
   // suffix scan. The row count and which lanes store are known only after
   // the rows: the program is emitted with placeholders for them.
-  KernelCodeBuilder code(b, loc);
   Type i32Type = b.getI32Type();
   auto placeholder = [&](Type type) {
     return b.create<UnrealizedConversionCastOp>(loc, type, ValueRange{})
