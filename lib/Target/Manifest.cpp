@@ -71,13 +71,13 @@ static llvm::json::Object describeGPU(const SegmentProgram &program,
                                       int64_t blockSize) {
   // A warp per window of the fewest 32-row chunks, up to a cap on the
   // segment kernel's warps (then windows grow), or for row maps a thread
-  // (with split rows a warp) per kGPURowMapRowsPerUnit rows; one block at
-  // least (to evaluate the segments when there are no rows). Kernels
-  // grid-stride, so any grid is correct.
+  // (with split rows a group of lanes) per kGPURowMapRowsPerUnit rows; one
+  // block at least (to evaluate the segments when there are no rows).
+  // Kernels grid-stride, so any grid is correct.
   int64_t rowsPerBlock = blockSize * SegmentProgram::kGPUMinChunksPerWindow;
   if (program.mapsRowsOnly())
     rowsPerBlock = (program.splitsFeatures()
-                        ? blockSize / SegmentProgram::kGPUChunkRows
+                        ? blockSize / program.gpuFeatureLanes()
                         : blockSize) *
                    SegmentProgram::kGPURowMapRowsPerUnit;
   llvm::json::Object gpu{{"entry", std::string(segrt::abi::entryName(

@@ -154,7 +154,8 @@ def test_split_rows_walk_segments_in_rounds(simulator: harness.GpuSimulator, op:
 
 @pytest.mark.parametrize("width", [7, 12, 31, 33, 256])
 @pytest.mark.parametrize("op,level", [("segmented_sum", 0), ("segmented_rms_norm", 1),
-                                      ("segmented_max", 1), ("segmented_dot", 2)])
+                                      ("segmented_max", 1), ("segmented_dot", 2),
+                                      ("segmented_mul", 0)])
 def test_split_rows_are_bitwise_independent_of_the_grid(simulator: harness.GpuSimulator,
                                                         op: str, level: int,
                                                         width: int) -> None:
@@ -243,7 +244,8 @@ def test_split_rows_across_super_tiles(simulator: harness.GpuSimulator, op: str,
 
 @pytest.mark.parametrize("op,level,width", [("segmented_sum", 0, 16), ("segmented_max", 1, 8),
                                             ("segmented_rms_norm", 1, 33),
-                                            ("segmented_dot", 1, 64)])
+                                            ("segmented_dot", 1, 64),
+                                            ("segmented_gather", 0, 12)])
 def test_split_rows_of_invalid_segments(simulator: harness.GpuSimulator, op: str, level: int,
                                         width: int) -> None:
     """idx of -1 on the first rows and S on the last, around short valid
@@ -268,15 +270,16 @@ def test_split_rows_of_invalid_segments(simulator: harness.GpuSimulator, op: str
     ("segmented_sum", 7, 0, 1024), ("segmented_sum", 8, 8, 1024), ("segmented_sum", 15, 8, 1024),
     ("segmented_sum", 16, 16, 1024), ("segmented_dot", 31, 16, 1024),
     ("segmented_sum", 32, 32, 1024), ("segmented_sum", 256, 32, 1024),
-    ("segmented_gather", 8, 0, 1024), ("segmented_gather", 31, 0, 1024),
-    ("segmented_gather", 32, 32, 32), ("segmented_gather", 64, 32, 32)])
+    ("segmented_gather", 7, 0, 1024), ("segmented_gather", 8, 8, 128),
+    ("segmented_gather", 31, 16, 64), ("segmented_gather", 32, 32, 32),
+    ("segmented_gather", 64, 32, 32)])
 def test_the_manifest_records_the_rule(op: str, width: int, lanes: int,
                                        per_block: int) -> None:
-    """How many lanes share a row, from how wide; row maps split from 32
-    features, a warp per row, and take 4 rows a thread (or warp), so their
-    grid has a block per 1,024 rows (32 split rows); segment kernels take a
-    window of 4 chunks a warp, 1,024 rows a block, up to 2,048 blocks
-    (then windows of up to 32 chunks)."""
+    """How many lanes share a row, from how wide; row maps take 4 rows a
+    thread (or group of lanes), so their grid has a block per 1,024 rows
+    (256 / G x 4 split rows); segment kernels take a window of 4 chunks a
+    warp, 1,024 rows a block, up to 2,048 blocks (then windows of up to 32
+    chunks)."""
     gpu = json.loads(_wide.program(op, "f32", width).entry(0).text)["gpu"]
     assert gpu["feature_lanes_from"] == 8
     assert gpu["feature_lanes"] == lanes

@@ -218,9 +218,13 @@ public:
   /// The lanes G a row's features are split over in the GPU kernels, from
   /// the program's widest row F: 32 from 32 features, 16 from 16, 8 from
   /// 8 (at most ceil(F / G) features a lane: 2 below 32 features); 0 (no
-  /// split) below kGPUFeatureLanesFrom. Programs that only map rows split
-  /// from 32 features, a warp per row. Written to the manifest.
+  /// split) below kGPUFeatureLanesFrom. Programs that only map rows and
+  /// combine a row's features (combinesRowFeatures) split from 32
+  /// features, a warp per row. Written to the manifest.
   int64_t gpuFeatureLanes() const;
+  /// Whether an op combines a value's components into one (a component
+  /// sum, max or min: ComponentOpInterface::getComponentCombiningKind).
+  bool combinesRowFeatures() const;
   bool splitsFeatures() const { return gpuFeatureLanes() > 0; }
   /// Whether the GPU kernels hold `value` split over lanes (a row of at
   /// least kGPUFeatureLanesFrom features; scalars, 3-vectors, matrices and

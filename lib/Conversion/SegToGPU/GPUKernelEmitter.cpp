@@ -33,11 +33,12 @@ void GPUKernelEmitter::emitWarpIds(OpBuilder &b) {
   if (!splitsFeatures())
     return;
   // Split rows: groups of G lanes, lane l of the warp the feature lane
-  // l % G of row group l / G.
+  // l % G of row group l / G. A segment's values are stored by the first
+  // group; a row map's groups each store their own rows.
   int64_t groupLanes = featureLanes;
   groupLane = b.create<arith::AndIOp>(loc, lane, i64(b, groupLanes - 1));
   rowInGroup = b.create<arith::DivUIOp>(loc, lane, i64(b, groupLanes));
-  if (groupRows() > 1)
+  if (groupRows() > 1 && !program.mapsRowsOnly())
     firstGroup = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, lane,
                                          i64(b, groupLanes));
   emitter.splitFeaturesOver(
@@ -797,17 +798,21 @@ Value GPUKernelEmitter::emitPackedChunkWithNextRows(OpBuilder &b,
 }
 
 void GPUKernelEmitter::emitRowMap(OpBuilder &b) {
-  // Units (a thread, or for split rows a warp) of a block take its tile of
-  // U x K rows, unit u rows u, u + U, ... (coalesced), grid-stride. Every
-  // idx of a unit's K rows is loaded before its first row runs, so those
-  // loads, and then the rows', are in flight together: one row per thread
-  // would leave a thread a chain of two dependent loads and nothing else
-  // (PyTorch's elementwise kernels give a thread 4 elements for this).
+  // Units (a thread, or for split rows a group of G lanes) of a block take
+  // its tile of U x K rows, unit u rows u, u + U, ... (coalesced),
+  // grid-stride. Every idx of a unit's K rows is loaded before its first
+  // row runs, so those loads, and then the rows', are in flight together:
+  // one row per thread would leave a thread a chain of two dependent loads
+  // and nothing else (PyTorch's elementwise kernels give a thread 4
+  // elements for this). The groups of a warp need not run together: a
+  // row map splits below 32 features only without collectives
+  // (SegmentProgram::gpuFeatureLanes).
   constexpr int64_t rowsPerUnit = SegmentProgram::kGPURowMapRowsPerUnit;
   int64_t unitsPerBlock =
-      splitsFeatures() ? blockSize / kWarpSize : blockSize;
+      splitsFeatures() ? blockSize / featureLanes : blockSize;
   Value unit = splitsFeatures()
-                   ? b.create<arith::ShRUIOp>(loc, threadId, i64(b, 5))
+                   ? b.create<arith::DivUIOp>(loc, threadId,
+                                              i64(b, featureLanes))
                    : threadId;
   Value tileRows = i64(b, unitsPerBlock * rowsPerUnit);
   Value first = b.create<arith::AddIOp>(

@@ -433,16 +433,25 @@ static int64_t rowFeatures(const SegmentProgram::Info &info) {
   return info.shape.size() == 1 ? info.shape[0] : 0;
 }
 
+bool SegmentProgram::combinesRowFeatures() const {
+  return llvm::any_of(func.getBody().front(), [](Operation &op) {
+    auto component = dyn_cast<ComponentOpInterface>(op);
+    return component && component.getComponentCombiningKind().has_value();
+  });
+}
+
 int64_t SegmentProgram::gpuFeatureLanes() const {
   int64_t widest = 0;
   for (const auto &entry : infos)
     widest = std::max(widest, rowFeatures(entry.second));
   if (widest < kGPUFeatureLanesFrom)
     return 0;
-  // Row maps: a warp per row from 32 features; narrower rows a thread per
-  // row (a warp per row would leave lanes idle and run one load per row
-  // at a time; docs/benchmarks.md, "Features over lanes").
-  if (mapsRowsOnly())
+  // Row maps run each group's own rows, so the groups of a warp part ways
+  // (rows past N, invalid segments). Combining a row's features over its
+  // lanes needs the whole warp at the butterfly: such programs split only
+  // from 32 features, a warp per row, and narrower rows run a thread per
+  // row.
+  if (mapsRowsOnly() && combinesRowFeatures())
     return widest >= kGPUChunkRows ? kGPUChunkRows : 0;
   int64_t lanes = kGPUFeatureLanesFrom;
   while (lanes * 2 <= std::min<int64_t>(widest, kGPUChunkRows))

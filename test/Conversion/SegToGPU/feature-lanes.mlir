@@ -151,7 +151,7 @@ func.func @sum_w12(%x: tensor<?x12xf32>, %idx: tensor<?xi32>, %n: index) -> tens
 // features; a warp takes 4 rows of its block's 32-row tile (8 warps: rows
 // w, w + 8, w + 16, w + 24; grid-stride), their idx loaded first.
 // CHECK-LABEL: gpu.func @gather_w64(
-// CHECK: %[[WARP:.*]] = arith.shrui %{{.*}}, %c5_i64
+// CHECK: %[[WARP:.*]] = arith.divui %{{.*}}, %c32_i64
 // CHECK: %[[BLOCKROWS:.*]] = arith.muli %{{.*}}, %c32_i64 : i64
 // CHECK: %[[FIRST:.*]] = arith.addi %[[BLOCKROWS]], %[[WARP]] : i64
 // CHECK: %[[GRIDROWS:.*]] = arith.muli %{{.*}}, %c32_i64 : i64
@@ -163,4 +163,53 @@ func.func @sum_w12(%x: tensor<?x12xf32>, %idx: tensor<?xi32>, %n: index) -> tens
 func.func @gather_w64(%y: tensor<?x64xf64>, %idx: tensor<?xi32>) -> tensor<?x64xf64> {
   %0 = seg.gather %y, %idx : tensor<?x64xf64>, tensor<?xi32> -> tensor<?x64xf64>
   return %0 : tensor<?x64xf64>
+}
+
+// -----
+
+// A row map of 16 features: a group of 16 lanes per row, two rows a warp,
+// each lane copying its feature. A group takes 4 rows of its block's 64-row
+// tile (16 groups: rows g, g + 16, g + 32, g + 48), their idx loaded first,
+// and stores its own rows (no first-group mask).
+// CHECK-LABEL: gpu.func @gather_w16(
+// CHECK: %[[LANE:.*]] = arith.andi %{{.*}}, %c31_i64
+// CHECK: %[[FEATURE:.*]] = arith.andi %[[LANE]], %c15_i64
+// CHECK: %[[GROUP:.*]] = arith.divui %{{.*}}, %c16_i64
+// CHECK: %[[BLOCKROWS:.*]] = arith.muli %{{.*}}, %c64_i64 : i64
+// CHECK: %[[FIRST:.*]] = arith.addi %[[BLOCKROWS]], %[[GROUP]] : i64
+// CHECK: %[[GRIDROWS:.*]] = arith.muli %{{.*}}, %c64_i64 : i64
+// CHECK: scf.for %[[ROW:.*]] = %[[FIRST]] to %{{.*}} step %[[GRIDROWS]] : i64
+// CHECK-COUNT-4: llvm.load %{{.*}} : !llvm.ptr -> i32
+// CHECK-NOT: llvm.load %{{.*}} : !llvm.ptr -> i32
+// CHECK: %[[SEGMENT:.*]] = arith.muli %{{.*}}, %c16_i64
+// CHECK-NEXT: %[[SOURCE:.*]] = arith.addi %[[SEGMENT]], %[[FEATURE]]
+// CHECK-NEXT: %[[P:.*]] = llvm.getelementptr inbounds %arg0[%[[SOURCE]]]
+// CHECK-NEXT: %[[Y:.*]] = llvm.load %[[P]] : !llvm.ptr -> f32
+// CHECK-NEXT: %[[OUT:.*]] = arith.muli %[[ROW]], %c16_i64
+// CHECK-NEXT: %[[TARGET:.*]] = arith.addi %[[OUT]], %[[FEATURE]]
+// CHECK-NEXT: %[[Q:.*]] = llvm.getelementptr inbounds %arg2[%[[TARGET]]]
+// CHECK-NEXT: llvm.store %[[Y]], %[[Q]]
+func.func @gather_w16(%y: tensor<?x16xf32>, %idx: tensor<?xi32>) -> tensor<?x16xf32> {
+  %0 = seg.gather %y, %idx : tensor<?x16xf32>, tensor<?xi32> -> tensor<?x16xf32>
+  return %0 : tensor<?x16xf32>
+}
+
+// -----
+
+// A row map combining a row's features (a component sum) below 32
+// features: the groups of a warp would part ways at the butterfly, so a
+// thread runs a row (4 of its block's 1,024-row tile) and no lane
+// shuffles.
+// CHECK-LABEL: gpu.func @project_w16(
+// CHECK: %[[BLOCKROWS:.*]] = arith.muli %{{.*}}, %c1024_i64 : i64
+// CHECK: scf.for
+// CHECK-NOT: gpu.shuffle
+// CHECK: gpu.return
+func.func @project_w16(%x: tensor<?x16xf32>, %w: tensor<?x16xf32>, %idx: tensor<?xi32>) -> tensor<?x16xf32> {
+  %g = seg.gather %w, %idx : tensor<?x16xf32>, tensor<?xi32> -> tensor<?x16xf32>
+  %p = arith.mulf %x, %g : tensor<?x16xf32>
+  %s = seg.component_sum %p : tensor<?x16xf32> -> tensor<?xf32>
+  %b = seg.broadcast %s : tensor<?xf32> -> tensor<?x16xf32>
+  %r = arith.mulf %b, %x : tensor<?x16xf32>
+  return %r : tensor<?x16xf32>
 }
