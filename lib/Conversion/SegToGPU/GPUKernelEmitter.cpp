@@ -228,9 +228,6 @@ Value GPUKernelEmitter::firstRowLeaving(OpBuilder &b, Value lo,
   // and few registers live.
   KernelCodeBuilder code(b, loc);
   Type i32Type = b.getI32Type();
-  auto i32 = [&](int64_t value) {
-    return b.create<arith::ConstantIntOp>(loc, value, 32);
-  };
   SmallVector<Value> pastLast, loaded;
   for (int64_t k = 0; k < kWalkChunksPerRound; ++k) {
     Value row = b.create<arith::AddIOp>(
@@ -241,21 +238,21 @@ Value GPUKernelEmitter::firstRowLeaving(OpBuilder &b, Value lo,
                                b.create<arith::MinSIOp>(loc, row, lastRow)));
   }
   // The first chunk with a row leaving, from the last back.
-  Value first = i32(kWalkChunksPerRound * kWarpSize);
+  Value first = i32(b, kWalkChunksPerRound * kWarpSize);
   for (int64_t k = kWalkChunksPerRound - 1; k >= 0; --k) {
     Value leaves = b.create<arith::OrIOp>(
         loc, pastLast[k],
         b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, loaded[k],
                                 segment32));
     Value ballot =
-        b.create<NVVM::VoteBallotOp>(loc, i32Type, i32(-1), leaves);
+        b.create<NVVM::VoteBallotOp>(loc, i32Type, i32(b, -1), leaves);
     Value position = b.create<arith::AddIOp>(
-        loc, i32(k * kWarpSize),
+        loc, i32(b, k * kWarpSize),
         b.create<LLVM::CountTrailingZerosOp>(loc, i32Type, ballot,
                                              /*is_zero_poison=*/false));
     first = b.create<arith::SelectOp>(
         loc,
-        b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, ballot, i32(0)),
+        b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, ballot, i32(b, 0)),
         position, first);
   }
   return b.create<arith::AddIOp>(
@@ -343,9 +340,6 @@ void GPUKernelEmitter::emitOwnedSegment(OpBuilder &b, Value rowBase,
                                         Value starts, Value mask) {
   KernelCodeBuilder code(b, loc);
   Type i32Type = b.getI32Type();
-  auto i32 = [&](int64_t value) {
-    return b.create<arith::ConstantIntOp>(loc, value, 32);
-  };
   Value leader = b.create<LLVM::CountTrailingZerosOp>(loc, i32Type, mask,
                                                       /*is_zero_poison=*/false);
   Value start = b.create<arith::AddIOp>(
@@ -365,7 +359,7 @@ void GPUKernelEmitter::emitOwnedSegment(OpBuilder &b, Value rowBase,
   // long.
   Value startsAfter = splitStarts(b, starts, leader).second;
   Value startAfter = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne,
-                                             startsAfter, i32(0));
+                                             startsAfter, i32(b, 0));
   Value holdsLast = b.create<arith::CmpIOp>(
       loc, arith::CmpIPredicate::sge,
       b.create<arith::AddIOp>(loc, rowBase, code.i64(kWarpSize)),
@@ -400,14 +394,11 @@ void GPUKernelEmitter::emitOwnedSegment(OpBuilder &b, Value rowBase,
 std::pair<Value, Value> GPUKernelEmitter::splitStarts(OpBuilder &b,
                                                       Value starts,
                                                       Value lane32) {
-  auto i32 = [&](int64_t value) {
-    return b.create<arith::ConstantIntOp>(loc, value, 32);
-  };
   Value upToLane = b.create<arith::SubIOp>(
-      loc, b.create<arith::ShLIOp>(loc, i32(2), lane32), i32(1));
+      loc, b.create<arith::ShLIOp>(loc, i32(b, 2), lane32), i32(b, 1));
   return {b.create<arith::AndIOp>(loc, starts, upToLane),
           b.create<arith::AndIOp>(
-              loc, starts, b.create<arith::XOrIOp>(loc, upToLane, i32(-1)))};
+              loc, starts, b.create<arith::XOrIOp>(loc, upToLane, i32(b, -1)))};
 }
 
 Value GPUKernelEmitter::segmentedCombine(OpBuilder &b, Value value,
@@ -439,12 +430,9 @@ Value GPUKernelEmitter::tailEndInNextChunk(OpBuilder &b, Value nextInRange,
   // segment than the chunk's last row, or is past N; the first such lane.
   // idx values are i32: one shuffle, one register.
   Type i32Type = b.getI32Type();
-  auto i32 = [&](int64_t value) {
-    return b.create<arith::ConstantIntOp>(loc, value, 32);
-  };
   Value lastSegment =
-      b.create<gpu::ShuffleOp>(loc, segment32, i32(kWarpSize - 1),
-                               i32(kWarpSize), gpu::ShuffleMode::IDX)
+      b.create<gpu::ShuffleOp>(loc, segment32, i32(b, kWarpSize - 1),
+                               i32(b, kWarpSize), gpu::ShuffleMode::IDX)
           .getShuffleResult();
   Value pastN = b.create<arith::XOrIOp>(
       loc, nextInRange, b.create<arith::ConstantIntOp>(loc, 1, 1));
@@ -454,16 +442,13 @@ Value GPUKernelEmitter::tailEndInNextChunk(OpBuilder &b, Value nextInRange,
                               lastSegment));
   return b.create<LLVM::CountTrailingZerosOp>(
       loc, i32Type,
-      b.create<NVVM::VoteBallotOp>(loc, i32Type, i32(-1), leaves),
+      b.create<NVVM::VoteBallotOp>(loc, i32Type, i32(b, -1), leaves),
       /*is_zero_poison=*/false);
 }
 
 GPUKernelEmitter::ChunkStarts
 GPUKernelEmitter::findStarts(OpBuilder &b, const ChunkIdx &loaded) {
   Type i32Type = b.getI32Type();
-  auto i32 = [&](int64_t value) {
-    return b.create<arith::ConstantIntOp>(loc, value, 32);
-  };
   Value segment32 = b.create<arith::TruncIOp>(loc, i32Type, loaded.segment);
   ChunkStarts found;
   if (loaded.nextSegment32)
@@ -475,15 +460,15 @@ GPUKernelEmitter::findStarts(OpBuilder &b, const ChunkIdx &loaded) {
     // shuffle.
     Value lane32 = b.create<arith::TruncIOp>(loc, i32Type, lane);
     Value isLastLane = b.create<arith::CmpIOp>(
-        loc, arith::CmpIPredicate::eq, lane32, i32(kWarpSize - 1));
+        loc, arith::CmpIPredicate::eq, lane32, i32(b, kWarpSize - 1));
     Value sent = b.create<arith::SelectOp>(loc, isLastLane,
                                            loaded.rowBefore32, segment32);
     Value laneBefore = b.create<arith::AndIOp>(
-        loc, b.create<arith::AddIOp>(loc, lane32, i32(kWarpSize - 1)),
-        i32(kWarpSize - 1));
+        loc, b.create<arith::AddIOp>(loc, lane32, i32(b, kWarpSize - 1)),
+        i32(b, kWarpSize - 1));
     found.previous = b.create<arith::ExtSIOp>(
         loc, b.getI64Type(),
-        b.create<gpu::ShuffleOp>(loc, sent, laneBefore, i32(kWarpSize),
+        b.create<gpu::ShuffleOp>(loc, sent, laneBefore, i32(b, kWarpSize),
                                  gpu::ShuffleMode::IDX)
             .getShuffleResult());
   }
@@ -493,7 +478,7 @@ GPUKernelEmitter::findStarts(OpBuilder &b, const ChunkIdx &loaded) {
                                           found.previous, loaded.segment);
   Value isStart = b.create<arith::AndIOp>(
       loc, loaded.inRange, b.create<arith::OrIOp>(loc, isFirstRow, changes));
-  found.starts = b.create<NVVM::VoteBallotOp>(loc, i32Type, i32(-1), isStart);
+  found.starts = b.create<NVVM::VoteBallotOp>(loc, i32Type, i32(b, -1), isStart);
   return found;
 }
 
@@ -502,11 +487,8 @@ GPUKernelEmitter::planPacking(OpBuilder &b, const ChunkIdx &loaded,
                               const ChunkStarts &found) {
   KernelCodeBuilder code(b, loc);
   Type i32Type = b.getI32Type();
-  auto i32 = [&](int64_t value) {
-    return b.create<arith::ConstantIntOp>(loc, value, 32);
-  };
   auto ballot = [&](Value predicate) {
-    return b.create<NVVM::VoteBallotOp>(loc, i32Type, i32(-1), predicate);
+    return b.create<NVVM::VoteBallotOp>(loc, i32Type, i32(b, -1), predicate);
   };
   auto negate = [&](Value predicate) {
     return b.create<arith::XOrIOp>(
@@ -516,14 +498,14 @@ GPUKernelEmitter::planPacking(OpBuilder &b, const ChunkIdx &loaded,
   Value lane32 = b.create<arith::TruncIOp>(loc, i32Type, lane);
   auto [startsUpTo, startsAfter] = splitStarts(b, starts, lane32);
   Value hasHead = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne,
-                                          startsUpTo, i32(0));
+                                          startsUpTo, i32(b, 0));
   ChunkPacking plan;
   plan.headLane = b.create<arith::SubIOp>(
-      loc, i32(kWarpSize - 1),
+      loc, i32(b, kWarpSize - 1),
       b.create<LLVM::CountLeadingZerosOp>(loc, i32Type, startsUpTo,
                                           /*is_zero_poison=*/false));
   Value endsInside = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne,
-                                             startsAfter, i32(0));
+                                             startsAfter, i32(b, 0));
   Value nextStart = b.create<LLVM::CountTrailingZerosOp>(
       loc, i32Type, startsAfter, /*is_zero_poison=*/false);
   // Without a start after it, a segment ends at the chunk's end or N.
@@ -535,12 +517,12 @@ GPUKernelEmitter::planPacking(OpBuilder &b, const ChunkIdx &loaded,
               loc, b.create<arith::SubIOp>(loc, numRows, loaded.rowBase),
               i64(b, 1))));
   plan.endLane = b.create<arith::SelectOp>(
-      loc, endsInside, b.create<arith::SubIOp>(loc, nextStart, i32(1)),
+      loc, endsInside, b.create<arith::SubIOp>(loc, nextStart, i32(b, 1)),
       lastLane);
   // Whether the chunk's last row ends its segment: the next chunk's first
   // row leaves it (or is past N).
   Value chunkEndsSegment = b.create<arith::CmpIOp>(
-      loc, arith::CmpIPredicate::eq, tailEnd, i32(0));
+      loc, arith::CmpIPredicate::eq, tailEnd, i32(b, 0));
   // The tail, the segment of the chunk's last start running into the next
   // chunk, ends at lane `tailEnd` e there. Taking its rows there a lane
   // each, it packs wherever it ends in that chunk (e < 32). Else its a
@@ -552,22 +534,22 @@ GPUKernelEmitter::planPacking(OpBuilder &b, const ChunkIdx &loaded,
       loc,
       b.create<LLVM::CountLeadingZerosOp>(loc, i32Type, starts,
                                           /*is_zero_poison=*/false),
-      i32(1));
+      i32(b, 1));
   Value tailFits = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult,
-                                           tailEnd, i32(kWarpSize));
+                                           tailEnd, i32(b, kWarpSize));
   if (!program.gpuPacksTailsFromNextChunk()) {
     constexpr int64_t tailRows = SegmentProgram::kGPUPackedTailRowsPerLane;
     tailFits = b.create<arith::AndIOp>(
         loc, tailFits,
         b.create<arith::CmpIOp>(
             loc, arith::CmpIPredicate::ule, tailEnd,
-            b.create<arith::MulIOp>(loc, plan.tailLanes, i32(tailRows - 1))));
+            b.create<arith::MulIOp>(loc, plan.tailLanes, i32(b, tailRows - 1))));
   }
   // The tail's lanes: after the last start, in a chunk whose last row does
   // not end its segment (so the chunk is full and the next one has rows).
   plan.tailPacks = b.create<arith::AndIOp>(
       loc,
-      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, starts, i32(0)),
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, starts, i32(b, 0)),
       b.create<arith::AndIOp>(loc, negate(chunkEndsSegment), tailFits));
   plan.inTail = b.create<arith::AndIOp>(
       loc, b.create<arith::AndIOp>(loc, hasHead, negate(endsInside)),
@@ -589,25 +571,22 @@ GPUKernelEmitter::planPacking(OpBuilder &b, const ChunkIdx &loaded,
   plan.packs = b.create<arith::AndIOp>(
       loc,
       b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, plan.heads,
-                              i32(0)),
+                              i32(b, 0)),
       b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, ballot(invalid),
-                              i32(0)));
+                              i32(b, 0)));
   return plan;
 }
 
 Value GPUKernelEmitter::packedRowCount(OpBuilder &b, const ChunkPacking &plan,
                                        Value tailEnd) {
-  auto i32 = [&](int64_t value) {
-    return b.create<arith::ConstantIntOp>(loc, value, 32);
-  };
   return b.create<arith::ExtUIOp>(
       loc, b.getI64Type(),
       b.create<arith::AddIOp>(
           loc,
           b.create<arith::AddIOp>(
               loc, b.create<arith::SubIOp>(loc, plan.endLane, plan.headLane),
-              i32(1)),
-          b.create<arith::SelectOp>(loc, plan.inTail, tailEnd, i32(0))));
+              i32(b, 1)),
+          b.create<arith::SelectOp>(loc, plan.inTail, tailEnd, i32(b, 0))));
 }
 
 Value GPUKernelEmitter::packedCombine(OpBuilder &b, const ChunkPacking &plan,
@@ -636,9 +615,6 @@ Value GPUKernelEmitter::emitPackedSegments(OpBuilder &b,
   if (splitsFeatures())
     return b.create<arith::ConstantIntOp>(loc, 0, 32);
   Type i32Type = b.getI32Type();
-  auto i32 = [&](int64_t value) {
-    return b.create<arith::ConstantIntOp>(loc, value, 32);
-  };
   ChunkPacking plan = planPacking(b, loaded, found);
   Value rowBase = loaded.rowBase, tailEnd = found.tailEnd;
   auto ifPacks = b.create<scf::IfOp>(
@@ -666,15 +642,15 @@ Value GPUKernelEmitter::emitPackedSegments(OpBuilder &b,
             pl, i32Type, pb.create<arith::SubIOp>(pl, safeRow, rowBase));
         Value endOffset = pb.create<arith::SelectOp>(
             pl, plan.inTail,
-            pb.create<arith::AddIOp>(pl, tailEnd, i32(kWarpSize)),
-            pb.create<arith::AddIOp>(pl, ownOffset, i32(1)));
+            pb.create<arith::AddIOp>(pl, tailEnd, i32(b, kWarpSize)),
+            pb.create<arith::AddIOp>(pl, ownOffset, i32(b, 1)));
         Value laneRows = pb.create<arith::OrIOp>(
             pl, endOffset,
             pb.create<arith::ShLIOp>(
                 pl,
                 pb.create<arith::SelectOp>(pl, plan.inTail, plan.tailLanes,
-                                           i32(1)),
-                i32(8)));
+                                           i32(b, 1)),
+                i32(b, 8)));
         emitHeadEmptySegments(pb, plan.isHead, found.previous,
                               loaded.segment);
         auto rowLoop = [&](OpBuilder &rb, Location rl, ValueRange init,
@@ -946,22 +922,19 @@ Value GPUKernelEmitter::windowChunks(OpBuilder &b, Value numChunks) {
                                        numChunks, i64(b, int64_t{1} << 31));
   Value chunks32 = b.create<arith::TruncIOp>(loc, i32Type, numChunks);
   Value warps32 = b.create<arith::TruncIOp>(loc, i32Type, totalWarps);
-  auto i32 = [&](int64_t value) {
-    return b.create<arith::ConstantIntOp>(loc, value, 32);
-  };
   Value perWarp = b.create<arith::DivUIOp>(
       loc,
       b.create<arith::AddIOp>(loc, chunks32,
-                              b.create<arith::SubIOp>(loc, warps32, i32(1))),
+                              b.create<arith::SubIOp>(loc, warps32, i32(b, 1))),
       warps32);
   Value clamped = b.create<arith::MinUIOp>(
       loc,
       b.create<arith::MaxUIOp>(
-          loc, perWarp, i32(SegmentProgram::kGPUMinChunksPerWindow)),
-      i32(most));
+          loc, perWarp, i32(b, SegmentProgram::kGPUMinChunksPerWindow)),
+      i32(b, most));
   return b.create<arith::ExtUIOp>(
       loc, b.getI64Type(),
-      b.create<arith::SelectOp>(loc, many, i32(most), clamped));
+      b.create<arith::SelectOp>(loc, many, i32(b, most), clamped));
 }
 
 Value GPUKernelEmitter::chunksWithWork(OpBuilder &b, Value firstChunk,

@@ -156,6 +156,9 @@ private:
   Value i64(OpBuilder &b, int64_t value) {
     return KernelCodeBuilder(b, loc).i64(value);
   }
+  Value i32(OpBuilder &b, int64_t value) {
+    return b.create<arith::ConstantIntOp>(loc, value, 32);
+  }
   Value indexToI64(OpBuilder &b, Value value) {
     return b.create<arith::IndexCastOp>(loc, b.getI64Type(), value);
   }
