@@ -70,16 +70,13 @@ static llvm::json::Object describeHost(const SegmentProgram &program) {
 static llvm::json::Object describeGPU(const SegmentProgram &program,
                                       int64_t blockSize) {
   // A warp per window of the fewest 32-row chunks, up to a cap on the
-  // segment kernel's warps (then windows grow), or for row maps a thread
-  // (with split rows a group of lanes) per kGPURowMapRowsPerUnit rows; one
-  // block at least (to evaluate the segments when there are no rows).
-  // Kernels grid-stride, so any grid is correct.
-  int64_t rowsPerBlock = blockSize * SegmentProgram::kGPUMinChunksPerWindow;
-  if (program.mapsRowsOnly())
-    rowsPerBlock = (program.splitsFeatures()
-                        ? blockSize / program.gpuFeatureLanes()
-                        : blockSize) *
-                   SegmentProgram::kGPURowMapRowsPerUnit;
+  // segment kernel's warps (then windows grow), or for row maps a step of
+  // their loop (gpuRowMapBlockRows); one block at least (to evaluate the
+  // segments when there are no rows). Kernels grid-stride, so any grid is
+  // correct.
+  int64_t rowsPerBlock = program.mapsRowsOnly()
+                             ? program.gpuRowMapBlockRows(blockSize)
+                             : blockSize * SegmentProgram::kGPUMinChunksPerWindow;
   llvm::json::Object gpu{{"entry", std::string(segrt::abi::entryName(
                                        program.hasLongSegmentKernels()
                                            ? segrt::abi::Entry::GpuSegmentKernel

@@ -152,6 +152,22 @@ def test_split_rows_walk_segments_in_rounds(simulator: harness.GpuSimulator, op:
     _check_against_host(simulator, op, level, width, dtype, {"walk-rounds": WALK_ROUNDS})
 
 
+# Row maps of rows split over groups of 8 or 16 lanes take 32 rows a warp
+# a step: N on both sides of a step's and a block's (256 rows) end, so the
+# last step has rows past N in some groups and not others.
+GROUP_STEP_LAYOUTS = {f"n{n}": [3, 0, n - 4, 1] if n > 4 else [n]
+                      for n in (1, 31, 32, 33, 63, 65, 255, 257)}
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("width", [8, 12, 16, 31])
+@pytest.mark.parametrize("op,level", [("segmented_gather", 0), ("segmented_sum", 1),
+                                      ("segmented_mul", 0), ("segmented_dot", 1)])
+def test_group_row_maps_at_the_ends_of_steps(simulator: harness.GpuSimulator, op: str,
+                                             level: int, width: int, dtype: str) -> None:
+    _check_against_host(simulator, op, level, width, dtype, GROUP_STEP_LAYOUTS)
+
+
 @pytest.mark.parametrize("width", [7, 12, 31, 33, 256])
 @pytest.mark.parametrize("op,level", [("segmented_sum", 0), ("segmented_rms_norm", 1),
                                       ("segmented_max", 1), ("segmented_dot", 2),
@@ -270,14 +286,15 @@ def test_split_rows_of_invalid_segments(simulator: harness.GpuSimulator, op: str
     ("segmented_sum", 7, 0, 1024), ("segmented_sum", 8, 8, 1024), ("segmented_sum", 15, 8, 1024),
     ("segmented_sum", 16, 16, 1024), ("segmented_dot", 31, 16, 1024),
     ("segmented_sum", 32, 32, 1024), ("segmented_sum", 256, 32, 1024),
-    ("segmented_gather", 7, 0, 1024), ("segmented_gather", 8, 8, 128),
-    ("segmented_gather", 31, 16, 64), ("segmented_gather", 32, 32, 32),
+    ("segmented_gather", 7, 0, 1024), ("segmented_gather", 8, 8, 256),
+    ("segmented_gather", 31, 16, 256), ("segmented_gather", 32, 32, 32),
     ("segmented_gather", 64, 32, 32)])
 def test_the_manifest_records_the_rule(op: str, width: int, lanes: int,
                                        per_block: int) -> None:
     """How many lanes share a row, from how wide; row maps take 4 rows a
-    thread (or group of lanes), so their grid has a block per 1,024 rows
-    (256 / G x 4 split rows); segment kernels take a window of 4 chunks a
+    thread, or split over 32 lanes a warp, so their grid has a block per
+    1,024 rows (32 split rows), and rows split over groups of 8 or 16 lanes
+    32 a warp (256 a block); segment kernels take a window of 4 chunks a
     warp, 1,024 rows a block, up to 2,048 blocks (then windows of up to 32
     chunks)."""
     gpu = json.loads(_wide.program(op, "f32", width).entry(0).text)["gpu"]

@@ -202,11 +202,16 @@ public:
   /// Written to the manifest.
   static constexpr int64_t kGPUSegmentKernelMaxWarps = 16384;
   static constexpr int64_t kGPUSegmentKernelCapFromMeanRows = 1024;
-  /// Rows each unit of a row map's kernel takes (a thread, or for split
-  /// rows a warp): their idx loads are issued together, then their rows.
-  /// The grid has a block per this many rows a unit. Written to the
-  /// manifest (the grid rule).
+  /// Rows each unit of a row map's kernel takes (a thread, or for rows of
+  /// 32 features or more a warp): their idx loads are issued together,
+  /// then their rows.
   static constexpr int64_t kGPURowMapRowsPerUnit = 4;
+  /// Rows a block of `blockSize` threads of a row map's kernel takes a
+  /// step of its grid-stride loop (the manifest's grid `per_block`):
+  /// kGPURowMapRowsPerUnit a thread, or a warp for rows split over 32
+  /// lanes; 32 a warp for rows split over groups of 8 or 16 lanes (each
+  /// group G of them).
+  int64_t gpuRowMapBlockRows(int64_t blockSize) const;
 
   /// Rows of at least this many features split them over a group of a
   /// warp's lanes in the GPU kernels (gpuFeatureLanes): lane l of a group

@@ -773,34 +773,50 @@ Value GPUKernelEmitter::emitPackedChunkWithNextRows(OpBuilder &b,
       b.create<arith::ConstantIntOp>(loc, 0, 32));
 }
 
+void GPUKernelEmitter::emitMappedRow(OpBuilder &b, Value row, Value inRange,
+                                     Value segment) {
+  auto ifRow = b.create<scf::IfOp>(loc, inRange, /*withElse=*/false);
+  OpBuilder ib = ifRow.getThenBodyBuilder();
+  auto ifValid = ib.create<scf::IfOp>(
+      loc, KernelCodeBuilder(ib, loc).isValidSegment(segment, numSegments),
+      /*withElse=*/true);
+  OpBuilder vb = ifValid.getThenBodyBuilder();
+  auto oneRow = [&](OpBuilder &ob, Location ol, ValueRange init,
+                    SegmentProgramEmitter::RowBody body, bool) {
+    return body(ob, ol, row, /*lanes=*/1, /*laneMask=*/Value(), init);
+  };
+  emitter.emitSegment(vb, loc, segment, i64(vb, 1), oneRow, combineNothing,
+                      Value());
+  OpBuilder eb = ifValid.getElseBodyBuilder();
+  emitter.emitZeroRowOutputs(eb, loc, row);
+}
+
 void GPUKernelEmitter::emitRowMap(OpBuilder &b) {
-  // Units (a thread, or for split rows a group of G lanes) of a block take
+  if (splitsFeatures() && groupRows() > 1) {
+    emitGroupRowMap(b);
+    return;
+  }
+  // Units (a thread, or for rows split over a warp a warp) of a block take
   // its tile of U x K rows, unit u rows u, u + U, ... (coalesced),
   // grid-stride. Every idx of a unit's K rows is loaded before its first
   // row runs, so those loads, and then the rows', are in flight together:
   // one row per thread would leave a thread a chain of two dependent loads
   // and nothing else (PyTorch's elementwise kernels give a thread 4
-  // elements for this). The groups of a warp need not run together: a
-  // row map splits below 32 features only without collectives
-  // (SegmentProgram::gpuFeatureLanes).
+  // elements for this).
   constexpr int64_t rowsPerUnit = SegmentProgram::kGPURowMapRowsPerUnit;
   int64_t unitsPerBlock =
-      splitsFeatures() ? blockSize / featureLanes : blockSize;
+      splitsFeatures() ? blockSize / kWarpSize : blockSize;
   Value unit = splitsFeatures()
-                   ? b.create<arith::DivUIOp>(loc, threadId,
-                                              i64(b, featureLanes))
+                   ? b.create<arith::ShRUIOp>(loc, threadId, i64(b, 5))
                    : threadId;
-  Value tileRows = i64(b, unitsPerBlock * rowsPerUnit);
+  Value tileRows = i64(b, program.gpuRowMapBlockRows(blockSize));
   Value first = b.create<arith::AddIOp>(
       loc, b.create<arith::MulIOp>(loc, blockId, tileRows), unit);
   Value stride = b.create<arith::MulIOp>(loc, gridDim, tileRows);
   b.create<scf::ForOp>(
       loc, first, numRows, stride, ValueRange{},
       [&](OpBuilder &rb, Location rl, Value base, ValueRange) {
-        struct UnitRow {
-          Value row, inRange, segment;
-        };
-        SmallVector<UnitRow> unitRows;
+        SmallVector<MappedRow> rows;
         for (int64_t k = 0; k < rowsPerUnit; ++k) {
           Value row = rb.create<arith::AddIOp>(rl, base,
                                                i64(rb, k * unitsPerBlock));
@@ -810,26 +826,54 @@ void GPUKernelEmitter::emitRowMap(OpBuilder &b) {
                      : rb.create<arith::CmpIOp>(rl, arith::CmpIPredicate::slt,
                                                 row, numRows)
                            .getResult();
-          unitRows.push_back({row, inRange, segmentOr(rb, inRange, row)});
+          rows.push_back({row, inRange, segmentOr(rb, inRange, row)});
         }
-        for (const UnitRow &unitRow : unitRows) {
-          Value row = unitRow.row, segment = unitRow.segment;
-          auto ifRow =
-              rb.create<scf::IfOp>(rl, unitRow.inRange, /*withElse=*/false);
-          OpBuilder ib = ifRow.getThenBodyBuilder();
-          auto ifValid = ib.create<scf::IfOp>(
-              rl, KernelCodeBuilder(ib, rl).isValidSegment(segment, numSegments),
-              /*withElse=*/true);
-          OpBuilder vb = ifValid.getThenBodyBuilder();
-          auto oneRow = [&](OpBuilder &ob, Location ol, ValueRange init,
-                            SegmentProgramEmitter::RowBody body, bool) {
-            return body(ob, ol, row, /*lanes=*/1, /*laneMask=*/Value(), init);
-          };
-          emitter.emitSegment(vb, rl, segment, i64(vb, 1), oneRow,
-                              combineNothing, Value());
-          OpBuilder eb = ifValid.getElseBodyBuilder();
-          emitter.emitZeroRowOutputs(eb, rl, row);
+        for (const MappedRow &row : rows)
+          emitMappedRow(rb, row.row, row.inRange, row.segment);
+        rb.create<scf::YieldOp>(rl);
+      });
+}
+
+void GPUKernelEmitter::emitGroupRowMap(OpBuilder &b) {
+  // A warp takes 32 consecutive rows a step, grid-stride (the loop is the
+  // warp's). Lane l loads the idx of row l, one coalesced load for the
+  // step; group g (of R = 32 / G) then runs rows g, g + R, ..., g + (G - 1)R
+  // of it, so at every k the groups read consecutive rows, each row's
+  // segment shuffled from the lane that loaded it. The shuffles all come
+  // before the rows, whose branches part the groups (rows past N, invalid
+  // segments): the rows hold no collective (gpuFeatureLanes).
+  int64_t groups = groupRows();
+  Type i32Type = b.getI32Type();
+  Value stepRows = i64(b, kWarpSize);
+  Value first = b.create<arith::MulIOp>(loc, globalWarp, stepRows);
+  Value stride = b.create<arith::MulIOp>(loc, totalWarps, stepRows);
+  b.create<scf::ForOp>(
+      loc, first, numRows, stride, ValueRange{},
+      [&](OpBuilder &rb, Location rl, Value base, ValueRange) {
+        Value ownRow = rb.create<arith::AddIOp>(rl, base, lane);
+        Value ownInRange = rb.create<arith::CmpIOp>(
+            rl, arith::CmpIPredicate::slt, ownRow, numRows);
+        Value ownSegment32 = rb.create<arith::TruncIOp>(
+            rl, i32Type, segmentOr(rb, ownInRange, ownRow));
+        SmallVector<MappedRow> rows;
+        for (int64_t k = 0; k < featureLanes; ++k) {
+          Value source =
+              rb.create<arith::AddIOp>(rl, rowInGroup, i64(rb, k * groups));
+          Value segment32 =
+              rb.create<gpu::ShuffleOp>(
+                    rl, ownSegment32,
+                    rb.create<arith::TruncIOp>(rl, i32Type, source),
+                    i32(rb, kWarpSize), gpu::ShuffleMode::IDX)
+                  .getShuffleResult();
+          Value row = rb.create<arith::AddIOp>(rl, base, source);
+          rows.push_back(
+              {row,
+               rb.create<arith::CmpIOp>(rl, arith::CmpIPredicate::slt, row,
+                                        numRows),
+               rb.create<arith::ExtSIOp>(rl, rb.getI64Type(), segment32)});
         }
+        for (const MappedRow &row : rows)
+          emitMappedRow(rb, row.row, row.inRange, row.segment);
         rb.create<scf::YieldOp>(rl);
       });
 }

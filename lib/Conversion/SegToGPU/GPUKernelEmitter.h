@@ -317,7 +317,18 @@ private:
   /// to `knownEnd` if `endKnown` (warp-uniform), else to its walked end.
   void emitWalkedSegment(OpBuilder &b, Value start, Value segment,
                          Value endKnown, Value knownEnd);
+  /// The row kernel: a thread per row, or a warp for rows split over 32
+  /// lanes, each unit kGPURowMapRowsPerUnit rows a step; rows split over
+  /// groups of 8 or 16 lanes by emitGroupRowMap.
   void emitRowMap(OpBuilder &b);
+  /// The row kernel of rows split over groups of fewer than 32 lanes.
+  void emitGroupRowMap(OpBuilder &b);
+  /// A row of a row map and its segment (any idx value): the program's
+  /// row outputs, zero for an invalid segment; nothing past N.
+  struct MappedRow {
+    Value row, inRange, segment;
+  };
+  void emitMappedRow(OpBuilder &b, Value row, Value inRange, Value segment);
 
   // Long segments.
   /// The first multiple of the tile size at or after `row`.

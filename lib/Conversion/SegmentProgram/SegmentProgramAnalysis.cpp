@@ -459,6 +459,15 @@ int64_t SegmentProgram::gpuFeatureLanes() const {
   return lanes;
 }
 
+int64_t SegmentProgram::gpuRowMapBlockRows(int64_t blockSize) const {
+  int64_t lanes = gpuFeatureLanes();
+  if (lanes == 0)
+    return blockSize * kGPURowMapRowsPerUnit;
+  if (lanes == kGPUChunkRows)
+    return blockSize / kGPUChunkRows * kGPURowMapRowsPerUnit;
+  return blockSize;
+}
+
 bool SegmentProgram::gpuPacksTailsFromNextChunk() const {
   if (!isOnePass() || splitsFeatures() || !gathers.empty())
     return false;

@@ -151,7 +151,7 @@ func.func @sum_w12(%x: tensor<?x12xf32>, %idx: tensor<?xi32>, %n: index) -> tens
 // features; a warp takes 4 rows of its block's 32-row tile (8 warps: rows
 // w, w + 8, w + 16, w + 24; grid-stride), their idx loaded first.
 // CHECK-LABEL: gpu.func @gather_w64(
-// CHECK: %[[WARP:.*]] = arith.divui %{{.*}}, %c32_i64
+// CHECK: %[[WARP:.*]] = arith.shrui %{{.*}}, %c5_i64
 // CHECK: %[[BLOCKROWS:.*]] = arith.muli %{{.*}}, %c32_i64 : i64
 // CHECK: %[[FIRST:.*]] = arith.addi %[[BLOCKROWS]], %[[WARP]] : i64
 // CHECK: %[[GRIDROWS:.*]] = arith.muli %{{.*}}, %c32_i64 : i64
@@ -167,28 +167,40 @@ func.func @gather_w64(%y: tensor<?x64xf64>, %idx: tensor<?xi32>) -> tensor<?x64x
 
 // -----
 
-// A row map of 16 features: a group of 16 lanes per row, two rows a warp,
-// each lane copying its feature. A group takes 4 rows of its block's 64-row
-// tile (16 groups: rows g, g + 16, g + 32, g + 48), their idx loaded first,
-// and stores its own rows (no first-group mask).
+// A row map of 16 features: a group of 16 lanes per row, two rows at a
+// time. A warp takes 32 consecutive rows a step (grid-stride, 256 rows a
+// block of 8 warps): lane l loads the idx of row l, then group g runs rows
+// g, g + 2, ..., g + 30, each row's segment shuffled from its lane, all 16
+// shuffles before the first row. Each lane copies its feature of a row; a
+// group stores its own rows (no first-group mask).
 // CHECK-LABEL: gpu.func @gather_w16(
 // CHECK: %[[LANE:.*]] = arith.andi %{{.*}}, %c31_i64
+// CHECK: %[[WARP:.*]] = arith.addi
 // CHECK: %[[FEATURE:.*]] = arith.andi %[[LANE]], %c15_i64
-// CHECK: %[[GROUP:.*]] = arith.divui %{{.*}}, %c16_i64
-// CHECK: %[[BLOCKROWS:.*]] = arith.muli %{{.*}}, %c64_i64 : i64
-// CHECK: %[[FIRST:.*]] = arith.addi %[[BLOCKROWS]], %[[GROUP]] : i64
-// CHECK: %[[GRIDROWS:.*]] = arith.muli %{{.*}}, %c64_i64 : i64
-// CHECK: scf.for %[[ROW:.*]] = %[[FIRST]] to %{{.*}} step %[[GRIDROWS]] : i64
-// CHECK-COUNT-4: llvm.load %{{.*}} : !llvm.ptr -> i32
-// CHECK-NOT: llvm.load %{{.*}} : !llvm.ptr -> i32
+// CHECK: %[[GROUP:.*]] = arith.divui %[[LANE]], %c16_i64
+// CHECK: %[[FIRST:.*]] = arith.muli %[[WARP]], %c32_i64 : i64
+// CHECK: %[[GRIDROWS:.*]] = arith.muli %{{.*}}, %c256_i64 : i64
+// CHECK: scf.for %[[BASE:.*]] = %[[FIRST]] to %{{.*}} step %[[GRIDROWS]] : i64
+// CHECK: %[[OWN:.*]] = arith.addi %[[BASE]], %[[LANE]]
+// CHECK: llvm.load %{{.*}} : !llvm.ptr -> i32
+// CHECK-NOT: llvm.load
+// CHECK: %[[SOURCE0:.*]] = arith.trunci %[[GROUP]] : i64 to i32
+// CHECK: gpu.shuffle  idx %{{.*}}, %[[SOURCE0]], %c32_i32 : i32
+// CHECK-NOT: llvm.load
+// CHECK: %[[SOURCE1:.*]] = arith.addi %[[GROUP]], %c2_i64
+// CHECK-COUNT-15: gpu.shuffle  idx
+// CHECK-NOT: gpu.shuffle
 // CHECK: %[[SEGMENT:.*]] = arith.muli %{{.*}}, %c16_i64
-// CHECK-NEXT: %[[SOURCE:.*]] = arith.addi %[[SEGMENT]], %[[FEATURE]]
-// CHECK-NEXT: %[[P:.*]] = llvm.getelementptr inbounds %arg0[%[[SOURCE]]]
+// CHECK-NEXT: %[[ADDR:.*]] = arith.addi %[[SEGMENT]], %[[FEATURE]]
+// CHECK-NEXT: %[[P:.*]] = llvm.getelementptr inbounds %arg0[%[[ADDR]]]
 // CHECK-NEXT: %[[Y:.*]] = llvm.load %[[P]] : !llvm.ptr -> f32
-// CHECK-NEXT: %[[OUT:.*]] = arith.muli %[[ROW]], %c16_i64
+// CHECK-NEXT: %[[OUT:.*]] = arith.muli %{{.*}}, %c16_i64
 // CHECK-NEXT: %[[TARGET:.*]] = arith.addi %[[OUT]], %[[FEATURE]]
 // CHECK-NEXT: %[[Q:.*]] = llvm.getelementptr inbounds %arg2[%[[TARGET]]]
 // CHECK-NEXT: llvm.store %[[Y]], %[[Q]]
+// CHECK-COUNT-15: llvm.load %{{.*}} : !llvm.ptr -> f32
+// CHECK-NOT: gpu.shuffle
+// CHECK: gpu.return
 func.func @gather_w16(%y: tensor<?x16xf32>, %idx: tensor<?xi32>) -> tensor<?x16xf32> {
   %0 = seg.gather %y, %idx : tensor<?x16xf32>, tensor<?xi32> -> tensor<?x16xf32>
   return %0 : tensor<?x16xf32>
