@@ -74,9 +74,10 @@ static llvm::json::Object describeGPU(const SegmentProgram &program,
   // their loop (gpuRowMapBlockRows); one block at least (to evaluate the
   // segments when there are no rows). Kernels grid-stride, so any grid is
   // correct.
-  int64_t rowsPerBlock = program.mapsRowsOnly()
-                             ? program.gpuRowMapBlockRows(blockSize)
-                             : blockSize * SegmentProgram::kGPUMinChunksPerWindow;
+  int64_t rowsPerBlock =
+      program.mapsRowsOnly()
+          ? program.gpuRowMapBlockRows(blockSize)
+          : blockSize * SegmentProgram::kGPUMinChunksPerWindow;
   llvm::json::Object gpu{{"entry", std::string(segrt::abi::entryName(
                                        program.hasLongSegmentKernels()
                                            ? segrt::abi::Entry::GpuSegmentKernel

@@ -252,7 +252,8 @@ Value GPUKernelEmitter::firstRowLeaving(OpBuilder &b, Value lo,
                                              /*is_zero_poison=*/false));
     first = b.create<arith::SelectOp>(
         loc,
-        b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, ballot, i32(b, 0)),
+        b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, ballot,
+                                i32(b, 0)),
         position, first);
   }
   return b.create<arith::AddIOp>(
@@ -478,7 +479,8 @@ GPUKernelEmitter::findStarts(OpBuilder &b, const ChunkIdx &loaded) {
                                           found.previous, loaded.segment);
   Value isStart = b.create<arith::AndIOp>(
       loc, loaded.inRange, b.create<arith::OrIOp>(loc, isFirstRow, changes));
-  found.starts = b.create<NVVM::VoteBallotOp>(loc, i32Type, i32(b, -1), isStart);
+  found.starts =
+      b.create<NVVM::VoteBallotOp>(loc, i32Type, i32(b, -1), isStart);
   return found;
 }
 
@@ -543,7 +545,8 @@ GPUKernelEmitter::planPacking(OpBuilder &b, const ChunkIdx &loaded,
         loc, tailFits,
         b.create<arith::CmpIOp>(
             loc, arith::CmpIPredicate::ule, tailEnd,
-            b.create<arith::MulIOp>(loc, plan.tailLanes, i32(b, tailRows - 1))));
+            b.create<arith::MulIOp>(loc, plan.tailLanes,
+                                    i32(b, tailRows - 1))));
   }
   // The tail's lanes: after the last start, in a chunk whose last row does
   // not end its segment (so the chunk is full and the next one has rows).
