@@ -311,6 +311,22 @@ def segment_end_counts(tile: int) -> list[int]:
     return counts + [0, 300]
 
 
+def walk_sector_counts(offsets: Sequence[int] = (1, 5, 7)) -> list[int]:
+    """Rows per segment such that, for each o of `offsets`, two walked
+    segments start o rows past a sector of idx (8 rows; a walk's rounds of
+    128 rows start at the sector), each after a filler segment: one ending
+    on the first round's last row (127 - o rows), one on the row after
+    (128 - o rows: found by the second round)."""
+    counts: list[int] = []
+    row = 0
+    for offset in offsets:
+        for length in (127 - offset, 128 - offset):
+            fill = (offset - row) % 32 or 32
+            counts += [fill, length]
+            row += fill + length
+    return counts + [3]
+
+
 def packed_tail_counts(tails: Sequence[tuple[int, int]]) -> list[int]:
     """Rows per segment such that, for each (a, e) of `tails`, a segment
     starts a rows before the end of a 32-row chunk and ends e rows into

@@ -149,7 +149,9 @@ WALK_ROUNDS = [127, 128, 129, 1, 255, 2, 256, 257, 3]
 @pytest.mark.parametrize("op,level", CASES, ids=[f"{op[10:]}-{level}" for op, level in CASES])
 def test_split_rows_walk_segments_in_rounds(simulator: harness.GpuSimulator, op: str,
                                             level: int, width: int, dtype: str) -> None:
-    _check_against_host(simulator, op, level, width, dtype, {"walk-rounds": WALK_ROUNDS})
+    _check_against_host(simulator, op, level, width, dtype,
+                        {"walk-rounds": WALK_ROUNDS,
+                         "walk-sector-rounds": harness.walk_sector_counts()})
 
 
 # Row maps of rows split over groups of 8 or 16 lanes take 32 rows a warp

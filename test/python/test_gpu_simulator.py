@@ -70,6 +70,9 @@ LAYOUTS = {
     # (4 chunks a lane, then ballots): ending on both sides of the first
     # round's end and of the second's.
     "walk-rounds": [127, 128, 129, 1, 255, 256, 257, 3],
+    # A walk's rounds start at the start's sector of idx (8 rows): ends on
+    # both sides of the first round's end from starts 1, 5 and 7 rows in.
+    "walk-sector-rounds": harness.walk_sector_counts(),
     # A segment running from a rows before a chunk's end to row e of the
     # next (the chunk's tail) runs packed where e <= 3a (4 rows a lane of
     # its a lanes), else it is walked: both sides at a = 1 and 2; a whole

@@ -221,7 +221,7 @@ void GPUKernelEmitter::emitEmptySegments(OpBuilder &b, Value lo, Value hi,
       });
 }
 
-Value GPUKernelEmitter::firstRowLeaving(OpBuilder &b, Value lo,
+Value GPUKernelEmitter::firstRowLeaving(OpBuilder &b, Value lo, Value from,
                                         Value lastRow, Value segment32) {
   // Rows clamped below N and loaded unconditionally, compared in 32 bits
   // (idx is i32), the first found in 32 bits: the loads stay independent
@@ -237,7 +237,9 @@ Value GPUKernelEmitter::firstRowLeaving(OpBuilder &b, Value lo,
     loaded.push_back(code.load(idx, i32Type,
                                b.create<arith::MinSIOp>(loc, row, lastRow)));
   }
-  // The first chunk with a row leaving, from the last back.
+  // The first chunk with a row leaving, from the last back; the rows
+  // before `from` (the first chunk's first lanes) are masked out of its
+  // ballot: one shift, no compare a lane.
   Value first = i32(b, kWalkChunksPerRound * kWarpSize);
   for (int64_t k = kWalkChunksPerRound - 1; k >= 0; --k) {
     Value leaves = b.create<arith::OrIOp>(
@@ -246,6 +248,15 @@ Value GPUKernelEmitter::firstRowLeaving(OpBuilder &b, Value lo,
                                 segment32));
     Value ballot =
         b.create<NVVM::VoteBallotOp>(loc, i32Type, i32(b, -1), leaves);
+    if (k == 0) {
+      Value skipped = b.create<arith::MaxSIOp>(
+          loc, b.create<arith::SubIOp>(loc, from, lo), i64(b, 0));
+      ballot = b.create<arith::AndIOp>(
+          loc, ballot,
+          b.create<arith::ShLIOp>(
+              loc, i32(b, -1),
+              b.create<arith::TruncIOp>(loc, i32Type, skipped)));
+    }
     Value position = b.create<arith::AddIOp>(
         loc, i32(b, k * kWarpSize),
         b.create<LLVM::CountTrailingZerosOp>(loc, i32Type, ballot,
@@ -268,13 +279,18 @@ Value GPUKernelEmitter::walkSegmentEnd(OpBuilder &b, Value start,
   // dependent loads). Probing further ahead cost the segment kernels
   // registers (docs/benchmarks.md, "Walks in rounds of 128 rows").
   constexpr int64_t roundRows = kWalkChunksPerRound * kWarpSize;
+  // Rows of idx a 32-byte sector holds.
+  constexpr int64_t sectorRows = 8;
   Type i64Type = b.getI64Type();
   Value lastRow = b.create<arith::SubIOp>(loc, numRows, i64(b, 1));
   Value segment32 = b.create<arith::TruncIOp>(loc, b.getI32Type(), segment);
+  Value alignedStart =
+      b.create<arith::AndIOp>(loc, start, i64(b, -sectorRows));
   auto walk = b.create<scf::WhileOp>(
-      loc, TypeRange{i64Type, i64Type}, ValueRange{start},
+      loc, TypeRange{i64Type, i64Type}, ValueRange{alignedStart},
       [&](OpBuilder &cb, Location cl, ValueRange base) {
-        Value firstLeaving = firstRowLeaving(cb, base[0], lastRow, segment32);
+        Value firstLeaving =
+            firstRowLeaving(cb, base[0], start, lastRow, segment32);
         Value notFound = cb.create<arith::CmpIOp>(
             cl, arith::CmpIPredicate::sge, firstLeaving,
             cb.create<arith::AddIOp>(cl, base[0], i64(cb, roundRows)));

@@ -303,15 +303,17 @@ private:
   /// atomics.
   Value segmentedCombine(OpBuilder &b, Value value, arith::AtomicRMWKind kind,
                          Value endLane, Value headLane);
-  /// The first row in [lo, lo + 128) whose idx is not `segment32` (an
-  /// i32), rows past `lastRow` (N - 1) counting as not holding it; lo + 128
-  /// if none. One round: lane l loads rows lo + l + 32k
-  /// (k < kWalkChunksPerRound), all before the ballots.
-  Value firstRowLeaving(OpBuilder &b, Value lo, Value lastRow,
+  /// The first row in [max(lo, from), lo + 128) (from < lo + 32) whose
+  /// idx is not `segment32` (an i32), rows past `lastRow` (N - 1) counting
+  /// as not holding it; lo + 128 if none. One round: lane l loads rows
+  /// lo + l + 32k (k < kWalkChunksPerRound), all before the ballots.
+  Value firstRowLeaving(OpBuilder &b, Value lo, Value from, Value lastRow,
                         Value segment32);
   /// The end of the segment from `start` (warp-uniform): firstRowLeaving
-  /// from start, start + 128, ... until a round finds it. For any idx it
-  /// reads only rows below N, ends, and returns a row in (start, N].
+  /// from start rounded down to a sector of idx (8 rows), then 128 rows
+  /// on, until a round finds it; a round's loads each cover whole 32-byte
+  /// sectors. For any idx it reads only rows below N, ends, and returns a
+  /// row in (start, N].
   Value walkSegmentEnd(OpBuilder &b, Value start, Value segment);
   /// The rows of a (short) segment from `start`, reduced lane-strided: up
   /// to `knownEnd` if `endKnown` (warp-uniform), else to its walked end.

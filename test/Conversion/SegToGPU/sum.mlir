@@ -166,12 +166,21 @@
 // CHECK: %[[END:.*]] = scf.if %[[ENDKNOWN]] -> (i64) {
 // CHECK: scf.yield %[[KNOWNEND]]
 // CHECK: } else {
-// The walk: rounds of 128 rows, idx of 4 rows a lane (32 apart, clamped
-// below N) loaded before the 4 ballots; the first leaving row ends it.
-// CHECK: %[[WALK:.*]]:2 = scf.while (%[[BASE:.*]] = %{{.*}}) : (i64) -> (i64, i64) {
+// The walk: rounds of 128 rows from the segment's start rounded down to a
+// sector of idx (8 rows), idx of 4 rows a lane (32 apart, clamped below N)
+// loaded before the 4 ballots; the first chunk's ballot drops the rows
+// before the start (none after the first round); the first leaving row
+// ends it.
+// CHECK: %[[ALIGNED:.*]] = arith.andi %[[START:.*]], %c-8_i64 : i64
+// CHECK: %[[WALK:.*]]:2 = scf.while (%[[BASE:.*]] = %[[ALIGNED]]) : (i64) -> (i64, i64) {
 // CHECK-COUNT-4: llvm.load %{{.*}} : !llvm.ptr -> i32
 // CHECK-NOT: llvm.load
 // CHECK-COUNT-4: nvvm.vote.ballot.sync
+// CHECK-NEXT: %[[BEFORE:.*]] = arith.subi %[[START]], %[[BASE]] : i64
+// CHECK-NEXT: %[[SKIPPED:.*]] = arith.maxsi %[[BEFORE]], %c0_i64 : i64
+// CHECK-NEXT: %[[SHIFT:.*]] = arith.trunci %[[SKIPPED]] : i64 to i32
+// CHECK-NEXT: %[[KEPT:.*]] = arith.shli %c-1_i32, %[[SHIFT]] : i32
+// CHECK-NEXT: arith.andi %{{.*}}, %[[KEPT]] : i32
 // CHECK: %[[FIRST:.*]] = arith.addi %[[BASE]], %{{.*}} : i64
 // CHECK: %[[ROUNDEND:.*]] = arith.addi %[[BASE]], %c128_i64 : i64
 // CHECK: %[[NOTFOUND:.*]] = arith.cmpi sge, %[[FIRST]], %[[ROUNDEND]] : i64
