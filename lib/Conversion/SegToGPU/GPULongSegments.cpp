@@ -403,13 +403,17 @@ void GPUKernelEmitter::forEachLongPiece(OpBuilder &tb, Value tile,
   Value headIsLong = tb.create<arith::OrIOp>(loc, coversThis, coversBefore);
   Value nextLast =
       tb.create<arith::AddIOp>(loc, fullEnd, i64(tb, tileRows - 1));
+  Value tailDiffers = cmp(arith::CmpIPredicate::ne, tail, head);
   Value tailIsLong = tb.create<arith::AndIOp>(
-      loc, cmp(arith::CmpIPredicate::ne, tail, head),
+      loc, tailDiffers,
       cmp(arith::CmpIPredicate::eq,
           segmentOr(tb, cmp(arith::CmpIPredicate::slt, nextLast, numRows),
                     nextLast),
           tail));
   // Where the head ends, where the tail starts: one 32-way search each.
+  // A head that is also the tail ends at the tile's end (for sorted idx it
+  // holds every row between): no search, whose 32 probes would each read
+  // a sector of idx for 4 bytes.
   auto searchIf = [&](Value condition, Value otherwise, Value lo, Value segment,
                       arith::CmpIPredicate holding) {
     auto ifOp = tb.create<scf::IfOp>(
@@ -423,9 +427,10 @@ void GPUKernelEmitter::forEachLongPiece(OpBuilder &tb, Value tile,
         });
     return ifOp.getResult(0);
   };
-  Value headEnd = searchIf(headIsLong, tileStart,
-                           tb.create<arith::AddIOp>(loc, tileStart, i64(tb, 1)),
-                           head, arith::CmpIPredicate::eq);
+  Value headEnd =
+      searchIf(tb.create<arith::AndIOp>(loc, headIsLong, tailDiffers), tileEnd,
+               tb.create<arith::AddIOp>(loc, tileStart, i64(tb, 1)), head,
+               arith::CmpIPredicate::eq);
   Value tailStart =
       searchIf(tailIsLong, tileEnd, tileStart, tail, arith::CmpIPredicate::ne);
   forEachOfTwo(tb, loc, [&](OpBuilder &b, Value which) {

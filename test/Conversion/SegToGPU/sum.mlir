@@ -207,7 +207,8 @@
 // The tile kernel: a warp per 1024-row tile. The head segment (of its first
 // row) is long if it covers this tile or the one before, the tail segment (of
 // its last row, if different) if it covers the next; a 32-way search finds
-// where the head ends and one where the tail starts; then one loop over the
+// where the head ends (only if the tail differs: else at the tile's end) and
+// one where the tail starts; then one loop over the
 // two pieces (so the program's row code is emitted once) reduces each long
 // one's rows lane-strided, sums them with the butterfly and stores them from
 // lane 0 into the tile's slot: (2 * tile + slot) * 3 totals. Long-segment
@@ -225,8 +226,11 @@
 // CHECK: %[[HEADLONG:.*]] = arith.ori
 // CHECK: %[[DIFFERENT:.*]] = arith.cmpi ne
 // CHECK: %[[TAILLONG:.*]] = arith.andi %[[DIFFERENT]]
-// CHECK: %[[HEADEND:.*]] = scf.if %[[HEADLONG]] -> (i64) {
+// CHECK: %[[HEADENDS:.*]] = arith.andi %[[HEADLONG]], %[[DIFFERENT]]
+// CHECK: %[[HEADEND:.*]] = scf.if %[[HEADENDS]] -> (i64) {
 // CHECK: nvvm.vote.ballot.sync
+// CHECK: } else {
+// CHECK-NEXT: scf.yield %[[END]] : i64
 // CHECK: %[[TAILSTART:.*]] = scf.if %[[TAILLONG]] -> (i64) {
 // CHECK: nvvm.vote.ballot.sync
 // CHECK: scf.for %[[WHICH:.*]] = %c0_i64 to %c2_i64 step %c1_i64 : i64 {
