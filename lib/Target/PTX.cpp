@@ -12,6 +12,8 @@
 
 #include "segops/Target/OpLibrary.h"
 
+#include "PTXText.h"
+
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -20,14 +22,9 @@
 #include "mlir/Target/LLVM/ModuleToObject.h"
 #include "segops/Conversion/Passes.h"
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/ADT/Sequence.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Passes/PassBuilder.h"
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/FileUtilities.h"
-#include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/Program.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Target/TargetMachine.h"
 
@@ -36,18 +33,7 @@
 using namespace mlir;
 using namespace mlir::seg;
 
-namespace {
-/// A PTX module's text: its header (version, target) and each kernel's
-/// definition.
-struct PTXText {
-  StringRef header;
-  SmallVector<std::pair<StringRef, StringRef>> kernels; // name, text
-};
-} // namespace
-
-/// Splits the NVPTX back end's output at the `// .globl NAME` line opening
-/// each kernel; fails on text holding anything else between kernels.
-static FailureOr<PTXText> splitPTX(StringRef ptx) {
+FailureOr<PTXText> mlir::seg::splitPTX(StringRef ptx) {
   static constexpr StringLiteral kKernelStart = "\t// .globl\t";
   PTXText text;
   size_t start = ptx.find(kKernelStart);
@@ -231,96 +217,6 @@ static FailureOr<std::string> joinPTX(Location loc, ArrayRef<std::string> texts,
   return ptx;
 }
 
-/// The smallest register cap above `registers` per thread at which fewer
-/// blocks of `blockSize` threads fit an SM's 64K registers (allocated per
-/// warp in units of 256, so per thread in multiples of 8), up to 255: the
-/// next occupancy step down. 255 when already at or past the last step.
-static unsigned nextRegisterCap(unsigned registers, int64_t blockSize) {
-  constexpr unsigned kRegistersPerSM = 65536, kMostPerThread = 255;
-  unsigned threads = std::max<int64_t>(blockSize, 32);
-  for (unsigned blocks = kRegistersPerSM / threads; blocks > 1; --blocks) {
-    unsigned cap = kRegistersPerSM / (blocks * threads) / 8 * 8;
-    if (cap > registers)
-      return std::min(cap, kMostPerThread);
-  }
-  return kMostPerThread;
-}
-
-/// The kernels of `ptx` that ptxas, compiling for `chip`, spills registers
-/// in, and the registers it gave each (from its -v report: "Function
-/// properties for NAME", "N bytes stack frame, N bytes spill stores, N bytes
-/// spill loads", "Used N registers, ...").
-static FailureOr<llvm::StringMap<unsigned>>
-spillingKernels(Location loc, StringRef ptxas, StringRef chip, StringRef ptx) {
-  SmallString<128> input, report, cubin;
-  int fd = -1;
-  if (llvm::sys::fs::createTemporaryFile("segops", "ptx", fd, input) ||
-      llvm::sys::fs::createTemporaryFile("segops-ptxas", "txt", report) ||
-      llvm::sys::fs::createTemporaryFile("segops", "cubin", cubin))
-    return emitError(loc, "cannot create temporary files for ptxas");
-  llvm::FileRemover removeInput(input), removeReport(report),
-      removeCubin(cubin);
-  {
-    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
-    os << ptx;
-  }
-  // A bare name is looked up on PATH, as a shell would.
-  std::string program = ptxas.str();
-  if (!ptxas.contains('/'))
-    if (llvm::ErrorOr<std::string> found = llvm::sys::findProgramByName(ptxas))
-      program = *found;
-  std::string arch = ("-arch=" + chip).str();
-  SmallVector<StringRef> args = {program, arch, "-v", input, "-o", cubin};
-  std::optional<StringRef> redirects[] = {StringRef(""), StringRef(report),
-                                          StringRef(report)};
-  std::string error;
-  int status = llvm::sys::ExecuteAndWait(program, args, /*Env=*/std::nullopt,
-                                         redirects, /*SecondsToWait=*/0,
-                                         /*MemoryLimit=*/0, &error);
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> text =
-      llvm::MemoryBuffer::getFile(report);
-  if (status != 0 || !text) {
-    std::string why = text ? (*text)->getBuffer().take_back(2000).trim().str()
-                           : std::string();
-    if (why.empty())
-      why = error.empty() ? "exit status " + std::to_string(status) : error;
-    return emitError(loc, "ptxas (")
-           << ptxas << ") failed on the generated PTX for " << chip << ": "
-           << why;
-  }
-
-  llvm::StringMap<unsigned> spilling;
-  static constexpr StringLiteral kProperties = "Function properties for ";
-  static constexpr StringLiteral kUsed = "Used ";
-  StringRef function;
-  bool spills = false;
-  SmallVector<StringRef> lines;
-  (*text)->getBuffer().split(lines, '\n');
-  for (StringRef line : lines) {
-    if (size_t at = line.find(kProperties); at != StringRef::npos) {
-      function = line.drop_front(at + kProperties.size()).trim();
-      spills = false;
-    } else if (line.contains("spill stores")) {
-      SmallVector<StringRef> counts;
-      line.split(counts, ',');
-      for (StringRef count : counts) {
-        uint64_t bytes = 0;
-        StringRef digits = count.trim();
-        spills |= count.contains("spill") &&
-                  !digits.consumeInteger(10, bytes) && bytes > 0;
-      }
-    } else if (size_t at = line.find(kUsed);
-               at != StringRef::npos && spills && !function.empty()) {
-      unsigned registers = 0;
-      StringRef digits = line.drop_front(at + kUsed.size());
-      if (!digits.consumeInteger(10, registers))
-        spilling[function] = registers;
-      function = StringRef();
-    }
-  }
-  return spilling;
-}
-
 namespace {
 /// A kernel module of the source, as the groups it is compiled in.
 struct KernelModule {
@@ -375,86 +271,48 @@ mlir::seg::compileToPTX(ModuleOp source, const SegToPTXOptions &options,
   for (KernelModule &entry : kernelModules)
     llvm::append_range(groups, entry.groups);
   SmallVector<std::string> texts(groups.size());
-  // Compiles the groups numbered in `which` to PTX, into texts.
-  auto generate = [&](ArrayRef<size_t> which) -> LogicalResult {
-    return failableParallelForEachN(
-        context, 0, which.size(), [&](size_t i) -> LogicalResult {
-          size_t group = which[i];
-          ArrayAttr targets = groups[group].getTargetsAttr();
-          auto target = targets && targets.size() == 1
-                            ? dyn_cast<NVVM::NVVMTargetAttr>(targets[0])
-                            : NVVM::NVVMTargetAttr();
-          if (!target)
-            return groups[group].emitError(
-                "expected one NVVM target on the kernel module");
-          PTXGenerator generator(groups[group], target,
-                                 codegen.quickOptimization);
-          std::optional<SmallVector<char, 0>> ptx = generator.run();
-          if (!ptx)
-            return groups[group].emitError("PTX generation failed");
-          texts[group] = std::string(ptx->begin(), ptx->end());
-          return success();
-        });
-  };
-  // The groups' texts as one PTX text, kernel modules in order.
-  auto join = [&]() -> FailureOr<std::string> {
-    std::string ptx;
-    ArrayRef<std::string> remaining = texts;
-    for (KernelModule &entry : kernelModules) {
-      ArrayRef<std::string> own = remaining.take_front(entry.groups.size());
-      remaining = remaining.drop_front(entry.groups.size());
-      if (entry.whole) {
-        ptx += own.front();
-        continue;
-      }
-      FailureOr<std::string> joined = joinPTX(entry.loc, own, entry.order);
-      if (failed(joined))
-        return failure();
-      ptx += *joined;
-    }
-    return ptx;
-  };
-  auto all = llvm::to_vector(llvm::seq<size_t>(0, groups.size()));
-  if (failed(generate(all)))
+  if (failed(failableParallelForEachN(
+          context, 0, groups.size(), [&](size_t group) -> LogicalResult {
+            ArrayAttr targets = groups[group].getTargetsAttr();
+            auto target = targets && targets.size() == 1
+                              ? dyn_cast<NVVM::NVVMTargetAttr>(targets[0])
+                              : NVVM::NVVMTargetAttr();
+            if (!target)
+              return groups[group].emitError(
+                  "expected one NVVM target on the kernel module");
+            PTXGenerator generator(groups[group], target,
+                                   codegen.quickOptimization);
+            std::optional<SmallVector<char, 0>> ptx = generator.run();
+            if (!ptx)
+              return groups[group].emitError("PTX generation failed");
+            texts[group] = std::string(ptx->begin(), ptx->end());
+            return success();
+          })))
     return failure();
-  FailureOr<std::string> joined = join();
-  if (failed(joined))
-    return failure();
-  std::string ptx = std::move(*joined);
 
-  // Kernels ptxas spills in get a higher register cap, an occupancy step at
-  // a time, until none spills or the cap is the most a thread can have.
-  llvm::StringMap<unsigned> caps;
-  while (!codegen.ptxas.empty() && !ptx.empty()) {
-    FailureOr<llvm::StringMap<unsigned>> spilling =
-        spillingKernels(source.getLoc(), codegen.ptxas, options.chip, ptx);
-    if (failed(spilling))
-      return failure();
-    SmallVector<size_t> again;
-    for (auto [index, group] : llvm::enumerate(groups)) {
-      bool raised = false;
-      group.walk([&](LLVM::LLVMFuncOp kernel) {
-        auto spilled = spilling->find(kernel.getName());
-        if (spilled == spilling->end())
-          return;
-        unsigned &cap = caps[kernel.getName()];
-        unsigned next = nextRegisterCap(std::max(cap, spilled->second),
-                                        options.blockSize);
-        if (next <= cap)
-          return;
-        cap = next;
-        kernel->setAttr(NVVM::NVVMDialect::getMaxnregAttrName(),
-                        IntegerAttr::get(IntegerType::get(context, 32), cap));
-        raised = true;
-      });
-      if (raised)
-        again.push_back(index);
+  // The groups' texts as one PTX text, kernel modules in order.
+  std::string ptx;
+  ArrayRef<std::string> remaining = texts;
+  for (KernelModule &entry : kernelModules) {
+    ArrayRef<std::string> own = remaining.take_front(entry.groups.size());
+    remaining = remaining.drop_front(entry.groups.size());
+    if (entry.whole) {
+      ptx += own.front();
+      continue;
     }
-    if (again.empty())
-      break;
-    if (failed(generate(again)) || failed(joined = join()))
+    FailureOr<std::string> joined = joinPTX(entry.loc, own, entry.order);
+    if (failed(joined))
       return failure();
-    ptx = std::move(*joined);
+    ptx += *joined;
+  }
+
+  if (!codegen.ptxas.empty() && !ptx.empty()) {
+    FailureOr<std::string> capped = capRegisters(
+        source.getLoc(), std::move(ptx), codegen.ptxas, options.chip,
+        options.blockSize);
+    if (failed(capped))
+      return failure();
+    ptx = std::move(*capped);
   }
   if (ptx.empty())
     return source.emitError("the module has no kernels to compile to PTX");

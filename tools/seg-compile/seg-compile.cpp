@@ -44,7 +44,8 @@ static cl::opt<bool> gpuSimulator(
 static cl::opt<std::string> ptxas(
     "ptxas",
     cl::desc("ptxas to check the PTX with: kernels it spills registers in "
-             "are compiled again asking for one block per SM"),
+             "get a higher .maxnreg, kernels below half occupancy the cap "
+             "of half occupancy where they then spill nothing"),
     cl::value_desc("path"), cl::init(""));
 static cl::opt<int64_t> blockSize("block-size", cl::desc("Threads per block"),
                                   cl::init(256));

@@ -30,9 +30,12 @@ struct PTXCodegenOptions {
   /// of the LLVM time.
   bool quickOptimization = false;
   /// ptxas, to check the PTX with (none: no check). ptxas aims for an
-  /// occupancy of its own choosing and spills registers to reach it; a
-  /// kernel it spills in is compiled again with `.maxnreg` (nvvm.maxnreg) at
-  /// the next occupancy step down, until it spills no more or has 255.
+  /// occupancy of its own choosing, spilling registers to reach it or
+  /// keeping more registers than half occupancy allows; a kernel it spills
+  /// in gets a `.maxnreg` at the next occupancy step down, until it spills
+  /// no more or has 255, and a kernel below half occupancy the cap of half
+  /// occupancy where ptxas then spills nothing (the PTX text edited, only
+  /// the kernels whose cap changed assembled again).
   std::string ptxas;
 };
 
