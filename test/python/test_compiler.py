@@ -243,33 +243,60 @@ def test_inline_derived_rejects_what_it_cannot_link(caller: str, callees: list,
         _segc().inline_derived(caller, callees)
 
 
+def _ptxas_report(ptx: str, tmp_path: Path) -> dict:
+    """ptxas -v's report (sm_90) of each kernel of `ptx`, by name; skips
+    where ptxas is not installed."""
+    from bench.gpu_model import parse_ptxas
+
+    ptxas = _compiler._segc().ptxas_path()
+    if not ptxas:
+        pytest.skip("ptxas is not installed")
+    source = tmp_path / "kernels.ptx"
+    source.write_text(ptx)
+    report = subprocess.run([ptxas, "-arch=sm_90", "-v", str(source), "-o",
+                             str(tmp_path / "k.o")], capture_output=True, text=True)
+    assert report.returncode == 0, report.stderr[-2000:]
+    return parse_ptxas(report.stdout + report.stderr)
+
+
 def test_run_time_ptx_spills_no_registers(tmp_path: Path) -> None:
     """Where ptxas is installed, a kernel it spills registers in is compiled
     again with a higher register cap (`.maxnreg`), as seg-compile does for
     the op library: segmented_max of 16 float64 features, whose segment
     kernel ptxas squeezes into 32 registers and spills (8 bytes) under
     `.maxntid` alone."""
-    from bench.gpu_model import parse_ptxas
     from segops import _wide
 
-    segc = _compiler._segc()
-    ptxas = segc.ptxas_path()
-    if not ptxas:
-        pytest.skip("ptxas is not installed")
-
     def spilled(ptx: str) -> list[str]:
-        source = tmp_path / "kernels.ptx"
-        source.write_text(ptx)
-        report = subprocess.run([ptxas, "-arch=sm_90", "-v", str(source), "-o",
-                                 str(tmp_path / "k.o")], capture_output=True, text=True)
-        assert report.returncode == 0, report.stderr[-2000:]
-        return [name for name, kernel in parse_ptxas(report.stdout + report.stderr).items()
+        return [name for name, kernel in _ptxas_report(ptx, tmp_path).items()
                 if kernel.spill_store_bytes or kernel.spill_load_bytes]
 
     source = _wide.program("segmented_max", "f64", 16).source
-    unchecked = segc.compile_ptx(source, 1, "sm_90", check_registers=False)
+    unchecked = _compiler._segc().compile_ptx(source, 1, "sm_90", check_registers=False)
     checked = _compiler.compile_ptx(source, order=1)
     assert spilled(checked) == []
     # The case the check is for (ptxas 13 spills here; a later one may not).
     if spilled(unchecked):
         assert ".maxnreg" in checked and ".maxnreg" not in unchecked
+
+
+def test_run_time_ptx_reaches_half_occupancy(tmp_path: Path) -> None:
+    """Where ptxas is installed, a kernel it gives more registers than half
+    occupancy allows (64 at blocks of 256) is capped there where ptxas then
+    spills nothing: segmented_max of 256 float64 features, whose segment
+    kernel ptxas gives 80 registers (37.5% occupancy) under `.maxntid`
+    alone and fits in 64 without a spill."""
+    from segops import _wide
+
+    source = _wide.program("segmented_max", "f64", 256).source
+    unchecked = _ptxas_report(
+        _compiler._segc().compile_ptx(source, 0, "sm_90", check_registers=False), tmp_path)
+    checked = _ptxas_report(_compiler.compile_ptx(source, order=0), tmp_path)
+    assert sorted(checked) == sorted(unchecked)
+    for name, kernel in checked.items():
+        assert not kernel.spill_store_bytes and not kernel.spill_load_bytes, name
+        assert kernel.registers <= max(64, unchecked[name].registers), name
+    # The case the step is for (ptxas 13: 80 registers; a later one may differ).
+    wide = [name for name, kernel in unchecked.items() if kernel.registers > 64]
+    if wide:
+        assert [name for name in wide if checked[name].registers <= 64] == wide
