@@ -358,15 +358,16 @@ def window_counts(num_rows: int, window_chunks: int) -> list[int]:
 
 def check_invalid_segments_at_the_ends(
         buffers: Sequence[tuple[str, str, Sequence[str]]],
-        run_gpu: Any, run_host: Any, tolerance: dict[str, float]) -> None:
-    """Runs a kernel on idx holding -1 on its first 3 rows and S on its last
-    6 (sorted; segments outside [0, S)) around 18 short valid segments, and
-    checks it against the host kernel on the valid rows alone: segment
-    outputs equal, the invalid rows' row outputs zero. `buffers`: per
-    buffer (role, dtype, symbolic shape) in kernel order; `run_gpu(inputs,
-    outputs, n, s)` and `run_host(inputs, outputs, n, s)` run the kernel."""
-    counts = [2, 3, 1, 5, 0, 4, 7, 2, 3, 1, 9, 6, 1, 4, 2, 0, 3, 5]
-    head, tail = 3, 6
+        run_gpu: Any, run_host: Any, tolerance: dict[str, float],
+        counts: Sequence[int] = (2, 3, 1, 5, 0, 4, 7, 2, 3, 1, 9, 6, 1, 4, 2, 0, 3, 5),
+        head: int = 3, tail: int = 6) -> None:
+    """Runs a kernel on idx holding -1 on its first `head` rows and S on its
+    last `tail` (sorted; segments outside [0, S)) around valid segments of
+    `counts` rows (by default 18 short ones), and checks it against the
+    host kernel on the valid rows alone: segment outputs equal, the invalid
+    rows' row outputs zero. `buffers`: per buffer (role, dtype, symbolic
+    shape) in kernel order; `run_gpu(inputs, outputs, n, s)` and
+    `run_host(inputs, outputs, n, s)` run the kernel."""
     valid, s = sum(counts), len(counts)
     n = head + valid + tail
     generator = torch.Generator().manual_seed(3)
@@ -387,7 +388,7 @@ def check_invalid_segments_at_the_ends(
         elif dtype == "i32":
             inputs.append(torch.cat([
                 torch.full((head,), -1),
-                torch.repeat_interleave(torch.arange(s), torch.tensor(counts)),
+                torch.repeat_interleave(torch.arange(s), torch.tensor(list(counts))),
                 torch.full((tail,), s)]).to(torch.int32))
         else:
             inputs.append(torch.randn(sizes(shape, n), dtype=MANIFEST_DTYPES[dtype],

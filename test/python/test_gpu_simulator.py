@@ -149,13 +149,15 @@ def test_gpu_kernel_matches_host_kernel(simulator: harness.GpuSimulator, name: s
 
 
 # One kernel of each kind of long-segment launches: one-pass programs (sum;
-# max, combining by max), pass-by-pass ones (rms_norm and dot backward; max
-# and min backward, whose totals combine by max and min, masked ones as
-# -inf and +inf), in f32 and f64, at widths 1 and 3.
+# max, combining by max; mul and matvec backward, storing rows in
+# `__tiles`), pass-by-pass ones (rms_norm and dot backward; max and min
+# backward, whose totals combine by max and min, masked ones as -inf and
+# +inf), in f32 and f64, at widths 1 and 3.
+ONE_PASS_ROW_OUTPUT_KERNELS = ["segmented_mul_f32_w1_grad", "segmented_matvec_f64_w3_grad"]
 LONG_SEGMENT_KERNELS = ["segmented_sum_f32_w1", "segmented_sum_f64_w3",
                         "segmented_rms_norm_f32_w3_grad", "segmented_dot_f64_w3_grad_grad",
                         "segmented_max_f32_w1", "segmented_min_f64_w3_grad",
-                        "segmented_max_f32_w3_grad_grad_grad"]
+                        "segmented_max_f32_w3_grad_grad_grad", *ONE_PASS_ROW_OUTPUT_KERNELS]
 
 # A segment within one super-tile is added from its tiles' slots, one
 # spanning several from the super-tiles' (`__super_tiles`, run from more
@@ -254,6 +256,29 @@ def test_chunks_with_an_invalid_segment_run_their_starts_one_at_a_time(
         lambda inputs, outputs, n, s: simulator.run(name, inputs, outputs, n, s),
         lambda inputs, outputs, n, s: harness.run(name, inputs, outputs, n, s),
         _tolerance(name))
+
+
+@pytest.mark.parametrize("name", [*ONE_PASS_ROW_OUTPUT_KERNELS, "segmented_mul_f64_w3_grad_grad",
+                                  "segmented_rms_norm_f32_w1_grad", "segmented_mean_f64_w1_grad"])
+def test_long_invalid_segments_get_zero_rows(simulator: harness.GpuSimulator,
+                                             name: str) -> None:
+    """idx holding -1 on its first 2,500 rows and S on its last 2,100
+    (invalid segments covering whole tiles) around valid segments, one of
+    them long: rows of the invalid ones get zero row outputs, from `__tiles`
+    in one-pass programs that store rows (mul's and matvec's backward, mul's
+    second derivative: no `__bounds`), from pass 0's `__tiles` in
+    pass-by-pass ones (rms_norm's backward; mean's, whose rows read the row
+    count). Against the host kernel on the valid rows alone."""
+    counts, head, tail = [5, 3 * TILE + 40, 7, 2, 300, 1], 2500, 2100
+    launches = [kernel for kernel, _ in _library.kernels()[name].gpu_launches(
+        head + sum(counts) + tail, len(counts))]
+    one_pass = name in ONE_PASS_ROW_OUTPUT_KERNELS or name.startswith("segmented_mul_")
+    assert (f"{name}__bounds" not in launches) == one_pass and f"{name}__tiles" in launches
+    harness.check_invalid_segments_at_the_ends(
+        [(b["role"], b["dtype"], b["shape"]) for b in _entry(name)["buffers"]],
+        lambda inputs, outputs, n, s: simulator.run(name, inputs, outputs, n, s),
+        lambda inputs, outputs, n, s: harness.run(name, inputs, outputs, n, s),
+        _tolerance(name), counts=counts, head=head, tail=tail)
 
 
 # Row maps (programs that only map rows): each thread takes 4 rows of its

@@ -22,7 +22,8 @@ namespace seg {
 /// (buffers, N, S, scratch) and then an i64: the pass they run.
 struct LongSegmentKernel {
   enum Kind {
-    /// One-pass programs: the raw totals of each tile's long pieces.
+    /// One-pass programs: the raw totals of each tile's long pieces (and
+    /// their row outputs).
     Tiles,
     /// Pass-by-pass programs: each long segment's first and last row.
     Bounds,

@@ -103,12 +103,19 @@ public:
   /// Their rows can be computed in any grouping: no segment boundaries.
   bool mapsRowsOnly() const;
 
-  /// True for one-pass programs: one pass and no row outputs, so a long
-  /// segment's result follows from its tiles' raw totals, combined in tile
-  /// order as each reduction combines (the GPU's `__tiles` kernel reduces it
-  /// in one launch; other programs with long-segment kernels run pass by
-  /// pass).
-  bool isOnePass() const { return numPasses == 1 && !hasRowOutputs; }
+  /// True for one-pass programs: one pass whose rows read nothing known
+  /// from the segment's row count (seg.count), and, where it stores rows,
+  /// a reduction. Each tile of a long segment then runs on its own (its
+  /// rows, their outputs stored on the way, and its raw totals) and the
+  /// segment's result follows from its tiles' totals, combined in tile
+  /// order as each reduction combines: the GPU's `__tiles` kernel runs it
+  /// in one launch, with no segment bounds. Other programs with
+  /// long-segment kernels run pass by pass (a row reading the count needs
+  /// the whole segment's).
+  bool isOnePass() const {
+    return numPasses == 1 && !rowsReadRowCount &&
+           (!hasRowOutputs || numReductionComponents() > 0);
+  }
 
   /// Whether the GPU kernels handle long segments in tile kernels (see
   /// LongSegmentKernels.h): every segment program. Tiles' totals combine as
@@ -273,6 +280,10 @@ public:
   /// True if the program has row outputs (so rows outside every valid
   /// segment must be zeroed).
   bool hasRowOutputs = false;
+  /// True if a row value (a row output, a reduction's row term) reads a
+  /// value known from the segment's row count alone (seg.count and what is
+  /// computed from it).
+  bool rowsReadRowCount = false;
   /// The tables the program reads by second indices, once each.
   SmallVector<TableGather, 2> gathers;
 

@@ -221,8 +221,9 @@ void GPUKernelEmitter::emitEmptySegments(OpBuilder &b, Value lo, Value hi,
       });
 }
 
-Value GPUKernelEmitter::firstRowLeaving(OpBuilder &b, Value lo, Value from,
-                                        Value lastRow, Value segment32) {
+Value GPUKernelEmitter::firstRowLeaving(OpBuilder &b, Value lo,
+                                        Value firstChunkRows, Value lastRow,
+                                        Value segment32) {
   // Rows clamped below N and loaded unconditionally, compared in 32 bits
   // (idx is i32), the first found in 32 bits: the loads stay independent
   // and few registers live.
@@ -237,9 +238,8 @@ Value GPUKernelEmitter::firstRowLeaving(OpBuilder &b, Value lo, Value from,
     loaded.push_back(code.load(idx, i32Type,
                                b.create<arith::MinSIOp>(loc, row, lastRow)));
   }
-  // The first chunk with a row leaving, from the last back; the rows
-  // before `from` (the first chunk's first lanes) are masked out of its
-  // ballot: one shift, no compare a lane.
+  // The first chunk with a row leaving, from the last back; the first
+  // chunk's ballot keeps only `firstChunkRows`: no compare a lane.
   Value first = i32(b, kWalkChunksPerRound * kWarpSize);
   for (int64_t k = kWalkChunksPerRound - 1; k >= 0; --k) {
     Value leaves = b.create<arith::OrIOp>(
@@ -248,15 +248,8 @@ Value GPUKernelEmitter::firstRowLeaving(OpBuilder &b, Value lo, Value from,
                                 segment32));
     Value ballot =
         b.create<NVVM::VoteBallotOp>(loc, i32Type, i32(b, -1), leaves);
-    if (k == 0) {
-      Value skipped = b.create<arith::MaxSIOp>(
-          loc, b.create<arith::SubIOp>(loc, from, lo), i64(b, 0));
-      ballot = b.create<arith::AndIOp>(
-          loc, ballot,
-          b.create<arith::ShLIOp>(
-              loc, i32(b, -1),
-              b.create<arith::TruncIOp>(loc, i32Type, skipped)));
-    }
+    if (k == 0)
+      ballot = b.create<arith::AndIOp>(loc, ballot, firstChunkRows);
     Value position = b.create<arith::AddIOp>(
         loc, i32(b, k * kWarpSize),
         b.create<LLVM::CountTrailingZerosOp>(loc, i32Type, ballot,
@@ -286,21 +279,30 @@ Value GPUKernelEmitter::walkSegmentEnd(OpBuilder &b, Value start,
   Value segment32 = b.create<arith::TruncIOp>(loc, b.getI32Type(), segment);
   Value alignedStart =
       b.create<arith::AndIOp>(loc, start, i64(b, -sectorRows));
+  // The first round's first chunk keeps the rows from the start on (a
+  // ballot mask, carried: later rounds keep every row).
+  Value startRows = b.create<arith::ShLIOp>(
+      loc, i32(b, -1),
+      b.create<arith::TruncIOp>(
+          loc, b.getI32Type(),
+          b.create<arith::SubIOp>(loc, start, alignedStart)));
   auto walk = b.create<scf::WhileOp>(
-      loc, TypeRange{i64Type, i64Type}, ValueRange{alignedStart},
-      [&](OpBuilder &cb, Location cl, ValueRange base) {
+      loc, TypeRange{i64Type, i64Type}, ValueRange{alignedStart, startRows},
+      [&](OpBuilder &cb, Location cl, ValueRange state) {
+        Value base = state[0];
         Value firstLeaving =
-            firstRowLeaving(cb, base[0], start, lastRow, segment32);
+            firstRowLeaving(cb, base, state[1], lastRow, segment32);
         Value notFound = cb.create<arith::CmpIOp>(
             cl, arith::CmpIPredicate::sge, firstLeaving,
-            cb.create<arith::AddIOp>(cl, base[0], i64(cb, roundRows)));
+            cb.create<arith::AddIOp>(cl, base, i64(cb, roundRows)));
         cb.create<scf::ConditionOp>(cl, notFound,
-                                    ValueRange{base[0], firstLeaving});
+                                    ValueRange{base, firstLeaving});
       },
       [&](OpBuilder &nb, Location nl, ValueRange state) {
         nb.create<scf::YieldOp>(
             nl, ValueRange{nb.create<arith::AddIOp>(nl, state[0],
-                                                    i64(nb, roundRows))});
+                                                    i64(nb, roundRows)),
+                           i32(nb, -1)});
       });
   return walk.getResult(1);
 }
@@ -792,22 +794,22 @@ Value GPUKernelEmitter::emitPackedChunkWithNextRows(OpBuilder &b,
       b.create<arith::ConstantIntOp>(loc, 0, 32));
 }
 
-void GPUKernelEmitter::emitMappedRow(OpBuilder &b, Value row, Value inRange,
-                                     Value segment) {
-  auto ifRow = b.create<scf::IfOp>(loc, inRange, /*withElse=*/false);
+void GPUKernelEmitter::emitMappedRow(OpBuilder &b, const MappedRow &mapped) {
+  auto ifRow = b.create<scf::IfOp>(loc, mapped.inRange, /*withElse=*/false);
   OpBuilder ib = ifRow.getThenBodyBuilder();
   auto ifValid = ib.create<scf::IfOp>(
-      loc, KernelCodeBuilder(ib, loc).isValidSegment(segment, numSegments),
+      loc,
+      KernelCodeBuilder(ib, loc).isValidSegment(mapped.segment, numSegments),
       /*withElse=*/true);
   OpBuilder vb = ifValid.getThenBodyBuilder();
   auto oneRow = [&](OpBuilder &ob, Location ol, ValueRange init,
                     SegmentProgramEmitter::RowBody body, bool) {
-    return body(ob, ol, row, /*lanes=*/1, /*laneMask=*/Value(), init);
+    return body(ob, ol, mapped.row, /*lanes=*/1, /*laneMask=*/Value(), init);
   };
-  emitter.emitSegment(vb, loc, segment, i64(vb, 1), oneRow, combineNothing,
-                      Value());
+  emitter.emitSegment(vb, loc, mapped.segment, i64(vb, 1), oneRow,
+                      combineNothing, Value());
   OpBuilder eb = ifValid.getElseBodyBuilder();
-  emitter.emitZeroRowOutputs(eb, loc, row);
+  emitter.emitZeroRowOutputs(eb, loc, mapped.row);
 }
 
 void GPUKernelEmitter::emitRowMap(OpBuilder &b) {
@@ -832,25 +834,21 @@ void GPUKernelEmitter::emitRowMap(OpBuilder &b) {
   Value first = b.create<arith::AddIOp>(
       loc, b.create<arith::MulIOp>(loc, blockId, tileRows), unit);
   Value stride = b.create<arith::MulIOp>(loc, gridDim, tileRows);
-  b.create<scf::ForOp>(
-      loc, first, numRows, stride, ValueRange{},
-      [&](OpBuilder &rb, Location rl, Value base, ValueRange) {
-        SmallVector<MappedRow> rows;
-        for (int64_t k = 0; k < rowsPerUnit; ++k) {
-          Value row = rb.create<arith::AddIOp>(rl, base,
-                                               i64(rb, k * unitsPerBlock));
-          // The loop's row (k = 0) is in range.
-          Value inRange =
-              k == 0 ? rb.create<arith::ConstantIntOp>(rl, 1, 1).getResult()
-                     : rb.create<arith::CmpIOp>(rl, arith::CmpIPredicate::slt,
-                                                row, numRows)
-                           .getResult();
-          rows.push_back({row, inRange, segmentOr(rb, inRange, row)});
-        }
-        for (const MappedRow &row : rows)
-          emitMappedRow(rb, row.row, row.inRange, row.segment);
-        rb.create<scf::YieldOp>(rl);
-      });
+  emitRowMapSteps(b, first, stride, [&](OpBuilder &rb, Value base) {
+    SmallVector<MappedRow> rows;
+    for (int64_t k = 0; k < rowsPerUnit; ++k) {
+      Value row =
+          rb.create<arith::AddIOp>(loc, base, i64(rb, k * unitsPerBlock));
+      // The loop's row (k = 0) is in range.
+      Value inRange =
+          k == 0 ? rb.create<arith::ConstantIntOp>(loc, 1, 1).getResult()
+                 : rb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt,
+                                            row, numRows)
+                       .getResult();
+      rows.push_back({row, inRange, segmentOr(rb, inRange, row)});
+    }
+    return rows;
+  });
 }
 
 void GPUKernelEmitter::emitGroupRowMap(OpBuilder &b) {
@@ -866,33 +864,41 @@ void GPUKernelEmitter::emitGroupRowMap(OpBuilder &b) {
   Value stepRows = i64(b, kWarpSize);
   Value first = b.create<arith::MulIOp>(loc, globalWarp, stepRows);
   Value stride = b.create<arith::MulIOp>(loc, totalWarps, stepRows);
+  emitRowMapSteps(b, first, stride, [&](OpBuilder &rb, Value base) {
+    Value ownRow = rb.create<arith::AddIOp>(loc, base, lane);
+    Value ownInRange = rb.create<arith::CmpIOp>(
+        loc, arith::CmpIPredicate::slt, ownRow, numRows);
+    Value ownSegment32 = rb.create<arith::TruncIOp>(
+        loc, i32Type, segmentOr(rb, ownInRange, ownRow));
+    SmallVector<MappedRow> rows;
+    for (int64_t k = 0; k < featureLanes; ++k) {
+      Value source =
+          rb.create<arith::AddIOp>(loc, rowInGroup, i64(rb, k * groups));
+      Value segment32 =
+          rb.create<gpu::ShuffleOp>(
+                loc, ownSegment32,
+                rb.create<arith::TruncIOp>(loc, i32Type, source),
+                i32(rb, kWarpSize), gpu::ShuffleMode::IDX)
+              .getShuffleResult();
+      Value row = rb.create<arith::AddIOp>(loc, base, source);
+      rows.push_back(
+          {row,
+           rb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, row,
+                                    numRows),
+           rb.create<arith::ExtSIOp>(loc, rb.getI64Type(), segment32)});
+    }
+    return rows;
+  });
+}
+
+void GPUKernelEmitter::emitRowMapSteps(
+    OpBuilder &b, Value first, Value stride,
+    function_ref<SmallVector<MappedRow>(OpBuilder &, Value base)> rowsOf) {
   b.create<scf::ForOp>(
       loc, first, numRows, stride, ValueRange{},
       [&](OpBuilder &rb, Location rl, Value base, ValueRange) {
-        Value ownRow = rb.create<arith::AddIOp>(rl, base, lane);
-        Value ownInRange = rb.create<arith::CmpIOp>(
-            rl, arith::CmpIPredicate::slt, ownRow, numRows);
-        Value ownSegment32 = rb.create<arith::TruncIOp>(
-            rl, i32Type, segmentOr(rb, ownInRange, ownRow));
-        SmallVector<MappedRow> rows;
-        for (int64_t k = 0; k < featureLanes; ++k) {
-          Value source =
-              rb.create<arith::AddIOp>(rl, rowInGroup, i64(rb, k * groups));
-          Value segment32 =
-              rb.create<gpu::ShuffleOp>(
-                    rl, ownSegment32,
-                    rb.create<arith::TruncIOp>(rl, i32Type, source),
-                    i32(rb, kWarpSize), gpu::ShuffleMode::IDX)
-                  .getShuffleResult();
-          Value row = rb.create<arith::AddIOp>(rl, base, source);
-          rows.push_back(
-              {row,
-               rb.create<arith::CmpIOp>(rl, arith::CmpIPredicate::slt, row,
-                                        numRows),
-               rb.create<arith::ExtSIOp>(rl, rb.getI64Type(), segment32)});
-        }
-        for (const MappedRow &row : rows)
-          emitMappedRow(rb, row.row, row.inRange, row.segment);
+        for (const MappedRow &mapped : rowsOf(rb, base))
+          emitMappedRow(rb, mapped);
         rb.create<scf::YieldOp>(rl);
       });
 }

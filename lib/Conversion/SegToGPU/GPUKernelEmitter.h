@@ -70,17 +70,18 @@ inline constexpr int64_t kMaxPickedComponents = 8;
 // two starts, before the first or after the last) are evaluated one per lane
 // with no rows. Rows whose segment is outside [0, S) get zero row outputs.
 //
-// Long segments of one-pass programs (one pass, no row outputs): a
-// segment covering a whole aligned tile (tileRows rows) is *long*. The
-// `__tiles` kernel, launched first, gives each tile to a warp, which reduces
-// the rows of the long segments that cross it: the segment of its first row
-// (the head) and that of its last (the tail), each into a slot of
-// `partials` (2 per tile). `__super_tiles` then combines each super-tile's
-// (32 or, for split rows, 128 tiles') slots into two of its own. The segment kernel finds a long
-// segment's end with a 32-way search and adds its tiles' partials, or its
-// super-tiles' if it spans several, instead of walking its rows, so one
-// segment of 1e7 rows costs one warp a few steps of loads while 1e4 warps
-// reduce its rows.
+// Long segments of one-pass programs (SegmentProgram::isOnePass: one pass,
+// rows reading nothing of the row count): a segment covering a whole
+// aligned tile (tileRows rows) is *long*. The `__tiles` kernel, launched
+// first, gives each tile to a warp, which reduces the rows of the long
+// segments that cross it (storing their row outputs on the way): the
+// segment of its first row (the head) and that of its last (the tail),
+// each into a slot of `partials` (2 per tile). `__super_tiles` then
+// combines each super-tile's (32 or, for split rows, 128 tiles') slots into
+// two of its own. The segment kernel finds a long segment's end with a
+// 32-way search and adds its tiles' partials, or its super-tiles' if it
+// spans several, instead of walking its rows, so one segment of 1e7 rows
+// costs one warp a few steps of loads while 1e4 warps reduce its rows.
 //
 // Row maps (programs that only map rows): a thread per row, grid-stride,
 // whatever the segments; each takes 4 rows of its block's tile, their idx
@@ -121,8 +122,8 @@ public:
 
   /// The segment kernel (or, for row maps, the row kernel).
   void emit();
-  /// One-pass programs (one pass, no row outputs): `__tiles`, the raw totals
-  /// of the long segments crossing each tile.
+  /// One-pass programs: `__tiles`, the raw totals of the long segments
+  /// crossing each tile (and their rows' outputs).
   void emitTiles();
   /// Pass-by-pass programs (the other segment programs), in launch order:
   /// `__bounds` (each long segment's rows), then per pass `__tiles<p>` (its
@@ -303,12 +304,13 @@ private:
   /// atomics.
   Value segmentedCombine(OpBuilder &b, Value value, arith::AtomicRMWKind kind,
                          Value endLane, Value headLane);
-  /// The first row in [max(lo, from), lo + 128) (from < lo + 32) whose
-  /// idx is not `segment32` (an i32), rows past `lastRow` (N - 1) counting
-  /// as not holding it; lo + 128 if none. One round: lane l loads rows
+  /// The first row in [lo, lo + 128) whose idx is not `segment32` (an
+  /// i32), rows past `lastRow` (N - 1) counting as not holding it, of the
+  /// first 32 rows only those whose bit is set in `firstChunkRows` (an i32
+  /// ballot mask); lo + 128 if none. One round: lane l loads rows
   /// lo + l + 32k (k < kWalkChunksPerRound), all before the ballots.
-  Value firstRowLeaving(OpBuilder &b, Value lo, Value from, Value lastRow,
-                        Value segment32);
+  Value firstRowLeaving(OpBuilder &b, Value lo, Value firstChunkRows,
+                        Value lastRow, Value segment32);
   /// The end of the segment from `start` (warp-uniform): firstRowLeaving
   /// from start rounded down to a sector of idx (8 rows), then 128 rows
   /// on, until a round finds it; a round's loads each cover whole 32-byte
@@ -330,7 +332,13 @@ private:
   struct MappedRow {
     Value row, inRange, segment;
   };
-  void emitMappedRow(OpBuilder &b, Value row, Value inRange, Value segment);
+  void emitMappedRow(OpBuilder &b, const MappedRow &mapped);
+  /// A row map's grid-stride loop, steps from `first` by `stride` below N:
+  /// `rowsOf` builds the rows of the step at `base` (their idx loads and
+  /// shuffles, all before the first row runs), then each row runs.
+  void emitRowMapSteps(
+      OpBuilder &b, Value first, Value stride,
+      function_ref<SmallVector<MappedRow>(OpBuilder &, Value base)> rowsOf);
 
   // Long segments.
   /// The first multiple of the tile size at or after `row`.

@@ -517,9 +517,10 @@ void GPUKernelEmitter::emitLongPieceLoop(TilePieceBody valid,
 }
 
 void GPUKernelEmitter::emitTiles() {
-  // One-pass programs: one pass; each long piece's raw totals into its slot.
-  emitLongPieceLoop([&](OpBuilder &vb, Value tile, Value which, Value segment,
-                        Value lo, Value hi) {
+  // One-pass programs: one pass; each long piece's raw totals into its
+  // slot, its row outputs stored on the way (zero for an invalid segment).
+  auto valid = [&](OpBuilder &vb, Value tile, Value which, Value segment,
+                   Value lo, Value hi) {
     auto rowLoop = [&](OpBuilder &rb, Location, ValueRange init,
                        SegmentProgramEmitter::RowBody body, bool) {
       SmallVector<Value> totals =
@@ -533,7 +534,14 @@ void GPUKernelEmitter::emitTiles() {
     Value never = vb.create<arith::ConstantIntOp>(loc, 0, 1);
     emitter.emitSegment(vb, loc, segment, vb.create<arith::SubIOp>(loc, hi, lo),
                         rowLoop, combineNothing, never);
-  });
+  };
+  auto invalid = [&](OpBuilder &eb, Value, Value, Value, Value lo, Value hi) {
+    emitZeroRows(eb, lo, hi);
+  };
+  if (program.hasRowOutputs)
+    emitLongPieceLoop(valid, invalid);
+  else
+    emitLongPieceLoop(valid);
 }
 
 void GPUKernelEmitter::emitBounds() {

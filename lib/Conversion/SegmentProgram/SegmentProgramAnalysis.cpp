@@ -6,6 +6,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "segops/Dialect/Seg/IR/SegOps.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -63,6 +64,7 @@ private:
   LogicalResult checkSecondIndices();
   void eraseDeadOps();
   void assignPasses();
+  void findRowCountReads();
   LogicalResult buildBuffers();
 
   func::FuncOp func;
@@ -272,6 +274,32 @@ void SegmentProgramAnalysis::assignPasses() {
   program.numPasses = passes;
 }
 
+void SegmentProgramAnalysis::findRowCountReads() {
+  // Values known from the row count alone: a segment op's per-segment
+  // result that no pass reduces (seg.count: the emitter builds it from the
+  // count, SegmentOpInterface::buildFromRowCount), and what is computed
+  // from one.
+  DenseSet<Value> fromCount;
+  for (Operation &op : func.getBody().front().without_terminator()) {
+    bool known = isa<SegmentOpInterface>(op) && !isReductionOp(&op) &&
+                 llvm::all_of(op.getResults(), [&](Value result) {
+                   return program.hasInfo(result) &&
+                          program.info(result).space == ValueSpace::Segment;
+                 });
+    known |= llvm::any_of(op.getOperands(), [&](Value operand) {
+      return fromCount.contains(operand);
+    });
+    if (!known)
+      continue;
+    for (Value result : op.getResults()) {
+      fromCount.insert(result);
+      if (program.hasInfo(result) &&
+          program.info(result).space == ValueSpace::Row)
+        program.rowsReadRowCount = true;
+    }
+  }
+}
+
 LogicalResult SegmentProgramAnalysis::buildBuffers() {
   Block &body = func.getBody().front();
   auto addBuffer = [&](Value value, StringRef name, bool isOutput) {
@@ -369,6 +397,7 @@ FailureOr<SegmentProgram> SegmentProgramAnalysis::run() {
     return failure();
   eraseDeadOps();
   assignPasses();
+  findRowCountReads();
   if (failed(buildBuffers()))
     return failure();
   return program;
@@ -469,7 +498,7 @@ int64_t SegmentProgram::gpuRowMapBlockRows(int64_t blockSize) const {
 }
 
 bool SegmentProgram::gpuPacksTailsFromNextChunk() const {
-  if (!isOnePass() || splitsFeatures() || !gathers.empty())
+  if (!isOnePass() || hasRowOutputs || splitsFeatures() || !gathers.empty())
     return false;
   int64_t rowComponents = 0;
   for (const KernelBuffer &buffer : buffers) {

@@ -171,22 +171,24 @@
 // loaded before the 4 ballots; the first chunk's ballot drops the rows
 // before the start (none after the first round); the first leaving row
 // ends it.
+// The mask of the first round's first chunk (rows from the start) is
+// computed once and carried; later rounds carry all ones.
 // CHECK: %[[ALIGNED:.*]] = arith.andi %[[START:.*]], %c-8_i64 : i64
-// CHECK: %[[WALK:.*]]:2 = scf.while (%[[BASE:.*]] = %[[ALIGNED]]) : (i64) -> (i64, i64) {
+// CHECK-NEXT: %[[BEFORE:.*]] = arith.subi %[[START]], %[[ALIGNED]] : i64
+// CHECK-NEXT: %[[SHIFT:.*]] = arith.trunci %[[BEFORE]] : i64 to i32
+// CHECK-NEXT: %[[STARTROWS:.*]] = arith.shli %c-1_i32, %[[SHIFT]] : i32
+// CHECK-NEXT: %[[WALK:.*]]:2 = scf.while (%[[BASE:.*]] = %[[ALIGNED]], %[[KEPT:.*]] = %[[STARTROWS]]) : (i64, i32) -> (i64, i64) {
 // CHECK-COUNT-4: llvm.load %{{.*}} : !llvm.ptr -> i32
 // CHECK-NOT: llvm.load
 // CHECK-COUNT-4: nvvm.vote.ballot.sync
-// CHECK-NEXT: %[[BEFORE:.*]] = arith.subi %[[START]], %[[BASE]] : i64
-// CHECK-NEXT: %[[SKIPPED:.*]] = arith.maxsi %[[BEFORE]], %c0_i64 : i64
-// CHECK-NEXT: %[[SHIFT:.*]] = arith.trunci %[[SKIPPED]] : i64 to i32
-// CHECK-NEXT: %[[KEPT:.*]] = arith.shli %c-1_i32, %[[SHIFT]] : i32
 // CHECK-NEXT: arith.andi %{{.*}}, %[[KEPT]] : i32
 // CHECK: %[[FIRST:.*]] = arith.addi %[[BASE]], %{{.*}} : i64
 // CHECK: %[[ROUNDEND:.*]] = arith.addi %[[BASE]], %c128_i64 : i64
 // CHECK: %[[NOTFOUND:.*]] = arith.cmpi sge, %[[FIRST]], %[[ROUNDEND]] : i64
 // CHECK: scf.condition(%[[NOTFOUND]]) %[[BASE]], %[[FIRST]] : i64, i64
 // CHECK: } do {
-// CHECK: arith.addi %{{.*}}, %c128_i64 : i64
+// CHECK: %[[NEXT:.*]] = arith.addi %{{.*}}, %c128_i64 : i64
+// CHECK: scf.yield %[[NEXT]], %c-1_i32{{[_0-9]*}} : i64, i32
 // CHECK: scf.yield %[[WALK]]#1 : i64
 // CHECK: scf.if
 // CHECK: %[[ACC:.*]]:3 = scf.for %{{.*}} to %[[END]] step %c32_i64 iter_args({{.*}}) -> (f32, f32, f32) : i64
@@ -492,6 +494,45 @@ func.func @mean_grad(%x: tensor<?xf32> {seg.space = "row"}, %idx: tensor<?xi32>,
   %gathered = seg.gather %g, %idx : tensor<?xf32>, tensor<?xi32> -> tensor<?xf32>
   %0 = seg.mul %gathered, %inverse, %idx : tensor<?xf32>, tensor<?xf32>, tensor<?xi32> -> tensor<?xf32>
   return %0 : tensor<?xf32>
+}
+
+// -----
+
+// The derived backward of mul: one pass storing a row output (g * y[idx])
+// and reducing (the dot of g and x), its rows reading nothing of the row
+// count: a one-pass program with row outputs. Long segments get __tiles and
+// __super_tiles only (no __bounds, no __pass_totals: the kernel adds a long
+// segment's tiles' partials itself). __tiles runs each long piece's rows
+// lane-strided, storing their row outputs on the way, then the butterfly
+// and lane 0's store of the piece's partial into its slot; an invalid
+// segment's piece gets zero row outputs.
+// CHECK-LABEL: gpu.func @mul_grad(
+// CHECK-NOT: gpu.func @mul_grad__bounds(
+// CHECK: gpu.func @mul_grad__tiles(%[[X:[^:]*]]: !llvm.ptr, %[[Y:[^:]*]]: !llvm.ptr, %{{[^:]*}}: !llvm.ptr, %[[G:[^:]*]]: !llvm.ptr, %[[GX:[^:]*]]: !llvm.ptr, %{{[^:]*}}: !llvm.ptr, %{{.*}}: i64 {seg.param = "num_rows"}, %{{.*}}: i64 {seg.param = "num_segments"}, %[[SCRATCH:[^:]*]]: !llvm.ptr {seg.param = "scratch"}
+// CHECK: %[[YS:.*]] = llvm.load %{{.*}} : !llvm.ptr -> f32
+// CHECK: %[[PART:.*]] = scf.for %[[ROW:.*]] = %{{.*}} to %{{.*}} step %c32_i64 iter_args(%{{.*}}) -> (f32)
+// CHECK: %[[GROW:.*]] = llvm.load %{{.*}} : !llvm.ptr -> f32
+// CHECK: %[[GXROW:.*]] = arith.mulf %[[GROW]], %[[YS]] : f32
+// CHECK-NEXT: %[[AT:.*]] = llvm.getelementptr inbounds %[[GX]][%[[ROW]]]
+// CHECK-NEXT: llvm.store %[[GXROW]], %[[AT]]
+// CHECK: gpu.shuffle  xor %[[PART]], %c16_i32
+// CHECK: llvm.getelementptr inbounds %[[SCRATCH]]
+// CHECK: } else {
+// CHECK: scf.for %[[ZROW:.*]] = %{{.*}} to %{{.*}} step %c32_i64
+// CHECK-NEXT: %[[ZAT:.*]] = llvm.getelementptr inbounds %[[GX]][%[[ZROW]]]
+// CHECK-NEXT: llvm.store %cst, %[[ZAT]]
+// CHECK: gpu.func @mul_grad__super_tiles(
+// CHECK-NOT: gpu.func @mul_grad__pass_totals(
+// CHECK-NOT: gpu.func @mul_grad__bounds(
+func.func @mul_grad(%x: tensor<?xf32> {seg.space = "row"},
+                    %y: tensor<?xf32> {seg.space = "segment"},
+                    %idx: tensor<?xi32>,
+                    %g: tensor<?xf32> {seg.space = "row"}) -> (tensor<?xf32>, tensor<?xf32>) {
+  %c0 = arith.constant 0 : index
+  %0 = seg.mul %g, %y, %idx : tensor<?xf32>, tensor<?xf32>, tensor<?xi32> -> tensor<?xf32>
+  %dim = tensor.dim %y, %c0 : tensor<?xf32>
+  %1 = seg.dot %g, %x, %idx, %dim : tensor<?xf32>, tensor<?xf32>, tensor<?xi32> -> tensor<?xf32>
+  return %0, %1 : tensor<?xf32>, tensor<?xf32>
 }
 
 // -----
