@@ -221,9 +221,8 @@ void GPUKernelEmitter::emitEmptySegments(OpBuilder &b, Value lo, Value hi,
       });
 }
 
-Value GPUKernelEmitter::firstRowLeaving(OpBuilder &b, Value lo,
-                                        Value firstChunkRows, Value lastRow,
-                                        Value segment32) {
+Value GPUKernelEmitter::firstRowLeaving(OpBuilder &b, Value lo, Value from,
+                                        Value lastRow, Value segment32) {
   // Rows clamped below N and loaded unconditionally, compared in 32 bits
   // (idx is i32), the first found in 32 bits: the loads stay independent
   // and few registers live.
@@ -238,8 +237,9 @@ Value GPUKernelEmitter::firstRowLeaving(OpBuilder &b, Value lo,
     loaded.push_back(code.load(idx, i32Type,
                                b.create<arith::MinSIOp>(loc, row, lastRow)));
   }
-  // The first chunk with a row leaving, from the last back; the first
-  // chunk's ballot keeps only `firstChunkRows`: no compare a lane.
+  // The first chunk with a row leaving, from the last back; the rows
+  // before `from` (the first chunk's first lanes) are masked out of its
+  // ballot: one shift, no compare a lane.
   Value first = i32(b, kWalkChunksPerRound * kWarpSize);
   for (int64_t k = kWalkChunksPerRound - 1; k >= 0; --k) {
     Value leaves = b.create<arith::OrIOp>(
@@ -248,8 +248,15 @@ Value GPUKernelEmitter::firstRowLeaving(OpBuilder &b, Value lo,
                                 segment32));
     Value ballot =
         b.create<NVVM::VoteBallotOp>(loc, i32Type, i32(b, -1), leaves);
-    if (k == 0)
-      ballot = b.create<arith::AndIOp>(loc, ballot, firstChunkRows);
+    if (k == 0) {
+      Value skipped = b.create<arith::MaxSIOp>(
+          loc, b.create<arith::SubIOp>(loc, from, lo), i64(b, 0));
+      ballot = b.create<arith::AndIOp>(
+          loc, ballot,
+          b.create<arith::ShLIOp>(
+              loc, i32(b, -1),
+              b.create<arith::TruncIOp>(loc, i32Type, skipped)));
+    }
     Value position = b.create<arith::AddIOp>(
         loc, i32(b, k * kWarpSize),
         b.create<LLVM::CountTrailingZerosOp>(loc, i32Type, ballot,
@@ -279,30 +286,21 @@ Value GPUKernelEmitter::walkSegmentEnd(OpBuilder &b, Value start,
   Value segment32 = b.create<arith::TruncIOp>(loc, b.getI32Type(), segment);
   Value alignedStart =
       b.create<arith::AndIOp>(loc, start, i64(b, -sectorRows));
-  // The first round's first chunk keeps the rows from the start on (a
-  // ballot mask, carried: later rounds keep every row).
-  Value startRows = b.create<arith::ShLIOp>(
-      loc, i32(b, -1),
-      b.create<arith::TruncIOp>(
-          loc, b.getI32Type(),
-          b.create<arith::SubIOp>(loc, start, alignedStart)));
   auto walk = b.create<scf::WhileOp>(
-      loc, TypeRange{i64Type, i64Type}, ValueRange{alignedStart, startRows},
-      [&](OpBuilder &cb, Location cl, ValueRange state) {
-        Value base = state[0];
+      loc, TypeRange{i64Type, i64Type}, ValueRange{alignedStart},
+      [&](OpBuilder &cb, Location cl, ValueRange base) {
         Value firstLeaving =
-            firstRowLeaving(cb, base, state[1], lastRow, segment32);
+            firstRowLeaving(cb, base[0], start, lastRow, segment32);
         Value notFound = cb.create<arith::CmpIOp>(
             cl, arith::CmpIPredicate::sge, firstLeaving,
-            cb.create<arith::AddIOp>(cl, base, i64(cb, roundRows)));
+            cb.create<arith::AddIOp>(cl, base[0], i64(cb, roundRows)));
         cb.create<scf::ConditionOp>(cl, notFound,
-                                    ValueRange{base, firstLeaving});
+                                    ValueRange{base[0], firstLeaving});
       },
       [&](OpBuilder &nb, Location nl, ValueRange state) {
         nb.create<scf::YieldOp>(
             nl, ValueRange{nb.create<arith::AddIOp>(nl, state[0],
-                                                    i64(nb, roundRows)),
-                           i32(nb, -1)});
+                                                    i64(nb, roundRows))});
       });
   return walk.getResult(1);
 }

@@ -39,6 +39,10 @@ inline constexpr int64_t kWalkChunksPerRound =
 /// Half the threads an SM holds (2,048 from sm_50 to sm_90): the blocks of
 /// a `__pass_totals` kernel ask to fit this many (50% occupancy).
 inline constexpr int64_t kHalfSMThreads = 1024;
+/// A long segment's totals of at most this many components are combined
+/// from its tiles' slots in one loop over the tiles (kTilesPerLane slots of
+/// each in flight); more, a loop per component.
+inline constexpr int64_t kMaxComponentsPerTileLoop = 3;
 /// Split rows: a long segment's totals of at most this many components are
 /// added lanes over tiles, each lane then picking its own; more, lane by
 /// lane.
@@ -304,13 +308,12 @@ private:
   /// atomics.
   Value segmentedCombine(OpBuilder &b, Value value, arith::AtomicRMWKind kind,
                          Value endLane, Value headLane);
-  /// The first row in [lo, lo + 128) whose idx is not `segment32` (an
-  /// i32), rows past `lastRow` (N - 1) counting as not holding it, of the
-  /// first 32 rows only those whose bit is set in `firstChunkRows` (an i32
-  /// ballot mask); lo + 128 if none. One round: lane l loads rows
+  /// The first row in [max(lo, from), lo + 128) (from < lo + 32) whose
+  /// idx is not `segment32` (an i32), rows past `lastRow` (N - 1) counting
+  /// as not holding it; lo + 128 if none. One round: lane l loads rows
   /// lo + l + 32k (k < kWalkChunksPerRound), all before the ballots.
-  Value firstRowLeaving(OpBuilder &b, Value lo, Value firstChunkRows,
-                        Value lastRow, Value segment32);
+  Value firstRowLeaving(OpBuilder &b, Value lo, Value from, Value lastRow,
+                        Value segment32);
   /// The end of the segment from `start` (warp-uniform): firstRowLeaving
   /// from start rounded down to a sector of idx (8 rows), then 128 rows
   /// on, until a round finds it; a round's loads each cover whole 32-byte

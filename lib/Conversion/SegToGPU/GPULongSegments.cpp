@@ -259,12 +259,24 @@ void GPUKernelEmitter::emitLongSegment(OpBuilder &b, Value start,
     // 40 registers to 64, and a spill, in every layout).
     if (splitsFeatures() && numComponents > kMaxPickedComponents)
       return combineSplitTilePartials(rb, start, end);
-    SmallVector<Value> components;
-    for (int64_t i = 0; i < numComponents; ++i)
-      components.push_back(i64(rb, i));
-    SmallVector<Value> totals =
-        combineTilePartials(rb, segmentTiles(rb, start, end), components,
-                            program.combiningKinds(0));
+    // Up to kMaxComponentsPerTileLoop components in one loop over the
+    // tiles; more (a 3x3 matrix), a loop per component, as `__pass_totals`
+    // adds them: all 9 of matvec's backward at once kept 36 slot loads in
+    // flight (f64: 128 registers, 80 a component a loop; f32: 60, 48).
+    SegmentTiles tiles = segmentTiles(rb, start, end);
+    SmallVector<arith::AtomicRMWKind> kinds = program.combiningKinds(0);
+    int64_t perLoop =
+        numComponents <= kMaxComponentsPerTileLoop ? numComponents : 1;
+    SmallVector<Value> totals;
+    for (int64_t first = 0; first < numComponents; first += perLoop) {
+      int64_t last = std::min(first + perLoop, numComponents);
+      SmallVector<Value> components;
+      for (int64_t i = first; i < last; ++i)
+        components.push_back(i64(rb, i));
+      llvm::append_range(
+          totals, combineTilePartials(rb, tiles, components,
+                                      ArrayRef(kinds).slice(first, last - first)));
+    }
     if (!splitsFeatures())
       return totals;
     SmallVector<Value> held;

@@ -171,24 +171,22 @@
 // loaded before the 4 ballots; the first chunk's ballot drops the rows
 // before the start (none after the first round); the first leaving row
 // ends it.
-// The mask of the first round's first chunk (rows from the start) is
-// computed once and carried; later rounds carry all ones.
 // CHECK: %[[ALIGNED:.*]] = arith.andi %[[START:.*]], %c-8_i64 : i64
-// CHECK-NEXT: %[[BEFORE:.*]] = arith.subi %[[START]], %[[ALIGNED]] : i64
-// CHECK-NEXT: %[[SHIFT:.*]] = arith.trunci %[[BEFORE]] : i64 to i32
-// CHECK-NEXT: %[[STARTROWS:.*]] = arith.shli %c-1_i32, %[[SHIFT]] : i32
-// CHECK-NEXT: %[[WALK:.*]]:2 = scf.while (%[[BASE:.*]] = %[[ALIGNED]], %[[KEPT:.*]] = %[[STARTROWS]]) : (i64, i32) -> (i64, i64) {
+// CHECK: %[[WALK:.*]]:2 = scf.while (%[[BASE:.*]] = %[[ALIGNED]]) : (i64) -> (i64, i64) {
 // CHECK-COUNT-4: llvm.load %{{.*}} : !llvm.ptr -> i32
 // CHECK-NOT: llvm.load
 // CHECK-COUNT-4: nvvm.vote.ballot.sync
+// CHECK-NEXT: %[[BEFORE:.*]] = arith.subi %[[START]], %[[BASE]] : i64
+// CHECK-NEXT: %[[SKIPPED:.*]] = arith.maxsi %[[BEFORE]], %c0_i64 : i64
+// CHECK-NEXT: %[[SHIFT:.*]] = arith.trunci %[[SKIPPED]] : i64 to i32
+// CHECK-NEXT: %[[KEPT:.*]] = arith.shli %c-1_i32, %[[SHIFT]] : i32
 // CHECK-NEXT: arith.andi %{{.*}}, %[[KEPT]] : i32
 // CHECK: %[[FIRST:.*]] = arith.addi %[[BASE]], %{{.*}} : i64
 // CHECK: %[[ROUNDEND:.*]] = arith.addi %[[BASE]], %c128_i64 : i64
 // CHECK: %[[NOTFOUND:.*]] = arith.cmpi sge, %[[FIRST]], %[[ROUNDEND]] : i64
 // CHECK: scf.condition(%[[NOTFOUND]]) %[[BASE]], %[[FIRST]] : i64, i64
 // CHECK: } do {
-// CHECK: %[[NEXT:.*]] = arith.addi %{{.*}}, %c128_i64 : i64
-// CHECK: scf.yield %[[NEXT]], %c-1_i32{{[_0-9]*}} : i64, i32
+// CHECK: arith.addi %{{.*}}, %c128_i64 : i64
 // CHECK: scf.yield %[[WALK]]#1 : i64
 // CHECK: scf.if
 // CHECK: %[[ACC:.*]]:3 = scf.for %{{.*}} to %[[END]] step %c32_i64 iter_args({{.*}}) -> (f32, f32, f32) : i64
@@ -533,6 +531,31 @@ func.func @mul_grad(%x: tensor<?xf32> {seg.space = "row"},
   %dim = tensor.dim %y, %c0 : tensor<?xf32>
   %1 = seg.dot %g, %x, %idx, %dim : tensor<?xf32>, tensor<?xf32>, tensor<?xi32> -> tensor<?xf32>
   return %0, %1 : tensor<?xf32>, tensor<?xf32>
+}
+
+// -----
+
+// The derived backward of matvec: one pass storing a row output (m g) and
+// reducing 9 components (the outer sum of v and g): one-pass too. Its
+// kernel combines a long segment's 9 totals from the tiles' slots in a
+// loop over the tiles per component (more than kMaxComponentsPerTileLoop:
+// all 9 at once kept 36 slot loads in flight, 128 registers at f64).
+// CHECK-LABEL: gpu.func @matvec_grad(
+// CHECK-COUNT-9: scf.for %{{.*}} step %c128_i64 iter_args(%{{[^,]*}} = %cst{{[_0-9]*}}) -> (f32)
+// CHECK-NOT: step %c128_i64
+// CHECK: gpu.func @matvec_grad__tiles(
+// CHECK: gpu.func @matvec_grad__super_tiles(
+// CHECK-NOT: gpu.func @matvec_grad__
+func.func @matvec_grad(%v: tensor<?x3xf32> {seg.space = "row"},
+                       %m: tensor<?x3x3xf32> {seg.space = "segment"},
+                       %idx: tensor<?xi32>,
+                       %g: tensor<?x3xf32> {seg.space = "row"})
+    -> (tensor<?x3xf32>, tensor<?x3x3xf32>) {
+  %c0 = arith.constant 0 : index
+  %0 = seg.matvec %g, %m, %idx {transpose = false} : tensor<?x3xf32>, tensor<?x3x3xf32>, tensor<?xi32> -> tensor<?x3xf32>
+  %dim = tensor.dim %m, %c0 : tensor<?x3x3xf32>
+  %1 = seg.outer_sum %v, %g, %idx, %dim : tensor<?x3xf32>, tensor<?x3xf32>, tensor<?xi32> -> tensor<?x3x3xf32>
+  return %0, %1 : tensor<?x3xf32>, tensor<?x3x3xf32>
 }
 
 // -----
