@@ -365,8 +365,9 @@ private:
                         Value tileEnd, PieceBody body);
   /// The tile kernels' loop over every tile's long pieces (see
   /// forEachLongPiece): `valid(tile, which, segment, lo, hi)` for a piece of
-  /// a valid segment, `invalid` (if given) for one of an invalid segment.
-  void emitLongPieceLoop(TilePieceBody valid, TilePieceBody invalid = {});
+  /// a valid segment; `invalidRows` for one of an invalid segment, where
+  /// the program stores rows.
+  void emitLongPieceLoop(TilePieceBody valid, TilePieceBody invalidRows);
   /// For each long segment starting in the tile: `body(segment, start)`.
   void forEachLongStart(OpBuilder &b, Value tile, Value tileStart,
                         Value tileEnd, StartBody body);
@@ -389,7 +390,8 @@ private:
   SegmentTiles segmentTiles(OpBuilder &b, Value start, Value end);
   /// The totals `components` of a long segment's slots (`tiles`), each
   /// combined as its entry of `kinds` says in an order that depends on the
-  /// segment only; every lane gets them.
+  /// segment only; every lane gets them. More than
+  /// kMaxComponentsPerTileLoop components take a loop over the tiles each.
   SmallVector<Value> combineTilePartials(OpBuilder &b, SegmentTiles tiles,
                                          ValueRange components,
                                          ArrayRef<arith::AtomicRMWKind> kinds);

@@ -155,6 +155,17 @@ SmallVector<Value> GPUKernelEmitter::loadTileSlot(OpBuilder &b, Value tile,
 SmallVector<Value> GPUKernelEmitter::combineTilePartials(
     OpBuilder &b, SegmentTiles tiles, ValueRange components,
     ArrayRef<arith::AtomicRMWKind> kinds) {
+  // Up to kMaxComponentsPerTileLoop components in one loop over the tiles;
+  // more (a 3x3 matrix), a loop per component: all 9 of matvec's backward
+  // at once kept 36 slot loads in flight (f64: 128 registers, 80 a
+  // component a loop; f32: 60, 48).
+  if (components.size() > static_cast<size_t>(kMaxComponentsPerTileLoop)) {
+    SmallVector<Value> totals;
+    for (auto [component, kind] : llvm::zip_equal(components, kinds))
+      llvm::append_range(totals,
+                         combineTilePartials(b, tiles, component, kind));
+    return totals;
+  }
   Type elementType = program.elementType;
   auto [firstTile, lastTile, firstSlot] = tiles;
   // kTilesPerLane * 32 units (tiles or super-tiles) at a time: each lane
@@ -259,24 +270,12 @@ void GPUKernelEmitter::emitLongSegment(OpBuilder &b, Value start,
     // 40 registers to 64, and a spill, in every layout).
     if (splitsFeatures() && numComponents > kMaxPickedComponents)
       return combineSplitTilePartials(rb, start, end);
-    // Up to kMaxComponentsPerTileLoop components in one loop over the
-    // tiles; more (a 3x3 matrix), a loop per component, as `__pass_totals`
-    // adds them: all 9 of matvec's backward at once kept 36 slot loads in
-    // flight (f64: 128 registers, 80 a component a loop; f32: 60, 48).
-    SegmentTiles tiles = segmentTiles(rb, start, end);
-    SmallVector<arith::AtomicRMWKind> kinds = program.combiningKinds(0);
-    int64_t perLoop =
-        numComponents <= kMaxComponentsPerTileLoop ? numComponents : 1;
-    SmallVector<Value> totals;
-    for (int64_t first = 0; first < numComponents; first += perLoop) {
-      int64_t last = std::min(first + perLoop, numComponents);
-      SmallVector<Value> components;
-      for (int64_t i = first; i < last; ++i)
-        components.push_back(i64(rb, i));
-      llvm::append_range(
-          totals, combineTilePartials(rb, tiles, components,
-                                      ArrayRef(kinds).slice(first, last - first)));
-    }
+    SmallVector<Value> components;
+    for (int64_t i = 0; i < numComponents; ++i)
+      components.push_back(i64(rb, i));
+    SmallVector<Value> totals =
+        combineTilePartials(rb, segmentTiles(rb, start, end), components,
+                            program.combiningKinds(0));
     if (!splitsFeatures())
       return totals;
     SmallVector<Value> held;
@@ -508,7 +507,9 @@ Value GPUKernelEmitter::tailStartIn(OpBuilder &b, Value tileStart,
 }
 
 void GPUKernelEmitter::emitLongPieceLoop(TilePieceBody valid,
-                                         TilePieceBody invalid) {
+                                         TilePieceBody invalidRows) {
+  // Only rows stored need anything for an invalid segment.
+  bool visitsInvalid = program.hasRowOutputs && invalidRows;
   emitTileLoop(builder, [&](OpBuilder &tb, Value tile, Value tileStart,
                             Value tileEnd) {
     forEachLongPiece(
@@ -517,12 +518,12 @@ void GPUKernelEmitter::emitLongPieceLoop(TilePieceBody valid,
           auto ifValid = b.create<scf::IfOp>(
               loc,
               KernelCodeBuilder(b, loc).isValidSegment(segment, numSegments),
-              /*withElse=*/static_cast<bool>(invalid));
+              /*withElse=*/visitsInvalid);
           OpBuilder vb = ifValid.getThenBodyBuilder();
           valid(vb, tile, which, segment, lo, hi);
-          if (invalid) {
+          if (visitsInvalid) {
             OpBuilder eb = ifValid.getElseBodyBuilder();
-            invalid(eb, tile, which, segment, lo, hi);
+            invalidRows(eb, tile, which, segment, lo, hi);
           }
         });
   });
@@ -547,13 +548,8 @@ void GPUKernelEmitter::emitTiles() {
     emitter.emitSegment(vb, loc, segment, vb.create<arith::SubIOp>(loc, hi, lo),
                         rowLoop, combineNothing, never);
   };
-  auto invalid = [&](OpBuilder &eb, Value, Value, Value, Value lo, Value hi) {
-    emitZeroRows(eb, lo, hi);
-  };
-  if (program.hasRowOutputs)
-    emitLongPieceLoop(valid, invalid);
-  else
-    emitLongPieceLoop(valid);
+  emitLongPieceLoop(valid, [&](OpBuilder &eb, Value, Value, Value, Value lo,
+                               Value hi) { emitZeroRows(eb, lo, hi); });
 }
 
 void GPUKernelEmitter::emitBounds() {
@@ -621,10 +617,7 @@ void GPUKernelEmitter::emitPassTiles() {
     OpBuilder fb = ifFirst.getThenBodyBuilder();
     emitZeroRows(fb, lo, hi);
   };
-  if (program.hasRowOutputs)
-    emitLongPieceLoop(valid, invalid);
-  else
-    emitLongPieceLoop(valid);
+  emitLongPieceLoop(valid, invalid);
 }
 
 void GPUKernelEmitter::emitPassTotals() {
