@@ -121,6 +121,7 @@ static llvm::json::Object describeGPU(const SegmentProgram &program,
     gpu["long_segments"] = llvm::json::Object{
         {"launches", std::move(launches)},
         {"tile_rows", program.gpuTileRows()},
+        {"long_span_alignment", program.gpuLongSpanAlignment()},
         {"super_tile_rows", SegmentProgram::kGPUSuperTileRows},
         {"scratch_bytes_per_segment", scratch.perSegment},
         {"scratch_bytes_per_tile", scratch.perTile},

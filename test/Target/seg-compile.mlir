@@ -87,6 +87,9 @@
 // MANIFEST-NEXT: "warps_per_unit": 1
 // MANIFEST-NEXT: }
 // MANIFEST-NEXT: ],
+// A long segment covers a whole tile starting at a multiple of 1,024 rows
+// (rows held a row per lane; split rows: half a tile).
+// MANIFEST-NEXT: "long_span_alignment": 1024,
 // MANIFEST-NEXT: "scratch_bytes_per_segment": 0,
 // MANIFEST-NEXT: "scratch_bytes_per_super_tile": 24,
 // MANIFEST-NEXT: "scratch_bytes_per_tile": 24,
@@ -157,6 +160,7 @@
 // MANIFEST-NEXT: "warps_per_unit": 1
 // MANIFEST-NEXT: }
 // MANIFEST-NEXT: ],
+// MANIFEST-NEXT: "long_span_alignment": 1024,
 // MANIFEST-NEXT: "scratch_bytes_per_segment": 20,
 // MANIFEST-NEXT: "scratch_bytes_per_super_tile": 8,
 // MANIFEST-NEXT: "scratch_bytes_per_tile": 8,

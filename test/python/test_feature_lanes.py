@@ -27,7 +27,7 @@ import pytest
 import torch
 
 from bench.gpu_model import window_chunks
-from segops import _gpusim, _library, _wide
+from segops import _gpusim, _jit, _library, _wide
 from segops._dtypes import MANIFEST_DTYPES
 
 pytestmark = [pytest.mark.simulator, pytest.mark.compiler,
@@ -42,15 +42,17 @@ ROW_PER_LANE_TILE = _LONG_SEGMENTS.tile_rows
 SUPER_TILE = _LONG_SEGMENTS.super_tile_rows
 
 
-def _layouts(tile: int) -> dict[str, list[int]]:
+def _layouts(tile: int, alignment: int) -> dict[str, list[int]]:
     """Rows per segment around a program's tile size (1,024 rows for a row
     per lane, 256 for split rows; 0, programs without tiles: the former):
     short ones (a warp walks each), empty
     ones at the head, middle and tail, mid-length ones on both sides of a
     tile (walked; long), long ones covering whole tiles (tile kernels;
-    aligned and not, two sharing a tile)."""
+    aligned and not, two sharing a tile). Where long segments cover a tile
+    of rows from any multiple of `alignment` < tile (split rows: half a
+    tile), ones long only so."""
     tile = tile or ROW_PER_LANE_TILE
-    return {
+    layouts = {
         "short-and-empty": [0, 3, 31, 1, 33, 0, 64, 2, 0],
         # Windows of 4 chunks: starts at rows 96 and 127, chunks with no
         # start, a last chunk with none before empty segments.
@@ -61,6 +63,22 @@ def _layouts(tile: int) -> dict[str, list[int]]:
         # Ends past the start's chunk, up to the tile after the start, at N.
         "segment-ends": harness.segment_end_counts(tile),
     }
+    if alignment and alignment < tile:
+        # T the tile, A the alignment: A rows (walked); T rows from A, long
+        # only by the span across tiles 0 and 1 (tile 0's tail, tile 1's
+        # head); T + A - 2 rows from one past a multiple of A, the most a
+        # walked segment holds; T + A - 1 rows from one past one, long only
+        # by the span across the next tiles' boundary; T - 1 rows (walked).
+        layouts["long-spans"] = [alignment, tile, 1, tile + alignment - 2, 2,
+                                 tile + alignment - 1, 3, tile - 1, 1]
+    return layouts
+
+
+def _long_span_alignment(program: _jit.Program, level: int) -> int:
+    """Where the spans of a tile of rows that long segments cover start
+    (the manifest's `long_span_alignment`; 0 without long segments)."""
+    long_segments = json.loads(program.entry(level).text)["gpu"].get("long_segments", {})
+    return long_segments.get("long_span_alignment", 0)
 
 
 # Rows of 8 features or more split over groups of G lanes: 7 runs a row per
@@ -120,7 +138,8 @@ def _check_against_host(simulator: harness.GpuSimulator, op: str, level: int, wi
     program = _wide.program(op, dtype, width)
     gpu = harness.SimulatedProgram(program, level, simulator)
     host = harness.CompiledModule(program.source, order=level)
-    for seed, (layout, counts) in enumerate((layouts or _layouts(gpu.record.tile_rows)).items()):
+    layouts = layouts or _layouts(gpu.record.tile_rows, _long_span_alignment(program, level))
+    for seed, (layout, counts) in enumerate(layouts.items()):
         inputs, simulated, n, s = _buffers(gpu.record, counts, seed)
         gpu.run(inputs, simulated, n, s)
         wanted = host.run(gpu.record.name, inputs, n, s)
@@ -260,6 +279,39 @@ def test_split_rows_across_super_tiles(simulator: harness.GpuSimulator, op: str,
             assert torch.equal(got, want), f"{gpu.record.name}: grid {grid} differs"
 
 
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("width", [8, 64])
+@pytest.mark.parametrize("op,level", [("segmented_sum", 0), ("segmented_rms_norm", 1),
+                                      ("segmented_max", 1)])
+def test_split_rows_long_only_across_a_super_tile_boundary(
+        simulator: harness.GpuSimulator, op: str, level: int, width: int,
+        dtype: str) -> None:
+    """A segment of a tile of rows from half a tile before a super-tile's
+    end (long only by the span across that boundary, which `__super_tiles`
+    must see to combine the slots it is added from: the first super-tile's
+    tail and the second's head), beside one of a tile less a row from a
+    tile's middle (walked). Against the host kernel, and bitwise the same
+    on grids of 1 and 3 blocks in reverse."""
+    program = _wide.program(op, dtype, width)
+    gpu = harness.SimulatedProgram(program, level, simulator)
+    host = harness.CompiledModule(program.source, order=level)
+    tile = gpu.record.tile_rows
+    alignment = _long_span_alignment(program, level)
+    assert alignment == tile // 2
+    counts = [SUPER_TILE - alignment, tile, 2, tile - 1, 5]
+    inputs, first, n, s = _buffers(gpu.record, counts, 5)
+    gpu.run(inputs, first, n, s)
+    wanted = host.run(gpu.record.name, inputs, n, s)
+    for index, (got, want) in enumerate(zip(first, wanted)):
+        torch.testing.assert_close(got, want, **_tolerance(dtype, width),
+                                   msg=lambda m: f"{gpu.record.name}, output {index}: {m}")
+    for grid, reverse in [(1, False), (3, True)]:
+        _, again, _, _ = _buffers(gpu.record, counts, 5)
+        gpu.run(inputs, again, n, s, grid=grid, reverse_blocks=reverse)
+        for got, want in zip(again, first):
+            assert torch.equal(got, want), f"{gpu.record.name}: grid {grid} differs"
+
+
 @pytest.mark.parametrize("op,level,width", [("segmented_sum", 0, 16), ("segmented_max", 1, 8),
                                             ("segmented_rms_norm", 1, 33),
                                             ("segmented_dot", 1, 64),
@@ -325,6 +377,10 @@ def test_split_rows_take_smaller_tiles(op: str, width: int, tile: int,
     long_segments = json.loads(_wide.program(op, "f32", width).entry(0).text)["gpu"][
         "long_segments"]
     assert long_segments["tile_rows"] == tile
+    # Long segments cover a tile of rows from a multiple of half a tile
+    # (split rows) or of a tile.
+    assert long_segments["long_span_alignment"] == (
+        tile if tile == ROW_PER_LANE_TILE else tile // 2)
     assert long_segments["super_tile_rows"] == SUPER_TILE
     for launch in long_segments["launches"]:
         super_tiles = launch["kernel"].endswith("__super_tiles")

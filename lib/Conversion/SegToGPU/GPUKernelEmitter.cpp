@@ -398,7 +398,7 @@ void GPUKernelEmitter::emitOwnedSegment(OpBuilder &b, Value rowBase,
   Value mayBeLong = b.create<arith::XOrIOp>(
       loc, endKnown, b.create<arith::ConstantIntOp>(loc, 1, 1));
   auto ifLong = b.create<scf::IfOp>(
-      loc, coversWholeTile(b, start, segment, mayBeLong), /*withElse=*/true);
+      loc, coversLongSpan(b, start, segment, mayBeLong), /*withElse=*/true);
   OpBuilder lb = ifLong.getThenBodyBuilder();
   if (isPassByPass())
     emitPassByPassLongSegment(lb, segment);

@@ -117,6 +117,7 @@ public:
         featureLanes(program.gpuFeatureLanes()),
         tileRows(program.gpuTileRows()),
         tilesPerSuperTile(program.gpuTilesPerSuperTile()),
+        longAlignment(program.gpuLongSpanAlignment()),
         emitter(program, buffers, numRows, numSegments) {
     idx = buffers[program.argumentBuffer[cast<BlockArgument>(program.idx)
                                              .getArgNumber()]];
@@ -344,13 +345,32 @@ private:
       function_ref<SmallVector<MappedRow>(OpBuilder &, Value base)> rowsOf);
 
   // Long segments.
-  /// The first multiple of the tile size at or after `row`.
-  Value alignedTileAfter(OpBuilder &b, Value row);
-  /// An i1: the segment starting at `start` covers a whole aligned tile.
-  /// With `mayCover`, false (and no load) where it is false.
-  Value coversWholeTile(OpBuilder &b, Value start, Value segment,
-                        Value mayCover = {});
-  /// The end of a long segment (a 32-way search from the tile it covers).
+  /// The first multiple of longAlignment at or after `row`.
+  Value alignedSpanAfter(OpBuilder &b, Value row);
+  /// An i1: the segment starting at `start` is long, covering a whole span
+  /// of tileRows rows starting at a multiple of longAlignment. With
+  /// `mayCover`, false (and no load) where it is false.
+  Value coversLongSpan(OpBuilder &b, Value start, Value segment,
+                       Value mayCover = {});
+  /// For spans starting at first, first + longAlignment, ... (`spans` of
+  /// them): the rows (offsets from first) a segment holding row
+  /// first + knownOffset must hold to hold the span (idx sorted: its ends
+  /// on the far sides of that row).
+  SmallVector<SmallVector<int64_t, 2>> longSpanEnds(int64_t spans,
+                                                    int64_t knownOffset) const;
+  /// An i1: `segment` holds one of the spans from row `first` on whose
+  /// `ends` longSpanEnds gave (spans outside [0, N) hold none), given the
+  /// segment of each of those rows in order from `segmentAt`.
+  Value holdsLongSpan(OpBuilder &b, Value first,
+                      ArrayRef<SmallVector<int64_t, 2>> ends, Value segment,
+                      function_ref<Value(int64_t offset)> segmentAt);
+  /// Up to 32 rows' segments (-1 outside [0, N)) loaded a lane each: lane
+  /// j's (an i32) of row base + offsets[j], or for j = 1 of row `last` if
+  /// given. probedSegment gives every lane probe j's (an i64).
+  Value probeSegment(OpBuilder &b, Value base, ArrayRef<int64_t> offsets,
+                     Value last = {});
+  Value probedSegment(OpBuilder &b, Value probes, int64_t j);
+  /// The end of a long segment (a 32-way search from the span it covers).
   Value searchLongSegmentEnd(OpBuilder &b, Value start, Value segment);
   /// One-pass programs: a long segment's outputs from its tiles' partials.
   void emitLongSegment(OpBuilder &b, Value start, Value segment);
@@ -450,8 +470,10 @@ private:
   /// and whether that is the first (null when the warp is one group).
   int64_t featureLanes;
   Value groupLane, rowInGroup, firstGroup;
-  /// Rows per tile (SegmentProgram::gpuTileRows), and tiles per super-tile.
-  int64_t tileRows, tilesPerSuperTile;
+  /// Rows per tile (SegmentProgram::gpuTileRows), tiles per super-tile,
+  /// and where the spans a long segment covers start
+  /// (gpuLongSpanAlignment).
+  int64_t tileRows, tilesPerSuperTile, longAlignment;
   SegmentProgramEmitter emitter;
 };
 

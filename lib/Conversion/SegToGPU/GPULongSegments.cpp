@@ -18,36 +18,119 @@
 using namespace mlir;
 using namespace mlir::seg;
 
-Value GPUKernelEmitter::alignedTileAfter(OpBuilder &b, Value row) {
+Value GPUKernelEmitter::alignedSpanAfter(OpBuilder &b, Value row) {
   return b.create<arith::MulIOp>(
       loc,
       b.create<arith::DivUIOp>(
-          loc, b.create<arith::AddIOp>(loc, row, i64(b, tileRows - 1)),
-          i64(b, tileRows)),
-      i64(b, tileRows));
+          loc, b.create<arith::AddIOp>(loc, row, i64(b, longAlignment - 1)),
+          i64(b, longAlignment)),
+      i64(b, longAlignment));
 }
 
-Value GPUKernelEmitter::coversWholeTile(OpBuilder &b, Value start,
-                                        Value segment, Value mayCover) {
-  // The first aligned tile at or after start; the segment covers it if its
-  // last row is below N and holds the segment (idx sorted). The row's -1
-  // when it is not read must not match a segment of -1.
-  Value tileLast = b.create<arith::AddIOp>(loc, alignedTileAfter(b, start),
+Value GPUKernelEmitter::coversLongSpan(OpBuilder &b, Value start,
+                                       Value segment, Value mayCover) {
+  // The first span starting at or after start; the segment covers it if
+  // its last row is below N and holds the segment (idx sorted). The row's
+  // -1 when it is not read must not match a segment of -1.
+  Value spanLast = b.create<arith::AddIOp>(loc, alignedSpanAfter(b, start),
                                            i64(b, tileRows - 1));
   Value inRange = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt,
-                                          tileLast, numRows);
+                                          spanLast, numRows);
   if (mayCover)
     inRange = b.create<arith::AndIOp>(loc, inRange, mayCover);
   return b.create<arith::AndIOp>(
       loc, inRange,
       b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
-                              segmentOr(b, inRange, tileLast), segment));
+                              segmentOr(b, inRange, spanLast), segment));
+}
+
+SmallVector<SmallVector<int64_t, 2>>
+GPUKernelEmitter::longSpanEnds(int64_t spans, int64_t knownOffset) const {
+  // Holding the known row, a segment holds a span (idx sorted) if it holds
+  // the span's ends on the far sides of that row.
+  SmallVector<SmallVector<int64_t, 2>> ends;
+  for (int64_t i = 0; i < spans; ++i) {
+    int64_t lo = i * longAlignment, hi = lo + tileRows - 1;
+    SmallVector<int64_t, 2> far;
+    if (lo < knownOffset)
+      far.push_back(lo);
+    if (hi > knownOffset)
+      far.push_back(hi);
+    ends.push_back(far);
+  }
+  return ends;
+}
+
+Value GPUKernelEmitter::holdsLongSpan(
+    OpBuilder &b, Value first, ArrayRef<SmallVector<int64_t, 2>> ends,
+    Value segment, function_ref<Value(int64_t offset)> segmentAt) {
+  auto cmp = [&](arith::CmpIPredicate predicate, Value x, Value y) {
+    return b.create<arith::CmpIOp>(loc, predicate, x, y);
+  };
+  Value holds = b.create<arith::ConstantIntOp>(loc, 0, 1);
+  for (auto [i, far] : llvm::enumerate(ends)) {
+    int64_t lo = i * longAlignment;
+    Value inRange = b.create<arith::AndIOp>(
+        loc,
+        cmp(arith::CmpIPredicate::sge,
+            b.create<arith::AddIOp>(loc, first, i64(b, lo)), i64(b, 0)),
+        cmp(arith::CmpIPredicate::slt,
+            b.create<arith::AddIOp>(loc, first, i64(b, lo + tileRows - 1)),
+            numRows));
+    Value spanHolds = inRange;
+    for (int64_t offset : far)
+      spanHolds = b.create<arith::AndIOp>(
+          loc, spanHolds,
+          cmp(arith::CmpIPredicate::eq, segmentAt(offset), segment));
+    holds = b.create<arith::OrIOp>(loc, holds, spanHolds);
+  }
+  return holds;
+}
+
+Value GPUKernelEmitter::probeSegment(OpBuilder &b, Value base,
+                                     ArrayRef<int64_t> offsets, Value last) {
+  // Lane j < offsets.size() loads idx at base + offsets[j] (or `last`, for
+  // j = 1 where given): one load instruction for every probe.
+  assert(offsets.size() <= static_cast<size_t>(kWarpSize) && "a lane a row");
+  Value offset = i64(b, offsets.front());
+  for (int64_t j = 1, e = offsets.size(); j < e; ++j)
+    offset = b.create<arith::SelectOp>(
+        loc,
+        b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, lane,
+                                i64(b, j)),
+        i64(b, offsets[j]), offset);
+  Value row = b.create<arith::AddIOp>(loc, base, offset);
+  if (last)
+    row = b.create<arith::SelectOp>(
+        loc,
+        b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, lane,
+                                i64(b, 1)),
+        last, row);
+  Value inRange = b.create<arith::AndIOp>(
+      loc,
+      b.create<arith::AndIOp>(
+          loc,
+          b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, lane,
+                                  i64(b, offsets.size())),
+          b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sge, row,
+                                  i64(b, 0))),
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, row, numRows));
+  return b.create<arith::TruncIOp>(loc, b.getI32Type(),
+                                   segmentOr(b, inRange, row));
+}
+
+Value GPUKernelEmitter::probedSegment(OpBuilder &b, Value probes, int64_t j) {
+  return b.create<arith::ExtSIOp>(
+      loc, b.getI64Type(),
+      b.create<gpu::ShuffleOp>(loc, probes, i32(b, j), i32(b, kWarpSize),
+                               gpu::ShuffleMode::IDX)
+          .getShuffleResult());
 }
 
 Value GPUKernelEmitter::searchLongSegmentEnd(OpBuilder &b, Value start,
                                              Value segment) {
-  // It reaches at least the end of the tile it covers; search from there.
-  Value covered = b.create<arith::AddIOp>(loc, alignedTileAfter(b, start),
+  // It reaches at least the end of the span it covers; search from there.
+  Value covered = b.create<arith::AddIOp>(loc, alignedSpanAfter(b, start),
                                           i64(b, tileRows));
   covered = b.create<arith::MinSIOp>(loc, covered, numRows);
   return searchWarp(b, covered, numRows, segment, arith::CmpIPredicate::eq);
@@ -392,35 +475,40 @@ void GPUKernelEmitter::forEachLongPiece(OpBuilder &tb, Value tile,
     return tb.create<arith::CmpIOp>(loc, predicate, x, y);
   };
   Value fullEnd = tb.create<arith::AddIOp>(loc, tileStart, i64(tb, tileRows));
-  Value head = code.loadSegment(idx, tileStart);
-  Value tail =
-      code.loadSegment(idx, tb.create<arith::SubIOp>(loc, tileEnd, i64(tb, 1)));
-  // The head segment is long if it covers this tile or the one before (a
-  // long segment holding this tile's first row covers one of them); a
-  // different tail segment, if it covers the next tile.
-  Value fullLast = tb.create<arith::SubIOp>(loc, fullEnd, i64(tb, 1));
-  Value coversThis =
-      cmp(arith::CmpIPredicate::eq,
-          segmentOr(tb, cmp(arith::CmpIPredicate::slt, fullLast, numRows),
-                    fullLast),
-          head);
-  Value hasBefore = cmp(arith::CmpIPredicate::sgt, tile, i64(tb, 0));
-  Value before = tb.create<arith::SubIOp>(
-      loc, tb.create<arith::MaxSIOp>(loc, tileStart, i64(tb, tileRows)),
-      i64(tb, tileRows));
-  Value coversBefore = tb.create<arith::AndIOp>(
-      loc, hasBefore,
-      cmp(arith::CmpIPredicate::eq, code.loadSegment(idx, before), head));
-  Value headIsLong = tb.create<arith::OrIOp>(loc, coversThis, coversBefore);
-  Value nextLast =
-      tb.create<arith::AddIOp>(loc, fullEnd, i64(tb, tileRows - 1));
+  // A long segment covers a whole span of tileRows rows starting at a
+  // multiple of longAlignment. The head covers one if it covers the tile
+  // before, or a span holding this tile's first row (a long segment
+  // covering a span before one of those covers the tile before). A
+  // different tail, one holding this tile's last row (it cannot cover a
+  // span inside the tile without holding the tile's first row).
+  int64_t spansPerTile = tileRows / longAlignment;
+  Value headFirst = tb.create<arith::SubIOp>(loc, tileStart, i64(tb, tileRows));
+  Value tailFirst = tb.create<arith::SubIOp>(
+      loc, fullEnd, i64(tb, tileRows - longAlignment));
+  auto headEnds = longSpanEnds(spansPerTile + 1, /*knownOffset=*/tileRows);
+  auto tailEnds =
+      longSpanEnds(spansPerTile, /*knownOffset=*/tileRows - longAlignment - 1);
+  // The segments of the tile's first and last rows and of the spans' ends,
+  // loaded a lane each (offsets from the tile's start).
+  SmallVector<int64_t> offsets = {0, 0};
+  for (auto [first, ends] :
+       {std::pair{-tileRows, ArrayRef(headEnds)},
+        std::pair{longAlignment, ArrayRef(tailEnds)}})
+    for (const auto &far : ends)
+      for (int64_t offset : far)
+        offsets.push_back(first + offset);
+  Value probes = probeSegment(
+      tb, tileStart, offsets,
+      tb.create<arith::SubIOp>(loc, tileEnd, i64(tb, 1)));
+  Value head = probedSegment(tb, probes, 0);
+  Value tail = probedSegment(tb, probes, 1);
+  int64_t next = 2;
+  auto nextProbe = [&](int64_t) { return probedSegment(tb, probes, next++); };
+  Value headIsLong = holdsLongSpan(tb, headFirst, headEnds, head, nextProbe);
   Value tailDiffers = cmp(arith::CmpIPredicate::ne, tail, head);
   Value tailIsLong = tb.create<arith::AndIOp>(
       loc, tailDiffers,
-      cmp(arith::CmpIPredicate::eq,
-          segmentOr(tb, cmp(arith::CmpIPredicate::slt, nextLast, numRows),
-                    nextLast),
-          tail));
+      holdsLongSpan(tb, tailFirst, tailEnds, tail, nextProbe));
   // Where the head ends, where the tail starts: one 32-way search each.
   // A head that is also the tail ends at the tile's end (for sorted idx it
   // holds every row between): no search, whose 32 probes would each read
@@ -475,7 +563,7 @@ void GPUKernelEmitter::forEachLongStart(OpBuilder &tb, Value tile,
   Value headStarts = tb.create<arith::AndIOp>(
       loc,
       tb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, previous, head),
-      coversWholeTile(tb, tileStart, head));
+      coversLongSpan(tb, tileStart, head));
   Value tailDiffers =
       tb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, tail, head);
   auto ifTail = tb.create<scf::IfOp>(
@@ -486,7 +574,7 @@ void GPUKernelEmitter::forEachLongStart(OpBuilder &tb, Value tile,
       [&](OpBuilder &ob, Location) { ob.create<scf::YieldOp>(loc, tileEnd); });
   Value tailStart = ifTail.getResult(0);
   Value tailStarts = tb.create<arith::AndIOp>(
-      loc, tailDiffers, coversWholeTile(tb, tailStart, tail));
+      loc, tailDiffers, coversLongSpan(tb, tailStart, tail));
   forEachOfTwo(tb, loc, [&](OpBuilder &b, Value which) {
     Value isHead = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, which,
                                            i64(b, 0));
@@ -747,9 +835,10 @@ void GPUKernelEmitter::emitSuperTiles() {
             idx, ob.create<arith::SubIOp>(loc, superEnd, i64(ob, 1)));
         // Its slots are read only for a long segment spanning it and
         // another super-tile: a head that began before it or a tail that
-        // goes on after, long if it covers the tile before or after that
-        // boundary (idx sorted: it holds every row between). Where neither
-        // (short segments across its boundaries), skip its F loads a tile.
+        // goes on after, long if it covers a long span holding or ending
+        // at that boundary (the tile before or after it, or, for split
+        // rows, the span across it). Where neither (short segments across
+        // its boundaries), skip its F loads a tile.
         auto segmentAt = [&](Value row) {
           Value inRange = ob.create<arith::AndIOp>(
               loc, ocmp(arith::CmpIPredicate::sge, row, i64(ob, 0)),
@@ -757,14 +846,16 @@ void GPUKernelEmitter::emitSuperTiles() {
           return segmentOr(ob, inRange, row);
         };
         auto longAcross = [&](Value boundary, Value segment, Value crosses) {
-          Value tileBefore =
+          Value first =
               ob.create<arith::SubIOp>(loc, boundary, i64(ob, tileRows));
-          Value lastOfTileAfter =
-              ob.create<arith::AddIOp>(loc, boundary, i64(ob, tileRows - 1));
-          Value covers = ob.create<arith::OrIOp>(
-              loc, ocmp(arith::CmpIPredicate::eq, segmentAt(tileBefore), segment),
-              ocmp(arith::CmpIPredicate::eq, segmentAt(lastOfTileAfter),
-                   segment));
+          Value covers = holdsLongSpan(
+              ob, first,
+              longSpanEnds(tileRows / longAlignment + 1,
+                           /*knownOffset=*/tileRows),
+              segment, [&](int64_t offset) {
+                return segmentAt(
+                    ob.create<arith::AddIOp>(loc, first, i64(ob, offset)));
+              });
           return ob.create<arith::AndIOp>(loc, crosses, covers);
         };
         Value before =

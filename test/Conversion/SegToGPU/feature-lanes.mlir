@@ -34,10 +34,40 @@
 // CHECK: llvm.store %[[SUMS]]#1
 // The tile kernel: a warp's rows of a tile one at a time, each lane storing
 // its features' partials. Split rows take tiles of 256 rows
-// (kGPUSplitRowTileRows), not 1,024.
+// (kGPUSplitRowTileRows), not 1,024, and a long segment covers 256 rows
+// starting at a multiple of 128 (gpuLongSpanAlignment): the head (the
+// segment of the tile's first row, lane 0's probe) is long if it holds
+// row -256 (the tile before), rows -128 and 127 (the span across the tile's
+// start) or row 255 (this tile); a different tail (lane 1's, the tile's
+// last row) if it holds rows 128 and 383 or row 511. Lane j loads the
+// segment of probe j, one load for all, and shuffles give them to every
+// lane.
 // CHECK-LABEL: gpu.func @sum_w40__tiles(
 // CHECK-NOT: %c1024_i64
 // CHECK: arith.divui %{{.*}}, %c256_i64
+// CHECK: %[[TILE:.*]] = arith.muli %{{.*}}, %c256_i64
+// CHECK: %[[FULLEND:.*]] = arith.addi %[[TILE]], %c256_i64
+// CHECK: %[[END:.*]] = arith.minsi %[[FULLEND]], %[[N:.*]] : i64
+// CHECK: %[[LASTROW:.*]] = arith.subi %[[END]], %c1_i64
+// CHECK: arith.select %{{.*}}, %c-256_i64, %c0_i64
+// CHECK: arith.select %{{.*}}, %c-128_i64,
+// CHECK: arith.select %{{.*}}, %c127_i64,
+// CHECK: arith.select %{{.*}}, %c255_i64,
+// CHECK: arith.select %{{.*}}, %c128_i64,
+// CHECK: arith.select %{{.*}}, %c383_i64,
+// CHECK: %[[OFFSET:.*]] = arith.select %{{.*}}, %c511_i64,
+// CHECK: %[[PROBE:.*]] = arith.addi %[[TILE]], %[[OFFSET]]
+// CHECK: %[[ROW:.*]] = arith.select %{{.*}}, %[[LASTROW]], %[[PROBE]]
+// CHECK: %[[FEW:.*]] = arith.cmpi slt, %{{.*}}, %c9_i64
+// CHECK: scf.if
+// CHECK-NEXT: llvm.getelementptr inbounds %{{.*}}[%[[ROW]]]
+// CHECK-NEXT: llvm.load
+// CHECK-NOT: llvm.load
+// CHECK: %[[HEAD:.*]], %{{.*}} = gpu.shuffle  idx %[[SEGMENTS:.*]], %c0_i32, %c32_i32
+// CHECK: %[[TAIL:.*]], %{{.*}} = gpu.shuffle  idx %[[SEGMENTS]], %c1_i32, %c32_i32
+// CHECK-COUNT-4: gpu.shuffle  idx %[[SEGMENTS]], %c{{[2-5]}}_i32, %c32_i32
+// CHECK: arith.cmpi ne, %[[TAIL]], %[[HEAD]]
+// CHECK-COUNT-3: gpu.shuffle  idx %[[SEGMENTS]], %c{{[6-8]}}_i32, %c32_i32
 // CHECK: scf.for %{{.*}} step %c1_i64 iter_args(%{{.*}} = %cst, %{{.*}} = %cst) -> (f32, f32)
 // CHECK-NOT: gpu.shuffle
 // CHECK: llvm.store
