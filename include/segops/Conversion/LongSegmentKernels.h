@@ -1,7 +1,8 @@
 //===- LongSegmentKernels.h - GPU kernels for long segments -----*- C++ -*-===//
 //
 // The GPU lowering gives a segment program's long segments (those covering a
-// whole aligned tile of SegmentProgram::gpuTileRows() rows) to extra kernels,
+// whole span of SegmentProgram::gpuTileRows() rows from a multiple of
+// gpuLongSpanAlignment()) to extra kernels,
 // launched before the program's kernel on the same stream, which share a
 // scratch buffer with it. This header names them in launch order and sizes
 // the scratch, for the lowering and for the op library's manifest.

@@ -75,8 +75,9 @@ inline constexpr int64_t kMaxPickedComponents = 8;
 // with no rows. Rows whose segment is outside [0, S) get zero row outputs.
 //
 // Long segments of one-pass programs (SegmentProgram::isOnePass: one pass,
-// rows reading nothing of the row count): a segment covering a whole
-// aligned tile (tileRows rows) is *long*. The `__tiles` kernel, launched
+// rows reading nothing of the row count): a segment covering a whole span
+// of tileRows rows from a multiple of longAlignment (a tile, or half one
+// for split rows) is *long*. The `__tiles` kernel, launched
 // first, gives each tile to a warp, which reduces the rows of the long
 // segments that cross it (storing their row outputs on the way): the
 // segment of its first row (the head) and that of its last (the tail),

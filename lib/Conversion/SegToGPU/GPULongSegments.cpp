@@ -488,8 +488,11 @@ void GPUKernelEmitter::forEachLongPiece(OpBuilder &tb, Value tile,
   auto headEnds = longSpanEnds(spansPerTile + 1, /*knownOffset=*/tileRows);
   auto tailEnds =
       longSpanEnds(spansPerTile, /*knownOffset=*/tileRows - longAlignment - 1);
-  // The segments of the tile's first and last rows and of the spans' ends,
-  // loaded a lane each (offsets from the tile's start).
+  // The segments of the tile's first and last rows and of the spans' ends.
+  // Split rows probe 9 rows: loaded a lane each, then shuffled (one load
+  // instruction, not three rounds of them). Rows held a row per lane probe
+  // 5, each loaded by every lane: the lane-dependent row of probes, hoisted
+  // from the tile loop, cost their tile kernels 6 to 37 registers.
   SmallVector<int64_t> offsets = {0, 0};
   for (auto [first, ends] :
        {std::pair{-tileRows, ArrayRef(headEnds)},
@@ -497,13 +500,29 @@ void GPUKernelEmitter::forEachLongPiece(OpBuilder &tb, Value tile,
     for (const auto &far : ends)
       for (int64_t offset : far)
         offsets.push_back(first + offset);
-  Value probes = probeSegment(
-      tb, tileStart, offsets,
-      tb.create<arith::SubIOp>(loc, tileEnd, i64(tb, 1)));
-  Value head = probedSegment(tb, probes, 0);
-  Value tail = probedSegment(tb, probes, 1);
+  Value lastRow = tb.create<arith::SubIOp>(loc, tileEnd, i64(tb, 1));
+  Value head, tail;
   int64_t next = 2;
-  auto nextProbe = [&](int64_t) { return probedSegment(tb, probes, next++); };
+  std::function<Value(int64_t)> nextProbe;
+  if (splitsFeatures()) {
+    Value probes = probeSegment(tb, tileStart, offsets, lastRow);
+    head = probedSegment(tb, probes, 0);
+    tail = probedSegment(tb, probes, 1);
+    nextProbe = [&, probes](int64_t) {
+      return probedSegment(tb, probes, next++);
+    };
+  } else {
+    head = code.loadSegment(idx, tileStart);
+    tail = code.loadSegment(idx, lastRow);
+    nextProbe = [&](int64_t) {
+      Value row = tb.create<arith::AddIOp>(loc, tileStart,
+                                           i64(tb, offsets[next++]));
+      Value inRange = tb.create<arith::AndIOp>(
+          loc, cmp(arith::CmpIPredicate::sge, row, i64(tb, 0)),
+          cmp(arith::CmpIPredicate::slt, row, numRows));
+      return segmentOr(tb, inRange, row);
+    };
+  }
   Value headIsLong = holdsLongSpan(tb, headFirst, headEnds, head, nextProbe);
   Value tailDiffers = cmp(arith::CmpIPredicate::ne, tail, head);
   Value tailIsLong = tb.create<arith::AndIOp>(
