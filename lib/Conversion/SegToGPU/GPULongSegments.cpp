@@ -514,13 +514,17 @@ void GPUKernelEmitter::forEachLongPiece(OpBuilder &tb, Value tile,
   } else {
     head = code.loadSegment(idx, tileStart);
     tail = code.loadSegment(idx, lastRow);
+    // Clamped into [0, N): where the row is outside, so is its span, which
+    // then holds nothing whatever the load gives.
     nextProbe = [&](int64_t) {
       Value row = tb.create<arith::AddIOp>(loc, tileStart,
                                            i64(tb, offsets[next++]));
-      Value inRange = tb.create<arith::AndIOp>(
-          loc, cmp(arith::CmpIPredicate::sge, row, i64(tb, 0)),
-          cmp(arith::CmpIPredicate::slt, row, numRows));
-      return segmentOr(tb, inRange, row);
+      Value clamped = tb.create<arith::MaxSIOp>(
+          loc,
+          tb.create<arith::MinSIOp>(
+              loc, row, tb.create<arith::SubIOp>(loc, numRows, i64(tb, 1))),
+          i64(tb, 0));
+      return code.loadSegment(idx, clamped);
     };
   }
   Value headIsLong = holdsLongSpan(tb, headFirst, headEnds, head, nextProbe);
