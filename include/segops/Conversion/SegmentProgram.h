@@ -147,16 +147,19 @@ public:
   }
   /// A segment is long (its rows reduced by the tile kernels) if it covers
   /// a whole span of a tile's rows starting at a multiple of this many
-  /// rows: a tile for rows held a row per lane, half a tile for split rows.
+  /// rows: half a tile for split rows, a tile for rows held a row per lane.
   /// A segment covering none, walked by one warp, has at most a tile and a
-  /// half of rows less two (at whole tiles, two tiles less two: a
-  /// ~1,000-row layout of split rows left one warp walking up to 510 rows,
-  /// two a step). Spans of a tile keep every long segment the head or the
-  /// tail of each tile it crosses (one in a tile's middle covers none), so
-  /// a tile's warp finds its pieces as before, and segments shorter than a
-  /// tile stay walked (spans of half a tile took ~100-row layouts' 128- to
-  /// 199-row segments to the tile kernels, for more than they saved). Rows
-  /// held a row per lane walk 32 a step. Written to the manifest.
+  /// half less two rows (at whole tiles, two tiles less two: a ~1,000-row
+  /// layout of split rows left one warp walking up to 510 rows, two a
+  /// step). Spans of a tile keep every long segment the head or the tail
+  /// of each tile it crosses (one in a tile's middle covers none), so a
+  /// tile's warp finds its pieces as before, and segments shorter than a
+  /// tile stay walked (long segments covering half a tile took ~100-row
+  /// layouts' 128- to 199-row segments to the tile kernels, for more than
+  /// they saved). Rows held a row per lane walk 32 a step (a 2,046-row
+  /// walk is 64 loads a lane at one feature); their spans were left at a
+  /// tile. Written to the manifest (docs/benchmarks.md, "Split rows: long
+  /// segments from half a tile").
   int64_t gpuLongSpanAlignment() const {
     return splitsFeatures() ? gpuTileRows() / 2 : gpuTileRows();
   }
