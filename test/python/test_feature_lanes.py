@@ -245,6 +245,24 @@ def test_split_rows_in_windows_sized_by_the_grid(simulator: harness.GpuSimulator
             assert torch.equal(got, want), f"{gpu.record.name}: {chunks} chunks differ"
 
 
+def _check_against_host_on_grids(gpu: harness.SimulatedProgram,
+                                 host: harness.CompiledModule, counts: list[int], seed: int,
+                                 dtype: str, width: int) -> None:
+    """`gpu` on segments of `counts` rows against `host`, then bitwise the
+    same on grids of 1 and 3 blocks in reverse."""
+    inputs, first, n, s = _buffers(gpu.record, counts, seed)
+    gpu.run(inputs, first, n, s)
+    wanted = host.run(gpu.record.name, inputs, n, s)
+    for index, (got, want) in enumerate(zip(first, wanted)):
+        torch.testing.assert_close(got, want, **_tolerance(dtype, width),
+                                   msg=lambda m: f"{gpu.record.name}, output {index}: {m}")
+    for grid, reverse in [(1, False), (3, True)]:
+        _, again, _, _ = _buffers(gpu.record, counts, seed)
+        gpu.run(inputs, again, n, s, grid=grid, reverse_blocks=reverse)
+        for got, want in zip(again, first):
+            assert torch.equal(got, want), f"{gpu.record.name}: grid {grid} differs"
+
+
 @pytest.mark.parametrize("dtype", ["f32", "f64"])
 @pytest.mark.parametrize("width", [4, 5, 7, 8, 12, 64])
 @pytest.mark.parametrize("op,level", [("segmented_sum", 0), ("segmented_rms_norm", 1),
@@ -266,17 +284,7 @@ def test_split_rows_across_super_tiles(simulator: harness.GpuSimulator, op: str,
     tile = gpu.record.tile_rows
     counts = [5, SUPER_TILE + 2 * tile + 9, 3, SUPER_TILE - 2 * tile, 2 * tile + 1,
               SUPER_TILE + tile - 1]
-    inputs, first, n, s = _buffers(gpu.record, counts, 3)
-    gpu.run(inputs, first, n, s)
-    wanted = host.run(gpu.record.name, inputs, n, s)
-    for index, (got, want) in enumerate(zip(first, wanted)):
-        torch.testing.assert_close(got, want, **_tolerance(dtype, width),
-                                   msg=lambda m: f"{gpu.record.name}, output {index}: {m}")
-    for grid, reverse in [(1, False), (3, True)]:
-        _, again, _, _ = _buffers(gpu.record, counts, 3)
-        gpu.run(inputs, again, n, s, grid=grid, reverse_blocks=reverse)
-        for got, want in zip(again, first):
-            assert torch.equal(got, want), f"{gpu.record.name}: grid {grid} differs"
+    _check_against_host_on_grids(gpu, host, counts, 3, dtype, width)
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f64"])
@@ -299,17 +307,7 @@ def test_split_rows_long_only_across_a_super_tile_boundary(
     alignment = _long_span_alignment(program, level)
     assert alignment == tile // 2
     counts = [SUPER_TILE - alignment, tile, 2, tile - 1, 5]
-    inputs, first, n, s = _buffers(gpu.record, counts, 5)
-    gpu.run(inputs, first, n, s)
-    wanted = host.run(gpu.record.name, inputs, n, s)
-    for index, (got, want) in enumerate(zip(first, wanted)):
-        torch.testing.assert_close(got, want, **_tolerance(dtype, width),
-                                   msg=lambda m: f"{gpu.record.name}, output {index}: {m}")
-    for grid, reverse in [(1, False), (3, True)]:
-        _, again, _, _ = _buffers(gpu.record, counts, 5)
-        gpu.run(inputs, again, n, s, grid=grid, reverse_blocks=reverse)
-        for got, want in zip(again, first):
-            assert torch.equal(got, want), f"{gpu.record.name}: grid {grid} differs"
+    _check_against_host_on_grids(gpu, host, counts, 5, dtype, width)
 
 
 @pytest.mark.parametrize("op,level,width", [("segmented_sum", 0, 16), ("segmented_max", 1, 8),
