@@ -107,6 +107,10 @@ static llvm::json::Object describeGPU(const SegmentProgram &program,
   // lanes, of `feature_lanes` lanes each (0: a row per lane).
   gpu["feature_lanes_from"] = SegmentProgram::kGPUFeatureLanesFrom;
   gpu["feature_lanes"] = program.gpuFeatureLanes();
+  // Consecutive features a lane loads and stores at once of the widest
+  // split row (1 without split rows).
+  gpu["feature_vector_width"] =
+      program.gpuFeatureVectorWidth(program.widestRowFeatures());
   SmallVector<LongSegmentLaunch> longLaunches = longSegmentLaunches(program);
   if (!longLaunches.empty()) {
     llvm::json::Array launches;

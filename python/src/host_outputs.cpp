@@ -11,6 +11,7 @@
 #include "torch_ops.h"
 
 #include "segrt/BufferCache.h"
+#include "segrt/KernelABI.h"
 #include "segrt/Memory.h"
 
 #include <ATen/EmptyTensor.h>
@@ -49,9 +50,17 @@ at::Tensor segops_torch::emptyHostOutput(at::IntArrayRef shape,
 }
 
 at::Tensor segops_torch::contiguousInput(const at::Tensor &tensor) {
-  if (tensor.is_contiguous() || !tensor.is_cpu())
-    return tensor.contiguous();
-  at::Tensor copy = emptyHostOutput(tensor.sizes(), tensor.scalar_type());
+  bool aligned = reinterpret_cast<uintptr_t>(tensor.data_ptr()) %
+                     segrt::abi::kBufferAlignment ==
+                 0;
+  if (tensor.is_contiguous() && aligned)
+    return tensor;
+  // A fresh buffer: contiguous() keeps a contiguous view where it starts.
+  at::Tensor copy =
+      tensor.is_cpu()
+          ? emptyHostOutput(tensor.sizes(), tensor.scalar_type())
+          : at::empty(tensor.sizes(), tensor.options().memory_format(
+                                          at::MemoryFormat::Contiguous));
   copy.copy_(tensor);
   return copy;
 }

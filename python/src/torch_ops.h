@@ -341,10 +341,11 @@ template <typename NodeType, typename... Args> auto makeNode(Args &&...args) {
 /// buffers of earlier outputs (host_outputs.cpp).
 at::Tensor emptyHostOutput(at::IntArrayRef shape, at::ScalarType dtype);
 
-/// `tensor` if it is contiguous, else a contiguous copy: on the host into an
-/// emptyHostOutput buffer (an expanded gradient, such as the one
-/// `out.sum().backward()` passes, would otherwise cost a fresh allocation's
-/// page faults on every call), elsewhere PyTorch's.
+/// `tensor` if it is contiguous and starts at a multiple of the kernels'
+/// buffer alignment (segrt::abi::kBufferAlignment), else a contiguous copy:
+/// on the host into an emptyHostOutput buffer (an expanded gradient, such
+/// as the one `out.sum().backward()` passes, would otherwise cost a fresh
+/// allocation's page faults on every call), elsewhere PyTorch's.
 at::Tensor contiguousInput(const at::Tensor &tensor);
 
 /// Makes segrt's host workers run on PyTorch's intra-op thread pool

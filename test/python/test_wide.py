@@ -128,6 +128,39 @@ def test_row_ops_and_contractions_match_pytorch(features: tuple[int, ...],
                                ref_rms_norm(x, idx, s), **tol)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("features", [64, 128])
+def test_rows_at_an_odd_offset(features: int, dtype: torch.dtype) -> None:
+    """Inputs starting one element into their storage, off the kernels'
+    16-byte buffer alignment (segrt::abi::kBufferAlignment): the GPU
+    kernels load and store a lane's features of these rows 2 or 4 at a
+    time, so the runtime copies such inputs. Values and gradients as for
+    aligned copies."""
+    idx = layout(COUNTS)
+    s, n = len(COUNTS), idx.shape[0]
+
+    def odd(shape: tuple[int, ...], seed: int) -> torch.Tensor:
+        flat = _rows((math.prod(shape) + 1,), dtype, seed)
+        view = flat[1:].view(shape)
+        assert view.data_ptr() % 16 != 0
+        return view
+
+    x, y, per_segment = odd((n, features), 1), odd((n, features), 2), odd((s, features), 3)
+    tol = TOL[dtype]
+    for name, (fn, ref) in REDUCTIONS.items():
+        torch.testing.assert_close(fn(x, idx, s), ref(x.clone(), idx, s), **tol, msg=name)
+    torch.testing.assert_close(segops.segmented_gather(per_segment, idx),
+                               ref_gather(per_segment.clone(), idx), **tol)
+    torch.testing.assert_close(segops.segmented_dot(x, y, idx, s),
+                               ref_dot(x.clone(), y.clone(), idx, s), **tol)
+    leaf = x.clone().requires_grad_(True)
+    grad_out = odd((s, features), 4)
+    segops.segmented_max(leaf, idx, s).backward(grad_out)
+    expected = x.clone().requires_grad_(True)
+    _ref_extreme("amax")(expected, idx, s).backward(grad_out.clone())
+    torch.testing.assert_close(leaf.grad, expected.grad, **tol)
+
+
 @pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64])
 def test_index_dtypes_and_unsorted_rows(index_dtype: torch.dtype) -> None:
     idx = layout(COUNTS).to(index_dtype)
@@ -557,7 +590,7 @@ def test_wide_rows_on_the_simulated_gpu_kernels() -> None:
     second order and segops.jit."""
     selection = ("reductions_match_pytorch and (5- or 16-f32 or 130-f64 or 2x3x5) or "
                  "row_ops and (16-f64 or 130-f32) or gradients or float32_derivative or "
-                 "jit_softmax or million")
+                 "jit_softmax or million or odd_offset")
     env = dict(os.environ, SEGOPS_SIMULATE_GPU="1")
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                              "test_wide.py", "-k", selection, "-m", "not simulator"],

@@ -77,10 +77,15 @@ public:
   Value zero(Type type);
 
   /// Loads `lanes` consecutive `elementType`s from `base[index]` as one
-  /// vector (aligned to the element only).
-  Value loadVector(Value base, Type elementType, Value index, int64_t lanes);
-  /// Stores a vector to `base[index]`, `base[index + 1]`, ...
-  void storeVector(Value vector, Value base, Value index);
+  /// vector, aligned to the element only, or with `alignedToVector` to the
+  /// vector's size (one vector instruction on the GPU; the caller vouches
+  /// for the address).
+  Value loadVector(Value base, Type elementType, Value index, int64_t lanes,
+                   bool alignedToVector = false);
+  /// Stores a vector to `base[index]`, `base[index + 1]`, ... (aligned as
+  /// loadVector's).
+  void storeVector(Value vector, Value base, Value index,
+                   bool alignedToVector = false);
   /// Stores the lanes of a vector where `mask` (a vector of i1 of its
   /// length) is set; the others' memory is not touched.
   void storeVectorMasked(Value vector, Value base, Value index, Value mask);

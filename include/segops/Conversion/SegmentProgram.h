@@ -25,6 +25,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "segops/Dialect/Seg/Analysis/ValueSpaces.h"
+#include "segrt/KernelABI.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
 
@@ -252,6 +253,22 @@ public:
   /// combine a row's features (combinesRowFeatures) split from 32
   /// features, a warp per row. Written to the manifest.
   int64_t gpuFeatureLanes() const;
+  /// The most bytes a lane loads or stores of a split row at once: one
+  /// 16-byte vector access (ld.global.v4.f32, ld.global.v2.f64), which the
+  /// kernel ABI's buffer alignment allows.
+  static constexpr int64_t kGPUFeatureVectorBytes =
+      segrt::abi::kBufferAlignment;
+  /// Consecutive features a lane holds of a split row of `features`
+  /// features (gpuFeatureLanes G), loaded and stored as one vector: V = 4,
+  /// 2 or 1, the most that fit kGPUFeatureVectorBytes and divide the row
+  /// into whole vectors of the G lanes (features a multiple of G x V), so
+  /// that no vector is partly padding. Lane l then holds features
+  /// (q G + l) V + v for v < V, q = 0, 1, ...: every access of the warp
+  /// still covers consecutive bytes, in V times fewer instructions. The
+  /// kernels' row buffers must be aligned to V elements (the runtime gives
+  /// them inputs aligned to kGPUFeatureVectorBytes). Written to the
+  /// manifest for the program's widest row.
+  int64_t gpuFeatureVectorWidth(int64_t features) const;
   /// Whether an op combines a value's components into one (a component
   /// sum, max or min: ComponentOpInterface::getComponentCombiningKind).
   bool combinesRowFeatures() const;
@@ -273,6 +290,9 @@ public:
   /// Components of the program's widest value (1 for scalars, 3 for
   /// 3-vectors, 9 for matrices, F for rows of F features).
   int64_t maxComponents() const;
+  /// Features of the program's widest row value (0 without rows of
+  /// features: scalars, 3-vectors and matrices are not rows of features).
+  int64_t widestRowFeatures() const;
   /// Whether pass `pass` stores row outputs.
   bool storesRowsInPass(unsigned pass) const;
   const Info &info(Value value) const {

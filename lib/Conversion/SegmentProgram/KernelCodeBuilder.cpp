@@ -115,25 +115,37 @@ Value KernelCodeBuilder::zero(Type type) {
       loc, cast<TypedAttr>(builder.getZeroAttr(type)));
 }
 
+/// The alignment of a vector access of `lanes` `elementType`s.
+static unsigned vectorAlignment(Type elementType, int64_t lanes,
+                                bool alignedToVector) {
+  unsigned bytes = elementType.getIntOrFloatBitWidth() / 8;
+  return alignedToVector ? bytes * lanes : bytes;
+}
+
 Value KernelCodeBuilder::loadVector(Value base, Type elementType, Value index,
-                                    int64_t lanes) {
+                                    int64_t lanes, bool alignedToVector) {
   auto ptrType = LLVM::LLVMPointerType::get(builder.getContext());
   Value address = builder.create<LLVM::GEPOp>(loc, ptrType, elementType, base,
                                               ValueRange{index},
                                               /*inbounds=*/true);
   auto vectorType = VectorType::get({lanes}, elementType);
-  unsigned alignment = elementType.getIntOrFloatBitWidth() / 8;
-  return builder.create<LLVM::LoadOp>(loc, vectorType, address, alignment);
+  return builder.create<LLVM::LoadOp>(
+      loc, vectorType, address,
+      vectorAlignment(elementType, lanes, alignedToVector));
 }
 
-void KernelCodeBuilder::storeVector(Value vector, Value base, Value index) {
-  Type elementType = cast<VectorType>(vector.getType()).getElementType();
+void KernelCodeBuilder::storeVector(Value vector, Value base, Value index,
+                                    bool alignedToVector) {
+  auto vectorType = cast<VectorType>(vector.getType());
+  Type elementType = vectorType.getElementType();
   auto ptrType = LLVM::LLVMPointerType::get(builder.getContext());
   Value address = builder.create<LLVM::GEPOp>(loc, ptrType, elementType, base,
                                               ValueRange{index},
                                               /*inbounds=*/true);
-  unsigned alignment = elementType.getIntOrFloatBitWidth() / 8;
-  builder.create<LLVM::StoreOp>(loc, vector, address, alignment);
+  builder.create<LLVM::StoreOp>(
+      loc, vector, address,
+      vectorAlignment(elementType, vectorType.getNumElements(),
+                      alignedToVector));
 }
 
 void KernelCodeBuilder::storeVectorMasked(Value vector, Value base,

@@ -469,10 +469,15 @@ bool SegmentProgram::combinesRowFeatures() const {
   });
 }
 
-int64_t SegmentProgram::gpuFeatureLanes() const {
+int64_t SegmentProgram::widestRowFeatures() const {
   int64_t widest = 0;
   for (const auto &entry : infos)
     widest = std::max(widest, rowFeatures(entry.second));
+  return widest;
+}
+
+int64_t SegmentProgram::gpuFeatureLanes() const {
+  int64_t widest = widestRowFeatures();
   if (widest < kGPUFeatureLanesFrom)
     return 0;
   // Row maps run each group's own rows, so the groups of a warp part ways
@@ -486,6 +491,18 @@ int64_t SegmentProgram::gpuFeatureLanes() const {
   while (lanes * 2 <= std::min<int64_t>(widest, kGPUChunkRows))
     lanes *= 2;
   return lanes;
+}
+
+int64_t SegmentProgram::gpuFeatureVectorWidth(int64_t features) const {
+  int64_t lanes = gpuFeatureLanes();
+  if (lanes == 0)
+    return 1;
+  int64_t elementBytes = elementType.getIntOrFloatBitWidth() / 8;
+  for (int64_t width : {4, 2})
+    if (width * elementBytes <= kGPUFeatureVectorBytes &&
+        features % (lanes * width) == 0)
+      return width;
+  return 1;
 }
 
 int64_t SegmentProgram::gpuRowMapBlockRows(int64_t blockSize) const {

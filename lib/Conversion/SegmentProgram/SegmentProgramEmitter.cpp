@@ -51,9 +51,19 @@ int64_t SegmentProgramEmitter::heldComponents(Value value) const {
 std::pair<Value, Value>
 SegmentProgramEmitter::splitFeature(KernelCodeBuilder &code, int64_t part,
                                     int64_t features) {
+  // Part p = qV + v of V consecutive features a vector: feature
+  // (qG + lane)V + v. With V > 1 every vector is whole (no padding).
   OpBuilder &b = code.builder;
+  int64_t width = program.gpuFeatureVectorWidth(features);
+  int64_t vector = part / width, inVector = part % width;
   Value feature = b.create<arith::AddIOp>(code.loc, featureLane,
-                                          code.i64(part * groupLanes));
+                                          code.i64(vector * groupLanes));
+  if (width > 1)
+    return {b.create<arith::AddIOp>(
+                code.loc,
+                b.create<arith::MulIOp>(code.loc, feature, code.i64(width)),
+                code.i64(inVector)),
+            Value()};
   if ((part + 1) * groupLanes <= features)
     return {feature, Value()};
   Value valid = b.create<arith::CmpIOp>(code.loc, arith::CmpIPredicate::slt,
@@ -68,13 +78,23 @@ Components SegmentProgramEmitter::loadSplit(KernelCodeBuilder &code,
   OpBuilder &b = code.builder;
   Value base =
       b.create<arith::MulIOp>(code.loc, element, code.i64(features));
+  int64_t width = program.gpuFeatureVectorWidth(features);
   Components parts;
   for (int64_t part = 0, e = llvm::divideCeil(features, groupLanes); part < e;
-       ++part) {
+       part += width) {
     auto [feature, valid] = splitFeature(code, part, features);
-    Value value =
-        code.load(buffer, program.elementType,
-                  b.create<arith::AddIOp>(code.loc, base, feature));
+    Value at = b.create<arith::AddIOp>(code.loc, base, feature);
+    if (width > 1) {
+      Value vector =
+          code.loadVector(buffer, program.elementType, at, width,
+                          /*alignedToVector=*/true);
+      for (int64_t v = 0; v < width; ++v)
+        parts.push_back(b.create<LLVM::ExtractElementOp>(
+            code.loc, vector,
+            b.create<arith::ConstantIntOp>(code.loc, v, 32)));
+      continue;
+    }
+    Value value = code.load(buffer, program.elementType, at);
     if (valid)
       value = b.create<arith::SelectOp>(code.loc, valid, value,
                                         code.zero(program.elementType));
@@ -243,12 +263,23 @@ void SegmentProgramEmitter::storeHeld(KernelCodeBuilder &code, Value value,
   int64_t features = program.info(value).numComponents();
   Value base =
       b.create<arith::MulIOp>(code.loc, element, code.i64(features));
-  for (auto [part, component] : llvm::enumerate(components)) {
+  int64_t width = program.gpuFeatureVectorWidth(features);
+  for (int64_t part = 0, e = components.size(); part < e; part += width) {
     auto [feature, valid] = splitFeature(code, part, features);
     OpBuilder::InsertionGuard partGuard(b);
     storeIf(both(group, valid));
-    code.store(component, buffer,
-               b.create<arith::AddIOp>(code.loc, base, feature));
+    Value at = b.create<arith::AddIOp>(code.loc, base, feature);
+    if (width == 1) {
+      code.store(components[part], buffer, at);
+      continue;
+    }
+    Value vector = b.create<LLVM::PoisonOp>(
+        code.loc, VectorType::get({width}, program.elementType));
+    for (int64_t v = 0; v < width; ++v)
+      vector = b.create<LLVM::InsertElementOp>(
+          code.loc, vector, components[part + v],
+          b.create<arith::ConstantIntOp>(code.loc, v, 32));
+    code.storeVector(vector, buffer, at, /*alignedToVector=*/true);
   }
 }
 

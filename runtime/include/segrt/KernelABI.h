@@ -23,6 +23,12 @@
 
 namespace segrt::abi {
 
+/// Every buffer a kernel takes starts at a multiple of this many bytes: the
+/// GPU kernels access a lane's features of a split row up to 16 bytes at a
+/// time (SegmentProgram::gpuFeatureVectorWidth), so callers copy inputs that
+/// start elsewhere (a view at an odd offset).
+inline constexpr std::size_t kBufferAlignment = 16;
+
 /// A trailing parameter, by meaning.
 enum class Param : uint8_t {
   /// N, the number of rows.

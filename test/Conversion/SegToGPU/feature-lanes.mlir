@@ -177,10 +177,54 @@ func.func @sum_w12(%x: tensor<?x12xf32>, %idx: tensor<?xi32>, %n: index) -> tens
 
 // -----
 
+// 128 features over 32 lanes are whole vectors of 4 (f32,
+// gpuFeatureVectorWidth): lane l holds features 4l to 4l + 3, a row's
+// in one 16-byte load, and stores its segment's four in one.
+// CHECK-LABEL: gpu.func @sum_w128(
+// CHECK: %[[LANE:.*]] = arith.andi %{{.*}}, %c31_i64
+// CHECK: %[[SUMS:.*]]:4 = scf.for %[[ROW:.*]] = %{{.*}} to %{{.*}} step %c1_i64 iter_args({{.*}}) -> (f32, f32, f32, f32)
+// CHECK-NEXT: %[[BASE:.*]] = arith.muli %[[ROW]], %c128_i64
+// CHECK-NEXT: %[[FEATURE:.*]] = arith.muli %[[LANE]], %c4_i64
+// CHECK-NEXT: %[[AT:.*]] = arith.addi %[[BASE]], %[[FEATURE]]
+// CHECK-NEXT: %[[P:.*]] = llvm.getelementptr inbounds %arg0[%[[AT]]]
+// CHECK-NEXT: %[[X:.*]] = llvm.load %[[P]] {alignment = 16 : i64} : !llvm.ptr -> vector<4xf32>
+// CHECK-COUNT-4: llvm.extractelement %[[X]]
+// CHECK-COUNT-4: arith.addf
+// CHECK-NEXT: scf.yield
+// CHECK: llvm.insertelement %[[SUMS]]#0
+// CHECK-NEXT: llvm.insertelement %[[SUMS]]#1
+// CHECK-NEXT: llvm.insertelement %[[SUMS]]#2
+// CHECK-NEXT: %[[OUT:.*]] = llvm.insertelement %[[SUMS]]#3
+// CHECK: llvm.store %[[OUT]], %{{.*}} {alignment = 16 : i64} : vector<4xf32>, !llvm.ptr
+func.func @sum_w128(%x: tensor<?x128xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?x128xf32> {
+  %0 = seg.sum %x, %idx, %n : tensor<?x128xf32>, tensor<?xi32> -> tensor<?x128xf32>
+  return %0 : tensor<?x128xf32>
+}
+
+// -----
+
+// 96 features over 32 lanes (3 a lane) are no whole vectors of 2: lane l
+// holds features l, l + 32 and l + 64, each loaded alone.
+// CHECK-LABEL: gpu.func @sum_w96(
+// CHECK-NOT: vector<
+// CHECK: scf.for %{{.*}} step %c1_i64 iter_args({{.*}}) -> (f32, f32, f32)
+// CHECK-COUNT-3: llvm.load %{{.*}} : !llvm.ptr -> f32
+// CHECK-NOT: vector<
+// CHECK: gpu.return
+func.func @sum_w96(%x: tensor<?x96xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?x96xf32> {
+  %0 = seg.sum %x, %idx, %n : tensor<?x96xf32>, tensor<?xi32> -> tensor<?x96xf32>
+  return %0 : tensor<?x96xf32>
+}
+
+// -----
+
 // A row map of split rows: a warp per row, each lane copying its two
-// features; a warp takes 4 rows of its block's 32-row tile (8 warps: rows
-// w, w + 8, w + 16, w + 24; grid-stride), their idx loaded first.
+// features, consecutive ones (2l, 2l + 1: 64 features are whole vectors of
+// 2 over 32 lanes), in one 16-byte load and store; a warp takes 4 rows of
+// its block's 32-row tile (8 warps: rows w, w + 8, w + 16, w + 24;
+// grid-stride), their idx loaded first.
 // CHECK-LABEL: gpu.func @gather_w64(
+// CHECK: %[[LANE:.*]] = arith.andi %{{.*}}, %c31_i64
 // CHECK: %[[WARP:.*]] = arith.shrui %{{.*}}, %c5_i64
 // CHECK: %[[BLOCKROWS:.*]] = arith.muli %{{.*}}, %c32_i64 : i64
 // CHECK: %[[FIRST:.*]] = arith.addi %[[BLOCKROWS]], %[[WARP]] : i64
@@ -188,8 +232,14 @@ func.func @sum_w12(%x: tensor<?x12xf32>, %idx: tensor<?xi32>, %n: index) -> tens
 // CHECK: scf.for %[[ROW:.*]] = %[[FIRST]] to %{{.*}} step %[[GRIDROWS]] : i64
 // CHECK-COUNT-4: llvm.load %{{.*}} : !llvm.ptr -> i32
 // CHECK-NOT: llvm.load %{{.*}} : !llvm.ptr -> i32
-// CHECK-COUNT-2: llvm.load %{{.*}} : !llvm.ptr -> f64
-// CHECK-COUNT-2: llvm.store
+// CHECK: %[[TABLEROW:.*]] = arith.muli %{{.*}}, %c64_i64 : i64
+// CHECK: %[[FEATURE:.*]] = arith.muli %[[LANE]], %c2_i64 : i64
+// CHECK: %[[AT:.*]] = arith.addi %[[TABLEROW]], %[[FEATURE]] : i64
+// CHECK: %[[ADDRESS:.*]] = llvm.getelementptr inbounds %{{.*}}[%[[AT]]]
+// CHECK-NOT: llvm.load
+// CHECK: llvm.load %[[ADDRESS]] {alignment = 16 : i64} : !llvm.ptr -> vector<2xf64>
+// CHECK-NOT: llvm.load
+// CHECK: llvm.store %{{.*}}, %{{.*}} {alignment = 16 : i64} : vector<2xf64>, !llvm.ptr
 func.func @gather_w64(%y: tensor<?x64xf64>, %idx: tensor<?xi32>) -> tensor<?x64xf64> {
   %0 = seg.gather %y, %idx : tensor<?x64xf64>, tensor<?xi32> -> tensor<?x64xf64>
   return %0 : tensor<?x64xf64>
