@@ -31,10 +31,10 @@ FailureOr<PTXText> splitPTX(llvm::StringRef ptx);
 
 /// Runs `ptxas` (a path, or a name looked up on PATH) for `chip` over `ptx`
 /// and sets the kernels' register caps (`.maxnreg`): a kernel ptxas spills
-/// in gets a higher cap, an occupancy step at a time, until it spills no
-/// more or has 255 registers; a kernel ptxas leaves below half occupancy
-/// without spilling is capped at half occupancy where it then spills
-/// nothing. `blockSize` is the kernels' block size (their `.maxntid`).
+/// in gets caps from the occupancy its registers allow down, two a step,
+/// until one spills nothing or it has 255 registers; a kernel ptxas leaves
+/// below half occupancy without spilling is capped at half occupancy where
+/// it then spills nothing. `blockSize` is the kernels' block size (their `.maxntid`).
 FailureOr<std::string> capRegisters(Location loc, std::string ptx,
                                     llvm::StringRef ptxas,
                                     llvm::StringRef chip, int64_t blockSize);

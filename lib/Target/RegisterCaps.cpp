@@ -53,17 +53,33 @@ static unsigned blockThreads(int64_t blockSize) {
   return std::max<int64_t>(blockSize, 32);
 }
 
-/// The smallest register cap above `registers` at which fewer blocks of
-/// `blockSize` threads fit an SM, up to 255: the next occupancy step down.
-/// 255 when already at or past the last step.
-static unsigned nextRegisterCap(unsigned registers, int64_t blockSize) {
+/// The register caps to try, in order, for a kernel ptxas spills in at
+/// `registers` registers without a cap: per occupancy step from the one
+/// `registers` allows down to one block, the step's cap and then 8 fewer
+/// (if still above the step before and `registers`; at one block, 255
+/// only). ptxas allocates
+/// differently under a cap than without one, and not monotonically: a
+/// kernel spilling without a cap at 64 registers may spill nothing capped
+/// at 64, and one spilling capped at 80 nothing at 72 (the same
+/// occupancy).
+static SmallVector<unsigned> spillFreeCandidates(unsigned registers,
+                                                 int64_t blockSize) {
   unsigned threads = blockThreads(blockSize);
-  for (unsigned blocks = kRegistersPerSM / threads; blocks > 1; --blocks) {
+  SmallVector<unsigned> caps;
+  unsigned previous = 0;
+  for (unsigned blocks = kRegistersPerSM / threads; blocks >= 1; --blocks) {
     unsigned cap = capForBlocks(blocks, threads);
-    if (cap > registers)
-      return cap;
+    if (cap == previous)
+      continue;
+    if (cap >= registers) {
+      caps.push_back(cap);
+      // The last step keeps the most registers.
+      if (blocks > 1 && cap - 8 > previous && cap - 8 >= registers)
+        caps.push_back(cap - 8);
+    }
+    previous = cap;
   }
-  return kMostPerThread;
+  return caps;
 }
 
 /// The most registers at which blocks of `blockSize` threads fill half an
@@ -227,8 +243,10 @@ FailureOr<std::string> mlir::seg::capRegisters(Location loc, std::string ptx,
     for (auto &entry : *first)
       kernels.push_back(entry.getKey().str());
 
-  // Spilling kernels: an occupancy step down at a time.
+  // Spilling kernels: the next of their candidate caps until one spills
+  // nothing (or none is left).
   llvm::StringMap<unsigned> caps;
+  llvm::StringMap<SmallVector<unsigned>> candidates;
   RegisterReport report = *first;
   SmallVector<std::string> raised;
   do {
@@ -237,13 +255,15 @@ FailureOr<std::string> mlir::seg::capRegisters(Location loc, std::string ptx,
       auto reported = report.find(name);
       if (reported == report.end() || !reported->second.spills)
         continue;
-      unsigned &cap = caps[name];
-      unsigned next = nextRegisterCap(
-          std::max(cap, reported->second.registers), blockSize);
-      if (next <= cap)
+      auto [left, isNew] = candidates.try_emplace(name);
+      if (isNew)
+        left->second =
+            spillFreeCandidates(reported->second.registers, blockSize);
+      if (left->second.empty())
         continue;
-      cap = next;
-      if (failed(setRegisterCap(loc, ptx, name, cap)))
+      caps[name] = left->second.front();
+      left->second.erase(left->second.begin());
+      if (failed(setRegisterCap(loc, ptx, name, caps[name])))
         return failure();
       raised.push_back(name);
     }
