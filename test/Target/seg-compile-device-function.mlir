@@ -24,7 +24,7 @@
 // LADDER-LABEL: .visible .entry sum_scalar(
 // LADDER-NOT: .maxnreg
 // LADDER: ret;
-// RUNS-COUNT-4: {{^}}spills_sum spills_sum__tiles spills_sum__super_tiles sum_scalar sum_scalar__tiles sum_scalar__super_tiles{{$}}
+// RUNS-COUNT-7: {{^}}spills_sum spills_sum__tiles spills_sum__super_tiles sum_scalar sum_scalar__tiles sum_scalar__super_tiles{{$}}
 // RUNS-NOT: {{.}}
 gpu.module @seg_kernels {
   llvm.func @twice(%a: f32) -> f32 {

@@ -86,8 +86,8 @@ def _long_span_alignment(program: _jit.Program, level: int) -> int:
 # lanes over tiles), 12 (a padded second feature; 12 components, lane by
 # lane: kMaxPickedComponents), 16 and 31 (G = 16, two rows a warp; 31
 # padded), 32 (a warp per row), 33 (padded), 64, 96, 192 and 256 (2, 3, 6
-# and 8 features a lane, loaded as vectors of 2, 1, 2 and 4 consecutive
-# features in f32, 2, 1, 2 and 2 in f64: gpuFeatureVectorWidth).
+# and 8 features a lane; loaded in pairs of consecutive features but at 96,
+# 3 a lane, where rows do not fold into whole values: gpuFeatureVectorWidth).
 WIDTHS = [7, 8, 12, 16, 31, 32, 33, 64, 96, 192, 256]
 # Every op that takes wide rows, at the levels its gradients reach (third
 # order included): the
@@ -339,16 +339,18 @@ def test_split_rows_of_invalid_segments(simulator: harness.GpuSimulator, op: str
     ("segmented_sum", 7, 0, 1, 1024), ("segmented_sum", 8, 8, 1, 1024),
     ("segmented_sum", 15, 8, 1, 1024), ("segmented_sum", 16, 16, 1, 1024),
     ("segmented_dot", 31, 16, 1, 1024), ("segmented_sum", 32, 32, 1, 1024),
-    ("segmented_sum", 96, 32, 1, 1024), ("segmented_sum", 128, 32, 4, 1024),
-    ("segmented_sum", 192, 32, 2, 1024), ("segmented_sum", 256, 32, 4, 1024),
+    ("segmented_sum", 96, 32, 1, 1024), ("segmented_sum", 128, 32, 2, 1024),
+    ("segmented_dot", 256, 32, 1, 1024), ("segmented_rms_norm", 256, 32, 1, 1024),
+    ("segmented_max", 256, 32, 2, 1024),
     ("segmented_gather", 7, 0, 1, 1024), ("segmented_gather", 8, 8, 1, 256),
     ("segmented_gather", 31, 16, 1, 256), ("segmented_gather", 32, 32, 1, 32),
     ("segmented_gather", 64, 32, 2, 32)])
 def test_the_manifest_records_the_rule(op: str, width: int, lanes: int, vector: int,
                                        per_block: int) -> None:
     """How many lanes share a row, from how wide, and how many consecutive
-    features a lane loads at once (f32: 4 where the row is whole vectors of
-    4 over its lanes, else 2, else 1); row maps take 4 rows a
+    features a lane loads at once (2 where the row is whole pairs over its
+    lanes and no op folds it into a whole value, as dot's and rms_norm's
+    reductions do; else 1); row maps take 4 rows a
     thread, or split over 32 lanes a warp, so their grid has a block per
     1,024 rows (32 split rows), and rows split over groups of 8 or 16 lanes
     32 a warp (256 a block); segment kernels take a window of 4 chunks a
@@ -358,10 +360,9 @@ def test_the_manifest_records_the_rule(op: str, width: int, lanes: int, vector: 
     assert gpu["feature_lanes_from"] == 8
     assert gpu["feature_lanes"] == lanes
     assert gpu["feature_vector_width"] == vector
-    if vector == 4:
-        # f64: at most 16 bytes a load.
-        f64 = json.loads(_wide.program(op, "f64", width).entry(0).text)["gpu"]
-        assert f64["feature_vector_width"] == 2
+    # Pairs of f64 are the 16 bytes a lane loads at most.
+    f64 = json.loads(_wide.program(op, "f64", width).entry(0).text)["gpu"]
+    assert f64["feature_vector_width"] == vector
     assert gpu["grid"]["per_block"] == per_block
     if op == "segmented_gather":
         assert "max" not in gpu["grid"] and "window_chunks" not in gpu

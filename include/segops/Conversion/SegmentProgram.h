@@ -254,25 +254,38 @@ public:
   /// features, a warp per row. Written to the manifest.
   int64_t gpuFeatureLanes() const;
   /// The most bytes a lane loads or stores of a split row at once: one
-  /// 16-byte vector access (ld.global.v4.f32, ld.global.v2.f64), which the
-  /// kernel ABI's buffer alignment allows.
+  /// 16-byte vector access, which the kernel ABI's buffer alignment allows.
   static constexpr int64_t kGPUFeatureVectorBytes =
       segrt::abi::kBufferAlignment;
+  /// Consecutive features a lane of a split row loads and stores at once,
+  /// where it can: ld.global.v2.f32 and .v2.f64. Vectors of 4 f32 cost
+  /// registers (ptxas allocates them as aligned quads): max f32 F = 256
+  /// backward's tile kernel went from 64 to 80 with them, from 64 to 64
+  /// with pairs, for the same estimate (docs/benchmarks.md, "Split rows in
+  /// pairs of features").
+  static constexpr int64_t kGPUFeatureVectorWidth = 2;
   /// Consecutive features a lane holds of a split row of `features`
-  /// features (gpuFeatureLanes G), loaded and stored as one vector: V = 4,
-  /// 2 or 1, the most that fit kGPUFeatureVectorBytes and divide the row
-  /// into whole vectors of the G lanes (features a multiple of G x V), so
-  /// that no vector is partly padding. Lane l then holds features
-  /// (q G + l) V + v for v < V, q = 0, 1, ...: every access of the warp
-  /// still covers consecutive bytes, in V times fewer instructions. The
-  /// kernels' row buffers must be aligned to V elements (the runtime gives
-  /// them inputs aligned to kGPUFeatureVectorBytes). Written to the
-  /// manifest for the program's widest row.
+  /// features (gpuFeatureLanes G), loaded and stored as one vector: V =
+  /// kGPUFeatureVectorWidth where that fits kGPUFeatureVectorBytes and
+  /// divides the row into whole vectors of the G lanes (features a multiple
+  /// of G x V: no vector is partly padding), else 1. Lane l then holds
+  /// features (q G + l) V + v for v < V, q = 0, 1, ...: every access of the
+  /// warp still covers consecutive bytes, in V times fewer instructions.
+  /// Programs that fold split rows into whole values (foldsSplitRows: dot,
+  /// rms_norm) keep V = 1: with pairs, ptxas took 78 to 128 registers for
+  /// their f64 F = 256 segment kernels (48 without), and their rows are
+  /// bound by DRAM, not by load rounds. The kernels' row buffers must be
+  /// aligned to V elements (the runtime gives them inputs aligned to
+  /// kGPUFeatureVectorBytes). Written to the manifest for the program's
+  /// widest row.
   int64_t gpuFeatureVectorWidth(int64_t features) const;
   /// Whether an op combines a value's components into one (a component
   /// sum, max or min: ComponentOpInterface::getComponentCombiningKind).
   bool combinesRowFeatures() const;
   bool splitsFeatures() const { return gpuFeatureLanes() > 0; }
+  /// Whether an op makes a whole value (held the same by every lane) of
+  /// split rows' features: a dot's or a norm's reduction, a component sum.
+  bool foldsSplitRows() const;
   /// Whether the GPU kernels hold `value` split over lanes (a row of at
   /// least kGPUFeatureLanesFrom features; scalars, 3-vectors, matrices and
   /// narrower rows are held whole by every lane).

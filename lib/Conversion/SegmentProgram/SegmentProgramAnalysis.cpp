@@ -493,15 +493,29 @@ int64_t SegmentProgram::gpuFeatureLanes() const {
   return lanes;
 }
 
+bool SegmentProgram::foldsSplitRows() const {
+  auto isSplit = [&](Value value) {
+    return hasInfo(value) && isFeatureSplit(value);
+  };
+  return llvm::any_of(
+      func.getBody().front().without_terminator(), [&](Operation &op) {
+        // Tensors only: a split row's tensor.dim is its row count.
+        return op.getNumResults() == 1 &&
+               isa<RankedTensorType>(op.getResult(0).getType()) &&
+               hasInfo(op.getResult(0)) && !isSplit(op.getResult(0)) &&
+               llvm::any_of(op.getOperands(), isSplit);
+      });
+}
+
 int64_t SegmentProgram::gpuFeatureVectorWidth(int64_t features) const {
   int64_t lanes = gpuFeatureLanes();
-  if (lanes == 0)
+  if (lanes == 0 || foldsSplitRows())
     return 1;
   int64_t elementBytes = elementType.getIntOrFloatBitWidth() / 8;
-  for (int64_t width : {4, 2})
-    if (width * elementBytes <= kGPUFeatureVectorBytes &&
-        features % (lanes * width) == 0)
-      return width;
+  int64_t width = kGPUFeatureVectorWidth;
+  if (width * elementBytes <= kGPUFeatureVectorBytes &&
+      features % (lanes * width) == 0)
+    return width;
   return 1;
 }
 

@@ -177,28 +177,41 @@ func.func @sum_w12(%x: tensor<?x12xf32>, %idx: tensor<?xi32>, %n: index) -> tens
 
 // -----
 
-// 128 features over 32 lanes are whole vectors of 4 (f32,
-// gpuFeatureVectorWidth): lane l holds features 4l to 4l + 3, a row's
-// in one 16-byte load, and stores its segment's four in one.
+// 128 features over 32 lanes are whole pairs (gpuFeatureVectorWidth):
+// lane l holds features 2l, 2l + 1, 2l + 64 and 2l + 65, a row's in two
+// 8-byte loads, and stores its segment's four in two.
 // CHECK-LABEL: gpu.func @sum_w128(
 // CHECK: %[[LANE:.*]] = arith.andi %{{.*}}, %c31_i64
 // CHECK: %[[SUMS:.*]]:4 = scf.for %[[ROW:.*]] = %{{.*}} to %{{.*}} step %c1_i64 iter_args({{.*}}) -> (f32, f32, f32, f32)
 // CHECK-NEXT: %[[BASE:.*]] = arith.muli %[[ROW]], %c128_i64
-// CHECK-NEXT: %[[FEATURE:.*]] = arith.muli %[[LANE]], %c4_i64
+// CHECK-NEXT: %[[FEATURE:.*]] = arith.muli %[[LANE]], %c2_i64
 // CHECK-NEXT: %[[AT:.*]] = arith.addi %[[BASE]], %[[FEATURE]]
 // CHECK-NEXT: %[[P:.*]] = llvm.getelementptr inbounds %arg0[%[[AT]]]
-// CHECK-NEXT: %[[X:.*]] = llvm.load %[[P]] {alignment = 16 : i64} : !llvm.ptr -> vector<4xf32>
-// CHECK-COUNT-4: llvm.extractelement %[[X]]
+// CHECK-NEXT: %[[X:.*]] = llvm.load %[[P]] {alignment = 8 : i64} : !llvm.ptr -> vector<2xf32>
+// CHECK-COUNT-2: llvm.extractelement %[[X]]
+// CHECK: %[[SECOND:.*]] = arith.addi %[[LANE]], %c32_i64
+// CHECK-NEXT: %[[FEATURE2:.*]] = arith.muli %[[SECOND]], %c2_i64
+// CHECK: llvm.load %{{.*}} {alignment = 8 : i64} : !llvm.ptr -> vector<2xf32>
+// CHECK-COUNT-2: llvm.extractelement
 // CHECK-COUNT-4: arith.addf
 // CHECK-NEXT: scf.yield
-// CHECK: llvm.insertelement %[[SUMS]]#0
-// CHECK-NEXT: llvm.insertelement %[[SUMS]]#1
-// CHECK-NEXT: llvm.insertelement %[[SUMS]]#2
-// CHECK-NEXT: %[[OUT:.*]] = llvm.insertelement %[[SUMS]]#3
-// CHECK: llvm.store %[[OUT]], %{{.*}} {alignment = 16 : i64} : vector<4xf32>, !llvm.ptr
+// CHECK: llvm.store %{{.*}}, %{{.*}} {alignment = 8 : i64} : vector<2xf32>, !llvm.ptr
+// CHECK: llvm.store %{{.*}}, %{{.*}} {alignment = 8 : i64} : vector<2xf32>, !llvm.ptr
 func.func @sum_w128(%x: tensor<?x128xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?x128xf32> {
   %0 = seg.sum %x, %idx, %n : tensor<?x128xf32>, tensor<?xi32> -> tensor<?x128xf32>
   return %0 : tensor<?x128xf32>
+}
+
+// -----
+
+// A dot of 128 features folds each row into one value: its rows keep a
+// feature a load (gpuFeatureVectorWidth), 4 a lane.
+// CHECK-LABEL: gpu.func @dot_w128(
+// CHECK-NOT: vector<2x
+// CHECK: gpu.return
+func.func @dot_w128(%x: tensor<?x128xf32>, %y: tensor<?x128xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?xf32> {
+  %0 = seg.dot %x, %y, %idx, %n : tensor<?x128xf32>, tensor<?x128xf32>, tensor<?xi32> -> tensor<?xf32>
+  return %0 : tensor<?xf32>
 }
 
 // -----
