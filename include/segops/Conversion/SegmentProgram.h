@@ -260,8 +260,8 @@ public:
   /// Consecutive features a lane of a split row loads and stores at once,
   /// where it can: ld.global.v2.f32 and .v2.f64. Vectors of 4 f32 cost
   /// registers (ptxas allocates them as aligned quads): max f32 F = 256
-  /// backward's tile kernel went from 64 to 80 with them, from 64 to 64
-  /// with pairs, for the same estimate (docs/benchmarks.md, "Split rows in
+  /// backward's tile kernel went from 64 to 80 with them and kept 64 with
+  /// pairs, for the same estimate (docs/benchmarks.md, "Split rows in
   /// pairs of features").
   static constexpr int64_t kGPUFeatureVectorWidth = 2;
   /// Consecutive features a lane holds of a split row of `features`
