@@ -57,11 +57,10 @@ static unsigned blockThreads(int64_t blockSize) {
 /// `registers` registers without a cap: per occupancy step from the one
 /// `registers` allows down to one block, the step's cap and then 8 fewer
 /// (if still above the step before and `registers`; at one block, 255
-/// only). ptxas allocates
-/// differently under a cap than without one, and not monotonically: a
-/// kernel spilling without a cap at 64 registers may spill nothing capped
-/// at 64, and one spilling capped at 80 nothing at 72 (the same
-/// occupancy).
+/// only). ptxas allocates differently under a cap than without one, and
+/// not monotonically: a kernel spilling without a cap at 64 registers may
+/// spill nothing capped at 64, and one spilling capped at 80 nothing at 72
+/// (the same occupancy).
 static SmallVector<unsigned> spillFreeCandidates(unsigned registers,
                                                  int64_t blockSize) {
   unsigned threads = blockThreads(blockSize);
@@ -245,7 +244,6 @@ FailureOr<std::string> mlir::seg::capRegisters(Location loc, std::string ptx,
 
   // Spilling kernels: the next of their candidate caps until one spills
   // nothing (or none is left).
-  llvm::StringMap<unsigned> caps;
   llvm::StringMap<SmallVector<unsigned>> candidates;
   RegisterReport report = *first;
   SmallVector<std::string> raised;
@@ -261,9 +259,9 @@ FailureOr<std::string> mlir::seg::capRegisters(Location loc, std::string ptx,
             spillFreeCandidates(reported->second.registers, blockSize);
       if (left->second.empty())
         continue;
-      caps[name] = left->second.front();
+      unsigned cap = left->second.front();
       left->second.erase(left->second.begin());
-      if (failed(setRegisterCap(loc, ptx, name, caps[name])))
+      if (failed(setRegisterCap(loc, ptx, name, cap)))
         return failure();
       raised.push_back(name);
     }
@@ -282,7 +280,7 @@ FailureOr<std::string> mlir::seg::capRegisters(Location loc, std::string ptx,
   SmallVector<std::string> tried;
   for (const std::string &name : kernels) {
     KernelRegisters kernel = first->lookup(name);
-    if (caps.contains(name) || kernel.spills || kernel.registers <= half)
+    if (kernel.spills || kernel.registers <= half)
       continue;
     if (failed(setRegisterCap(loc, ptx, name, half)))
       return failure();
