@@ -335,22 +335,31 @@ def test_split_rows_of_invalid_segments(simulator: harness.GpuSimulator, op: str
         _tolerance("f64", width))
 
 
-@pytest.mark.parametrize("op,width,lanes,vector,per_block", [
-    ("segmented_sum", 7, 0, 1, 1024), ("segmented_sum", 8, 8, 1, 1024),
-    ("segmented_sum", 15, 8, 1, 1024), ("segmented_sum", 16, 16, 1, 1024),
-    ("segmented_dot", 31, 16, 1, 1024), ("segmented_sum", 32, 32, 1, 1024),
-    ("segmented_sum", 96, 32, 1, 1024), ("segmented_sum", 128, 32, 2, 1024),
-    ("segmented_dot", 256, 32, 1, 1024), ("segmented_rms_norm", 256, 32, 1, 1024),
-    ("segmented_max", 256, 32, 2, 1024),
-    ("segmented_gather", 7, 0, 1, 1024), ("segmented_gather", 8, 8, 1, 256),
-    ("segmented_gather", 31, 16, 1, 256), ("segmented_gather", 32, 32, 1, 32),
-    ("segmented_gather", 64, 32, 2, 32)])
-def test_the_manifest_records_the_rule(op: str, width: int, lanes: int, vector: int,
-                                       per_block: int) -> None:
+# (op, width, f32's lanes and vector, f64's lanes and vector, f32's rows a
+# block of the grid).
+@pytest.mark.parametrize("op,width,f32_rule,f64_rule,per_block", [
+    ("segmented_sum", 7, (0, 1), (0, 1), 1024), ("segmented_sum", 8, (8, 1), (8, 1), 1024),
+    ("segmented_sum", 15, (8, 1), (8, 1), 1024), ("segmented_sum", 16, (8, 2), (16, 1), 1024),
+    ("segmented_max", 16, (8, 2), (16, 1), 1024), ("segmented_sum", 24, (16, 1), (16, 1), 1024),
+    ("segmented_dot", 16, (16, 1), (16, 1), 1024), ("segmented_dot", 31, (16, 1), (16, 1), 1024),
+    ("segmented_sum", 32, (16, 2), (32, 1), 1024), ("segmented_rms_norm", 32, (32, 1), (32, 1), 1024),
+    ("segmented_sum", 48, (32, 1), (32, 1), 1024),
+    ("segmented_sum", 96, (32, 1), (32, 1), 1024), ("segmented_sum", 128, (32, 2), (32, 2), 1024),
+    ("segmented_dot", 256, (32, 1), (32, 1), 1024),
+    ("segmented_rms_norm", 256, (32, 1), (32, 1), 1024),
+    ("segmented_max", 256, (32, 2), (32, 2), 1024),
+    ("segmented_gather", 7, (0, 1), (0, 1), 1024), ("segmented_gather", 8, (8, 1), (8, 1), 256),
+    ("segmented_gather", 31, (16, 1), (16, 1), 256),
+    ("segmented_gather", 32, (16, 2), (32, 1), 256),
+    ("segmented_gather", 64, (32, 2), (32, 2), 32)])
+def test_the_manifest_records_the_rule(op: str, width: int, f32_rule: tuple[int, int],
+                                       f64_rule: tuple[int, int], per_block: int) -> None:
     """How many lanes share a row, from how wide, and how many consecutive
-    features a lane loads at once (2 where the row is whole pairs over its
+    features a lane loads at once: 2 where the row is whole pairs over its
     lanes and no op folds it into a whole value, as dot's and rms_norm's
-    reductions do; else 1); row maps take 4 rows a
+    reductions do, else 1. Rows of exactly 16 or 32 features (one a lane)
+    take half the lanes in pairs where a pair is 8 bytes at most (f32; f64
+    keeps a feature a lane). Row maps take 4 rows a
     thread, or split over 32 lanes a warp, so their grid has a block per
     1,024 rows (32 split rows), and rows split over groups of 8 or 16 lanes
     32 a warp (256 a block); segment kernels take a window of 4 chunks a
@@ -358,11 +367,9 @@ def test_the_manifest_records_the_rule(op: str, width: int, lanes: int, vector: 
     chunks)."""
     gpu = json.loads(_wide.program(op, "f32", width).entry(0).text)["gpu"]
     assert gpu["feature_lanes_from"] == 8
-    assert gpu["feature_lanes"] == lanes
-    assert gpu["feature_vector_width"] == vector
-    # Pairs of f64 are the 16 bytes a lane loads at most.
+    assert (gpu["feature_lanes"], gpu["feature_vector_width"]) == f32_rule
     f64 = json.loads(_wide.program(op, "f64", width).entry(0).text)["gpu"]
-    assert f64["feature_vector_width"] == vector
+    assert (f64["feature_lanes"], f64["feature_vector_width"]) == f64_rule
     assert gpu["grid"]["per_block"] == per_block
     if op == "segmented_gather":
         assert "max" not in gpu["grid"] and "window_chunks" not in gpu

@@ -249,7 +249,9 @@ public:
   /// The lanes G a row's features are split over in the GPU kernels, from
   /// the program's widest row F: 32 from 32 features, 16 from 16, 8 from
   /// 8 (at most ceil(F / G) features a lane: 2 below 32 features); 0 (no
-  /// split) below kGPUFeatureLanesFrom. Programs that only map rows and
+  /// split) below kGPUFeatureLanesFrom. Rows of exactly 16 or 32 features
+  /// take half that, in pairs, where a pair fits kGPUNarrowRowPairBytes and
+  /// no op folds the row (foldsSplitRows). Programs that only map rows and
   /// combine a row's features (combinesRowFeatures) split from 32
   /// features, a warp per row. Written to the manifest.
   int64_t gpuFeatureLanes() const;
@@ -264,6 +266,14 @@ public:
   /// pairs, for the same estimate (docs/benchmarks.md, "Split rows in
   /// pairs of features").
   static constexpr int64_t kGPUFeatureVectorWidth = 2;
+  /// The widest pair of features that rows of exactly G features (16 or
+  /// 32, one a lane) are split into over half the lanes (gpuFeatureLanes):
+  /// a pair of f32 (or of 16-bit features). A lane then holds twice the
+  /// features, so its registers grow: f32 rows stay within 48 registers,
+  /// but pairs of f64 took max's F = 16 backward tile kernel from 64 to 76
+  /// (50% to 37.5% occupancy; docs/benchmarks.md, "Rows of 16 features in
+  /// pairs").
+  static constexpr int64_t kGPUNarrowRowPairBytes = 8;
   /// Consecutive features a lane holds of a split row of `features`
   /// features (gpuFeatureLanes G), loaded and stored as one vector: V =
   /// kGPUFeatureVectorWidth where that fits kGPUFeatureVectorBytes and

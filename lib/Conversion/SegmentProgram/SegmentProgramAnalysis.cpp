@@ -490,6 +490,14 @@ int64_t SegmentProgram::gpuFeatureLanes() const {
   int64_t lanes = kGPUFeatureLanesFrom;
   while (lanes * 2 <= std::min<int64_t>(widest, kGPUChunkRows))
     lanes *= 2;
+  // A row of exactly G features (16, 32) holds one a lane: half the lanes
+  // take it in pairs where a pair is narrow enough, so that a warp runs
+  // twice the rows a step (see kGPUNarrowRowPairBytes).
+  int64_t pairBytes =
+      kGPUFeatureVectorWidth * elementType.getIntOrFloatBitWidth() / 8;
+  if (widest == lanes && lanes > kGPUFeatureLanesFrom &&
+      pairBytes <= kGPUNarrowRowPairBytes && !foldsSplitRows())
+    lanes /= 2;
   return lanes;
 }
 

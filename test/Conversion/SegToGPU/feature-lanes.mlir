@@ -260,7 +260,8 @@ func.func @gather_w64(%y: tensor<?x64xf64>, %idx: tensor<?xi32>) -> tensor<?x64x
 
 // -----
 
-// A row map of 16 features: a group of 16 lanes per row, two rows at a
+// A row map of 16 f64 features (a pair of f64 is wider than rows of one
+// feature a lane take pairs in): a group of 16 lanes per row, two rows at a
 // time. A warp takes 32 consecutive rows a step (grid-stride, 256 rows a
 // block of 8 warps): lane l loads the idx of row l, then group g runs rows
 // g, g + 2, ..., g + 30, each row's segment shuffled from its lane, all 16
@@ -286,15 +287,48 @@ func.func @gather_w64(%y: tensor<?x64xf64>, %idx: tensor<?xi32>) -> tensor<?x64x
 // CHECK: %[[SEGMENT:.*]] = arith.muli %{{.*}}, %c16_i64
 // CHECK-NEXT: %[[ADDR:.*]] = arith.addi %[[SEGMENT]], %[[FEATURE]]
 // CHECK-NEXT: %[[P:.*]] = llvm.getelementptr inbounds %arg0[%[[ADDR]]]
-// CHECK-NEXT: %[[Y:.*]] = llvm.load %[[P]] : !llvm.ptr -> f32
+// CHECK-NEXT: %[[Y:.*]] = llvm.load %[[P]] : !llvm.ptr -> f64
 // CHECK-NEXT: %[[OUT:.*]] = arith.muli %{{.*}}, %c16_i64
 // CHECK-NEXT: %[[TARGET:.*]] = arith.addi %[[OUT]], %[[FEATURE]]
 // CHECK-NEXT: %[[Q:.*]] = llvm.getelementptr inbounds %arg2[%[[TARGET]]]
 // CHECK-NEXT: llvm.store %[[Y]], %[[Q]]
-// CHECK-COUNT-15: llvm.load %{{.*}} : !llvm.ptr -> f32
+// CHECK-COUNT-15: llvm.load %{{.*}} : !llvm.ptr -> f64
 // CHECK-NOT: gpu.shuffle
 // CHECK: gpu.return
-func.func @gather_w16(%y: tensor<?x16xf32>, %idx: tensor<?xi32>) -> tensor<?x16xf32> {
+func.func @gather_w16(%y: tensor<?x16xf64>, %idx: tensor<?xi32>) -> tensor<?x16xf64> {
+  %0 = seg.gather %y, %idx : tensor<?x16xf64>, tensor<?xi32> -> tensor<?x16xf64>
+  return %0 : tensor<?x16xf64>
+}
+
+// -----
+
+// A row map of 16 f32 features: whole pairs over 8 lanes, so a group of 8
+// lanes per row, four rows at a time, lane l of a group copying features
+// 2l and 2l + 1 in one 8-byte load and store. A warp takes 32 consecutive
+// rows a step: group g runs rows g, g + 4, ..., g + 28, each row's segment
+// shuffled from its lane, all 8 shuffles before the first row.
+// CHECK-LABEL: gpu.func @gather_w16_pairs(
+// CHECK: %[[LANE:.*]] = arith.andi %{{.*}}, %c31_i64
+// CHECK: %[[GROUPLANE:.*]] = arith.andi %[[LANE]], %c7_i64
+// CHECK: %[[GROUP:.*]] = arith.divui %[[LANE]], %c8_i64
+// CHECK: scf.for
+// CHECK: llvm.load %{{.*}} : !llvm.ptr -> i32
+// CHECK-NOT: llvm.load
+// CHECK: %[[SOURCE0:.*]] = arith.trunci %[[GROUP]] : i64 to i32
+// CHECK: gpu.shuffle  idx %{{.*}}, %[[SOURCE0]], %c32_i32 : i32
+// CHECK: arith.addi %[[GROUP]], %c4_i64
+// CHECK-COUNT-7: gpu.shuffle  idx
+// CHECK-NOT: gpu.shuffle
+// CHECK: %[[SEGMENT:.*]] = arith.muli %{{.*}}, %c16_i64
+// CHECK-NEXT: %[[FEATURE:.*]] = arith.muli %[[GROUPLANE]], %c2_i64
+// CHECK-NEXT: %[[ADDR:.*]] = arith.addi %[[SEGMENT]], %[[FEATURE]]
+// CHECK-NEXT: %[[P:.*]] = llvm.getelementptr inbounds %arg0[%[[ADDR]]]
+// CHECK-NEXT: llvm.load %[[P]] {alignment = 8 : i64} : !llvm.ptr -> vector<2xf32>
+// CHECK: llvm.store %{{.*}}, %{{.*}} {alignment = 8 : i64} : vector<2xf32>, !llvm.ptr
+// CHECK-COUNT-7: llvm.load %{{.*}} {alignment = 8 : i64} : !llvm.ptr -> vector<2xf32>
+// CHECK-NOT: gpu.shuffle
+// CHECK: gpu.return
+func.func @gather_w16_pairs(%y: tensor<?x16xf32>, %idx: tensor<?xi32>) -> tensor<?x16xf32> {
   %0 = seg.gather %y, %idx : tensor<?x16xf32>, tensor<?xi32> -> tensor<?x16xf32>
   return %0 : tensor<?x16xf32>
 }
