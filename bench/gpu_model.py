@@ -295,7 +295,8 @@ def window_chunks(record: Any, rows: int, grid: int) -> int | None:
     if bounds is None:
         return None
     chunks = -(-rows // SM90.warp_size)
-    warps = grid * record.gpu_block // SM90.warp_size
+    # A grid of C column blocks runs the rule's grid C times.
+    warps = grid // gpu.get("column_blocks", 1) * record.gpu_block // SM90.warp_size
     return min(max(-(-chunks // warps), bounds["min"]), bounds["max"])
 
 
@@ -317,6 +318,7 @@ def trace_grids(record: Any, rows: int, target: int, length: int | None) -> tupl
         return ()
     warps = -(-rows // SM90.warp_size) // windows
     blocks = max(1, -(-warps // (record.gpu_block // SM90.warp_size)))
+    blocks *= json.loads(record.text)["gpu"].get("column_blocks", 1)
     if window_chunks(record, rows, blocks) != windows:
         raise RuntimeError(f"{record.name}: no grid of {rows} rows takes windows of "
                            f"{windows} chunks, as {target} rows do")

@@ -73,7 +73,7 @@ static llvm::json::Object describeGPU(const SegmentProgram &program,
   // segment kernel's warps (then windows grow), or for row maps a step of
   // their loop (gpuRowMapBlockRows); one block at least (to evaluate the
   // segments when there are no rows). Kernels grid-stride, so any grid is
-  // correct.
+  // correct (for `column_blocks` C, any multiple of C).
   int64_t rowsPerBlock =
       program.mapsRowsOnly()
           ? program.gpuRowMapBlockRows(blockSize)
@@ -111,6 +111,8 @@ static llvm::json::Object describeGPU(const SegmentProgram &program,
   // split row (1 without split rows).
   gpu["feature_vector_width"] =
       program.gpuFeatureVectorWidth(program.widestRowFeatures());
+  // Blocks of columns the kernel's grid runs: C times the rule's blocks.
+  gpu["column_blocks"] = program.gpuColumnBlocks();
   SmallVector<LongSegmentLaunch> longLaunches = longSegmentLaunches(program);
   if (!longLaunches.empty()) {
     llvm::json::Array launches;
@@ -120,6 +122,7 @@ static llvm::json::Object describeGPU(const SegmentProgram &program,
           {"pass", launch.pass},
           {"rows_per_unit", launch.kernel.rowsPerUnit(program)},
           {"warps_per_unit", launch.kernel.warpsPerUnit(program)},
+          {"column_blocks", launch.kernel.columnBlocks(program)},
           {"min_rows", launch.kernel.minRows(program)}});
     LongSegmentScratch scratch = longSegmentScratch(program);
     gpu["long_segments"] = llvm::json::Object{

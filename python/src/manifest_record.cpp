@@ -66,6 +66,15 @@ segrt::GpuProgram parseGpuProgram(const std::string &kernel, const json &gpu) {
     throw std::invalid_argument(
         "gpu grid of " + kernel + ": negative max_from_mean_segment_rows " +
         std::to_string(program.gridMaxFromMeanSegmentRows));
+  auto columnBlocks = [&](const json &entry) {
+    int64_t blocks = entry.value("column_blocks", int64_t{1});
+    if (blocks < 1 || blocks > 64)
+      throw std::invalid_argument("gpu launch of " + kernel +
+                                  ": column_blocks " + std::to_string(blocks) +
+                                  " outside [1, 64]");
+    return blocks;
+  };
+  program.columnBlocks = columnBlocks(gpu);
   if (gpu.contains("long_segments")) {
     const json &longSegments = gpu["long_segments"];
     for (const json &launch : longSegments.at("launches"))
@@ -74,7 +83,7 @@ segrt::GpuProgram parseGpuProgram(const std::string &kernel, const json &gpu) {
            launch.at("pass").get<int64_t>(),
            launch.at("rows_per_unit").get<int64_t>(),
            launch.at("warps_per_unit").get<int64_t>(),
-           launch.at("min_rows").get<int64_t>()});
+           launch.at("min_rows").get<int64_t>(), columnBlocks(launch)});
     program.tileRows = longSegments.at("tile_rows").get<int64_t>();
     program.superTileRows = longSegments.at("super_tile_rows").get<int64_t>();
     program.scratchPerSegment =

@@ -46,7 +46,8 @@ std::vector<GpuLaunch> segrt::planGpuLaunches(const GpuProgram &program,
         continue;
       uint32_t grid =
           gridFor(ceilDiv(numRows, launch.rowsPerUnit) * launch.warpsPerUnit,
-                  program.block / 32, 1);
+                  program.block / 32, 1) *
+          static_cast<uint32_t>(launch.columnBlocks);
       GpuLaunch planned{&launch.kernel, grid,
                         trailing(abi::Entry::GpuLongSegment)};
       planned.trailing.set(abi::Param::Pass, launch.pass);
@@ -59,7 +60,8 @@ std::vector<GpuLaunch> segrt::planGpuLaunches(const GpuProgram &program,
   launches.push_back(
       {&program.kernel,
        gridFor(numRows, program.gridPerBlock, program.gridMin,
-               longOnAverage ? program.gridMax : kMaxGrid),
+               longOnAverage ? program.gridMax : kMaxGrid) *
+           static_cast<uint32_t>(program.columnBlocks),
        trailing(program.entry)});
   return launches;
 }

@@ -57,6 +57,8 @@
 // MANIFEST-NEXT: "3"
 // MANIFEST: "block": [
 // MANIFEST-NEXT: 256,
+// Rows of 3 components run whole: one block of columns.
+// MANIFEST: "column_blocks": 1,
 // MANIFEST: "entry": "gpu_segment_kernel",
 // A warp per window of 4 chunks of 32 rows: 1,024 rows a block of 256, up
 // to 2,048 blocks (16,384 warps) where segments hold 1,024 rows or more on
@@ -71,6 +73,7 @@
 // MANIFEST-NEXT: "long_segments": {
 // MANIFEST-NEXT: "launches": [
 // MANIFEST-NEXT: {
+// MANIFEST-NEXT: "column_blocks": 1,
 // MANIFEST-NEXT: "kernel": "sum_vec3__tiles",
 // MANIFEST-NEXT: "min_rows": 1024,
 // MANIFEST-NEXT: "pass": 0,
@@ -80,6 +83,7 @@
 // A warp per 32-tile super-tile (3 components: one warp), from more rows
 // than one super-tile.
 // MANIFEST-NEXT: {
+// MANIFEST-NEXT: "column_blocks": 1,
 // MANIFEST-NEXT: "kernel": "sum_vec3__super_tiles",
 // MANIFEST-NEXT: "min_rows": 32769,
 // MANIFEST-NEXT: "pass": 0,

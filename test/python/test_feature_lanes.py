@@ -158,6 +158,46 @@ def test_split_rows_match_the_host_kernels(simulator: harness.GpuSimulator, op: 
     _check_against_host(simulator, op, level, width, dtype)
 
 
+# Rows of more than 8 features a lane (256 over 32 lanes) run as column
+# blocks (SegmentProgram::gpuColumnBlocks): at 512 features two blocks of
+# 256, the kernels that hold rows on twice the rule's grid, the others
+# (super-tiles, pass totals, bounds) on its own; dot and mul's backward
+# fold every feature into one value, so they run whole (the other side of
+# the rule, with 256, one block, in WIDTHS).
+COLUMN_CASES = [("segmented_sum", 0, 2), ("segmented_mean", 1, 2), ("segmented_max", 0, 2),
+                ("segmented_max", 1, 2), ("segmented_min", 2, 2), ("segmented_gather", 0, 2),
+                ("segmented_gather", 1, 2), ("segmented_mul", 0, 2), ("segmented_mul", 1, 1),
+                ("segmented_dot", 0, 1)]
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("op,level,blocks", COLUMN_CASES,
+                         ids=[f"{op[10:]}-{level}" for op, level, _ in COLUMN_CASES])
+def test_column_blocks_match_the_host_kernels(simulator: harness.GpuSimulator, op: str,
+                                              level: int, blocks: int, dtype: str) -> None:
+    """Against the host kernel over the layouts around a tile, then bitwise
+    the same on grids of 1, 3 (in reverse) and 50 times the column blocks."""
+    width = 512
+    program = _wide.program(op, dtype, width)
+    gpu_record = json.loads(program.entry(level).text)["gpu"]
+    assert gpu_record["column_blocks"] == blocks
+    holds_rows = {launch["kernel"].rsplit("__", 1)[-1]: launch["column_blocks"]
+                  for launch in gpu_record.get("long_segments", {}).get("launches", [])}
+    assert holds_rows.get("tiles", blocks) == blocks
+    assert all(holds_rows.get(kind, 1) == 1 for kind in ("super_tiles", "pass_totals", "bounds"))
+    _check_against_host(simulator, op, level, width, dtype)
+    gpu = harness.SimulatedProgram(program, level, simulator)
+    tile = gpu.record.tile_rows or ROW_PER_LANE_TILE
+    counts = [5, 0, 300, 1, 40, 0, tile + 200, 2 * tile + 9, 4]
+    inputs, first, n, s = _buffers(gpu.record, counts, 11)
+    gpu.run(inputs, first, n, s)
+    for grid, reverse in [(1, False), (3, True), (50, True)]:
+        _, again, _, _ = _buffers(gpu.record, counts, 11)
+        gpu.run(inputs, again, n, s, grid=grid, reverse_blocks=reverse)
+        for got, want in zip(again, first):
+            assert torch.equal(got, want), f"{gpu.record.name}: grid {grid} differs"
+
+
 # Segments walked in rounds of 128 rows from their start (walkSegmentEnd):
 # ends on both sides of the first and second round's end, none covering a
 # whole tile of split rows (256 rows), so none long.

@@ -50,6 +50,9 @@ struct LongSegmentKernel {
   /// Warps sharing a unit: one, or `__super_tiles`' warps over components
   /// (SegmentProgram::gpuSuperTileWarps).
   int64_t warpsPerUnit(const SegmentProgram &program) const;
+  /// Column blocks of split rows its grid runs (the tile kernels, which
+  /// hold rows: SegmentProgram::gpuColumnBlocks; the others 1).
+  int64_t columnBlocks(const SegmentProgram &program) const;
   /// The fewest rows for which the kernel runs: a whole tile, or (super
   /// tiles) more than one super-tile, as no segment spans two before.
   int64_t minRows(const SegmentProgram &program) const;

@@ -289,6 +289,21 @@ public:
   /// kGPUFeatureVectorBytes). Written to the manifest for the program's
   /// widest row.
   int64_t gpuFeatureVectorWidth(int64_t features) const;
+  /// The most features a lane holds of each split row: 8, as at F = 256
+  /// (32 lanes); wider rows run as column blocks (gpuColumnBlocks).
+  static constexpr int64_t kGPUMostFeaturesPerLane = 8;
+  /// Blocks of columns C the kernels that hold split rows (the segment or
+  /// row kernel, `__tiles`) run a program's rows in: 1, or for rows wider
+  /// than kGPUMostFeaturesPerLane features a lane the fewest (a power of
+  /// two) that bring each block within it, where every split row has the
+  /// widest row's F features, F splits into C blocks of whole vectors of
+  /// the lanes and no op folds the rows (dot, rms_norm: a fold needs every
+  /// feature). Their grids are C times the rule's: block b runs the rule's
+  /// block b / C on features [(b % C) F / C, (b % C + 1) F / C). Rows of
+  /// 1,024 features held 32 a lane: max f64's backward `__tiles` spilled at
+  /// 255 registers, and every kernel took 12.5% occupancy. Written to the
+  /// manifest.
+  int64_t gpuColumnBlocks() const;
   /// Whether an op combines a value's components into one (a component
   /// sum, max or min: ComponentOpInterface::getComponentCombiningKind).
   bool combinesRowFeatures() const;
@@ -412,9 +427,13 @@ public:
   /// group by `combineLanes` (every lane of the group gets the result).
   /// Stores: a row's by its group (under the row body's lane mask), a
   /// segment's by the group where `firstGroup` (an i1; null: the warp is
-  /// one group), whole values by the group's lane 0.
+  /// one group), whole values by the group's lane 0. With `columnBlocks`
+  /// C > 1 (SegmentProgram::gpuColumnBlocks) the thread holds only the
+  /// features of its block of F / C columns, from `columnBase` (an i64).
   void splitFeaturesOver(Value lane, int64_t groupLanes, Value firstGroup,
-                         CombineBuilder combineLanes);
+                         CombineBuilder combineLanes,
+                         int64_t columnBlocks = 1,
+                         Value columnBase = Value());
   bool splitsFeatures() const { return static_cast<bool>(featureLane); }
 
   /// An accumulator of a pass as this thread holds it: its component among
@@ -463,6 +482,9 @@ private:
   bool isHeldSplit(Value value) const;
   /// The components this thread holds of `value`.
   int64_t heldComponents(Value value) const;
+  /// The parts a lane holds of a split row of `features` (its column
+  /// block's).
+  int64_t heldFeatures(int64_t features) const;
   /// Split rows of `features`: where this lane's part `part` lies in the
   /// row (clamped to the row's last feature), and whether it is a feature
   /// (null: always).
@@ -512,6 +534,8 @@ private:
   Value featureLane;
   int64_t groupLanes = 0;
   Value firstGroup;
+  int64_t columnBlocks = 1;
+  Value columnBase;
   CombineBuilder combineLanes;
 };
 

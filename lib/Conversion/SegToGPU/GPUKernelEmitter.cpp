@@ -24,6 +24,19 @@ void GPUKernelEmitter::emitWarpIds(OpBuilder &b) {
   threadId = indexToI64(b, b.create<gpu::ThreadIdOp>(loc, gpu::Dimension::x));
   blockId = indexToI64(b, b.create<gpu::BlockIdOp>(loc, gpu::Dimension::x));
   gridDim = indexToI64(b, b.create<gpu::GridDimOp>(loc, gpu::Dimension::x));
+  Value columnBase;
+  if (columnBlocks > 1) {
+    // Block b runs block b / C of a grid of G / C blocks on column block
+    // b % C: the launcher's grid is C times the rule's (any multiple of C
+    // is correct). Values every lane holds whole are computed, and stored,
+    // the same by every column block.
+    Value blocks = i64(b, columnBlocks);
+    columnBase = b.create<arith::MulIOp>(
+        loc, b.create<arith::RemUIOp>(loc, blockId, blocks),
+        i64(b, program.widestRowFeatures() / columnBlocks));
+    blockId = b.create<arith::DivUIOp>(loc, blockId, blocks);
+    gridDim = b.create<arith::DivUIOp>(loc, gridDim, blocks);
+  }
   lane = b.create<arith::AndIOp>(loc, threadId, i64(b, kWarpSize - 1));
   Value warpsPerBlock = i64(b, blockSize / kWarpSize);
   globalWarp = b.create<arith::AddIOp>(
@@ -47,7 +60,8 @@ void GPUKernelEmitter::emitWarpIds(OpBuilder &b) {
                          arith::AtomicRMWKind kind) {
         return warpCombine(cb, part, kind, /*fromOffset=*/1,
                            /*toOffset=*/groupLanes);
-      });
+      },
+      columnBlocks, columnBase);
 }
 
 int64_t GPUKernelEmitter::groupRows() const {

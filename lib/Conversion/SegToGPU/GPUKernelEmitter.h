@@ -126,6 +126,11 @@ public:
     runningPass = arguments.lookup(segrt::abi::Param::Pass);
   }
 
+  /// The column blocks the kernel runs split rows in
+  /// (SegmentProgram::gpuColumnBlocks for the kernels that hold rows; 1,
+  /// the default, for the others), before any emit.
+  void setColumnBlocks(int64_t blocks) { columnBlocks = blocks; }
+
   /// The segment kernel (or, for row maps, the row kernel).
   void emit();
   /// One-pass programs: `__tiles`, the raw totals of the long segments
@@ -170,7 +175,7 @@ private:
     return b.create<arith::IndexCastOp>(loc, b.getI64Type(), value);
   }
   /// Sets lane, globalWarp and totalWarps (and, for split rows, tells the
-  /// emitter the lane).
+  /// emitter the lane and, with column blocks, its block's first feature).
   void emitWarpIds(OpBuilder &b);
   /// Split rows (SegmentProgram::gpuFeatureLanes): groups of G lanes, a
   /// group running one row at a time, each lane holding its features.
@@ -471,6 +476,8 @@ private:
   /// and whether that is the first (null when the warp is one group).
   int64_t featureLanes;
   Value groupLane, rowInGroup, firstGroup;
+  /// Blocks of columns of split rows (setColumnBlocks).
+  int64_t columnBlocks = 1;
   /// Rows per tile (SegmentProgram::gpuTileRows), tiles per super-tile,
   /// and where the spans a long segment covers start
   /// (gpuLongSpanAlignment).

@@ -18,6 +18,11 @@ LongSegmentKernel::warpsPerUnit(const SegmentProgram &program) const {
   return kind == SuperTiles ? program.gpuSuperTileWarps() : 1;
 }
 
+int64_t
+LongSegmentKernel::columnBlocks(const SegmentProgram &program) const {
+  return kind == Tiles || kind == PassTiles ? program.gpuColumnBlocks() : 1;
+}
+
 int64_t LongSegmentKernel::minRows(const SegmentProgram &program) const {
   return kind == SuperTiles ? SegmentProgram::kGPUSuperTileRows + 1
                             : program.gpuTileRows();

@@ -138,10 +138,14 @@ struct ConvertSegToGPUPass
                 program->hasLongSegmentKernels()
                     ? segrt::abi::Entry::GpuSegmentKernel
                     : segrt::abi::Entry::GpuKernel,
-                [](GPUKernelEmitter &e) { e.emit(); });
+                [&](GPUKernelEmitter &e) {
+                  e.setColumnBlocks(program->gpuColumnBlocks());
+                  e.emit();
+                });
       for (const LongSegmentKernel &longKernel : longSegmentKernels(*program))
         addKernel(name + longKernel.suffix, segrt::abi::Entry::GpuLongSegment,
                   [&](GPUKernelEmitter &e) {
+          e.setColumnBlocks(longKernel.columnBlocks(*program));
           switch (longKernel.kind) {
           case LongSegmentKernel::Tiles:
             return e.emitTiles();

@@ -527,6 +527,24 @@ int64_t SegmentProgram::gpuFeatureVectorWidth(int64_t features) const {
   return 1;
 }
 
+int64_t SegmentProgram::gpuColumnBlocks() const {
+  int64_t lanes = gpuFeatureLanes();
+  int64_t widest = widestRowFeatures();
+  if (lanes == 0 || widest <= lanes * kGPUMostFeaturesPerLane ||
+      foldsSplitRows())
+    return 1;
+  for (const auto &entry : infos) {
+    int64_t features = rowFeatures(entry.second);
+    if (features >= kGPUFeatureLanesFrom && features != widest)
+      return 1;
+  }
+  int64_t wholeVectors = lanes * gpuFeatureVectorWidth(widest);
+  int64_t blocks = 2;
+  while (widest > blocks * lanes * kGPUMostFeaturesPerLane)
+    blocks *= 2;
+  return widest % (blocks * wholeVectors) == 0 ? blocks : 1;
+}
+
 int64_t SegmentProgram::gpuRowMapBlockRows(int64_t blockSize) const {
   int64_t lanes = gpuFeatureLanes();
   if (lanes == 0)

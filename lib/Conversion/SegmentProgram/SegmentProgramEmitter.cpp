@@ -30,11 +30,15 @@ Value SegmentProgramEmitter::outputBuffer(unsigned resultIndex) const {
 
 void SegmentProgramEmitter::splitFeaturesOver(Value lane, int64_t lanes,
                                               Value first,
-                                              CombineBuilder combine) {
+                                              CombineBuilder combine,
+                                              int64_t blocks, Value base) {
+  assert((blocks == 1) == !base && "a column base for column blocks only");
   featureLane = lane;
   groupLanes = lanes;
   firstGroup = first;
   combineLanes = std::move(combine);
+  columnBlocks = blocks;
+  columnBase = base;
 }
 
 bool SegmentProgramEmitter::isHeldSplit(Value value) const {
@@ -44,26 +48,32 @@ bool SegmentProgramEmitter::isHeldSplit(Value value) const {
 
 int64_t SegmentProgramEmitter::heldComponents(Value value) const {
   int64_t components = program.info(value).numComponents();
-  return isHeldSplit(value) ? llvm::divideCeil(components, groupLanes)
-                            : components;
+  return isHeldSplit(value) ? heldFeatures(components) : components;
+}
+
+int64_t SegmentProgramEmitter::heldFeatures(int64_t features) const {
+  return llvm::divideCeil(features / columnBlocks, groupLanes);
 }
 
 std::pair<Value, Value>
 SegmentProgramEmitter::splitFeature(KernelCodeBuilder &code, int64_t part,
                                     int64_t features) {
   // Part p = qV + v of V consecutive features a vector: feature
-  // (qG + lane)V + v. With V > 1 every vector is whole (no padding).
+  // (qG + lane)V + v (from the column block's base). With V > 1 or column
+  // blocks every vector is whole (no padding).
   OpBuilder &b = code.builder;
   int64_t width = program.gpuFeatureVectorWidth(features);
   int64_t vector = part / width, inVector = part % width;
   Value feature = b.create<arith::AddIOp>(code.loc, featureLane,
                                           code.i64(vector * groupLanes));
   if (width > 1)
-    return {b.create<arith::AddIOp>(
-                code.loc,
-                b.create<arith::MulIOp>(code.loc, feature, code.i64(width)),
-                code.i64(inVector)),
-            Value()};
+    feature = b.create<arith::AddIOp>(
+        code.loc, b.create<arith::MulIOp>(code.loc, feature, code.i64(width)),
+        code.i64(inVector));
+  if (columnBase)
+    return {b.create<arith::AddIOp>(code.loc, columnBase, feature), Value()};
+  if (width > 1)
+    return {feature, Value()};
   if ((part + 1) * groupLanes <= features)
     return {feature, Value()};
   Value valid = b.create<arith::CmpIOp>(code.loc, arith::CmpIPredicate::slt,
@@ -80,7 +90,7 @@ Components SegmentProgramEmitter::loadSplit(KernelCodeBuilder &code,
       b.create<arith::MulIOp>(code.loc, element, code.i64(features));
   int64_t width = program.gpuFeatureVectorWidth(features);
   Components parts;
-  for (int64_t part = 0, e = llvm::divideCeil(features, groupLanes); part < e;
+  for (int64_t part = 0, e = heldFeatures(features); part < e;
        part += width) {
     auto [feature, valid] = splitFeature(code, part, features);
     Value at = b.create<arith::AddIOp>(code.loc, base, feature);

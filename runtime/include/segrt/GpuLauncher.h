@@ -39,15 +39,20 @@ struct GpuProgram {
   int64_t gridMin = 1;
   int64_t gridMax = kMaxGrid;
   int64_t gridMaxFromMeanSegmentRows = 0;
+  /// Blocks of columns the kernel runs rows in: its grid is this many
+  /// times the rule's (the manifest's `column_blocks`).
+  int64_t columnBlocks = 1;
   /// Segment programs: the kernels launched first, each with the pass it
   /// runs, `warpsPerUnit` warps per unit of `rowsPerUnit` rows (a tile or a
-  /// super-tile), when there are at least `minRows` rows.
+  /// super-tile), when there are at least `minRows` rows, on a grid
+  /// `columnBlocks` times that.
   struct LongSegmentLaunch {
     std::string kernel;
     int64_t pass = 0;
     int64_t rowsPerUnit = 0;
     int64_t warpsPerUnit = 1;
     int64_t minRows = 0;
+    int64_t columnBlocks = 1;
   };
   std::vector<LongSegmentLaunch> longSegmentLaunches;
   int64_t tileRows = 0;

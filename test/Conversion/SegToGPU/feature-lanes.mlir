@@ -352,3 +352,46 @@ func.func @project_w16(%x: tensor<?x16xf32>, %w: tensor<?x16xf32>, %idx: tensor<
   %r = arith.mulf %b, %x : tensor<?x16xf32>
   return %r : tensor<?x16xf32>
 }
+
+// -----
+
+// Rows of more than 8 features a lane run as column blocks
+// (gpuColumnBlocks): 512 f32 features, 16 a lane over 32 lanes, in 2
+// blocks of 256. Block b of the segment and tile kernels runs block b / 2
+// of a grid of half the blocks on features from (b % 2) 256: 4 pairs a
+// lane, each at the block's base. The super-tile kernel holds no rows and
+// runs whole.
+// CHECK-LABEL: gpu.func @sum_w512(
+// CHECK: %[[BLOCK:.*]] = arith.index_cast %block_id_x : index to i64
+// CHECK: %[[GRID:.*]] = arith.index_cast %grid_dim_x : index to i64
+// CHECK: %[[COLUMN:.*]] = arith.remui %[[BLOCK]], %c2_i64
+// CHECK: %[[BASE:.*]] = arith.muli %[[COLUMN]], %c256_i64
+// CHECK: arith.divui %[[BLOCK]], %c2_i64
+// CHECK: arith.divui %[[GRID]], %c2_i64
+// CHECK: %[[PAIR:.*]] = arith.muli %{{.*}}, %c2_i64
+// CHECK-NEXT: %[[FEATURE:.*]] = arith.addi %[[BASE]], %[[PAIR]]
+// CHECK: scf.for %{{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32)
+// CHECK-COUNT-4: llvm.load %{{.*}} {alignment = 8 : i64} : !llvm.ptr -> vector<2xf32>
+// CHECK-NOT: llvm.load %{{.*}} -> vector<2xf32>
+// CHECK: arith.addf
+// CHECK-LABEL: gpu.func @sum_w512__tiles(
+// CHECK: arith.remui %{{.*}}, %c2_i64
+// CHECK-LABEL: gpu.func @sum_w512__super_tiles(
+// CHECK-NOT: arith.remui %{{.*}}, %c2_i64
+// CHECK: gpu.return
+func.func @sum_w512(%x: tensor<?x512xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?x512xf32> {
+  %0 = seg.sum %x, %idx, %n : tensor<?x512xf32>, tensor<?xi32> -> tensor<?x512xf32>
+  return %0 : tensor<?x512xf32>
+}
+
+// -----
+
+// A program that folds its rows (a dot) needs every feature in one block:
+// 512 features run whole, 16 a lane.
+// CHECK-LABEL: gpu.func @dot_w512(
+// CHECK-NOT: arith.remui %{{.*}}, %c2_i64
+// CHECK: gpu.return
+func.func @dot_w512(%x: tensor<?x512xf32>, %y: tensor<?x512xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?xf32> {
+  %0 = seg.dot %x, %y, %idx, %n : tensor<?x512xf32>, tensor<?x512xf32>, tensor<?xi32> -> tensor<?xf32>
+  return %0 : tensor<?xf32>
+}
