@@ -73,7 +73,7 @@ static llvm::json::Object describeGPU(const SegmentProgram &program,
   // segment kernel's warps (then windows grow), or for row maps a step of
   // their loop (gpuRowMapBlockRows); one block at least (to evaluate the
   // segments when there are no rows). Kernels grid-stride, so any grid is
-  // correct (for `column_blocks` C, any multiple of C).
+  // correct.
   int64_t rowsPerBlock =
       program.mapsRowsOnly()
           ? program.gpuRowMapBlockRows(blockSize)

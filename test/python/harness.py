@@ -7,7 +7,6 @@ check kernels below the operators; the package does not.
 from __future__ import annotations
 
 import ctypes
-import json
 import threading
 from collections.abc import Sequence
 from functools import cache
@@ -177,7 +176,7 @@ class GpuSimulator:
         for symbol, default_grid, trailing in _segrt().plan_gpu_launches(
                 info, num_rows, num_segments, scratch.data_ptr()):
             self.launch(symbol, tensors, trailing=trailing,
-                        grid=_grid_for(info, symbol, grid, default_grid), block=info.block,
+                        grid=grid if grid is not None else default_grid, block=info.block,
                         reverse_blocks=reverse_blocks)
 
     def launch(self, symbol: str | int, tensors: Sequence[torch.Tensor],
@@ -206,20 +205,6 @@ class GpuSimulator:
             raise SimulatorError(error.value.decode())
 
 
-def _grid_for(record: Any, symbol: str, grid: int | None, default_grid: int) -> int:
-    """The grid a launch of `record`'s `symbol` runs on: the launcher's, or
-    `grid` times the launch's column blocks (its manifest's
-    `column_blocks`: such a kernel runs C column blocks of the rule's grid,
-    and needs a multiple of C blocks)."""
-    if grid is None:
-        return default_grid
-    gpu = json.loads(record.text)["gpu"]
-    blocks = {record.name: gpu.get("column_blocks", 1)}
-    for launch in gpu.get("long_segments", {}).get("launches", []):
-        blocks[launch["kernel"]] = launch.get("column_blocks", 1)
-    return grid * blocks.get(symbol, 1)
-
-
 def _check_host_tensors(tensors: Sequence[torch.Tensor]) -> None:
     for tensor in tensors:
         if tensor.device.type != "cpu" or not tensor.is_contiguous():
@@ -235,7 +220,7 @@ def simulator() -> GpuSimulator:
 class SimulatedProgram:
     """The GPU kernels of one derivative level of a program compiled at run
     time (segops.jit, segops._wide) on the simulator, run as segrt's GPU
-    launcher plans them, on any grid (times a launch's column blocks)."""
+    launcher plans them, on any grid."""
 
     def __init__(self, program: Any, level: int, simulator: GpuSimulator) -> None:
         compiler = _segc()
@@ -256,7 +241,7 @@ class SimulatedProgram:
         for symbol, default_grid, trailing in _segrt().plan_gpu_launches(
                 self.record, num_rows, num_segments, scratch.data_ptr()):
             self.simulator.launch(self.addresses[symbol], tensors, trailing=trailing,
-                                  grid=_grid_for(self.record, symbol, grid, default_grid),
+                                  grid=grid if grid is not None else default_grid,
                                   block=self.record.block, reverse_blocks=reverse_blocks)
 
 

@@ -159,25 +159,35 @@ def test_split_rows_match_the_host_kernels(simulator: harness.GpuSimulator, op: 
 
 
 # Rows of more than 8 features a lane (256 over 32 lanes) run as column
-# blocks (SegmentProgram::gpuColumnBlocks): at 512 features two blocks of
-# 256, the kernels that hold rows on twice the rule's grid, the others
-# (super-tiles, pass totals, bounds) on its own; dot and mul's backward
-# fold every feature into one value, so they run whole (the other side of
-# the rule, with 256, one block, in WIDTHS).
-COLUMN_CASES = [("segmented_sum", 0, 2), ("segmented_mean", 1, 2), ("segmented_max", 0, 2),
-                ("segmented_max", 1, 2), ("segmented_min", 2, 2), ("segmented_gather", 0, 2),
-                ("segmented_gather", 1, 2), ("segmented_mul", 0, 2), ("segmented_mul", 1, 1),
-                ("segmented_dot", 0, 1)]
+# blocks (SegmentProgram::gpuColumnBlocks): 512 features in 2 blocks of
+# 256, 1,024 in 4, 256 whole. The kernels that hold rows run on C times
+# the rule's grid, the others (super-tiles, pass totals, bounds) on its
+# own; dot and mul's backward fold every feature into one value, so they
+# run whole. Grids of 1 and 3 blocks take the column loop's other paths: a
+# block running every column block (1 < C), a block idle (3 blocks, C = 2:
+# one row block of 2 columns), blocks running 2 (3 blocks, C = 4).
+COLUMN_CASES = [("segmented_sum", 0, True), ("segmented_mean", 1, True),
+                ("segmented_max", 0, True), ("segmented_max", 1, True),
+                ("segmented_min", 2, True), ("segmented_gather", 0, True),
+                ("segmented_gather", 1, True), ("segmented_mul", 0, True),
+                ("segmented_mul", 1, False), ("segmented_dot", 0, False)]
+COLUMN_BLOCKS = {512: 2, 1024: 4, 256: 1}
+# Every case at 256 and 512 features, f32 and f64; two at 1,024 (its host
+# kernels compile slowly).
+COLUMN_RUNS = [(*case, dtype, width) for case in COLUMN_CASES for dtype in ("f32", "f64")
+               for width in (256, 512)] + [("segmented_sum", 0, True, "f32", 1024),
+                                           ("segmented_gather", 0, True, "f64", 1024)]
 
 
-@pytest.mark.parametrize("dtype", ["f32", "f64"])
-@pytest.mark.parametrize("op,level,blocks", COLUMN_CASES,
-                         ids=[f"{op[10:]}-{level}" for op, level, _ in COLUMN_CASES])
+@pytest.mark.parametrize("op,level,splits,dtype,width", COLUMN_RUNS,
+                         ids=[f"{op[10:]}-{level}-{dtype}-{width}"
+                              for op, level, _, dtype, width in COLUMN_RUNS])
 def test_column_blocks_match_the_host_kernels(simulator: harness.GpuSimulator, op: str,
-                                              level: int, blocks: int, dtype: str) -> None:
+                                              level: int, splits: bool, dtype: str,
+                                              width: int) -> None:
     """Against the host kernel over the layouts around a tile, then bitwise
-    the same on grids of 1, 3 (in reverse) and 50 times the column blocks."""
-    width = 512
+    the same on grids of 1, 3 (in reverse) and 50 blocks."""
+    blocks = COLUMN_BLOCKS[width] if splits else 1
     program = _wide.program(op, dtype, width)
     gpu_record = json.loads(program.entry(level).text)["gpu"]
     assert gpu_record["column_blocks"] == blocks
@@ -185,6 +195,8 @@ def test_column_blocks_match_the_host_kernels(simulator: harness.GpuSimulator, o
                   for launch in gpu_record.get("long_segments", {}).get("launches", [])}
     assert holds_rows.get("tiles", blocks) == blocks
     assert all(holds_rows.get(kind, 1) == 1 for kind in ("super_tiles", "pass_totals", "bounds"))
+    if width == 256:
+        return  # whole rows: test_split_rows_match_the_host_kernels (WIDTHS)
     _check_against_host(simulator, op, level, width, dtype)
     gpu = harness.SimulatedProgram(program, level, simulator)
     tile = gpu.record.tile_rows or ROW_PER_LANE_TILE

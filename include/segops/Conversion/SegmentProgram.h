@@ -290,19 +290,21 @@ public:
   /// widest row.
   int64_t gpuFeatureVectorWidth(int64_t features) const;
   /// The most features a lane holds of each split row: 8, as at F = 256
-  /// (32 lanes); wider rows run as column blocks (gpuColumnBlocks).
+  /// over 32 lanes; wider rows run as column blocks (gpuColumnBlocks).
   static constexpr int64_t kGPUMostFeaturesPerLane = 8;
   /// Blocks of columns C the kernels that hold split rows (the segment or
-  /// row kernel, `__tiles`) run a program's rows in: 1, or for rows wider
-  /// than kGPUMostFeaturesPerLane features a lane the fewest (a power of
-  /// two) that bring each block within it, where every split row has the
-  /// widest row's F features, F splits into C blocks of whole vectors of
-  /// the lanes and no op folds the rows (dot, rms_norm: a fold needs every
+  /// row kernel, `__tiles`) run a program's rows in: 1, or for rows of more
+  /// than kGPUMostFeaturesPerLane a lane the fewest (a power of two) that
+  /// bring each block within it, where every split row has the widest
+  /// row's F features, F splits into C blocks of whole vectors of the
+  /// lanes and no op folds the rows (dot, rms_norm: a fold needs every
   /// feature). Their grids are C times the rule's: block b runs the rule's
-  /// block b / C on features [(b % C) F / C, (b % C + 1) F / C). Rows of
-  /// 1,024 features held 32 a lane: max f64's backward `__tiles` spilled at
-  /// 255 registers, and every kernel took 12.5% occupancy. Written to the
-  /// manifest.
+  /// block b / C on features [(b % C) F / C, (b % C + 1) F / C) (any grid
+  /// is correct: GPUKernelEmitter loops over the column blocks). Rows of
+  /// 1,024 features held 32 a lane: max f64's backward `__tiles` spilled
+  /// at 255 registers. Not below 8 a lane: the loop costs registers (max
+  /// f64's F = 256 forward, in 2 blocks: 64 -> 80; docs/benchmarks.md,
+  /// "Column blocks"). Written to the manifest.
   int64_t gpuColumnBlocks() const;
   /// Whether an op combines a value's components into one (a component
   /// sum, max or min: ComponentOpInterface::getComponentCombiningKind).

@@ -26,16 +26,27 @@ void GPUKernelEmitter::emitWarpIds(OpBuilder &b) {
   gridDim = indexToI64(b, b.create<gpu::GridDimOp>(loc, gpu::Dimension::x));
   Value columnBase;
   if (columnBlocks > 1) {
-    // Block b runs block b / C of a grid of G / C blocks on column block
-    // b % C: the launcher's grid is C times the rule's (any multiple of C
-    // is correct). Values every lane holds whole are computed, and stored,
-    // the same by every column block.
+    // Of a grid of G blocks, block b runs block b / C' of a grid of G / C'
+    // on column blocks b % C', b % C' + C', ... (C' = min(C, G)), the rest
+    // of the kernel in a loop over them: on the launcher's grid (C times
+    // the rule's) each block one column block, and any grid is correct.
+    // Blocks past C' (G / C') idle. Values every lane holds whole are
+    // computed, and stored, the same by every column block.
     Value blocks = i64(b, columnBlocks);
+    Value step = b.create<arith::MinUIOp>(loc, gridDim, blocks);
+    Value rowGrid = b.create<arith::DivUIOp>(loc, gridDim, step);
+    Value rowBlock = b.create<arith::DivUIOp>(loc, blockId, step);
+    Value idle = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::uge,
+                                         rowBlock, rowGrid);
+    Value first = b.create<arith::SelectOp>(
+        loc, idle, blocks, b.create<arith::RemUIOp>(loc, blockId, step));
+    columnLoop = b.create<scf::ForOp>(loc, first, blocks, step);
+    b.setInsertionPointToStart(columnLoop.getBody());
     columnBase = b.create<arith::MulIOp>(
-        loc, b.create<arith::RemUIOp>(loc, blockId, blocks),
+        loc, columnLoop.getInductionVar(),
         i64(b, program.widestRowFeatures() / columnBlocks));
-    blockId = b.create<arith::DivUIOp>(loc, blockId, blocks);
-    gridDim = b.create<arith::DivUIOp>(loc, gridDim, blocks);
+    blockId = rowBlock;
+    gridDim = rowGrid;
   }
   lane = b.create<arith::AndIOp>(loc, threadId, i64(b, kWarpSize - 1));
   Value warpsPerBlock = i64(b, blockSize / kWarpSize);
@@ -62,6 +73,12 @@ void GPUKernelEmitter::emitWarpIds(OpBuilder &b) {
                            /*toOffset=*/groupLanes);
       },
       columnBlocks, columnBase);
+}
+
+void GPUKernelEmitter::emitKernelEnd(OpBuilder &b) {
+  if (columnLoop)
+    b.setInsertionPointAfter(columnLoop);
+  b.create<gpu::ReturnOp>(loc);
 }
 
 int64_t GPUKernelEmitter::groupRows() const {
@@ -920,7 +937,7 @@ void GPUKernelEmitter::emit() {
   emitWarpIds(b);
   if (program.mapsRowsOnly()) {
     emitRowMap(b);
-    b.create<gpu::ReturnOp>(loc);
+    emitKernelEnd(b);
     return;
   }
   Value numChunks = b.create<arith::DivUIOp>(
@@ -990,7 +1007,7 @@ void GPUKernelEmitter::emit() {
             });
         wb.create<scf::YieldOp>(loc);
       });
-  b.create<gpu::ReturnOp>(loc);
+  emitKernelEnd(b);
 }
 
 Value GPUKernelEmitter::windowChunks(OpBuilder &b, Value numChunks) {

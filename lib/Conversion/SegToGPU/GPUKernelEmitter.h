@@ -11,6 +11,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "segops/Conversion/KernelCodeBuilder.h"
 #include "segops/Conversion/KernelSignature.h"
 #include "segops/Conversion/SegmentProgram.h"
@@ -175,8 +176,12 @@ private:
     return b.create<arith::IndexCastOp>(loc, b.getI64Type(), value);
   }
   /// Sets lane, globalWarp and totalWarps (and, for split rows, tells the
-  /// emitter the lane and, with column blocks, its block's first feature).
+  /// emitter the lane and, with column blocks, its block's first feature);
+  /// with column blocks, opens the loop over them that the rest of the
+  /// kernel runs in.
   void emitWarpIds(OpBuilder &b);
+  /// The kernel's return (after the column loop, if one is open).
+  void emitKernelEnd(OpBuilder &b);
   /// Split rows (SegmentProgram::gpuFeatureLanes): groups of G lanes, a
   /// group running one row at a time, each lane holding its features.
   bool splitsFeatures() const { return featureLanes > 0; }
@@ -476,8 +481,10 @@ private:
   /// and whether that is the first (null when the warp is one group).
   int64_t featureLanes;
   Value groupLane, rowInGroup, firstGroup;
-  /// Blocks of columns of split rows (setColumnBlocks).
+  /// Blocks of columns of split rows (setColumnBlocks), and the loop over
+  /// them (emitWarpIds; null for one).
   int64_t columnBlocks = 1;
+  scf::ForOp columnLoop;
   /// Rows per tile (SegmentProgram::gpuTileRows), tiles per super-tile,
   /// and where the spans a long segment covers start
   /// (gpuLongSpanAlignment).

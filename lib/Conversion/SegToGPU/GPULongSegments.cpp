@@ -452,7 +452,7 @@ void GPUKernelEmitter::emitTileLoop(OpBuilder &b, TileBody body) {
         body(tb, tile, tileStart, tileEnd);
         tb.create<scf::YieldOp>(loc);
       });
-  b.create<gpu::ReturnOp>(loc);
+  emitKernelEnd(b);
 }
 
 /// Runs `body(which)` for which = 0 and 1 in a loop, so that the code of
@@ -979,7 +979,7 @@ void GPUKernelEmitter::emitSuperTiles() {
             });
         ob.create<scf::YieldOp>(loc);
       });
-  builder.create<gpu::ReturnOp>(loc);
+  emitKernelEnd(builder);
 }
 
 SmallVector<std::tuple<int64_t, int64_t, arith::AtomicRMWKind>>

@@ -357,27 +357,35 @@ func.func @project_w16(%x: tensor<?x16xf32>, %w: tensor<?x16xf32>, %idx: tensor<
 
 // Rows of more than 8 features a lane run as column blocks
 // (gpuColumnBlocks): 512 f32 features, 16 a lane over 32 lanes, in 2
-// blocks of 256. Block b of the segment and tile kernels runs block b / 2
-// of a grid of half the blocks on features from (b % 2) 256: 4 pairs a
-// lane, each at the block's base. The super-tile kernel holds no rows and
-// runs whole.
+// blocks of 256. Of a grid of G blocks, block b of the segment and tile
+// kernels runs block b / C' of G / C' (C' = min(2, G)) on column blocks
+// b % C', b % C' + C', ...; the rest of the kernel in that loop, each
+// lane's 4 pairs at the column block's base. Blocks past C' (G / C') idle
+// (their loop starts at 2). The super-tile kernel holds no rows and runs
+// whole.
 // CHECK-LABEL: gpu.func @sum_w512(
 // CHECK: %[[BLOCK:.*]] = arith.index_cast %block_id_x : index to i64
 // CHECK: %[[GRID:.*]] = arith.index_cast %grid_dim_x : index to i64
-// CHECK: %[[COLUMN:.*]] = arith.remui %[[BLOCK]], %c2_i64
+// CHECK: %[[STEP:.*]] = arith.minui %[[GRID]], %c2_i64
+// CHECK: %[[ROWGRID:.*]] = arith.divui %[[GRID]], %[[STEP]]
+// CHECK: %[[ROWBLOCK:.*]] = arith.divui %[[BLOCK]], %[[STEP]]
+// CHECK: %[[IDLE:.*]] = arith.cmpi uge, %[[ROWBLOCK]], %[[ROWGRID]]
+// CHECK: %[[OWN:.*]] = arith.remui %[[BLOCK]], %[[STEP]]
+// CHECK: %[[FIRST:.*]] = arith.select %[[IDLE]], %c2_i64, %[[OWN]]
+// CHECK: scf.for %[[COLUMN:.*]] = %[[FIRST]] to %c2_i64 step %[[STEP]]
 // CHECK: %[[BASE:.*]] = arith.muli %[[COLUMN]], %c256_i64
-// CHECK: arith.divui %[[BLOCK]], %c2_i64
-// CHECK: arith.divui %[[GRID]], %c2_i64
 // CHECK: %[[PAIR:.*]] = arith.muli %{{.*}}, %c2_i64
 // CHECK-NEXT: %[[FEATURE:.*]] = arith.addi %[[BASE]], %[[PAIR]]
 // CHECK: scf.for %{{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32)
 // CHECK-COUNT-4: llvm.load %{{.*}} {alignment = 8 : i64} : !llvm.ptr -> vector<2xf32>
 // CHECK-NOT: llvm.load %{{.*}} -> vector<2xf32>
 // CHECK: arith.addf
+// CHECK: gpu.return
 // CHECK-LABEL: gpu.func @sum_w512__tiles(
-// CHECK: arith.remui %{{.*}}, %c2_i64
+// CHECK: arith.minui %{{.*}}, %c2_i64
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c2_i64 step
 // CHECK-LABEL: gpu.func @sum_w512__super_tiles(
-// CHECK-NOT: arith.remui %{{.*}}, %c2_i64
+// CHECK-NOT: arith.minui %{{.*}}, %c2_i64
 // CHECK: gpu.return
 func.func @sum_w512(%x: tensor<?x512xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?x512xf32> {
   %0 = seg.sum %x, %idx, %n : tensor<?x512xf32>, tensor<?xi32> -> tensor<?x512xf32>
@@ -389,7 +397,7 @@ func.func @sum_w512(%x: tensor<?x512xf32>, %idx: tensor<?xi32>, %n: index) -> te
 // A program that folds its rows (a dot) needs every feature in one block:
 // 512 features run whole, 16 a lane.
 // CHECK-LABEL: gpu.func @dot_w512(
-// CHECK-NOT: arith.remui %{{.*}}, %c2_i64
+// CHECK-NOT: arith.minui %{{.*}}, %c2_i64
 // CHECK: gpu.return
 func.func @dot_w512(%x: tensor<?x512xf32>, %y: tensor<?x512xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?xf32> {
   %0 = seg.dot %x, %y, %idx, %n : tensor<?x512xf32>, tensor<?x512xf32>, tensor<?xi32> -> tensor<?xf32>
