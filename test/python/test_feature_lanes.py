@@ -198,16 +198,7 @@ def test_column_blocks_match_the_host_kernels(simulator: harness.GpuSimulator, o
     if width == 256:
         return  # whole rows: test_split_rows_match_the_host_kernels (WIDTHS)
     _check_against_host(simulator, op, level, width, dtype)
-    gpu = harness.SimulatedProgram(program, level, simulator)
-    tile = gpu.record.tile_rows or ROW_PER_LANE_TILE
-    counts = [5, 0, 300, 1, 40, 0, tile + 200, 2 * tile + 9, 4]
-    inputs, first, n, s = _buffers(gpu.record, counts, 11)
-    gpu.run(inputs, first, n, s)
-    for grid, reverse in [(1, False), (3, True), (50, True)]:
-        _, again, _, _ = _buffers(gpu.record, counts, 11)
-        gpu.run(inputs, again, n, s, grid=grid, reverse_blocks=reverse)
-        for got, want in zip(again, first):
-            assert torch.equal(got, want), f"{gpu.record.name}: grid {grid} differs"
+    _check_bitwise_on_grids(harness.SimulatedProgram(program, level, simulator), seed=11)
 
 
 # Segments walked in rounds of 128 rows from their start (walkSegmentEnd):
@@ -250,13 +241,19 @@ def test_split_rows_are_bitwise_independent_of_the_grid(simulator: harness.GpuSi
                                                         op: str, level: int,
                                                         width: int) -> None:
     program = _wide.program(op, "f32", width)
-    gpu = harness.SimulatedProgram(program, level, simulator)
-    tile = gpu.record.tile_rows
+    _check_bitwise_on_grids(harness.SimulatedProgram(program, level, simulator), seed=7)
+
+
+def _check_bitwise_on_grids(gpu: harness.SimulatedProgram, seed: int) -> None:
+    """`gpu` on short, empty and long segments (around its tile), bitwise
+    the same on grids of 1, 3 (blocks in reverse) and 50 blocks as on the
+    launcher's."""
+    tile = gpu.record.tile_rows or ROW_PER_LANE_TILE
     counts = [5, 0, 300, 1, 40, 0, tile + 200, 2 * tile + 9, 4]
-    inputs, first, n, s = _buffers(gpu.record, counts, 7)
+    inputs, first, n, s = _buffers(gpu.record, counts, seed)
     gpu.run(inputs, first, n, s)
     for grid, reverse in [(1, False), (3, True), (50, True)]:
-        _, again, _, _ = _buffers(gpu.record, counts, 7)
+        _, again, _, _ = _buffers(gpu.record, counts, seed)
         gpu.run(inputs, again, n, s, grid=grid, reverse_blocks=reverse)
         for got, want in zip(again, first):
             assert torch.equal(got, want), f"{gpu.record.name}: grid {grid} differs"
