@@ -269,10 +269,9 @@ public:
   /// The widest pair of features that rows of exactly G features (16 or
   /// 32, one a lane) are split into over half the lanes (gpuFeatureLanes):
   /// a pair of f32 (or of 16-bit features). A lane then holds twice the
-  /// features, so its registers grow: f32 rows stay within 48 registers,
-  /// but pairs of f64 took max's F = 16 backward tile kernel from 64 to 76
-  /// (50% to 37.5% occupancy; docs/benchmarks.md, "Rows of 16 features in
-  /// pairs").
+  /// features, so its registers grow; with pairs of f64 max's backward
+  /// lost an occupancy step below 50% (docs/benchmarks.md, "Rows of 16
+  /// features in pairs").
   static constexpr int64_t kGPUNarrowRowPairBytes = 8;
   /// Consecutive features a lane holds of a split row of `features`
   /// features (gpuFeatureLanes G), loaded and stored as one vector: V =
@@ -301,10 +300,10 @@ public:
   /// feature). Their grids are C times the rule's: block b runs the rule's
   /// block b / C on features [(b % C) F / C, (b % C + 1) F / C) (any grid
   /// is correct: GPUKernelEmitter loops over the column blocks). Rows of
-  /// 1,024 features held 32 a lane: max f64's backward `__tiles` spilled
-  /// at 255 registers. Not below 8 a lane: the loop costs registers (max
-  /// f64's F = 256 forward, in 2 blocks: 64 -> 80; docs/benchmarks.md,
-  /// "Column blocks"). Written to the manifest.
+  /// 1,024 features held 32 a lane, and max f64's backward spilled. Not
+  /// below 8 a lane: the loop costs registers, and at F = 256 f64 more
+  /// than the smaller blocks saved (docs/benchmarks.md, "Column blocks").
+  /// Written to the manifest.
   int64_t gpuColumnBlocks() const;
   /// Whether an op combines a value's components into one (a component
   /// sum, max or min: ComponentOpInterface::getComponentCombiningKind).
