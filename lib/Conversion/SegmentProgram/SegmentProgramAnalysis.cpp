@@ -533,11 +533,9 @@ int64_t SegmentProgram::gpuColumnBlocks() const {
   if (lanes == 0 || widest <= lanes * kGPUMostFeaturesPerLane ||
       foldsSplitRows())
     return 1;
-  for (const auto &entry : infos) {
-    int64_t features = rowFeatures(entry.second);
-    if (features >= kGPUFeatureLanesFrom && features != widest)
+  for (const auto &entry : infos)
+    if (isFeatureSplit(entry.first) && rowFeatures(entry.second) != widest)
       return 1;
-  }
   int64_t wholeVectors = lanes * gpuFeatureVectorWidth(widest);
   int64_t blocks = 2;
   while (widest > blocks * lanes * kGPUMostFeaturesPerLane)
