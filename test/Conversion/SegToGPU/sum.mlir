@@ -251,8 +251,9 @@
 // The super-tile's head (the segment of its first row) takes the head slots
 // of the tiles whose first row holds it; its tail (of its last row) the
 // head slot of a tile whose first row holds it, else the tail slot of one
-// whose last row does. Per component of the running pass, both loads, then
-// a butterfly each, and lane 0 stores both slots as those of tile
+// whose last row does. Per component of the running pass, both loads (each
+// only where its tile adds to the head or the tail; else the identity),
+// then a butterfly each, and lane 0 stores both slots as those of tile
 // numTiles + s.
 // CHECK: gpu.func @sum_vec3__super_tiles(
 // CHECK-DAG: %[[N:arg[0-9]+]]: i64 {seg.param = "num_rows"}
@@ -296,10 +297,16 @@
 // CHECK: %[[TOTAIL:.*]] = arith.andi %[[INRANGE]]
 // CHECK: %[[SUPERSLOT:.*]] = arith.addi %[[NTILES]], %[[SUPER]]
 // CHECK: scf.for %[[COMPONENT:.*]] = %c0_i64 to %{{.*}} step %c1_i64 : i64 {
+// CHECK: %[[HEADPART:.*]] = scf.if %[[TOHEAD]] -> (f32) {
 // CHECK: %[[HEADVALUE:.*]] = llvm.load
-// CHECK: %[[HEADPART:.*]] = arith.select %[[TOHEAD]], %[[HEADVALUE]], %cst : f32
+// CHECK: scf.yield %[[HEADVALUE]] : f32
+// CHECK: } else {
+// CHECK: scf.yield %cst : f32
+// CHECK: %[[TAILPART:.*]] = scf.if %[[TOTAIL]] -> (f32) {
 // CHECK: %[[TAILVALUE:.*]] = llvm.load
-// CHECK: %[[TAILPART:.*]] = arith.select %[[TOTAIL]], %[[TAILVALUE]], %cst : f32
+// CHECK: scf.yield %[[TAILVALUE]] : f32
+// CHECK: } else {
+// CHECK: scf.yield %cst : f32
 // CHECK: gpu.shuffle  xor %[[HEADPART]], %c16_i32, %c32_i32 : f32
 // CHECK-COUNT-4: gpu.shuffle  xor
 // CHECK: gpu.shuffle  xor %[[TAILPART]], %c16_i32, %c32_i32 : f32
