@@ -177,16 +177,25 @@ def extrapolate(small: Any, large: Any, rows: int, one_segment: bool,
     """A traced call's counts at `rows` rows, from the same call traced at
     two sizes: each count is linear in N (a launch's instructions, sectors
     and rounds all are, for a fixed mean segment length), except the rounds
-    of the slowest warp, which grow with N only when N is one segment (else
-    the larger trace's), and the warps, which are the launch's grid at
+    of the slowest warp, and the warps, which are the launch's grid at
     `rows` (`grids`, from the launcher's plan; a small trace's grid is
-    clamped to one block)."""
+    clamped to one block). The slowest warp's rounds grow with N only where
+    a warp runs a share of the segment that grows with it (N one segment,
+    and its rounds grown by at least half the rows' growth between the
+    traces: one warp walking the segment doubles them); else they are the
+    larger trace's (a warp's tile or super-tile, whose rounds differ by
+    where it lies: a super-tile inside the segment reads its head and
+    tail slots, the first only its tail's)."""
     from bench.gpu_traffic import LaunchTraffic
 
     if len(small.launches) != len(large.launches):
         raise ValueError(f"{small.op}: {len(small.launches)} launches at {small.num_rows} rows, "
                          f"{len(large.launches)} at {large.num_rows}")
     step = (rows - large.num_rows) / (large.num_rows - small.num_rows)
+    growth = large.num_rows / small.num_rows
+
+    def grows_with_rows(low: float, high: float) -> bool:
+        return high - low >= (growth - 1) * low / 2
 
     def line(low: float, high: float) -> float:
         return max(0.0, high + (high - low) * step)
@@ -198,7 +207,8 @@ def extrapolate(small: Any, large: Any, rows: int, one_segment: bool,
             a, b = getattr(low, field.name), getattr(high, field.name)
             if field.name in ("kernel", "block_size"):
                 values[field.name] = b
-            elif field.name == "max_warp_rounds" and not one_segment:
+            elif field.name == "max_warp_rounds" and not (
+                    one_segment and grows_with_rows(a, b)):
                 values[field.name] = max(a, b)
             else:
                 values[field.name] = line(a, b)

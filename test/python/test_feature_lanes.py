@@ -337,6 +337,41 @@ def test_split_rows_across_super_tiles(simulator: harness.GpuSimulator, op: str,
     _check_against_host_on_grids(gpu, host, counts, 3, dtype, width)
 
 
+# A sum and a max of the same rows in one pass: its totals are F sums then F
+# maxima, so a warp of `__super_tiles` (4 components) can hold both kinds
+# (F = 3: components 0-2 and 3; F = 10, split rows: 8-9 and 10-11), each
+# lane combining and shuffling as its component's kind.
+_SUM_AND_MAX = """\
+func.func @{name}(%x: tensor<?x{width}x{dtype}>, %idx: tensor<?xi32>, %n: index) -> tensor<?x{width}x{dtype}> {{
+  %0 = seg.sum %x, %idx, %n : tensor<?x{width}x{dtype}>, tensor<?xi32> -> tensor<?x{width}x{dtype}>
+  %1 = seg.max %x, %idx, %n : tensor<?x{width}x{dtype}>, tensor<?xi32> -> tensor<?x{width}x{dtype}>
+  %2 = arith.addf %0, %1 : tensor<?x{width}x{dtype}>
+  return %2 : tensor<?x{width}x{dtype}>
+}}
+"""
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("width", [3, 10])
+def test_super_tiles_of_a_pass_that_sums_and_takes_maxima(simulator: harness.GpuSimulator,
+                                                          width: int, dtype: str) -> None:
+    """Long segments across super-tiles of a program whose one pass sums and
+    takes maxima: against the host kernel, and bitwise the same on grids of
+    1 and 3 blocks in reverse."""
+    name = f"sum_and_max_{dtype}_w{width}"
+    program = _jit.Program(name, _SUM_AND_MAX.format(name=name, width=width, dtype=dtype),
+                           idx_position=1, label=name)
+    record = json.loads(program.entry(0).text)
+    assert record["passes"] == 1
+    assert record["host"]["split"]["combine"] == ["add"] * width + ["max"] * width
+    gpu = harness.SimulatedProgram(program, 0, simulator)
+    host = harness.CompiledModule(program.source)
+    tile = gpu.record.tile_rows
+    counts = [5, SUPER_TILE + 2 * tile + 9, 3, SUPER_TILE - 2 * tile, 2 * tile + 1,
+              SUPER_TILE + tile - 1]
+    _check_against_host_on_grids(gpu, host, counts, 4, dtype, width)
+
+
 @pytest.mark.parametrize("dtype", ["f32", "f64"])
 @pytest.mark.parametrize("width", [8, 64])
 @pytest.mark.parametrize("op,level", [("segmented_sum", 0), ("segmented_rms_norm", 1),

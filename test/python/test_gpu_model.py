@@ -338,6 +338,11 @@ def test_extrapolation_is_linear_in_rows() -> None:
     assert short.required_bytes == pytest.approx(8e6)
     one = extrapolate(call(1000, 10), call(2000, 20), 10**6, one_segment=True)
     assert one.launches[0].max_warp_rounds == pytest.approx(1e4)
+    # One segment, but a warp's share does not grow with it (a super-tile
+    # inside the segment takes a round more than the first): the larger
+    # trace's.
+    placed = extrapolate(call(1000, 14), call(2000, 15), 10**6, one_segment=True)
+    assert placed.launches[0].max_warp_rounds == 15
     # Warps: the launch's grid at the target rows (a small trace's is
     # clamped to one block), not a line through the traces.
     planned = extrapolate(call(1000, 3), call(2000, 4), 10**6, one_segment=False, grids=[977])

@@ -183,6 +183,12 @@ public:
   /// kGPUSuperTileComponentsPerWarp components of the widest pass's totals.
   /// The manifest records it as the launch's warps per unit.
   int64_t gpuSuperTileWarps() const;
+  /// Lanes over a warp's components in `__super_tiles` (the others over
+  /// tiles): the fewest powers of two holding them, up to
+  /// kGPUSuperTileComponentsPerWarp, so that consecutive lanes read a
+  /// slot's consecutive values and a program of one total keeps a lane per
+  /// tile.
+  int64_t gpuSuperTileComponentLanes() const;
   /// Rows of the chunks the GPU segment kernel gives each warp: a segment
   /// that starts and ends in one chunk is packed (run with the chunk's
   /// other such segments, a lane per row); a longer one is walked by the
@@ -323,6 +329,8 @@ public:
   /// The same for the reductions computed in pass `pass` (the emitter's
   /// accumulators of that pass, in the same order).
   int64_t numReductionComponents(unsigned pass) const;
+  /// The most of any pass (at least 1).
+  int64_t widestPassComponents() const;
   /// Where pass `pass`'s accumulators start among all of them: the
   /// components of the passes before it.
   int64_t reductionOffset(unsigned pass) const;

@@ -149,6 +149,12 @@ public:
   /// `__super_tiles`, the running pass's slots of each super-tile's long
   /// pieces from its tiles' slots.
   void emitSuperTiles();
+  /// `__super_tiles`' warp for components [partFirst, partLast) of
+  /// `superTile`'s slots: its tiles' slots that add to its `head` and
+  /// `tail` segments, combined and stored.
+  void combineSuperTileSlots(OpBuilder &b, Value superTile, Value tiles,
+                             Value head, Value tail, Value partFirst,
+                             Value partLast);
 
   /// One-pass programs: long segments reduced by a tile kernel.
   bool isOnePass() const { return program.isOnePass(); }

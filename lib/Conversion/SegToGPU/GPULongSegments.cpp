@@ -803,16 +803,17 @@ void GPUKernelEmitter::forEachRunningComponent(
 
 void GPUKernelEmitter::emitSuperTiles() {
   // W warps per super-tile (SegmentProgram::gpuSuperTileWarps), warp p
-  // combining components [4p, 4p + 4) of the running pass's totals, each
-  // lane taking tiles lane, lane + 32, ... of it (one, or four for split
-  // rows' smaller tiles). The super-tile's head
-  // is the segment of its first row, its tail that of its last; a tile adds
-  // to the head its head slot if it holds the same segment, to the tail its
-  // head slot or else its tail slot if one holds the tail's segment. Each
-  // lane combines its tiles in order, the lanes by the butterfly (a fixed
-  // order), and lane 0 stores. Read only for valid long segments spanning
-  // two super-tiles or more, whose every tile slot the tile kernels wrote;
-  // for any idx every index stays in the scratch.
+  // combining components [4p, 4p + 4) of the running pass's totals, its
+  // lanes over those components and the super-tile's tiles (32 or, for
+  // split rows' smaller tiles, 128), 32 tiles at a time. The super-tile's
+  // head is the segment of its first row, its tail that of its last; a
+  // tile adds to the head its head slot if it holds the same segment, to
+  // the tail its head slot or else its tail slot if one holds the tail's
+  // segment. Each lane combines its tiles in order, the lanes of a
+  // component by the butterfly (a fixed order), and the first lane of
+  // each component stores. Read only for valid long segments spanning two
+  // super-tiles or more, whose every tile slot the tile kernels wrote; for
+  // any idx every index stays in the scratch.
   auto [first, last] = runningPassComponents(builder);
   emitWarpIds(builder);
   Value tiles = numTiles(builder);
@@ -896,101 +897,189 @@ void GPUKernelEmitter::emitSuperTiles() {
               loc, spans, ocmp(arith::CmpIPredicate::slt, partFirst, last));
         auto ifSpans = ob.create<scf::IfOp>(loc, spans, /*withElse=*/false);
         OpBuilder b = ifSpans.getThenBodyBuilder();
-        auto cmp = [&](arith::CmpIPredicate predicate, Value x, Value y) {
-          return b.create<arith::CmpIOp>(loc, predicate, x, y);
-        };
-        // Per tile of the lane: where it adds (head, tail) and from which
-        // slot.
-        struct LaneTile {
-          Value readTile, toHead, toTail, tailSlot;
-        };
-        SmallVector<LaneTile> laneTiles;
-        Value firstTile = b.create<arith::MulIOp>(loc, superTile,
-                                                  i64(b, tilesPerSuperTile));
-        for (int64_t k = 0; k < tilesPerSuperTile / kWarpSize; ++k) {
-          Value tile = b.create<arith::AddIOp>(
-              loc, firstTile,
-              b.create<arith::AddIOp>(loc, lane, i64(b, k * kWarpSize)));
-          Value inRange = cmp(arith::CmpIPredicate::ult, tile, tiles);
-          Value tileStart =
-              b.create<arith::MulIOp>(loc, tile, i64(b, tileRows));
-          Value tileLast = b.create<arith::SubIOp>(
-              loc,
-              b.create<arith::MinSIOp>(
-                  loc,
-                  b.create<arith::AddIOp>(loc, tileStart, i64(b, tileRows)),
-                  numRows),
-              i64(b, 1));
-          Value tileHead = segmentOr(b, inRange, tileStart);
-          Value tileTail = segmentOr(b, inRange, tileLast);
-          Value toHead = b.create<arith::AndIOp>(
-              loc, inRange, cmp(arith::CmpIPredicate::eq, tileHead, head));
-          Value headHoldsTail = cmp(arith::CmpIPredicate::eq, tileHead, tail);
-          Value toTail = b.create<arith::AndIOp>(
-              loc, inRange,
-              b.create<arith::OrIOp>(
-                  loc, headHoldsTail,
-                  cmp(arith::CmpIPredicate::eq, tileTail, tail)));
-          Value tailSlot = b.create<arith::SelectOp>(loc, headHoldsTail,
-                                                     i64(b, 0), i64(b, 1));
-          Value readTile = b.create<arith::MinUIOp>(
-              loc, tile, b.create<arith::SubIOp>(loc, tiles, i64(b, 1)));
-          laneTiles.push_back({readTile, toHead, toTail, tailSlot});
-        }
-        Value slots = partials(b);
-        // Stored as the slots of tile numTiles + superTile (segmentTiles).
-        Value superSlot = b.create<arith::AddIOp>(loc, tiles, superTile);
-        forEachRunningComponent(
-            b, partFirst, partLast,
-            [&](OpBuilder &cb, Value component, arith::AtomicRMWKind kind) {
-              Type type = program.elementType;
-              Value identity = arith::getIdentityValue(kind, type, cb, loc);
-              // Every load, then the lane's combines, then both
-              // butterflies. Only the slots that add to the head or the
-              // tail are read: in a super-tile of short segments but at
-              // its ends, most of its tiles add to neither, and reading
-              // them anyway made three quarters of this kernel's sectors.
-              auto part = [&](Value readTile, Value contributes,
-                              Value slot) -> Value {
-                auto ifContributes = cb.create<scf::IfOp>(
-                    loc, contributes,
-                    [&](OpBuilder &tb, Location tl) {
-                      KernelCodeBuilder tcode(tb, tl);
-                      tb.create<scf::YieldOp>(
-                          tl, tcode.load(slots, type,
-                                         partialIndex(tb, readTile, slot,
-                                                      component)));
-                    },
-                    [&](OpBuilder &eb, Location el) {
-                      eb.create<scf::YieldOp>(el, identity);
-                    });
-                return ifContributes.getResult(0);
-              };
-              SmallVector<Value> headParts, tailParts;
-              for (const LaneTile &laneTile : laneTiles) {
-                headParts.push_back(
-                    part(laneTile.readTile, laneTile.toHead, i64(cb, 0)));
-                tailParts.push_back(part(laneTile.readTile, laneTile.toTail,
-                                         laneTile.tailSlot));
-              }
-              auto inOrder = [&](ArrayRef<Value> parts) {
-                Value total = parts.front();
-                for (Value next : parts.drop_front())
-                  total = arith::getReductionOp(kind, cb, loc, total, next);
-                return total;
-              };
-              Value headTotal = warpCombine(cb, inOrder(headParts), kind);
-              Value tailTotal = warpCombine(cb, inOrder(tailParts), kind);
-              storeFromLaneZero(
-                  cb, {headTotal, tailTotal}, slots,
-                  [&](OpBuilder &ib, int64_t which) {
-                    return partialIndex(ib, superSlot, i64(ib, which),
-                                        component);
-                  });
-            });
+        combineSuperTileSlots(b, superTile, tiles, head, tail, partFirst,
+                              partLast);
         ob.create<scf::YieldOp>(loc);
       });
   emitKernelEnd(builder);
+}
+
+void GPUKernelEmitter::combineSuperTileSlots(OpBuilder &b, Value superTile,
+                                             Value tiles, Value head,
+                                             Value tail, Value partFirst,
+                                             Value partLast) {
+  auto cmp = [&](arith::CmpIPredicate predicate, Value x, Value y) {
+    return b.create<arith::CmpIOp>(loc, predicate, x, y);
+  };
+  // The slots, lanes over components: lane l takes component
+  // partFirst + l % C (C = gpuSuperTileComponentLanes, 1 to 4) of
+  // tiles l / C, l / C + 32 / C, ... in order, so that C lanes read C
+  // consecutive values of a slot (4 f32: 16 bytes, 4 f64: a sector)
+  // where a lane over tiles read one; then a butterfly over the lanes
+  // of a component, and lanes 0 to C - 1 store. Only the slots that
+  // add to the head or the tail are read: in a super-tile of short
+  // segments but at its ends, most tiles add to neither.
+  int64_t componentLanes = program.gpuSuperTileComponentLanes();
+  int64_t tileLanes = kWarpSize / componentLanes;
+  Value tileLane = b.create<arith::ShRUIOp>(
+      loc, lane, i64(b, llvm::Log2_64(componentLanes)));
+  Value component = b.create<arith::AddIOp>(
+      loc, partFirst,
+      b.create<arith::AndIOp>(loc, lane, i64(b, componentLanes - 1)));
+  Value hasComponent = cmp(arith::CmpIPredicate::slt, component, partLast);
+  // A pass's components may combine differently (runs of kinds): the
+  // lane's kind is its component's.
+  auto runs = combiningRuns();
+  auto byKind = [&](OpBuilder &kb,
+                    function_ref<Value(arith::AtomicRMWKind)> make) {
+    Value result = make(std::get<2>(runs.back()));
+    for (auto [runBegin, runEnd, kind] :
+         llvm::reverse(ArrayRef(runs).drop_back())) {
+      Value inRun = kb.create<arith::AndIOp>(
+          loc,
+          kb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sge,
+                                   component, i64(kb, runBegin)),
+          kb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt,
+                                   component, i64(kb, runEnd)));
+      result = kb.create<arith::SelectOp>(loc, inRun, make(kind), result);
+    }
+    return result;
+  };
+  Type type = program.elementType;
+  Value identity = byKind(b, [&](arith::AtomicRMWKind kind) {
+    return arith::getIdentityValue(kind, type, b, loc);
+  });
+  Value slots = partials(b);
+  Value firstTile = b.create<arith::MulIOp>(loc, superTile,
+                                            i64(b, tilesPerSuperTile));
+  // 32 tiles at a time (C a lane).
+  auto groups = b.create<scf::ForOp>(
+      loc, i64(b, 0), i64(b, tilesPerSuperTile / kWarpSize), i64(b, 1),
+      ValueRange{identity, identity},
+      [&](OpBuilder &gb, Location, Value group, ValueRange totals) {
+        auto gcmp = [&](arith::CmpIPredicate predicate, Value x,
+                        Value y) {
+          return gb.create<arith::CmpIOp>(loc, predicate, x, y);
+        };
+        // One component a lane (C = 1): each lane reads its own tile's
+        // slots and needs no other lane's bits (a ballot would end the
+        // idx loads' round before the slots' loads).
+        auto ballot = [&](Value predicate) -> Value {
+          if (componentLanes == 1)
+            return predicate;
+          return gb.create<NVVM::VoteBallotOp>(
+              loc, gb.getI32Type(),
+              gb.create<arith::ConstantIntOp>(loc, -1, 32), predicate);
+        };
+        Value groupTile = gb.create<arith::AddIOp>(
+            loc, firstTile,
+            gb.create<arith::MulIOp>(loc, group, i64(gb, kWarpSize)));
+        // Where the group's tile `lane` adds (lanes over tiles): its
+        // head slot to the head, and its head or else its tail slot
+        // to the tail; ballots give every lane each tile's bit.
+        Value tile = gb.create<arith::AddIOp>(loc, groupTile, lane);
+        Value inRange = gcmp(arith::CmpIPredicate::ult, tile, tiles);
+        Value tileStart =
+            gb.create<arith::MulIOp>(loc, tile, i64(gb, tileRows));
+        Value tileLast = gb.create<arith::SubIOp>(
+            loc,
+            gb.create<arith::MinSIOp>(
+                loc,
+                gb.create<arith::AddIOp>(loc, tileStart,
+                                         i64(gb, tileRows)),
+                numRows),
+            i64(gb, 1));
+        Value tileHead = segmentOr(gb, inRange, tileStart);
+        Value tileTail = segmentOr(gb, inRange, tileLast);
+        Value headHoldsTail =
+            gcmp(arith::CmpIPredicate::eq, tileHead, tail);
+        Value toHeadBits = ballot(gb.create<arith::AndIOp>(
+            loc, inRange,
+            gcmp(arith::CmpIPredicate::eq, tileHead, head)));
+        Value toTailBits = ballot(gb.create<arith::AndIOp>(
+            loc, inRange,
+            gb.create<arith::OrIOp>(
+                loc, headHoldsTail,
+                gcmp(arith::CmpIPredicate::eq, tileTail, tail))));
+        Value tailSlotBits = ballot(gb.create<arith::XOrIOp>(
+            loc, headHoldsTail,
+            gb.create<arith::ConstantIntOp>(loc, 1, 1)));
+        auto part = [&](Value readTile, Value adds, Value slot) {
+          auto ifAdds = gb.create<scf::IfOp>(
+              loc, adds,
+              [&](OpBuilder &tb, Location tl) {
+                tb.create<scf::YieldOp>(
+                    tl, KernelCodeBuilder(tb, tl).load(
+                            slots, type,
+                            partialIndex(tb, readTile, slot, component)));
+              },
+              [&](OpBuilder &eb, Location el) {
+                eb.create<scf::YieldOp>(el, identity);
+              });
+          return ifAdds.getResult(0);
+        };
+        // Every load, then the combines in tile order.
+        SmallVector<Value> headParts, tailParts;
+        for (int64_t k = 0; k < componentLanes; ++k) {
+          Value inGroup = gb.create<arith::AddIOp>(
+              loc, tileLane, i64(gb, k * tileLanes));
+          Value position =
+              gb.create<arith::TruncIOp>(loc, gb.getI32Type(), inGroup);
+          auto bit = [&](Value bits) -> Value {
+            if (componentLanes == 1)
+              return bits;
+            return gb.create<arith::TruncIOp>(
+                loc, gb.getI1Type(),
+                gb.create<arith::ShRUIOp>(loc, bits, position));
+          };
+          Value readTile =
+              gb.create<arith::AddIOp>(loc, groupTile, inGroup);
+          headParts.push_back(part(
+              readTile,
+              gb.create<arith::AndIOp>(loc, hasComponent,
+                                       bit(toHeadBits)),
+              i64(gb, 0)));
+          tailParts.push_back(part(
+              readTile,
+              gb.create<arith::AndIOp>(loc, hasComponent,
+                                       bit(toTailBits)),
+              gb.create<arith::ExtUIOp>(loc, gb.getI64Type(),
+                                        bit(tailSlotBits))));
+        }
+        auto inOrder = [&](Value total, ArrayRef<Value> parts) {
+          for (Value value : parts)
+            total = byKind(gb, [&](arith::AtomicRMWKind kind) {
+              return arith::getReductionOp(kind, gb, loc, total, value);
+            });
+          return total;
+        };
+        gb.create<scf::YieldOp>(
+            loc, ValueRange{inOrder(totals[0], headParts),
+                            inOrder(totals[1], tailParts)});
+      });
+  Value headTotal = groups.getResult(0), tailTotal = groups.getResult(1);
+  auto overComponentLanes = [&](Value value) {
+    return byKind(b, [&](arith::AtomicRMWKind kind) {
+      return warpCombine(b, value, kind, /*fromOffset=*/componentLanes,
+                         /*toOffset=*/kWarpSize);
+    });
+  };
+  headTotal = overComponentLanes(headTotal);
+  tailTotal = overComponentLanes(tailTotal);
+  // Stored as the slots of tile numTiles + superTile (segmentTiles).
+  Value superSlot = b.create<arith::AddIOp>(loc, tiles, superTile);
+  auto ifStores = b.create<scf::IfOp>(
+      loc,
+      b.create<arith::AndIOp>(
+          loc, hasComponent,
+          cmp(arith::CmpIPredicate::eq, tileLane, i64(b, 0))),
+      /*withElse=*/false);
+  OpBuilder sb = ifStores.getThenBodyBuilder();
+  SmallVector<Value, 2> totals = {headTotal, tailTotal};
+  for (auto [which, total] : llvm::enumerate(totals))
+    KernelCodeBuilder(sb, loc).store(
+        total, slots,
+        partialIndex(sb, superSlot, i64(sb, which), component));
 }
 
 SmallVector<std::tuple<int64_t, int64_t, arith::AtomicRMWKind>>

@@ -578,10 +578,20 @@ bool SegmentProgram::gpuPacksTailsFromNextChunk() const {
 }
 
 int64_t SegmentProgram::gpuSuperTileWarps() const {
+  return llvm::divideCeil(widestPassComponents(),
+                          kGPUSuperTileComponentsPerWarp);
+}
+
+int64_t SegmentProgram::gpuSuperTileComponentLanes() const {
+  return std::min<int64_t>(llvm::PowerOf2Ceil(widestPassComponents()),
+                           kGPUSuperTileComponentsPerWarp);
+}
+
+int64_t SegmentProgram::widestPassComponents() const {
   int64_t widest = 1;
   for (unsigned pass = 0; pass < numPasses; ++pass)
     widest = std::max(widest, numReductionComponents(pass));
-  return llvm::divideCeil(widest, kGPUSuperTileComponentsPerWarp);
+  return widest;
 }
 
 bool SegmentProgram::isFeatureSplit(Value value) const {

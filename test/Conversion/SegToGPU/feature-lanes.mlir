@@ -71,9 +71,11 @@
 // CHECK: scf.for %{{.*}} step %c1_i64 iter_args(%{{.*}} = %cst, %{{.*}} = %cst) -> (f32, f32)
 // CHECK-NOT: gpu.shuffle
 // CHECK: llvm.store
-// Super-tiles keep 32,768 rows: 128 of these tiles, so each lane takes
-// tiles lane, lane + 32, lane + 64 and lane + 96; per component all eight
-// slot loads, then the lane's combine in tile order, then the butterflies.
+// Super-tiles keep 32,768 rows: 128 of these tiles, 32 at a time (a loop
+// of 4): lanes over the 32 find where each adds (two idx loads, three
+// ballots), then lanes over components (4) and tiles (8) read the slots,
+// four tiles a lane, eight loads, then the lane's combines in tile order;
+// the butterflies after the loop, over lanes 4 apart.
 // Ten warps share a super-tile's 40 components, warp p (of unit u:
 // super-tile u / 10, p = u % 10) components [4p, 4p + 4); for the others
 // its slots are not read.
@@ -92,21 +94,30 @@
 // CHECK: %[[HASPART:.*]] = arith.cmpi slt, %[[PARTFIRST]], %{{.*}}
 // CHECK: %[[SPANS:.*]] = arith.andi %{{.*}}, %[[HASPART]]
 // CHECK: scf.if %[[SPANS]]
+// CHECK: %[[TILELANE:.*]] = arith.shrui %[[LANE:.*]], %c2_i64
+// CHECK: %[[INWARP:.*]] = arith.andi %[[LANE]], %c3_i64
+// CHECK: %[[COMPONENT:.*]] = arith.addi %[[PARTFIRST]], %[[INWARP]]
+// CHECK: %[[HASCOMPONENT:.*]] = arith.cmpi slt, %[[COMPONENT]], %[[PARTLAST]]
 // CHECK: %[[FIRSTTILE:.*]] = arith.muli %[[SUPER]], %c128_i64
-// CHECK: arith.addi %[[FIRSTTILE]], %[[LANE:.*]] : i64
-// CHECK: %[[LANE32:.*]] = arith.addi %[[LANE]], %c32_i64
-// CHECK: arith.addi %[[FIRSTTILE]], %[[LANE32]]
-// CHECK: %[[LANE64:.*]] = arith.addi %[[LANE]], %c64_i64
-// CHECK: arith.addi %[[FIRSTTILE]], %[[LANE64]]
-// CHECK: %[[LANE96:.*]] = arith.addi %[[LANE]], %c96_i64
-// CHECK: arith.addi %[[FIRSTTILE]], %[[LANE96]]
-// CHECK: %[[LO:.*]] = arith.maxsi %[[PARTFIRST]], %c0_i64
-// CHECK: %[[HI:.*]] = arith.minsi %[[PARTLAST]], %c40_i64
-// CHECK: scf.for %[[COMPONENT:.*]] = %[[LO]] to %[[HI]]
-// CHECK-COUNT-8: llvm.load
+// CHECK: scf.for %[[GROUP:.*]] = %c0_i64 to %c4_i64 step %c1_i64 iter_args({{.*}}) -> (f32, f32)
+// CHECK: %[[GROUPOFFSET:.*]] = arith.muli %[[GROUP]], %c32_i64
+// CHECK: %[[GROUPTILE:.*]] = arith.addi %[[FIRSTTILE]], %[[GROUPOFFSET]]
+// CHECK: arith.addi %[[GROUPTILE]], %[[LANE]] : i64
+// CHECK-COUNT-2: llvm.load
+// CHECK-COUNT-3: nvvm.vote.ballot.sync
+// CHECK: %[[READTILE:.*]] = arith.addi %[[GROUPTILE]], %[[TILELANE]]
+// CHECK: arith.muli %[[READTILE]], %c80_i64
+// CHECK: arith.addi %{{.*}}, %[[COMPONENT]]
+// CHECK-COUNT-2: llvm.load
+// CHECK: arith.addi %[[TILELANE]], %c8_i64
+// CHECK-COUNT-6: llvm.load
 // CHECK-NOT: gpu.shuffle
-// CHECK-COUNT-6: arith.addf
+// CHECK-COUNT-8: arith.addf
+// CHECK: scf.yield
 // CHECK: gpu.shuffle  xor %{{.*}}, %c16_i32, %c32_i32 : f32
+// CHECK: gpu.shuffle  xor %{{.*}}, %c8_i32, %c32_i32 : f32
+// CHECK: gpu.shuffle  xor %{{.*}}, %c4_i32, %c32_i32 : f32
+// CHECK-NOT: gpu.shuffle  xor %{{.*}}, %c2_i32
 func.func @sum_w40(%x: tensor<?x40xf32>, %idx: tensor<?xi32>, %n: index) -> tensor<?x40xf32> {
   %0 = seg.sum %x, %idx, %n : tensor<?x40xf32>, tensor<?xi32> -> tensor<?x40xf32>
   return %0 : tensor<?x40xf32>

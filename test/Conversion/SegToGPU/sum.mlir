@@ -246,15 +246,18 @@
 // CHECK: llvm.getelementptr inbounds %[[PARTIALS]][%[[AT]]]
 // CHECK-NOT: scf.for
 // CHECK: gpu.return
-// The super-tile kernel: a warp per 32-tile super-tile, a lane per tile
-// (32 tiles of 1,024 rows: rows held a row per lane).
+// The super-tile kernel: a warp per 32-tile super-tile (32 tiles of 1,024
+// rows: rows held a row per lane).
 // The super-tile's head (the segment of its first row) takes the head slots
 // of the tiles whose first row holds it; its tail (of its last row) the
 // head slot of a tile whose first row holds it, else the tail slot of one
-// whose last row does. Per component of the running pass, both loads (each
-// only where its tile adds to the head or the tail; else the identity),
-// then a butterfly each, and lane 0 stores both slots as those of tile
-// numTiles + s.
+// whose last row does: lanes over tiles find those, and ballots give every
+// lane every tile's bits. The slots are read lanes over components (lane l:
+// component l % 4 of tiles l / 4, l / 4 + 8, ..., the vec3's fourth lane
+// idle), each only where its tile adds to the head or the tail (else the
+// identity), all loads before the lane's combines in tile order; then a
+// butterfly over the lanes of a component each, and lanes 0 to 2 store
+// both slots as those of tile numTiles + s.
 // CHECK: gpu.func @sum_vec3__super_tiles(
 // CHECK-DAG: %[[N:arg[0-9]+]]: i64 {seg.param = "num_rows"}
 // CHECK-DAG: %[[SCRATCH:arg[0-9]+]]: !llvm.ptr {seg.param = "scratch"}
@@ -286,32 +289,54 @@
 // CHECK: %[[TAILSPANS:.*]] = arith.andi %[[TAILGOESON]], %[[TAILLONG]]
 // CHECK: %[[SPANS:.*]] = arith.ori %[[HEADSPANS]], %[[TAILSPANS]]
 // CHECK: scf.if %[[SPANS]] {
+// CHECK: %[[TILELANE:.*]] = arith.shrui %[[LANE:.*]], %c2_i64
+// CHECK: %[[COMPONENT:.*]] = arith.andi %[[LANE]], %c3_i64
+// CHECK: %[[HASCOMPONENT:.*]] = arith.cmpi slt, %[[COMPONENT]], %[[COUNT]]
 // CHECK: %[[FIRSTTILE:.*]] = arith.muli %[[SUPER]], %c32_i64
-// CHECK: %[[TILE:.*]] = arith.addi %[[FIRSTTILE]], %[[LANE:.*]] : i64
+// CHECK: %[[TILE:.*]] = arith.addi %[[FIRSTTILE]], %[[LANE]] : i64
 // CHECK: %[[INRANGE:.*]] = arith.cmpi ult, %[[TILE]], %[[NTILES]]
 // CHECK: %[[ENDS:.*]]:2 = scf.if %[[INRANGE]] -> (i64, i64) {
 // CHECK: %[[HOLDSHEAD:.*]] = arith.cmpi eq, %[[ENDS]]#0, %[[HEAD]]
 // CHECK: %[[TOHEAD:.*]] = arith.andi %[[INRANGE]], %[[HOLDSHEAD]]
-// CHECK: arith.cmpi eq, %[[ENDS]]#0, %[[TAIL]]
+// CHECK: %[[HEADBITS:.*]] = nvvm.vote.ballot.sync %c-1_i32, %[[TOHEAD]] : i32
 // CHECK: arith.cmpi eq, %[[ENDS]]#1, %[[TAIL]]
-// CHECK: %[[TOTAIL:.*]] = arith.andi %[[INRANGE]]
-// CHECK: %[[SUPERSLOT:.*]] = arith.addi %[[NTILES]], %[[SUPER]]
-// CHECK: scf.for %[[COMPONENT:.*]] = %c0_i64 to %{{.*}} step %c1_i64 : i64 {
-// CHECK: %[[HEADPART:.*]] = scf.if %[[TOHEAD]] -> (f32) {
+// CHECK: %[[TAILBITS:.*]] = nvvm.vote.ballot.sync
+// CHECK: %[[SLOTBITS:.*]] = nvvm.vote.ballot.sync
+// CHECK: %[[POSITION:.*]] = arith.trunci %[[TILELANE]] : i64 to i32
+// CHECK: %[[READTILE:.*]] = arith.addi %[[FIRSTTILE]], %[[TILELANE]] : i64
+// CHECK: %[[HEADBIT:.*]] = arith.shrui %[[HEADBITS]], %[[POSITION]] : i32
+// CHECK: %[[ADDSHEAD:.*]] = arith.trunci %[[HEADBIT]] : i32 to i1
+// CHECK: %[[READSHEAD:.*]] = arith.andi %[[HASCOMPONENT]], %[[ADDSHEAD]]
+// CHECK: %[[HEADPART:.*]] = scf.if %[[READSHEAD]] -> (f32) {
+// CHECK: %[[HEADAT:.*]] = arith.muli %[[READTILE]], %c6_i64
+// CHECK: arith.addi %[[HEADAT]], %[[COMPONENT]]
 // CHECK: %[[HEADVALUE:.*]] = llvm.load
 // CHECK: scf.yield %[[HEADVALUE]] : f32
 // CHECK: } else {
 // CHECK: scf.yield %cst : f32
-// CHECK: %[[TAILPART:.*]] = scf.if %[[TOTAIL]] -> (f32) {
-// CHECK: %[[TAILVALUE:.*]] = llvm.load
-// CHECK: scf.yield %[[TAILVALUE]] : f32
+// CHECK: arith.shrui %[[SLOTBITS]], %[[POSITION]] : i32
+// CHECK: arith.shrui %[[TAILBITS]], %[[POSITION]] : i32
+// CHECK: %[[TAILPART:.*]] = scf.if %{{.*}} -> (f32) {
+// CHECK: llvm.load
 // CHECK: } else {
 // CHECK: scf.yield %cst : f32
-// CHECK: gpu.shuffle  xor %[[HEADPART]], %c16_i32, %c32_i32 : f32
-// CHECK-COUNT-4: gpu.shuffle  xor
-// CHECK: gpu.shuffle  xor %[[TAILPART]], %c16_i32, %c32_i32 : f32
-// CHECK-COUNT-4: gpu.shuffle  xor
-// CHECK: scf.if
+// Three more tiles a lane: 8 tiles on.
+// CHECK: arith.addi %[[TILELANE]], %c8_i64
+// CHECK-COUNT-6: scf.if
+// CHECK: %[[HEADSUM:.*]] = arith.addf %[[HEADPART]], %cst : f32
+// CHECK-COUNT-3: arith.addf
+// CHECK: %[[TAILSUM:.*]] = arith.addf %[[TAILPART]], %cst : f32
+// CHECK-COUNT-3: arith.addf
+// CHECK: gpu.shuffle  xor %{{.*}}, %c16_i32, %c32_i32 : f32
+// CHECK: gpu.shuffle  xor %{{.*}}, %c8_i32, %c32_i32 : f32
+// CHECK: gpu.shuffle  xor %{{.*}}, %c4_i32, %c32_i32 : f32
+// CHECK-NOT: gpu.shuffle  xor %{{.*}}, %c2_i32
+// CHECK: gpu.shuffle  xor %{{.*}}, %c16_i32, %c32_i32 : f32
+// CHECK-COUNT-2: gpu.shuffle  xor
+// CHECK: %[[SUPERSLOT:.*]] = arith.addi %[[NTILES]], %[[SUPER]]
+// CHECK: %[[FIRSTOFCOMPONENT:.*]] = arith.cmpi eq, %[[TILELANE]], %c0_i64
+// CHECK: %[[STORES:.*]] = arith.andi %[[HASCOMPONENT]], %[[FIRSTOFCOMPONENT]]
+// CHECK: scf.if %[[STORES]] {
 // CHECK: arith.muli %[[SUPERSLOT]], %c6_i64
 // CHECK: llvm.getelementptr inbounds %[[SCRATCH]]
 // CHECK: llvm.store
