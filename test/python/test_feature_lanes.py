@@ -342,11 +342,11 @@ def test_split_rows_across_super_tiles(simulator: harness.GpuSimulator, op: str,
 # (F = 3: components 0-2 and 3; F = 10, split rows: 8-9 and 10-11), each
 # lane combining and shuffling as its component's kind.
 _SUM_AND_MAX = """\
-func.func @{name}(%x: tensor<?x{width}x{dtype}>, %idx: tensor<?xi32>, %n: index) -> tensor<?x{width}x{dtype}> {{
-  %0 = seg.sum %x, %idx, %n : tensor<?x{width}x{dtype}>, tensor<?xi32> -> tensor<?x{width}x{dtype}>
-  %1 = seg.max %x, %idx, %n : tensor<?x{width}x{dtype}>, tensor<?xi32> -> tensor<?x{width}x{dtype}>
-  %2 = arith.addf %0, %1 : tensor<?x{width}x{dtype}>
-  return %2 : tensor<?x{width}x{dtype}>
+func.func @{name}(%x: {rows}, %idx: tensor<?xi32>, %n: index) -> {rows} {{
+  %0 = seg.sum %x, %idx, %n : {rows}, tensor<?xi32> -> {rows}
+  %1 = seg.max %x, %idx, %n : {rows}, tensor<?xi32> -> {rows}
+  %2 = arith.addf %0, %1 : {rows}
+  return %2 : {rows}
 }}
 """
 
@@ -359,8 +359,8 @@ def test_super_tiles_of_a_pass_that_sums_and_takes_maxima(simulator: harness.Gpu
     takes maxima: against the host kernel, and bitwise the same on grids of
     1 and 3 blocks in reverse."""
     name = f"sum_and_max_{dtype}_w{width}"
-    program = _jit.Program(name, _SUM_AND_MAX.format(name=name, width=width, dtype=dtype),
-                           idx_position=1, label=name)
+    source = _SUM_AND_MAX.format(name=name, rows=f"tensor<?x{width}x{dtype}>")
+    program = _jit.Program(name, source, idx_position=1, label=name)
     record = json.loads(program.entry(0).text)
     assert record["passes"] == 1
     assert record["host"]["split"]["combine"] == ["add"] * width + ["max"] * width
