@@ -928,21 +928,29 @@ void GPUKernelEmitter::combineSuperTileSlots(OpBuilder &b, Value superTile,
       b.create<arith::AndIOp>(loc, lane, i64(b, componentLanes - 1)));
   Value hasComponent = cmp(arith::CmpIPredicate::slt, component, partLast);
   // A pass's components may combine differently (runs of kinds): the
-  // lane's kind is its component's.
+  // lane's kind is its component's. Per kind but the last run's, whether
+  // the lane's component is in one of its runs (computed once).
   auto runs = combiningRuns();
+  arith::AtomicRMWKind laneDefault = std::get<2>(runs.back());
+  SmallVector<std::pair<arith::AtomicRMWKind, Value>> otherKinds;
+  for (auto [runBegin, runEnd, kind] : runs) {
+    if (kind == laneDefault)
+      continue;
+    Value inRun = b.create<arith::AndIOp>(
+        loc, cmp(arith::CmpIPredicate::sge, component, i64(b, runBegin)),
+        cmp(arith::CmpIPredicate::slt, component, i64(b, runEnd)));
+    auto *found = llvm::find_if(
+        otherKinds, [&](const auto &entry) { return entry.first == kind; });
+    if (found == otherKinds.end())
+      otherKinds.push_back({kind, inRun});
+    else
+      found->second = b.create<arith::OrIOp>(loc, found->second, inRun);
+  }
   auto byKind = [&](OpBuilder &kb,
                     function_ref<Value(arith::AtomicRMWKind)> make) {
-    Value result = make(std::get<2>(runs.back()));
-    for (auto [runBegin, runEnd, kind] :
-         llvm::reverse(ArrayRef(runs).drop_back())) {
-      Value inRun = kb.create<arith::AndIOp>(
-          loc,
-          kb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sge,
-                                   component, i64(kb, runBegin)),
-          kb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt,
-                                   component, i64(kb, runEnd)));
-      result = kb.create<arith::SelectOp>(loc, inRun, make(kind), result);
-    }
+    Value result = make(laneDefault);
+    for (auto [kind, isKind] : otherKinds)
+      result = kb.create<arith::SelectOp>(loc, isKind, make(kind), result);
     return result;
   };
   Type type = program.elementType;
