@@ -337,6 +337,18 @@ def test_split_rows_across_super_tiles(simulator: harness.GpuSimulator, op: str,
     _check_against_host_on_grids(gpu, host, counts, 3, dtype, width)
 
 
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("width", [5, 64])
+@pytest.mark.parametrize("op,level", [("segmented_max", 2), ("segmented_rms_norm", 3)])
+def test_split_rows_across_super_tiles_at_higher_levels(simulator: harness.GpuSimulator,
+                                                        op: str, level: int, width: int,
+                                                        dtype: str) -> None:
+    """The same layouts at the second and third derivative levels
+    (pass-by-pass programs with more totals a pass): rows held a row per
+    lane (5) and split over lanes (64)."""
+    test_split_rows_across_super_tiles(simulator, op, level, width, dtype)
+
+
 # A sum and a max of the same rows in one pass: its totals are F sums then F
 # maxima, so a warp of `__super_tiles` (4 components) can hold both kinds
 # (F = 3: components 0-2 and 3; F = 10, split rows: 8-9 and 10-11), each
