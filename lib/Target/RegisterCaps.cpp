@@ -41,11 +41,14 @@ using RegisterReport = llvm::StringMap<KernelRegisters>;
 static constexpr unsigned kRegistersPerSM = 65536;
 static constexpr unsigned kMostPerThread = 255;
 static constexpr unsigned kHalfSMThreads = 1024;
+/// Registers per thread are allocated in multiples of this.
+static constexpr unsigned kRegisterUnit = 8;
 
 /// The most registers per thread at which `blocks` blocks of `threads`
 /// threads fit an SM.
 static unsigned capForBlocks(unsigned blocks, unsigned threads) {
-  return std::min(kRegistersPerSM / (blocks * threads) / 8 * 8,
+  return std::min(kRegistersPerSM / (blocks * threads) / kRegisterUnit *
+                      kRegisterUnit,
                   kMostPerThread);
 }
 
@@ -79,6 +82,17 @@ static SmallVector<unsigned> spillFreeCandidates(unsigned registers,
     previous = cap;
   }
   return caps;
+}
+
+/// The most registers of the occupancy step below `registers` (the
+/// largest cap for a whole number of blocks of `blockSize` threads that
+/// is below it), or 0 if none is.
+static unsigned stepBelow(unsigned registers, int64_t blockSize) {
+  unsigned threads = blockThreads(blockSize);
+  for (unsigned blocks = 1; blocks <= kRegistersPerSM / threads; ++blocks)
+    if (unsigned cap = capForBlocks(blocks, threads); cap < registers)
+      return cap;
+  return 0;
 }
 
 /// The most registers at which blocks of `blockSize` threads fill half an
@@ -274,15 +288,25 @@ FailureOr<std::string> mlir::seg::capRegisters(Location loc, std::string ptx,
     }
   } while (!raised.empty());
 
-  // Kernels below half occupancy that never spilled: capped at half
-  // occupancy where ptxas then spills nothing.
+  // Kernels that never spilled: below half occupancy, capped at half
+  // occupancy; at most one allocation unit past an occupancy step, at the
+  // step (ptxas lands there from small changes to a kernel); each kept
+  // where ptxas then spills nothing.
   unsigned half = halfOccupancyCap(blockSize);
   SmallVector<std::string> tried;
   for (const std::string &name : kernels) {
     KernelRegisters kernel = first->lookup(name);
-    if (kernel.spills || kernel.registers <= half)
+    if (kernel.spills)
       continue;
-    if (failed(setRegisterCap(loc, ptx, name, half)))
+    unsigned cap = 0;
+    if (kernel.registers > half)
+      cap = half;
+    else if (unsigned step = stepBelow(kernel.registers, blockSize);
+             step && kernel.registers - step <= kRegisterUnit)
+      cap = step;
+    if (!cap)
+      continue;
+    if (failed(setRegisterCap(loc, ptx, name, cap)))
       return failure();
     tried.push_back(name);
   }

@@ -215,6 +215,16 @@ public:
   /// (docs/benchmarks.md, "Tails from the next chunk"). Written to the
   /// manifest.
   bool gpuPacksTailsFromNextChunk() const;
+  /// Whether the segment kernel's window probes load each chunk's last
+  /// row only, a lane each, the row before chunk k coming from lane k - 1
+  /// by a shuffle (lane 0 loading its own): one idx sector a chunk instead
+  /// of two, for a shuffle and its registers. For the programs of
+  /// gpuPacksTailsFromNextChunk, whose kernels have registers to spare
+  /// below their occupancy step; the 3-vector sum's went from 40 to 48
+  /// (docs/benchmarks.md, "`__super_tiles` lanes over components").
+  bool gpuProbesWindowRowsOnce() const {
+    return gpuPacksTailsFromNextChunk();
+  }
   /// Chunks of the windows a warp of the segment kernel takes: it finds
   /// those where a segment starts (or the last row is) with two idx loads a
   /// lane, and runs only them, so a chunk inside a segment costs a fraction

@@ -980,7 +980,9 @@ void GPUKernelEmitter::emit() {
       loc, b.create<arith::MulIOp>(loc, globalWarp, chunks), numChunks,
       b.create<arith::MulIOp>(loc, totalWarps, chunks), ValueRange{},
       [&](OpBuilder &wb, Location, Value firstChunk, ValueRange) {
-        Value busy = chunksWithWork(wb, firstChunk, laneHasChunk, numChunks);
+        Value rowsBefore;
+        Value busy = chunksWithWork(wb, firstChunk, laneHasChunk, numChunks,
+                                    rowsBefore);
         // The busy chunks in order, a bit at a time (few values live across
         // the chunk's code: its registers bound the kernel's occupancy).
         Value zero32 = wb.create<arith::ConstantIntOp>(loc, 0, 32);
@@ -994,10 +996,19 @@ void GPUKernelEmitter::emit() {
             [&](OpBuilder &cb, Location, ValueRange mask) {
               Value k = cb.create<LLVM::CountTrailingZerosOp>(
                   loc, cb.getI32Type(), mask[0], /*is_zero_poison=*/false);
-              emitChunk(cb, cb.create<arith::AddIOp>(
-                                loc, firstChunk,
-                                cb.create<arith::ExtUIOp>(
-                                    loc, cb.getI64Type(), k)));
+              // Where the probes hold the row before each chunk, the
+              // chunk takes its own by a shuffle, before any load.
+              Value rowBefore;
+              if (rowsBefore)
+                rowBefore = cb.create<gpu::ShuffleOp>(loc, rowsBefore, k,
+                                                      i32(cb, kWarpSize),
+                                                      gpu::ShuffleMode::IDX)
+                                .getShuffleResult();
+              emitChunk(cb,
+                        cb.create<arith::AddIOp>(
+                            loc, firstChunk,
+                            cb.create<arith::ExtUIOp>(loc, cb.getI64Type(), k)),
+                        rowBefore);
               Value rest = cb.create<arith::AndIOp>(
                   loc, mask[0],
                   cb.create<arith::SubIOp>(
@@ -1036,7 +1047,8 @@ Value GPUKernelEmitter::windowChunks(OpBuilder &b, Value numChunks) {
 }
 
 Value GPUKernelEmitter::chunksWithWork(OpBuilder &b, Value firstChunk,
-                                       Value laneHasChunk, Value numChunks) {
+                                       Value laneHasChunk, Value numChunks,
+                                       Value &rowsBefore) {
   // Lane k of the window: chunk firstChunk + k starts a segment if it is
   // the first, or if the row before it and its last row differ (idx
   // sorted); it holds the last row if it is the last chunk.
@@ -1054,14 +1066,36 @@ Value GPUKernelEmitter::chunksWithWork(OpBuilder &b, Value firstChunk,
       i64(b, 1));
   Value isFirst = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
                                           rowBase, i64(b, 0));
-  Value before = segmentOr(
-      b,
-      b.create<arith::AndIOp>(
-          loc, isChunk, b.create<arith::XOrIOp>(
-                            loc, isFirst,
-                            b.create<arith::ConstantIntOp>(loc, 1, 1))),
-      b.create<arith::SubIOp>(loc, rowBase, i64(b, 1)));
-  Value last = segmentOr(b, isChunk, lastRow);
+  Value notFirst = b.create<arith::XOrIOp>(
+      loc, isFirst, b.create<arith::ConstantIntOp>(loc, 1, 1));
+  Value rowBefore = b.create<arith::SubIOp>(loc, rowBase, i64(b, 1));
+  Value before, last;
+  if (program.gpuProbesWindowRowsOnce()) {
+    // The row before chunk k is chunk k - 1's last: lane k takes it from
+    // lane k - 1, lane 0 loads its own (one sector, not a lane's each).
+    Value isLaneZero = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
+                                               lane, i64(b, 0));
+    last = segmentOr(b, isChunk, lastRow);
+    Value own = segmentOr(
+        b,
+        b.create<arith::AndIOp>(
+            loc, isLaneZero, b.create<arith::AndIOp>(loc, isChunk, notFirst)),
+        rowBefore);
+    Type i32Type = b.getI32Type();
+    Value fromLaneBefore =
+        b.create<gpu::ShuffleOp>(
+             loc, b.create<arith::TruncIOp>(loc, i32Type, last), i32(b, 1),
+             i32(b, kWarpSize), gpu::ShuffleMode::UP)
+            .getShuffleResult();
+    rowsBefore = b.create<arith::SelectOp>(
+        loc, isLaneZero, b.create<arith::TruncIOp>(loc, i32Type, own),
+        fromLaneBefore);
+    before = b.create<arith::ExtSIOp>(loc, b.getI64Type(), rowsBefore);
+  } else {
+    before = segmentOr(b, b.create<arith::AndIOp>(loc, isChunk, notFirst),
+                       rowBefore);
+    last = segmentOr(b, isChunk, lastRow);
+  }
   Value hasWork = b.create<arith::AndIOp>(
       loc, isChunk,
       b.create<arith::OrIOp>(
@@ -1078,7 +1112,8 @@ Value GPUKernelEmitter::chunksWithWork(OpBuilder &b, Value firstChunk,
       hasWork);
 }
 
-void GPUKernelEmitter::emitChunk(OpBuilder &cb, Value chunk) {
+void GPUKernelEmitter::emitChunk(OpBuilder &cb, Value chunk,
+                                 Value rowBefore) {
   // The chunk's idx loads, in one round: each lane's row, the row before
   // it (or, where the lanes' rows load in this round too, only lane 31's
   // before the chunk), and the row 32 after it (where the segment of the
@@ -1110,7 +1145,9 @@ void GPUKernelEmitter::emitChunk(OpBuilder &cb, Value chunk) {
     loaded.nextSegment32 = cb.create<arith::TruncIOp>(
         loc, i32Type, segmentOr(cb, loaded.nextInRange, nextRow));
   }
-  if (nextRowsPack) {
+  if (nextRowsPack && rowBefore) {
+    loaded.rowBefore32 = rowBefore;
+  } else if (nextRowsPack) {
     Value loadsRowBefore = cb.create<arith::AndIOp>(
         loc,
         cb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, lane,

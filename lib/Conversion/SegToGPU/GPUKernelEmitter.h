@@ -238,12 +238,16 @@ private:
   Value windowChunks(OpBuilder &b, Value numChunks);
   /// Lane k's bit (where `laneHasChunk`: k below the window's chunks):
   /// chunk firstChunk + k has work (a segment start or the last row), for
-  /// sorted idx (a ballot).
+  /// sorted idx (a ballot). Where SegmentProgram::gpuProbesWindowRowsOnce,
+  /// sets `rowsBefore` to lane k's idx of the row before chunk k (an i32,
+  /// -1 for none); else leaves it null.
   Value chunksWithWork(OpBuilder &b, Value firstChunk, Value laneHasChunk,
-                       Value numChunks);
+                       Value numChunks, Value &rowsBefore);
   /// The segments starting in a chunk of 32 rows (packed, walked or long),
-  /// and if it holds the last row the empty segments after it.
-  void emitChunk(OpBuilder &b, Value chunk);
+  /// and if it holds the last row the empty segments after it. With
+  /// `rowBefore` (an i32: idx of the row before the chunk, -1 for none),
+  /// the chunk loads it no more.
+  void emitChunk(OpBuilder &b, Value chunk, Value rowBefore = {});
   /// The segment starting at the lowest lane of `mask` in the chunk from
   /// `rowBase` (`starts`: the ballot of the chunk's lanes whose row starts
   /// a segment): the empty segments before it, then its rows (walked, or

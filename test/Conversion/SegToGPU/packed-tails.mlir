@@ -8,10 +8,21 @@
 // packs wherever it ends in the next chunk (e < 32).
 // CHECK-LABEL: gpu.func @sum_scalar(
 // CHECK: %[[LANE:.*]] = arith.andi %{{.*}}, %c31_i64
-// The chunk's loads, all before its first shuffle (one round): idx of
-// each lane's row and of the row 32 after it, lane 31's of the row before
-// the chunk, then the lane's row and (lanes 0 to 30) the row 32 after it.
-// CHECK: "llvm.intr.cttz"(%arg{{[0-9]+}})
+// The window's probes: each chunk's last row a lane, lane 0's row before
+// the window; the row before chunk k from lane k - 1 by a shuffle.
+// CHECK: scf.if %{{.*}} -> (i64) {
+// CHECK: llvm.load %{{.*}} : !llvm.ptr -> i32
+// CHECK: scf.if %{{.*}} -> (i64) {
+// CHECK: llvm.load %{{.*}} : !llvm.ptr -> i32
+// CHECK: gpu.shuffle  up %{{.*}}, %c1_i32, %c32_i32 : i32
+// CHECK: %[[BEFORE:.*]] = arith.select
+// CHECK: nvvm.vote.ballot.sync
+// A busy chunk takes the row before it from the probes, then its loads,
+// all before its first shuffle (one round): idx of each lane's row and of
+// the row 32 after it, then the lane's row and (lanes 0 to 30) the row 32
+// after it.
+// CHECK: %[[K:.*]] = "llvm.intr.cttz"(%arg{{[0-9]+}})
+// CHECK: %[[ROWBEFORE:.*]], %{{.*}} = gpu.shuffle  idx %[[BEFORE]], %[[K]], %c32_i32 : i32
 // CHECK: %[[INRANGE:.*]] = arith.cmpi slt, %[[ROW:.*]], %[[N:.*]] : i64
 // CHECK: scf.if %[[INRANGE]] -> (i64) {
 // CHECK: llvm.load %{{.*}} : !llvm.ptr -> i32
@@ -19,7 +30,7 @@
 // CHECK: %[[NEXTIN:.*]] = arith.cmpi slt, %[[NEXTROW]], %[[N]]
 // CHECK: llvm.load %{{.*}} : !llvm.ptr -> i32
 // CHECK: %[[ISLAST:.*]] = arith.cmpi eq, %[[LANE]], %c31_i64
-// CHECK: llvm.load %{{.*}} : !llvm.ptr -> i32
+// CHECK-NOT: llvm.load %{{.*}} : !llvm.ptr -> i32
 // CHECK: %[[TAKESNEXT:.*]] = arith.andi %[[NEXTIN]], %{{.*}} : i1
 // CHECK: %[[OWN:.*]] = scf.if %[[INRANGE]] -> (f32) {
 // CHECK: llvm.load %{{.*}} : !llvm.ptr -> f32
@@ -27,8 +38,8 @@
 // CHECK: llvm.load %{{.*}} : !llvm.ptr -> f32
 // CHECK-NOT: llvm.load
 // Where the tail ends in the next chunk, the row before each lane's (lane
-// 0: lane 31's load), the starts; the tail packs wherever it ends there
-// (e < 32: no limit of rows a lane).
+// 0: the row before the chunk, on lane 31), the starts; the tail packs
+// wherever it ends there (e < 32: no limit of rows a lane).
 // CHECK: gpu.shuffle  idx %{{.*}}, %c31_i32, %c32_i32 : i32
 // CHECK: %[[TAILEND:.*]] = "llvm.intr.cttz"
 // CHECK: gpu.shuffle  idx %{{.*}}, %{{.*}}, %c32_i32 : i32

@@ -4,7 +4,8 @@
 # their `.maxnreg`, if lower). A kernel whose name starts with "spills"
 # spills unless its `.maxnreg` is 128 or more; one starting with
 # "widespills" spills under a `.maxnreg` below 80; one starting with
-# "oddspills" spills unless its `.maxnreg` is 56 (ptxas is not monotonic). With PTXAS_LOG set, each
+# "oddspills" spills unless its `.maxnreg` is 56 (ptxas is not monotonic);
+# one starting with "tight" spills under a `.maxnreg` below 48. With PTXAS_LOG set, each
 # run appends the names of the kernels it was given to that file, a line a
 # run. With PTXAS_FORGET set to a path, only the first run (the one that
 # creates that file) reports anything.
@@ -23,7 +24,8 @@ awk -v logfile="$PTXAS_LOG" '
     if (cap && cap < registers) registers = cap
     spills = (name ~ /^spills/ && cap < 128) ||
              (name ~ /^widespills/ && cap && cap < 80) ||
-             (name ~ /^oddspills/ && cap != 56)
+             (name ~ /^oddspills/ && cap != 56) ||
+             (name ~ /^tight/ && cap && cap < 48)
     print "ptxas info    : Compiling entry function '\''" name "'\'' for '\''sm_90'\''"
     print "ptxas info    : Function properties for " name
     if (spills)
