@@ -223,6 +223,24 @@ def test_a_one_pass_tail_takes_its_next_chunk_rows_a_lane_each() -> None:
 
 
 @pytest.mark.simulator
+def test_the_bounds_kernel_searches_only_tails_that_may_be_long() -> None:
+    """`__bounds` (mean's backward: pass by pass) searches a tile's tail
+    segment for its start only where that segment holds the last row of
+    the first span after the tile's first row. Segments of 10 rows: every
+    tile has a tail and none may be long, so no search: the tile's probes
+    (its ends, the row before it, the head's and the tail's spans) in at
+    most two rounds. Segments of 1,500 rows: most tiles' tails cover the
+    next span, and their 32-way searches cost rounds."""
+    short, long = _traced([["segmented_mean", "f32", 1, 1, [10] * 1024],
+                           ["segmented_mean", "f32", 1, 1, [1500] * 8]], "trace_layout")
+    bounds = [next(launch for launch in trace["launches"]
+                   if launch["kernel"].endswith("__bounds")) for trace in (short, long)]
+    assert bounds[0]["max_warp_rounds"] <= 2, bounds[0]
+    assert bounds[0]["load_sectors"] <= 5 * bounds[0]["warps"], bounds[0]
+    assert bounds[1]["max_warp_rounds"] > 2, bounds[1]
+
+
+@pytest.mark.simulator
 def test_a_trace_on_another_grid_takes_larger_windows(traces: list[dict]) -> None:
     """The kernel of one segment of 8 tiles on 2 blocks (16 warps): windows
     of 16 chunks, a round each, instead of 64 windows of 4; the tiles'

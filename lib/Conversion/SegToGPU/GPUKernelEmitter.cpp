@@ -980,14 +980,13 @@ void GPUKernelEmitter::emit() {
       loc, b.create<arith::MulIOp>(loc, globalWarp, chunks), numChunks,
       b.create<arith::MulIOp>(loc, totalWarps, chunks), ValueRange{},
       [&](OpBuilder &wb, Location, Value firstChunk, ValueRange) {
-        Value rowsBefore;
-        Value busy = chunksWithWork(wb, firstChunk, laneHasChunk, numChunks,
-                                    rowsBefore);
+        WindowProbes probes =
+            probeWindow(wb, firstChunk, laneHasChunk, numChunks);
         // The busy chunks in order, a bit at a time (few values live across
         // the chunk's code: its registers bound the kernel's occupancy).
         Value zero32 = wb.create<arith::ConstantIntOp>(loc, 0, 32);
         wb.create<scf::WhileOp>(
-            loc, TypeRange{wb.getI32Type()}, ValueRange{busy},
+            loc, TypeRange{wb.getI32Type()}, ValueRange{probes.busy},
             [&](OpBuilder &cb, Location, ValueRange mask) {
               Value more = cb.create<arith::CmpIOp>(
                   loc, arith::CmpIPredicate::ne, mask[0], zero32);
@@ -999,11 +998,12 @@ void GPUKernelEmitter::emit() {
               // Where the probes hold the row before each chunk, the
               // chunk takes its own by a shuffle, before any load.
               Value rowBefore;
-              if (rowsBefore)
-                rowBefore = cb.create<gpu::ShuffleOp>(loc, rowsBefore, k,
-                                                      i32(cb, kWarpSize),
-                                                      gpu::ShuffleMode::IDX)
-                                .getShuffleResult();
+              if (probes.rowsBefore)
+                rowBefore =
+                    cb.create<gpu::ShuffleOp>(loc, probes.rowsBefore, k,
+                                              i32(cb, kWarpSize),
+                                              gpu::ShuffleMode::IDX)
+                        .getShuffleResult();
               emitChunk(cb,
                         cb.create<arith::AddIOp>(
                             loc, firstChunk,
@@ -1046,9 +1046,9 @@ Value GPUKernelEmitter::windowChunks(OpBuilder &b, Value numChunks) {
       b.create<arith::SelectOp>(loc, many, i32(b, most), clamped));
 }
 
-Value GPUKernelEmitter::chunksWithWork(OpBuilder &b, Value firstChunk,
-                                       Value laneHasChunk, Value numChunks,
-                                       Value &rowsBefore) {
+GPUKernelEmitter::WindowProbes
+GPUKernelEmitter::probeWindow(OpBuilder &b, Value firstChunk,
+                              Value laneHasChunk, Value numChunks) {
   // Lane k of the window: chunk firstChunk + k starts a segment if it is
   // the first, or if the row before it and its last row differ (idx
   // sorted); it holds the last row if it is the last chunk.
@@ -1069,7 +1069,7 @@ Value GPUKernelEmitter::chunksWithWork(OpBuilder &b, Value firstChunk,
   Value notFirst = b.create<arith::XOrIOp>(
       loc, isFirst, b.create<arith::ConstantIntOp>(loc, 1, 1));
   Value rowBefore = b.create<arith::SubIOp>(loc, rowBase, i64(b, 1));
-  Value before, last;
+  Value before, last, rowsBefore;
   if (program.gpuProbesWindowRowsOnce()) {
     // The row before chunk k is chunk k - 1's last: lane k takes it from
     // lane k - 1, lane 0 loads its own (one sector, not a lane's each).
@@ -1107,9 +1107,10 @@ Value GPUKernelEmitter::chunksWithWork(OpBuilder &b, Value firstChunk,
           b.create<arith::CmpIOp>(
               loc, arith::CmpIPredicate::eq, lastRow,
               b.create<arith::SubIOp>(loc, numRows, i64(b, 1)))));
-  return b.create<NVVM::VoteBallotOp>(
+  Value busy = b.create<NVVM::VoteBallotOp>(
       loc, b.getI32Type(), b.create<arith::ConstantIntOp>(loc, -1, 32),
       hasWork);
+  return {busy, rowsBefore};
 }
 
 void GPUKernelEmitter::emitChunk(OpBuilder &cb, Value chunk,

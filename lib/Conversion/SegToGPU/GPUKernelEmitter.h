@@ -236,13 +236,18 @@ private:
   /// Chunks per window: ceil(chunks / warps of the grid), clamped to
   /// [kGPUMinChunksPerWindow, kGPUMaxChunksPerWindow].
   Value windowChunks(OpBuilder &b, Value numChunks);
-  /// Lane k's bit (where `laneHasChunk`: k below the window's chunks):
-  /// chunk firstChunk + k has work (a segment start or the last row), for
-  /// sorted idx (a ballot). Where SegmentProgram::gpuProbesWindowRowsOnce,
-  /// sets `rowsBefore` to lane k's idx of the row before chunk k (an i32,
-  /// -1 for none); else leaves it null.
-  Value chunksWithWork(OpBuilder &b, Value firstChunk, Value laneHasChunk,
-                       Value numChunks, Value &rowsBefore);
+  /// What a window's probes found.
+  struct WindowProbes {
+    /// Lane k's bit (where `laneHasChunk`: k below the window's chunks):
+    /// chunk firstChunk + k has work (a segment start or the last row), for
+    /// sorted idx (a ballot).
+    Value busy;
+    /// Where SegmentProgram::gpuProbesWindowRowsOnce, lane k's idx of the
+    /// row before chunk k (an i32, -1 for none); else null.
+    Value rowsBefore;
+  };
+  WindowProbes probeWindow(OpBuilder &b, Value firstChunk, Value laneHasChunk,
+                           Value numChunks);
   /// The segments starting in a chunk of 32 rows (packed, walked or long),
   /// and if it holds the last row the empty segments after it. With
   /// `rowBefore` (an i32: idx of the row before the chunk, -1 for none),

@@ -589,15 +589,21 @@ void GPUKernelEmitter::forEachLongStart(OpBuilder &tb, Value tile,
       coversLongSpan(tb, tileStart, head));
   Value tailDiffers =
       tb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, tail, head);
+  // A tail covering a span holds the last row of the first span after the
+  // tile's first row (it starts after that row, and later spans end later:
+  // idx sorted). One load of that row spares the search (a round a step, a
+  // sector a lane) of every tail that ends before it: all short segments'.
+  Value tailMayCover = coversLongSpan(
+      tb, tb.create<arith::AddIOp>(loc, tileStart, i64(tb, 1)), tail,
+      tailDiffers);
   auto ifTail = tb.create<scf::IfOp>(
-      loc, tailDiffers,
+      loc, tailMayCover,
       [&](OpBuilder &db, Location) {
         db.create<scf::YieldOp>(loc, tailStartIn(db, tileStart, tileEnd, tail));
       },
       [&](OpBuilder &ob, Location) { ob.create<scf::YieldOp>(loc, tileEnd); });
   Value tailStart = ifTail.getResult(0);
-  Value tailStarts = tb.create<arith::AndIOp>(
-      loc, tailDiffers, coversLongSpan(tb, tailStart, tail));
+  Value tailStarts = coversLongSpan(tb, tailStart, tail, tailMayCover);
   forEachOfTwo(tb, loc, [&](OpBuilder &b, Value which) {
     Value isHead = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, which,
                                            i64(b, 0));
