@@ -254,6 +254,39 @@ def test_a_trace_on_another_grid_takes_larger_windows(traces: list[dict]) -> Non
     assert kernel["warp_rounds"] < planned[-1]["warp_rounds"] - 40
 
 
+@pytest.mark.simulator
+def test_large_windows_inside_a_segment_probe_no_chunk(traces: list[dict]) -> None:
+    """One segment of 8 tiles: on the launcher's grid, windows of 4 chunks
+    probe each chunk's last row, a sector each; on 2 blocks, windows of 16
+    chunks of rows of 8 bytes first load the row before the window and its
+    last row (lanes 0 and 1: at most two sectors), and a window inside the
+    segment probes none of its chunks: only the first window (the start)
+    and the last (the last row) probe theirs."""
+    planned, regridded = traces[3]["launches"][-1], traces[6]["launches"][-1]
+    chunks = 8192 // 32
+    assert planned["load_sectors"] >= chunks, planned
+    # Probing every chunk, the regridded kernel would load a sector a chunk
+    # too, besides what its two busy chunks load (the segment's tile totals).
+    assert regridded["load_sectors"] < chunks, regridded
+
+
+@pytest.mark.simulator
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_walks_of_narrow_rows_step_from_whole_chunks(dtype: str) -> None:
+    """Walked segments of 250 rows (8 steps of a warp) starting at a
+    chunk's first row, or 5 rows into it: the second layout's walks step
+    from their chunks (the first step's first 5 lanes masked), in as many
+    rounds, and read no more sectors than the first's. Stepping from their
+    first rows, each step's 32 rows would touch a sector more of x (8 a
+    walk)."""
+    aligned, shifted = (
+        trace["launches"][-1] for trace in _traced(
+            [["segmented_sum", dtype, 0, 1, [first] + [250, 6] * 8] for first in (32, 5)],
+            "trace_layout"))
+    assert shifted["load_sectors"] <= aligned["load_sectors"] + 8, (aligned, shifted)
+    assert shifted["warp_rounds"] <= aligned["warp_rounds"], (aligned, shifted)
+
+
 def test_traces_take_the_windows_of_the_target() -> None:
     """The model traces 40,960 and 81,920 rows; at N = 1e7 in one segment
     the launcher caps the segment kernel's grid and its windows grow to 20

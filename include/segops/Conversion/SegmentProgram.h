@@ -215,6 +215,18 @@ public:
   /// (docs/benchmarks.md, "Tails from the next chunk"). Written to the
   /// manifest.
   bool gpuPacksTailsFromNextChunk() const;
+  /// Whether the GPU kernels spend instructions (and maybe registers) to
+  /// save the sectors that rows held a row per lane of at most
+  /// kGPUNarrowRowBytes bytes waste, an eighth of their loads or more:
+  /// walks step from the first row's chunk where that takes no more load
+  /// rounds, since 32 rows from anywhere touch a sector more of each buffer
+  /// (GPUKernelEmitter::laneRowLoop); and windows of more than
+  /// kGPUMinChunksPerWindow chunks check their ends before probing a
+  /// sector a chunk (GPUKernelEmitter::windowMayHaveWork). Wider rows waste
+  /// less, and their kernels took an occupancy step for the code
+  /// (docs/benchmarks.md, "Narrow rows: walks from whole chunks").
+  static constexpr int64_t kGPUNarrowRowBytes = 8;
+  bool gpuSavesNarrowRowSectors() const;
   /// Whether the segment kernel's window probes load each chunk's last
   /// row only, a lane each, the row before chunk k coming from lane k - 1
   /// by a shuffle (lane 0 loading its own): one idx sector a chunk instead

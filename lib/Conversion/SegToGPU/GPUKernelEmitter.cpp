@@ -126,6 +126,67 @@ GPUKernelEmitter::splitRowLoop(OpBuilder &b, Value lo, Value hi,
   return totals;
 }
 
+SmallVector<Value>
+GPUKernelEmitter::laneRowLoop(OpBuilder &b, Value lo, Value hi, ValueRange init,
+                              SegmentProgramEmitter::RowBody body,
+                              bool fromChunks) {
+  // With `fromChunks`, steps from lo's chunk, not from lo, where that takes no more rounds of loads (a step
+  // more may: the short walks of tails into the next chunk): a warp's step
+  // then reads whole sectors, where 32 rows from anywhere touch a sector
+  // more of each buffer (5 of f32 for 4 of data). The first step is
+  // peeled, its lanes outside [lo, hi) masked (they read row lo or hi - 1,
+  // sectors read anyway), so that the loop holds no mask.
+  Value step = i64(b, kWarpSize);
+  if (!fromChunks) {
+    auto loop = b.create<scf::ForOp>(
+        loc, b.create<arith::AddIOp>(loc, lo, lane), hi, step, init,
+        [&](OpBuilder &ib, Location il, Value row, ValueRange acc) {
+          ib.create<scf::YieldOp>(
+              il, body(ib, il, row, /*lanes=*/1, /*laneMask=*/Value(), acc));
+        });
+    return SmallVector<Value>(loop.getResults());
+  }
+  // Rounds of kGPULoadsPerRound steps from `from` to hi.
+  constexpr int64_t roundRows = kWarpSize * SegmentProgram::kGPULoadsPerRound;
+  auto rounds = [&](Value from) {
+    return b.create<arith::DivSIOp>(
+        loc,
+        b.create<arith::AddIOp>(loc, b.create<arith::SubIOp>(loc, hi, from),
+                                i64(b, roundRows - 1)),
+        i64(b, roundRows));
+  };
+  Value chunkStart = b.create<arith::AndIOp>(loc, lo, i64(b, -kWarpSize));
+  Value fromChunk = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
+                                            rounds(chunkStart), rounds(lo));
+  Value base = b.create<arith::SelectOp>(loc, fromChunk, chunkStart, lo);
+  Value any = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, lo, hi);
+  auto head = b.create<scf::IfOp>(
+      loc, any,
+      [&](OpBuilder &hb, Location hl) {
+        Value row = hb.create<arith::AddIOp>(hl, base, lane);
+        Value inside = hb.create<arith::AndIOp>(
+            hl,
+            hb.create<arith::CmpIOp>(hl, arith::CmpIPredicate::sge, row, lo),
+            hb.create<arith::CmpIOp>(hl, arith::CmpIPredicate::slt, row, hi));
+        Value safeRow = hb.create<arith::MinSIOp>(
+            hl, hb.create<arith::MaxSIOp>(hl, row, lo),
+            hb.create<arith::SubIOp>(hl, hi, i64(hb, 1)));
+        hb.create<scf::YieldOp>(
+            hl, body(hb, hl, safeRow, /*lanes=*/1, inside, init));
+      },
+      [&](OpBuilder &eb, Location el) { eb.create<scf::YieldOp>(el, init); });
+  auto loop = b.create<scf::ForOp>(
+      loc,
+      b.create<arith::AddIOp>(loc, b.create<arith::AddIOp>(loc, base, step),
+                              lane),
+      hi, step, head.getResults(),
+      [&](OpBuilder &ib, Location il, Value row, ValueRange acc) {
+        ib.create<scf::YieldOp>(
+            il, body(ib, il, row, /*lanes=*/1, /*laneMask=*/Value(), acc));
+      });
+  return SmallVector<Value>(loop.getResults());
+}
+
 void GPUKernelEmitter::emitZeroRows(OpBuilder &b, Value lo, Value hi) {
   if (!splitsFeatures()) {
     b.create<scf::ForOp>(
@@ -360,14 +421,8 @@ void GPUKernelEmitter::emitWalkedSegment(OpBuilder &b, Value start,
                        bool /*storesRows*/) -> SmallVector<Value> {
       if (splitsFeatures())
         return splitRowLoop(rb, start, end, init, body);
-      auto loop = rb.create<scf::ForOp>(
-          rl, rb.create<arith::AddIOp>(rl, start, lane), end,
-          i64(rb, kWarpSize), init,
-          [&](OpBuilder &ib, Location il, Value row, ValueRange acc) {
-            ib.create<scf::YieldOp>(
-                il, body(ib, il, row, /*lanes=*/1, /*laneMask=*/Value(), acc));
-          });
-      return SmallVector<Value>(loop.getResults());
+      return laneRowLoop(rb, start, end, init, body,
+                         program.gpuSavesNarrowRowSectors());
     };
     auto combine = [&](OpBuilder &cb, Location, Value partial,
                        arith::AtomicRMWKind kind) {
@@ -976,12 +1031,17 @@ void GPUKernelEmitter::emit() {
   Value chunks = windowChunks(b, numChunks);
   Value laneHasChunk =
       b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, lane, chunks);
+  Value largeWindows;
+  if (program.gpuSavesNarrowRowSectors())
+    largeWindows =
+        b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sgt, chunks,
+                                i64(b, SegmentProgram::kGPUMinChunksPerWindow));
   b.create<scf::ForOp>(
       loc, b.create<arith::MulIOp>(loc, globalWarp, chunks), numChunks,
       b.create<arith::MulIOp>(loc, totalWarps, chunks), ValueRange{},
       [&](OpBuilder &wb, Location, Value firstChunk, ValueRange) {
         WindowProbes probes =
-            probeWindow(wb, firstChunk, laneHasChunk, numChunks);
+            probeWindow(wb, firstChunk, laneHasChunk, numChunks, largeWindows);
         // The busy chunks in order, a bit at a time (few values live across
         // the chunk's code: its registers bound the kernel's occupancy).
         Value zero32 = wb.create<arith::ConstantIntOp>(loc, 0, 32);
@@ -1048,7 +1108,110 @@ Value GPUKernelEmitter::windowChunks(OpBuilder &b, Value numChunks) {
 
 GPUKernelEmitter::WindowProbes
 GPUKernelEmitter::probeWindow(OpBuilder &b, Value firstChunk,
-                              Value laneHasChunk, Value numChunks) {
+                              Value laneHasChunk, Value numChunks,
+                              Value largeWindows) {
+  if (!largeWindows)
+    return probeChunks(b, firstChunk, laneHasChunk, numChunks);
+  bool rowsOnce = program.gpuProbesWindowRowsOnce();
+  SmallVector<Type> types(rowsOnce ? 2 : 1, b.getI32Type());
+  auto ifWork = b.create<scf::IfOp>(
+      loc,
+      windowMayHaveWork(b, firstChunk, laneHasChunk, numChunks, largeWindows),
+      [&](OpBuilder &tb, Location tl) {
+        WindowProbes probes =
+            probeChunks(tb, firstChunk, laneHasChunk, numChunks);
+        SmallVector<Value> found{probes.busy};
+        if (rowsOnce)
+          found.push_back(probes.rowsBefore);
+        tb.create<scf::YieldOp>(tl, found);
+      },
+      [&](OpBuilder &eb, Location el) {
+        // No chunk has work; no chunk runs, so no row before one is read.
+        SmallVector<Value> none(types.size(), i32(eb, 0));
+        eb.create<scf::YieldOp>(el, none);
+      });
+  return {ifWork.getResult(0), rowsOnce ? ifWork.getResult(1) : Value()};
+}
+
+Value GPUKernelEmitter::windowMayHaveWork(OpBuilder &b, Value firstChunk,
+                                          Value laneHasChunk, Value numChunks,
+                                          Value largeWindows) {
+  // Windows of more chunks than kGPUMinChunksPerWindow (grids capped where
+  // segments average a tile or more) mostly lie inside one segment: the
+  // idx of the row before the window and of its last row, equal, tell that
+  // no chunk of it has work (idx sorted; the window holds neither row 0 nor
+  // the last row), in two sectors instead of a sector a chunk. Smaller
+  // windows (shorter segments) mostly have work, and the check would cost
+  // them a round of loads before their probes.
+  Type i32Type = b.getI32Type();
+  auto ifLarge = b.create<scf::IfOp>(
+      loc, largeWindows,
+      [&](OpBuilder &lb, Location ll) {
+        // The window's chunks (the last window's may be fewer).
+        Value chunk = lb.create<arith::AddIOp>(ll, firstChunk, lane);
+        Value isChunk = lb.create<arith::AndIOp>(
+            ll, laneHasChunk,
+            lb.create<arith::CmpIOp>(ll, arith::CmpIPredicate::slt, chunk,
+                                     numChunks));
+        Value chunks = lb.create<LLVM::CtPopOp>(
+            ll, i32Type,
+            lb.create<NVVM::VoteBallotOp>(ll, i32Type, i32(lb, -1), isChunk));
+        Value windowStart =
+            lb.create<arith::MulIOp>(ll, firstChunk, i64(lb, kWarpSize));
+        Value windowEnd = lb.create<arith::MinSIOp>(
+            ll,
+            lb.create<arith::MulIOp>(
+                ll,
+                lb.create<arith::AddIOp>(
+                    ll, firstChunk,
+                    lb.create<arith::ExtUIOp>(ll, lb.getI64Type(), chunks)),
+                i64(lb, kWarpSize)),
+            numRows);
+        Value interior = lb.create<arith::AndIOp>(
+            ll,
+            lb.create<arith::CmpIOp>(ll, arith::CmpIPredicate::sgt, windowStart,
+                                     i64(lb, 0)),
+            lb.create<arith::CmpIOp>(ll, arith::CmpIPredicate::slt, windowEnd,
+                                     numRows));
+        // Lane 0 loads the row before the window, lane 1 its last row.
+        Value isLaneZero = lb.create<arith::CmpIOp>(
+            ll, arith::CmpIPredicate::eq, lane, i64(lb, 0));
+        Value loads = lb.create<arith::AndIOp>(
+            ll, interior,
+            lb.create<arith::CmpIOp>(ll, arith::CmpIPredicate::ult, lane,
+                                     i64(lb, 2)));
+        Value row = lb.create<arith::SubIOp>(
+            ll,
+            lb.create<arith::SelectOp>(ll, isLaneZero, windowStart, windowEnd),
+            i64(lb, 1));
+        Value segment =
+            lb.create<arith::TruncIOp>(ll, i32Type, segmentOr(lb, loads, row));
+        auto fromLane = [&](int64_t source) {
+          return lb
+              .create<gpu::ShuffleOp>(ll, segment, i32(lb, source),
+                                      i32(lb, kWarpSize), gpu::ShuffleMode::IDX)
+              .getShuffleResult();
+        };
+        Value oneSegment = lb.create<arith::AndIOp>(
+            ll, interior,
+            lb.create<arith::CmpIOp>(ll, arith::CmpIPredicate::eq, fromLane(0),
+                                     fromLane(1)));
+        lb.create<scf::YieldOp>(
+            ll,
+            ValueRange{lb.create<arith::XOrIOp>(
+                ll, oneSegment, lb.create<arith::ConstantIntOp>(ll, 1, 1))});
+      },
+      [&](OpBuilder &sb, Location sl) {
+        sb.create<scf::YieldOp>(
+            sl, ValueRange{sb.create<arith::ConstantIntOp>(sl, 1, 1)});
+      });
+  return ifLarge.getResult(0);
+}
+
+GPUKernelEmitter::WindowProbes GPUKernelEmitter::probeChunks(OpBuilder &b,
+                                                             Value firstChunk,
+                                                             Value laneHasChunk,
+                                                             Value numChunks) {
   // Lane k of the window: chunk firstChunk + k starts a segment if it is
   // the first, or if the row before it and its last row differ (idx
   // sorted); it holds the last row if it is the last chunk.
@@ -1259,14 +1422,12 @@ GPUKernelEmitter::reduceRows(OpBuilder &b, Value lo, Value hi, ValueRange init,
   // (split rows: each group its rows, each lane its features).
   if (splitsFeatures())
     return splitRowLoop(b, lo, hi, init, body);
-  auto loop = b.create<scf::ForOp>(
-      loc, b.create<arith::AddIOp>(loc, lo, lane), hi, i64(b, kWarpSize), init,
-      [&](OpBuilder &ib, Location il, Value row, ValueRange acc) {
-        ib.create<scf::YieldOp>(
-            il, body(ib, il, row, /*lanes=*/1, /*laneMask=*/Value(), acc));
-      });
+  // From lo, also for narrow rows: stepping the tile kernels' pieces from
+  // their chunks cost max and min f32 w1 backward's `__tiles` an occupancy
+  // step (docs/benchmarks.md, "Narrow rows: walks from whole chunks").
   SmallVector<Value> totals;
-  for (auto [partial, kind] : llvm::zip_equal(loop.getResults(), kinds))
+  for (auto [partial, kind] : llvm::zip_equal(
+           laneRowLoop(b, lo, hi, init, body, /*fromChunks=*/false), kinds))
     totals.push_back(warpCombine(b, partial, kind));
   return totals;
 }

@@ -201,6 +201,15 @@ private:
   SmallVector<Value> splitRowLoop(OpBuilder &b, Value lo, Value hi,
                                   ValueRange init,
                                   SegmentProgramEmitter::RowBody body);
+  /// Rows held a row per lane: the rows [lo, hi) through `body`, lane l
+  /// taking rows lo + l, lo + l + 32, ...; or, `fromChunks`, rows c + l of
+  /// the chunks c (multiples of 32) from lo's, the rows before lo masked,
+  /// where that takes no more load rounds. Returns each lane's partial
+  /// accumulators.
+  SmallVector<Value> laneRowLoop(OpBuilder &b, Value lo, Value hi,
+                                 ValueRange init,
+                                 SegmentProgramEmitter::RowBody body,
+                                 bool fromChunks);
   /// Zero row outputs for the rows [lo, hi) (of an invalid segment).
   void emitZeroRows(OpBuilder &b, Value lo, Value hi);
   /// The empty segments [lo, hi) a warp evaluates: one per lane, or (split
@@ -246,7 +255,19 @@ private:
     /// row before chunk k (an i32, -1 for none); else null.
     Value rowsBefore;
   };
+  /// The window's probes (probeChunks'). With `largeWindows` (an i1: the
+  /// windows have more than kGPUMinChunksPerWindow chunks; null where the
+  /// program does not check windows, SegmentProgram::
+  /// gpuSavesNarrowRowSectors), none (no chunk busy) where
+  /// windowMayHaveWork finds none may have work.
   WindowProbes probeWindow(OpBuilder &b, Value firstChunk, Value laneHasChunk,
+                           Value numChunks, Value largeWindows);
+  /// False (uniform) where the windows are large and this one lies inside
+  /// one segment, holding neither row 0 nor the last row.
+  Value windowMayHaveWork(OpBuilder &b, Value firstChunk, Value laneHasChunk,
+                          Value numChunks, Value largeWindows);
+  /// Each chunk of the window probed, a lane each.
+  WindowProbes probeChunks(OpBuilder &b, Value firstChunk, Value laneHasChunk,
                            Value numChunks);
   /// The segments starting in a chunk of 32 rows (packed, walked or long),
   /// and if it holds the last row the empty segments after it. With

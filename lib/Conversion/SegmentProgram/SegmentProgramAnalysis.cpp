@@ -577,6 +577,12 @@ bool SegmentProgram::gpuPacksTailsFromNextChunk() const {
   return 2 + 2 * rowComponents <= kGPULoadsPerRound;
 }
 
+bool SegmentProgram::gpuSavesNarrowRowSectors() const {
+  return !splitsFeatures() &&
+         widestRowFeatures() * elementType.getIntOrFloatBitWidth() / 8 <=
+             kGPUNarrowRowBytes;
+}
+
 int64_t SegmentProgram::gpuSuperTileWarps() const {
   return llvm::divideCeil(widestPassComponents(),
                           kGPUSuperTileComponentsPerWarp);
