@@ -8,21 +8,24 @@
 // packs wherever it ends in the next chunk (e < 32).
 // CHECK-LABEL: gpu.func @sum_scalar(
 // CHECK: %[[LANE:.*]] = arith.andi %{{.*}}, %c31_i64
-// The window's probes: each chunk's last row a lane, lane 0's row before
-// the window; the row before chunk k from lane k - 1 by a shuffle.
+// The window's probes (where the check of large windows, narrow-rows.mlir,
+// finds work): each chunk's last row a lane, lane 0's row before the
+// window; the row before chunk k from lane k - 1 by a shuffle.
+// CHECK: %[[PROBES:.*]]:2 = scf.if %{{.*}} -> (i32, i32) {
 // CHECK: scf.if %{{.*}} -> (i64) {
 // CHECK: llvm.load %{{.*}} : !llvm.ptr -> i32
 // CHECK: scf.if %{{.*}} -> (i64) {
 // CHECK: llvm.load %{{.*}} : !llvm.ptr -> i32
 // CHECK: gpu.shuffle  up %{{.*}}, %c1_i32, %c32_i32 : i32
 // CHECK: %[[BEFORE:.*]] = arith.select
-// CHECK: nvvm.vote.ballot.sync
+// CHECK: %[[BUSY:.*]] = nvvm.vote.ballot.sync
+// CHECK: scf.yield %[[BUSY]], %[[BEFORE]] : i32, i32
 // A busy chunk takes the row before it from the probes, then its loads,
 // all before its first shuffle (one round): idx of each lane's row and of
 // the row 32 after it, then the lane's row and (lanes 0 to 30) the row 32
 // after it.
 // CHECK: %[[K:.*]] = "llvm.intr.cttz"(%arg{{[0-9]+}})
-// CHECK: %[[ROWBEFORE:.*]], %{{.*}} = gpu.shuffle  idx %[[BEFORE]], %[[K]], %c32_i32 : i32
+// CHECK: %[[ROWBEFORE:.*]], %{{.*}} = gpu.shuffle  idx %[[PROBES]]#1, %[[K]], %c32_i32 : i32
 // CHECK: %[[INRANGE:.*]] = arith.cmpi slt, %[[ROW:.*]], %[[N:.*]] : i64
 // CHECK: scf.if %[[INRANGE]] -> (i64) {
 // CHECK: llvm.load %{{.*}} : !llvm.ptr -> i32
