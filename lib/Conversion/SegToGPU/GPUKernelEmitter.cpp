@@ -1106,6 +1106,17 @@ Value GPUKernelEmitter::windowChunks(OpBuilder &b, Value numChunks) {
       b.create<arith::SelectOp>(loc, many, i32(b, most), clamped));
 }
 
+std::pair<Value, Value>
+GPUKernelEmitter::windowLaneChunk(OpBuilder &b, Value firstChunk,
+                                  Value laneHasChunk, Value numChunks) {
+  Value chunk = b.create<arith::AddIOp>(loc, firstChunk, lane);
+  Value isChunk = b.create<arith::AndIOp>(
+      loc, laneHasChunk,
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, chunk,
+                              numChunks));
+  return {chunk, isChunk};
+}
+
 GPUKernelEmitter::WindowProbes
 GPUKernelEmitter::probeWindow(OpBuilder &b, Value firstChunk,
                               Value laneHasChunk, Value numChunks,
@@ -1148,11 +1159,8 @@ Value GPUKernelEmitter::windowMayHaveWork(OpBuilder &b, Value firstChunk,
       loc, largeWindows,
       [&](OpBuilder &lb, Location ll) {
         // The window's chunks (the last window's may be fewer).
-        Value chunk = lb.create<arith::AddIOp>(ll, firstChunk, lane);
-        Value isChunk = lb.create<arith::AndIOp>(
-            ll, laneHasChunk,
-            lb.create<arith::CmpIOp>(ll, arith::CmpIPredicate::slt, chunk,
-                                     numChunks));
+        Value isChunk =
+            windowLaneChunk(lb, firstChunk, laneHasChunk, numChunks).second;
         Value chunks = lb.create<LLVM::CtPopOp>(
             ll, i32Type,
             lb.create<NVVM::VoteBallotOp>(ll, i32Type, i32(lb, -1), isChunk));
@@ -1215,11 +1223,8 @@ GPUKernelEmitter::WindowProbes GPUKernelEmitter::probeChunks(OpBuilder &b,
   // Lane k of the window: chunk firstChunk + k starts a segment if it is
   // the first, or if the row before it and its last row differ (idx
   // sorted); it holds the last row if it is the last chunk.
-  Value chunk = b.create<arith::AddIOp>(loc, firstChunk, lane);
-  Value isChunk = b.create<arith::AndIOp>(
-      loc, laneHasChunk,
-      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, chunk,
-                              numChunks));
+  auto [chunk, isChunk] =
+      windowLaneChunk(b, firstChunk, laneHasChunk, numChunks);
   Value rowBase = b.create<arith::MulIOp>(loc, chunk, i64(b, kWarpSize));
   Value lastRow = b.create<arith::SubIOp>(
       loc,

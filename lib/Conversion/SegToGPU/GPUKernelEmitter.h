@@ -255,6 +255,10 @@ private:
     /// row before chunk k (an i32, -1 for none); else null.
     Value rowsBefore;
   };
+  /// Lane k's chunk of the window from `firstChunk`, and whether the
+  /// window has it (k below its chunks, the chunk below `numChunks`).
+  std::pair<Value, Value> windowLaneChunk(OpBuilder &b, Value firstChunk,
+                                          Value laneHasChunk, Value numChunks);
   /// The window's probes (probeChunks'). With `largeWindows` (an i1: the
   /// windows have more than kGPUMinChunksPerWindow chunks; null where the
   /// program does not check windows, SegmentProgram::
