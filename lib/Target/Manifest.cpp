@@ -97,6 +97,13 @@ static llvm::json::Object describeGPU(const SegmentProgram &program,
         llvm::json::Object{{"min", SegmentProgram::kGPUMinChunksPerWindow},
                            {"max", SegmentProgram::kGPUMaxChunksPerWindow}};
   }
+  if (program.mapsRowsOnly() && !program.splitsFeatures()) {
+    // Rows a thread takes a step, and whether a warp moves its rows of
+    // odd widths (3-vectors) and its segments' values together
+    // (SegmentProgram::gpuStripesRowMap), reading them in whole sectors.
+    gpu["rows_per_thread"] = program.gpuRowMapRowsPerUnit();
+    gpu["striped_rows"] = program.gpuStripesRowMap();
+  }
   if (!program.mapsRowsOnly() && !program.splitsFeatures()) {
     gpu["packed_chunk_rows"] = SegmentProgram::kGPUChunkRows;
     gpu["packed_tail_rows_per_lane"] =

@@ -260,12 +260,37 @@ public:
   /// 32 features or more a warp): their idx loads are issued together,
   /// then their rows.
   static constexpr int64_t kGPURowMapRowsPerUnit = 4;
+  /// Striped row maps (gpuStripesRowMap) take fewer, 2, or 1 where their
+  /// striped rows (inputs and outputs) take more than
+  /// kGPUStripedRowBytesForTwoRows bytes a row: the step's rows after the
+  /// first keep their idx values live across its shuffles, which took the
+  /// f64 dot's backward (four 3-vectors) to 74 registers at 2 rows.
+  static constexpr int64_t kGPUStripedRowBytesForTwoRows = 48;
+  /// Rows a thread of a row map (not split) takes a step.
+  int64_t gpuRowMapRowsPerUnit() const;
   /// Rows a block of `blockSize` threads of a row map's kernel takes a
   /// step of its grid-stride loop (the manifest's grid `per_block`):
   /// kGPURowMapRowsPerUnit a thread, or a warp for rows split over 32
   /// lanes; 32 a warp for rows split over groups of 8 or 16 lanes (each
   /// group G of them).
   int64_t gpuRowMapBlockRows(int64_t blockSize) const;
+  /// Whether a row map's kernel moves rows of an odd number of components
+  /// from 3 to 31 (3-vectors held a row per lane) a warp at a time: load k
+  /// of lane l reads value 32k + l of the warp's 32 rows (whole sectors),
+  /// and shuffles hand each lane its row (and the reverse for row outputs),
+  /// where a row per lane would read 3 sectors for each one it uses. Odd
+  /// widths only: 32 is then invertible modulo the width, so every lane
+  /// sends each component from one of its loads (GPUKernelEmitter::
+  /// emitStripedRowMap). Its segment inputs are then read the same way,
+  /// once for the warp's few consecutive segments.
+  bool gpuStripesRowMap() const;
+  static bool isGPUStripedWidth(int64_t components) {
+    return components % 2 == 1 && components > 1 && components < kGPUChunkRows;
+  }
+  /// Segments a warp of a striped row map reads together (at least this
+  /// many, in as many loads of 32 values as that takes); warps whose rows'
+  /// segments span more load them a lane each.
+  static constexpr int64_t kGPUStripedSegments = 4;
 
   /// Rows of at least this many features split them over a group of a
   /// warp's lanes in the GPU kernels (gpuFeatureLanes): lane l of a group
@@ -500,8 +525,20 @@ public:
   void emitZeroRowOutputs(OpBuilder &b, Location loc, Value row,
                           Value laneMask = Value());
 
-private:
+  /// A value's components as a thread holds them.
   using Components = SmallVector<Value, 9>;
+  /// Row maps whose kernel moves rows a warp at a time (GPU,
+  /// SegmentProgram::gpuStripesRowMap): from now on the program's block
+  /// arguments in `staged` are read as those components (at the current
+  /// row, or segment) instead of loaded, and the row outputs in `sink`
+  /// are handed to it (result index, components) instead of stored.
+  using RowOutputSink = std::function<void(unsigned, ArrayRef<Value>)>;
+  void stageValues(DenseMap<Value, Components> values, RowOutputSink sink);
+  /// The buffer of a program's block argument, and of its result `i`.
+  Value argumentBuffer(Value argument) const { return bufferOf(argument); }
+  Value resultBuffer(unsigned i) const { return outputBuffer(i); }
+
+private:
   Components segmentValue(OpBuilder &b, Location loc, Value value);
   Components rowValue(OpBuilder &b, Location loc, Value value, Value row,
                       int64_t lanes, DenseMap<Value, Components> &memo);
@@ -559,6 +596,9 @@ private:
   /// Lanes of `segment` (1 for a scalar).
   int64_t segmentLanes = 1;
   DenseMap<Value, Components> segmentValues;
+  /// See stageValues.
+  DenseMap<Value, Components> staged;
+  RowOutputSink rowOutputSink;
   unsigned pass = 0;
   /// With features split over lanes: the thread's lane, and how values
   /// combine across lanes.

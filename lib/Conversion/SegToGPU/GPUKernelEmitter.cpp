@@ -897,6 +897,10 @@ void GPUKernelEmitter::emitMappedRow(OpBuilder &b, const MappedRow &mapped) {
 }
 
 void GPUKernelEmitter::emitRowMap(OpBuilder &b) {
+  if (program.gpuStripesRowMap()) {
+    emitStripedRowMap(b);
+    return;
+  }
   if (splitsFeatures() && groupRows() > 1) {
     emitGroupRowMap(b);
     return;
@@ -908,9 +912,8 @@ void GPUKernelEmitter::emitRowMap(OpBuilder &b) {
   // one row per thread would leave a thread a chain of two dependent loads
   // and nothing else (PyTorch's elementwise kernels give a thread 4
   // elements for this).
-  constexpr int64_t rowsPerUnit = SegmentProgram::kGPURowMapRowsPerUnit;
-  int64_t unitsPerBlock =
-      splitsFeatures() ? blockSize / kWarpSize : blockSize;
+  int64_t rowsPerUnit = program.gpuRowMapRowsPerUnit();
+  int64_t unitsPerBlock = splitsFeatures() ? blockSize / kWarpSize : blockSize;
   Value unit = splitsFeatures()
                    ? b.create<arith::ShRUIOp>(loc, threadId, i64(b, 5))
                    : threadId;

@@ -388,6 +388,35 @@ private:
     Value row, inRange, segment;
   };
   void emitMappedRow(OpBuilder &b, const MappedRow &mapped);
+  /// Row maps of SegmentProgram::gpuStripesRowMap (GPUStripedRows.cpp):
+  /// emitRowMap's steps, in a loop the warp runs whole.
+  void emitStripedRowMap(OpBuilder &b);
+  /// One row of each lane, the warp's rows from `warpRow`: striped row
+  /// inputs and outputs, segment inputs read together.
+  void emitStripedRows(OpBuilder &b, Value warpRow, const MappedRow &mapped);
+  /// For each component c of rows of F (odd) components, the load k of
+  /// this lane (an i32) whose value 32k + lane of the warp's is of
+  /// component c.
+  SmallVector<Value> stripeOfComponents(OpBuilder &b, int64_t components);
+  /// The F loads of the warp's 32 rows of F components from `warpRow`:
+  /// load k of lane l is their value 32k + l (0 past N).
+  SmallVector<Value> loadStripes(OpBuilder &b, Value buffer, Value warpRow,
+                                 int64_t components);
+  /// The lane's row from the warp's loadStripes.
+  SegmentProgramEmitter::Components rowsFromStripes(OpBuilder &b,
+                                                    ArrayRef<Value> stripes);
+  /// Stores each lane's row (of F components, odd) as F stores of 32
+  /// consecutive values, nothing past N.
+  void storeStripedRows(OpBuilder &b, Value buffer, Value warpRow,
+                        ArrayRef<Value> row);
+  /// A segment input's values at the lane's segment where `needs` (an
+  /// i1): where `together` (warp-uniform) the warp loads those of segments
+  /// from `firstSegment` in loads of 32 values and shuffles them, else each
+  /// lane loads its own.
+  SegmentProgramEmitter::Components
+  loadWarpSegments(OpBuilder &b, Value buffer, int64_t components,
+                   const MappedRow &mapped, Value needs, Value together,
+                   Value firstSegment);
   /// A row map's grid-stride loop, steps from `first` by `stride` below N:
   /// `rowsOf` builds the rows of the step at `base` (their idx loads and
   /// shuffles, all before the first row runs), then each row runs.

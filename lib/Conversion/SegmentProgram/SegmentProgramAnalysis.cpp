@@ -546,10 +546,43 @@ int64_t SegmentProgram::gpuColumnBlocks() const {
 int64_t SegmentProgram::gpuRowMapBlockRows(int64_t blockSize) const {
   int64_t lanes = gpuFeatureLanes();
   if (lanes == 0)
-    return blockSize * kGPURowMapRowsPerUnit;
+    return blockSize * gpuRowMapRowsPerUnit();
   if (lanes == kGPUChunkRows)
     return blockSize / kGPUChunkRows * kGPURowMapRowsPerUnit;
   return blockSize;
+}
+
+/// The row inputs and outputs of a row map that its GPU kernel stripes.
+static SmallVector<Value> stripedRows(const SegmentProgram &program) {
+  Block &body = program.func.getBody().front();
+  SmallVector<Value> rows;
+  auto isStripedRow = [&](Value value) {
+    return program.hasInfo(value) &&
+           program.info(value).space == ValueSpace::Row &&
+           SegmentProgram::isGPUStripedWidth(
+               program.info(value).numComponents());
+  };
+  for (BlockArgument arg : body.getArguments())
+    if (isStripedRow(arg) && !arg.use_empty())
+      rows.push_back(arg);
+  for (Value result : body.getTerminator()->getOperands())
+    if (isStripedRow(result))
+      rows.push_back(result);
+  return rows;
+}
+
+bool SegmentProgram::gpuStripesRowMap() const {
+  return mapsRowsOnly() && !splitsFeatures() && !stripedRows(*this).empty();
+}
+
+int64_t SegmentProgram::gpuRowMapRowsPerUnit() const {
+  if (!gpuStripesRowMap())
+    return kGPURowMapRowsPerUnit;
+  int64_t bytes = 0;
+  for (Value row : stripedRows(*this))
+    bytes +=
+        info(row).numComponents() * elementType.getIntOrFloatBitWidth() / 8;
+  return bytes <= kGPUStripedRowBytesForTwoRows ? 2 : 1;
 }
 
 bool SegmentProgram::gpuPacksTailsFromNextChunk() const {

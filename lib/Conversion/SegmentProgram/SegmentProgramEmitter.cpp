@@ -41,6 +41,12 @@ void SegmentProgramEmitter::splitFeaturesOver(Value lane, int64_t lanes,
   columnBase = base;
 }
 
+void SegmentProgramEmitter::stageValues(DenseMap<Value, Components> values,
+                                        RowOutputSink sink) {
+  staged = std::move(values);
+  rowOutputSink = std::move(sink);
+}
+
 bool SegmentProgramEmitter::isHeldSplit(Value value) const {
   return featureLane && program.hasInfo(value) &&
          program.isFeatureSplit(value);
@@ -431,7 +437,9 @@ Components SegmentProgramEmitter::segmentValue(OpBuilder &b, Location loc,
   KernelCodeBuilder code(b, loc);
   Type elementType = program.elementType;
   Components result;
-  if (isHeldSplit(value) && isa<BlockArgument>(value)) {
+  if (auto it = staged.find(value); it != staged.end()) {
+    result = it->second;
+  } else if (isHeldSplit(value) && isa<BlockArgument>(value)) {
     result = loadSplit(code, bufferOf(value), segment,
                        program.info(value).numComponents());
   } else if (isa<BlockArgument>(value)) {
@@ -485,6 +493,8 @@ Components SegmentProgramEmitter::rowValue(OpBuilder &b, Location loc,
   Components result;
   if (program.hasInfo(value) && program.info(value).space != ValueSpace::Row) {
     result = segment_(value);
+  } else if (auto it = staged.find(value); it != staged.end()) {
+    result = it->second;
   } else if (isHeldSplit(value) && isa<BlockArgument>(value)) {
     result = loadSplit(code, bufferOf(value), row,
                        program.info(value).numComponents());
@@ -653,6 +663,10 @@ void SegmentProgramEmitter::emitSegment(OpBuilder &b, Location loc,
                 component =
                     lb.create<arith::SelectOp>(ll, rowOutputMask, component,
                                                local.zero(component.getType()));
+            if (rowOutputSink) {
+              rowOutputSink(i, value);
+              continue;
+            }
             // Masked lanes (rows past the segment, which other threads may
             // write) are not stored.
             storeHeld(local, output, outputBuffer(i), row, value, lanes,

@@ -1,0 +1,397 @@
+//===- GPUStripedRows.cpp - row maps moving rows a warp at a time --------===//
+//
+// Row maps of SegmentProgram::gpuStripesRowMap: rows of F components, F odd
+// (3-vectors), held a row per lane. Lane l loading its own row reads 3
+// sectors for each one it uses (rows 12 or 24 bytes apart); instead the
+// warp loads its 32 rows as F loads of 32 consecutive values (load k of
+// lane l: value 32k + l) and shuffles hand each lane its row's values, and
+// row outputs go back the same way (CUB's warp-striped arrangement, by
+// shuffles instead of shared memory). Segment inputs are read once for the
+// warp's few consecutive segments, and shuffled to the lanes reading them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "GPUKernelEmitter.h"
+
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+using namespace mlir;
+using namespace mlir::seg;
+
+using Components = SegmentProgramEmitter::Components;
+
+/// The inverse of 32 modulo an odd `modulus` above 1.
+static int64_t inverseOf32(int64_t modulus) {
+  for (int64_t x = 1; x < modulus; ++x)
+    if (32 * x % modulus == 1)
+      return x;
+  llvm_unreachable("32 is invertible modulo an odd number");
+}
+
+void GPUKernelEmitter::emitStripedRowMap(OpBuilder &b) {
+  // As emitRowMap's: a block takes U x K rows a step, thread u rows u,
+  // u + U, ... But the loop is the warp's (the shuffles need every lane):
+  // it runs while the warp's first row is below N, its lanes past N masked.
+  int64_t rowsPerUnit = program.gpuRowMapRowsPerUnit();
+  Value tileRows = i64(b, program.gpuRowMapBlockRows(blockSize));
+  Value warpThread = b.create<arith::SubIOp>(loc, threadId, lane);
+  Value first = b.create<arith::AddIOp>(
+      loc, b.create<arith::MulIOp>(loc, blockId, tileRows), warpThread);
+  Value stride = b.create<arith::MulIOp>(loc, gridDim, tileRows);
+  b.create<scf::ForOp>(
+      loc, first, numRows, stride, ValueRange{},
+      [&](OpBuilder &rb, Location rl, Value base, ValueRange) {
+        // Every idx load of the step before its first row's loads.
+        SmallVector<std::pair<Value, MappedRow>> rows;
+        for (int64_t k = 0; k < rowsPerUnit; ++k) {
+          Value warpRow =
+              rb.create<arith::AddIOp>(rl, base, i64(rb, k * blockSize));
+          Value row = rb.create<arith::AddIOp>(rl, warpRow, lane);
+          Value inRange = rb.create<arith::CmpIOp>(
+              rl, arith::CmpIPredicate::slt, row, numRows);
+          rows.push_back(
+              {warpRow, MappedRow{row, inRange, segmentOr(rb, inRange, row)}});
+        }
+        for (auto &[warpRow, mapped] : rows)
+          emitStripedRows(rb, warpRow, mapped);
+        rb.create<scf::YieldOp>(rl);
+      });
+}
+
+SmallVector<Value> GPUKernelEmitter::stripeOfComponents(OpBuilder &b,
+                                                        int64_t components) {
+  // k with 32k + lane = c (mod F): k = (c - lane) / 32 (mod F).
+  Type i32Type = b.getI32Type();
+  Value laneMod = b.create<arith::RemUIOp>(
+      loc, b.create<arith::TruncIOp>(loc, i32Type, lane), i32(b, components));
+  Value inverse = i32(b, inverseOf32(components));
+  SmallVector<Value> stripes;
+  for (int64_t c = 0; c < components; ++c) {
+    Value difference =
+        b.create<arith::SubIOp>(loc, i32(b, c + components), laneMod);
+    stripes.push_back(b.create<arith::RemUIOp>(
+        loc, b.create<arith::MulIOp>(loc, difference, inverse),
+        i32(b, components)));
+  }
+  return stripes;
+}
+
+/// `value` from lane `source` (an i32) of the warp.
+static Value shuffleFrom(OpBuilder &b, Location loc, Value value,
+                         Value source) {
+  Value width = b.create<arith::ConstantIntOp>(loc, kWarpSize, 32);
+  return b
+      .create<gpu::ShuffleOp>(loc, value, source, width, gpu::ShuffleMode::IDX)
+      .getShuffleResult();
+}
+
+/// Loads `buffer[word]` where `inBounds`, else 0.
+static Value loadOrZero(OpBuilder &b, Location loc, Value buffer,
+                        Type elementType, Value word, Value inBounds) {
+  auto ifLoad = b.create<scf::IfOp>(
+      loc, inBounds,
+      [&](OpBuilder &tb, Location tl) {
+        tb.create<scf::YieldOp>(
+            tl, KernelCodeBuilder(tb, tl).load(buffer, elementType, word));
+      },
+      [&](OpBuilder &eb, Location el) {
+        eb.create<scf::YieldOp>(el,
+                                KernelCodeBuilder(eb, el).zero(elementType));
+      });
+  return ifLoad.getResult(0);
+}
+
+SmallVector<Value> GPUKernelEmitter::loadStripes(OpBuilder &b, Value buffer,
+                                                 Value warpRow,
+                                                 int64_t components) {
+  Value base = b.create<arith::MulIOp>(loc, warpRow, i64(b, components));
+  Value end = b.create<arith::MulIOp>(loc, numRows, i64(b, components));
+  SmallVector<Value> stripes;
+  for (int64_t k = 0; k < components; ++k) {
+    Value word = b.create<arith::AddIOp>(
+        loc, b.create<arith::AddIOp>(loc, base, i64(b, k * kWarpSize)), lane);
+    Value inBounds =
+        b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, word, end);
+    stripes.push_back(
+        loadOrZero(b, loc, buffer, program.elementType, word, inBounds));
+  }
+  return stripes;
+}
+
+Components GPUKernelEmitter::rowsFromStripes(OpBuilder &b,
+                                             ArrayRef<Value> stripes) {
+  // Lane l's component c is value lF + c of the warp's: lane (lF + c) % 32
+  // holds it in its load (lF + c) / 32. Each lane sends, for component c,
+  // its one load holding a value of component c (stripeOfComponents).
+  int64_t components = stripes.size();
+  Type i32Type = b.getI32Type();
+  SmallVector<Value> stripeOf = stripeOfComponents(b, components);
+  Value laneTimesF = b.create<arith::MulIOp>(
+      loc, b.create<arith::TruncIOp>(loc, i32Type, lane), i32(b, components));
+  Components row;
+  for (int64_t c = 0; c < components; ++c) {
+    Value sent = stripes[0];
+    for (int64_t k = 1; k < components; ++k)
+      sent = b.create<arith::SelectOp>(
+          loc,
+          b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, stripeOf[c],
+                                  i32(b, k)),
+          stripes[k], sent);
+    Value source = b.create<arith::AndIOp>(
+        loc, b.create<arith::AddIOp>(loc, laneTimesF, i32(b, c)),
+        i32(b, kWarpSize - 1));
+    row.push_back(shuffleFrom(b, loc, sent, source));
+  }
+  return row;
+}
+
+void GPUKernelEmitter::storeStripedRows(OpBuilder &b, Value buffer,
+                                        Value warpRow, ArrayRef<Value> row) {
+  // The inverse of rowsFromStripes: store k of lane m writes value 32k + m
+  // of the warp's, component c = (32k + m) % F of row (32k + m) / F. For
+  // each c every lane sends its row's component c, and lane m takes it
+  // from the row whose value of component c it stores.
+  int64_t components = row.size();
+  Type i32Type = b.getI32Type();
+  SmallVector<Value> stripeOf = stripeOfComponents(b, components);
+  Value lane32 = b.create<arith::TruncIOp>(loc, i32Type, lane);
+  SmallVector<Value> received;
+  for (int64_t c = 0; c < components; ++c) {
+    Value value = b.create<arith::AddIOp>(
+        loc, b.create<arith::MulIOp>(loc, stripeOf[c], i32(b, kWarpSize)),
+        lane32);
+    received.push_back(
+        shuffleFrom(b, loc, row[c],
+                    b.create<arith::DivUIOp>(loc, value, i32(b, components))));
+  }
+  Value base = b.create<arith::MulIOp>(loc, warpRow, i64(b, components));
+  Value end = b.create<arith::MulIOp>(loc, numRows, i64(b, components));
+  for (int64_t k = 0; k < components; ++k) {
+    Value stored = received[0];
+    for (int64_t c = 1; c < components; ++c)
+      stored = b.create<arith::SelectOp>(
+          loc,
+          b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, stripeOf[c],
+                                  i32(b, k)),
+          received[c], stored);
+    Value word = b.create<arith::AddIOp>(
+        loc, b.create<arith::AddIOp>(loc, base, i64(b, k * kWarpSize)), lane);
+    auto ifStore = b.create<scf::IfOp>(
+        loc, b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, word, end),
+        /*withElse=*/false);
+    OpBuilder sb = ifStore.getThenBodyBuilder();
+    KernelCodeBuilder(sb, loc).store(stored, buffer, word);
+  }
+}
+
+/// Loads of 32 values that hold `segments` consecutive segments' values
+/// of `components` each.
+static int64_t segmentLoads(int64_t components) {
+  return llvm::divideCeil(SegmentProgram::kGPUStripedSegments * components,
+                          kWarpSize);
+}
+
+Components GPUKernelEmitter::loadWarpSegments(OpBuilder &b, Value buffer,
+                                              int64_t components,
+                                              const MappedRow &mapped,
+                                              Value needs, Value together,
+                                              Value firstSegment) {
+  Type elementType = program.elementType;
+  SmallVector<Type> types(components, elementType);
+  auto ifTogether = b.create<scf::IfOp>(
+      loc, together,
+      [&](OpBuilder &tb, Location tl) {
+        // The values of segments firstSegment, firstSegment + 1, ...: lane
+        // l's load j is value 32j + l of them (those outside the buffer 0).
+        Value base =
+            tb.create<arith::MulIOp>(tl, firstSegment, i64(tb, components));
+        Value end =
+            tb.create<arith::MulIOp>(tl, numSegments, i64(tb, components));
+        SmallVector<Value> loads;
+        for (int64_t j = 0, e = segmentLoads(components); j < e; ++j) {
+          Value word = tb.create<arith::AddIOp>(
+              tl, tb.create<arith::AddIOp>(tl, base, i64(tb, j * kWarpSize)),
+              lane);
+          Value inBounds = tb.create<arith::AndIOp>(
+              tl,
+              tb.create<arith::CmpIOp>(tl, arith::CmpIPredicate::sge, word,
+                                       i64(tb, 0)),
+              tb.create<arith::CmpIOp>(tl, arith::CmpIPredicate::slt, word,
+                                       end));
+          loads.push_back(
+              loadOrZero(tb, tl, buffer, elementType, word, inBounds));
+        }
+        // A lane's component c is value (segment - firstSegment)F + c of
+        // them (lanes without a valid segment read the first's).
+        Type i32Type = tb.getI32Type();
+        Value offset = tb.create<arith::SelectOp>(
+            tl, needs,
+            tb.create<arith::SubIOp>(tl, mapped.segment, firstSegment),
+            i64(tb, 0));
+        Value first = tb.create<arith::MulIOp>(
+            tl, tb.create<arith::TruncIOp>(tl, i32Type, offset),
+            i32(tb, components));
+        SmallVector<Value> values;
+        for (int64_t c = 0; c < components; ++c) {
+          Value position = tb.create<arith::AddIOp>(tl, first, i32(tb, c));
+          Value source =
+              tb.create<arith::AndIOp>(tl, position, i32(tb, kWarpSize - 1));
+          Value load = tb.create<arith::ShRUIOp>(tl, position, i32(tb, 5));
+          Value value = shuffleFrom(tb, tl, loads[0], source);
+          for (size_t j = 1; j < loads.size(); ++j)
+            value = tb.create<arith::SelectOp>(
+                tl,
+                tb.create<arith::CmpIOp>(tl, arith::CmpIPredicate::eq, load,
+                                         i32(tb, j)),
+                shuffleFrom(tb, tl, loads[j], source), value);
+          values.push_back(value);
+        }
+        tb.create<scf::YieldOp>(tl, values);
+      },
+      [&](OpBuilder &eb, Location el) {
+        // Segments too far apart (empty ones between, or unsorted idx):
+        // each lane loads its own.
+        auto ifNeeds = eb.create<scf::IfOp>(
+            el, needs,
+            [&](OpBuilder &nb, Location nl) {
+              KernelCodeBuilder code(nb, nl);
+              Value base = nb.create<arith::MulIOp>(nl, mapped.segment,
+                                                    code.i64(components));
+              SmallVector<Value> values;
+              for (int64_t c = 0; c < components; ++c)
+                values.push_back(
+                    code.load(buffer, elementType,
+                              nb.create<arith::AddIOp>(nl, base, code.i64(c))));
+              nb.create<scf::YieldOp>(nl, values);
+            },
+            [&](OpBuilder &zb, Location zl) {
+              SmallVector<Value> zeros(
+                  components, KernelCodeBuilder(zb, zl).zero(elementType));
+              zb.create<scf::YieldOp>(zl, zeros);
+            });
+        eb.create<scf::YieldOp>(el, ifNeeds.getResults());
+      });
+  return Components(ifTogether.getResults().begin(),
+                    ifTogether.getResults().end());
+}
+
+void GPUKernelEmitter::emitStripedRows(OpBuilder &b, Value warpRow,
+                                       const MappedRow &mapped) {
+  Block &body = program.func.getBody().front();
+  Operation *terminator = body.getTerminator();
+  Value needs = b.create<arith::AndIOp>(
+      loc, mapped.inRange,
+      KernelCodeBuilder(b, loc).isValidSegment(mapped.segment, numSegments));
+
+  SmallVector<BlockArgument> rowInputs, segmentInputs;
+  for (BlockArgument arg : body.getArguments()) {
+    if (!program.hasInfo(arg) || arg.use_empty())
+      continue;
+    const SegmentProgram::Info &info = program.info(arg);
+    if (info.space == ValueSpace::Row &&
+        SegmentProgram::isGPUStripedWidth(info.numComponents()))
+      rowInputs.push_back(arg);
+    else if (info.space == ValueSpace::Segment &&
+             info.numComponents() <= kWarpSize)
+      segmentInputs.push_back(arg);
+  }
+
+  // Whether the lanes' segments lie within the window of segments from
+  // lane 0's that the warp reads together (a collective, so before the
+  // loads: they then are in flight together).
+  Value firstSegment, together;
+  if (!segmentInputs.empty()) {
+    Type i32Type = b.getI32Type();
+    firstSegment = b.create<arith::ExtSIOp>(
+        loc, b.getI64Type(),
+        shuffleFrom(b, loc,
+                    b.create<arith::TruncIOp>(loc, i32Type, mapped.segment),
+                    i32(b, 0)));
+    int64_t window = kWarpSize;
+    for (BlockArgument arg : segmentInputs) {
+      int64_t components = program.info(arg).numComponents();
+      window =
+          std::min(window, segmentLoads(components) * kWarpSize / components);
+    }
+    Value offset = b.create<arith::SubIOp>(loc, mapped.segment, firstSegment);
+    Value inWindow = b.create<arith::AndIOp>(
+        loc,
+        b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sge, offset,
+                                i64(b, 0)),
+        b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, offset,
+                                i64(b, window)));
+    Value fits = b.create<arith::OrIOp>(
+        loc, inWindow, KernelCodeBuilder(b, loc).logicalNot(needs));
+    Value all = i32(b, -1);
+    together = b.create<arith::CmpIOp>(
+        loc, arith::CmpIPredicate::eq,
+        b.create<NVVM::VoteBallotOp>(loc, i32Type, all, fits), all);
+  }
+
+  DenseMap<Value, Components> staged;
+  SmallVector<SmallVector<Value>> rowStripes;
+  for (BlockArgument arg : rowInputs)
+    rowStripes.push_back(loadStripes(b, emitter.argumentBuffer(arg), warpRow,
+                                     program.info(arg).numComponents()));
+  for (BlockArgument arg : segmentInputs)
+    staged[arg] = loadWarpSegments(b, emitter.argumentBuffer(arg),
+                                   program.info(arg).numComponents(), mapped,
+                                   needs, together, firstSegment);
+  for (auto [arg, stripes] : llvm::zip(rowInputs, rowStripes))
+    staged[arg] = rowsFromStripes(b, stripes);
+
+  // The row's outputs, 0 for rows without a valid segment.
+  SmallVector<Type> types;
+  SmallVector<int64_t> widths;
+  for (Value result : terminator->getOperands()) {
+    widths.push_back(program.info(result).numComponents());
+    types.append(widths.back(), program.elementType);
+  }
+  auto ifRow = b.create<scf::IfOp>(
+      loc, needs,
+      [&](OpBuilder &tb, Location tl) {
+        SmallVector<Components> outputs(widths.size());
+        emitter.stageValues(staged, [&](unsigned i, ArrayRef<Value> value) {
+          outputs[i].assign(value.begin(), value.end());
+        });
+        auto oneRow = [&](OpBuilder &ob, Location ol, ValueRange init,
+                          SegmentProgramEmitter::RowBody rowBody, bool) {
+          return rowBody(ob, ol, mapped.row, /*lanes=*/1,
+                         /*laneMask=*/Value(), init);
+        };
+        emitter.emitSegment(tb, tl, mapped.segment, i64(tb, 1), oneRow,
+                            combineNothing, Value());
+        emitter.stageValues({}, nullptr);
+        SmallVector<Value> flat;
+        for (const Components &output : outputs)
+          llvm::append_range(flat, output);
+        tb.create<scf::YieldOp>(tl, flat);
+      },
+      [&](OpBuilder &eb, Location el) {
+        SmallVector<Value> zeros(
+            types.size(), KernelCodeBuilder(eb, el).zero(program.elementType));
+        eb.create<scf::YieldOp>(el, zeros);
+      });
+
+  SmallVector<Value> results(ifRow.getResults());
+  size_t position = 0;
+  for (auto [i, components] : llvm::enumerate(widths)) {
+    ArrayRef<Value> row = ArrayRef<Value>(results).slice(position, components);
+    position += components;
+    Value buffer = emitter.resultBuffer(i);
+    if (SegmentProgram::isGPUStripedWidth(components)) {
+      storeStripedRows(b, buffer, warpRow, row);
+      continue;
+    }
+    // Other widths: a lane stores its own row.
+    auto ifStore = b.create<scf::IfOp>(loc, mapped.inRange, /*withElse=*/false);
+    OpBuilder sb = ifStore.getThenBodyBuilder();
+    Value base = sb.create<arith::MulIOp>(loc, mapped.row, i64(sb, components));
+    for (auto [c, value] : llvm::enumerate(row))
+      KernelCodeBuilder(sb, loc).store(
+          value, buffer,
+          sb.create<arith::AddIOp>(loc, base,
+                                   i64(sb, static_cast<int64_t>(c))));
+  }
+}

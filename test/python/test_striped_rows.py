@@ -1,0 +1,210 @@
+"""Row maps of rows of an odd number of components (3-vectors; 5 and 7
+features held a row per lane) move their rows a warp at a time
+(SegmentProgram::gpuStripesRowMap, lib/Conversion/SegToGPU/
+GPUStripedRows.cpp): load k of lane l reads value 32k + l of the warp's
+rows, and shuffles hand each lane its row; row outputs go back the same
+way. A row of F components per lane would read F sectors for each one it
+uses. The warp's segment inputs are read together, in loads of 32 values,
+where its lanes' segments lie within a window of segments from lane 0's
+(at least SegmentProgram::kGPUStripedSegments), else a lane each.
+
+Against the host kernels: segment lengths on both sides of every window
+(1 to 12 rows, with and without empty segments between), unsorted idx
+with invalid values, and row counts ending inside a warp's rows; bitwise
+the same on any grid and block order. The model's claim: the striped
+kernels' sectors are at least 90% useful, the lane-by-lane path's not."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import harness
+import pytest
+import torch
+
+from segops import _gpusim, _library, _wide
+from segops._dtypes import MANIFEST_DTYPES
+
+pytestmark = [pytest.mark.simulator,
+              pytest.mark.skipif(not _gpusim.LIBRARY_PATH.exists(),
+                                 reason="libsegops_gpusim.so not built (no compiler)")]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+
+def _gpu(record) -> dict:
+    """The manifest's GPU plan of a kernel record."""
+    return json.loads(record.text).get("gpu", {})
+
+
+# The op library's striped row maps, as its manifest records them.
+STRIPED = sorted(name for name, record in _library.kernels().items()
+                 if _gpu(record).get("striped_rows"))
+
+
+def test_the_manifest_records_the_striped_row_maps() -> None:
+    """The 3-vector row maps: gather, mul and matvec forward, the sum's
+    and dot's backward (rows of one component, and split rows, are not
+    striped), at 2 rows a thread, or 1 for the dot's f64 backward (four
+    3-vectors of f64 a row: 96 bytes)."""
+    expected = {f"segmented_{op}_{dtype}_w3{suffix}"
+                for op, suffix in [("gather", ""), ("mul", ""), ("matvec", ""),
+                                   ("sum", "_grad"), ("dot", "_grad")]
+                for dtype in ("f32", "f64")}
+    assert set(STRIPED) == expected
+    for name in STRIPED:
+        gpu = _gpu(_library.kernel(name))
+        per_thread = gpu["rows_per_thread"]
+        assert per_thread == (1 if name == "segmented_dot_f64_w3_grad" else 2), name
+        assert gpu["grid"]["per_block"] == per_thread * gpu["block"][0]
+    narrow = _gpu(_library.kernel("segmented_gather_f32_w1"))
+    assert not narrow["striped_rows"] and narrow["rows_per_thread"] == 4
+
+
+@pytest.fixture(scope="module")
+def simulator() -> harness.GpuSimulator:
+    return harness.simulator()
+
+
+def _inputs(record, idx: torch.Tensor, num_segments: int, seed: int
+            ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    dtype = MANIFEST_DTYPES[record.dtype]
+    generator = torch.Generator().manual_seed(seed)
+    n = idx.shape[0]
+    inputs, outputs = [], []
+    for buffer in record.buffers:
+        shape = buffer.extents(n, num_segments)
+        if buffer.is_index:
+            inputs.append(idx.to(torch.int32))
+        elif buffer.is_output:
+            outputs.append(torch.full(shape, float("nan"), dtype=dtype))
+        else:
+            inputs.append(torch.randn(shape, dtype=dtype, generator=generator))
+    return inputs, outputs
+
+
+def _layouts() -> dict[str, tuple[torch.Tensor, int]]:
+    """idx of each layout, and its segment count."""
+    layouts = {}
+    for length in range(1, 13):
+        for empty in (0, 1):
+            # Segments of `length` rows, `empty` empty ones after each: a
+            # warp's 32 rows span about 32 (1 + empty) / length segments.
+            counts = ([length] + [0] * empty) * (700 // length)
+            counts[-1] = 5  # the last warp's rows end inside it
+            layouts[f"{length}-rows-{empty}-empty"] = (
+                torch.repeat_interleave(torch.arange(len(counts)),
+                                        torch.tensor(counts)), len(counts))
+    generator = torch.Generator().manual_seed(3)
+    # Unsorted, with values outside [0, S): zero rows for those.
+    layouts["unsorted-and-invalid"] = (
+        torch.randint(-3, 43, (613,), generator=generator), 40)
+    layouts["unsorted"] = (torch.randint(0, 40, (613,), generator=generator), 40)
+    # Sorted, invalid at both ends.
+    layouts["invalid-ends"] = (torch.cat([torch.full((40,), -1), torch.arange(300) // 7,
+                                          torch.full((45,), 50)]), 43)
+    return layouts
+
+
+LAYOUTS = _layouts()
+
+
+def _tolerance(dtype: str) -> dict[str, float]:
+    return {"rtol": 1e-12, "atol": 1e-12} if dtype == "f64" else {"rtol": 1e-5, "atol": 1e-5}
+
+
+@pytest.mark.parametrize("name", STRIPED)
+def test_striped_row_maps_match_the_host_kernels(simulator: harness.GpuSimulator,
+                                                 name: str) -> None:
+    record = _library.kernel(name)
+    for seed, (layout, (idx, num_segments)) in enumerate(LAYOUTS.items()):
+        inputs, simulated = _inputs(record, idx, num_segments, seed)
+        _, host = _inputs(record, idx, num_segments, seed)
+        n = idx.shape[0]
+        simulator.run(name, inputs, simulated, n, num_segments)
+        harness.run(name, inputs, host, n, num_segments)
+        for index, (got, want) in enumerate(zip(simulated, host)):
+            torch.testing.assert_close(got, want, **_tolerance(record.dtype),
+                                       msg=lambda m: f"{name}, {layout}, output {index}: {m}")
+
+
+@pytest.mark.parametrize("name", STRIPED)
+def test_striped_row_maps_are_bitwise_independent_of_the_grid(
+        simulator: harness.GpuSimulator, name: str) -> None:
+    record = _library.kernel(name)
+    for layout in ("3-rows-0-empty", "1-rows-1-empty", "unsorted-and-invalid"):
+        idx, num_segments = LAYOUTS[layout]
+        inputs, first = _inputs(record, idx, num_segments, 5)
+        simulator.run(name, inputs, first, idx.shape[0], num_segments)
+        for grid, reverse in [(1, False), (3, True)]:
+            _, again = _inputs(record, idx, num_segments, 5)
+            simulator.run(name, inputs, again, idx.shape[0], num_segments, grid=grid,
+                          reverse_blocks=reverse)
+            for got, want in zip(again, first):
+                assert torch.equal(got, want), f"{name}, {layout}: grid {grid} differs"
+
+
+# Row maps compiled at run time of other odd widths held a row per lane
+# (5 and 7 features), and an even one that is not striped (6).
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("width", [5, 6, 7])
+@pytest.mark.parametrize("op,level", [("segmented_gather", 0), ("segmented_mul", 0),
+                                      ("segmented_sum", 1), ("segmented_dot", 1)])
+def test_run_time_row_maps_of_odd_widths(simulator: harness.GpuSimulator, op: str, level: int,
+                                         width: int, dtype: str) -> None:
+    program = _wide.program(op, dtype, width)
+    gpu = harness.SimulatedProgram(program, level, simulator)
+    assert _gpu(gpu.record)["striped_rows"] == (width % 2 == 1)
+    host = harness.CompiledModule(program.source, order=level)
+    # (The host kernels of run-time programs check idx's range.)
+    for seed, layout in enumerate(("2-rows-0-empty", "9-rows-1-empty", "unsorted")):
+        idx, num_segments = LAYOUTS[layout]
+        inputs, simulated = _inputs(gpu.record, idx, num_segments, seed)
+        n = idx.shape[0]
+        gpu.run(inputs, simulated, n, num_segments)
+        wanted = host.run(gpu.record.name, inputs, n, num_segments)
+        for index, (got, want) in enumerate(zip(simulated, wanted)):
+            torch.testing.assert_close(got, want, **_tolerance(dtype),
+                                       msg=lambda m: f"{layout}, output {index}: {m}")
+        _, again = _inputs(gpu.record, idx, num_segments, seed)
+        gpu.run(inputs, again, n, num_segments, grid=2, reverse_blocks=True)
+        for got, want in zip(again, simulated):
+            assert torch.equal(got, want), f"{layout}: grid 2 differs"
+
+
+def _traced_layouts(calls: list[list]) -> list[dict]:
+    code = ("import dataclasses, json, sys\n"
+            "from bench.gpu_traffic import trace_layout\n"
+            "calls = json.loads(sys.argv[1])\n"
+            "print(json.dumps([dataclasses.asdict(trace_layout(*c)) for c in calls]))\n")
+    result = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(calls)], cwd=ROOT, capture_output=True,
+        text=True, env=dict(os.environ, SEGOPS_SIMULATE_GPU="1"), timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+def _useful(launch: dict) -> float:
+    sectors = launch["load_sectors"] + launch["store_sectors"]
+    return (launch["load_useful_bytes"] + launch["store_useful_bytes"]) / (32 * sectors)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("op,level", [("segmented_gather", 0), ("segmented_matvec", 0)])
+def test_striped_rows_read_whole_sectors(op: str, level: int, dtype: str) -> None:
+    """8,192 rows in segments of 6 (a warp's 7 at most, within the window)
+    and of 1 with an empty one after each (64 segments a warp: each lane
+    loads its segment's values): at least 90% of the first's sectors are
+    useful; the second's rows are still stored striped (whole sectors),
+    its segment loads not."""
+    together, apart = (trace["launches"][-1] for trace in _traced_layouts(
+        [[op, dtype, level, 3, counts] for counts in ([6] * 1365 + [2], [1, 0] * 8192)]))
+    assert _useful(together) >= 0.9, together
+    row_sectors = 8192 * 3 * {"f32": 4, "f64": 8}[dtype] // 32
+    assert together["store_sectors"] == apart["store_sectors"] == row_sectors
+    assert apart["load_sectors"] > together["load_sectors"], (together, apart)
