@@ -411,12 +411,13 @@ private:
                         ArrayRef<Value> row);
   /// A segment input's values at the lane's segment where `needs` (an
   /// i1): where `together` (warp-uniform) the warp loads those of segments
-  /// from `firstSegment` in loads of 32 values and shuffles them, else each
-  /// lane loads its own.
+  /// from `firstSegment` in loads of 32 values and shuffles them (load
+  /// j > 0 only where `laterLoads[j - 1]`, warp-uniform), else each lane
+  /// loads its own.
   SegmentProgramEmitter::Components
   loadWarpSegments(OpBuilder &b, Value buffer, int64_t components,
                    const MappedRow &mapped, Value needs, Value together,
-                   Value firstSegment);
+                   Value firstSegment, ArrayRef<Value> laterLoads);
   /// A row map's grid-stride loop, steps from `first` by `stride` below N:
   /// `rowsOf` builds the rows of the step at `base` (their idx loads and
   /// shuffles, all before the first row runs), then each row runs.

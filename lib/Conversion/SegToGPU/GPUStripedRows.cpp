@@ -196,7 +196,8 @@ Components GPUKernelEmitter::loadWarpSegments(OpBuilder &b, Value buffer,
                                               int64_t components,
                                               const MappedRow &mapped,
                                               Value needs, Value together,
-                                              Value firstSegment) {
+                                              Value firstSegment,
+                                              ArrayRef<Value> laterLoads) {
   Type elementType = program.elementType;
   SmallVector<Type> types(components, elementType);
   auto ifTogether = b.create<scf::IfOp>(
@@ -219,6 +220,10 @@ Components GPUKernelEmitter::loadWarpSegments(OpBuilder &b, Value buffer,
                                        i64(tb, 0)),
               tb.create<arith::CmpIOp>(tl, arith::CmpIPredicate::slt, word,
                                        end));
+          // Loads past the warp's last segment's values are skipped.
+          if (j > 0)
+            inBounds =
+                tb.create<arith::AndIOp>(tl, inBounds, laterLoads[j - 1]);
           loads.push_back(
               loadOrZero(tb, tl, buffer, elementType, word, inBounds));
         }
@@ -301,6 +306,7 @@ void GPUKernelEmitter::emitStripedRows(OpBuilder &b, Value warpRow,
   // lane 0's that the warp reads together (a collective, so before the
   // loads: they then are in flight together).
   Value firstSegment, together;
+  DenseMap<Value, SmallVector<Value>> laterLoads;
   if (!segmentInputs.empty()) {
     Type i32Type = b.getI32Type();
     firstSegment = b.create<arith::ExtSIOp>(
@@ -327,6 +333,26 @@ void GPUKernelEmitter::emitStripedRows(OpBuilder &b, Value warpRow,
     together = b.create<arith::CmpIOp>(
         loc, arith::CmpIPredicate::eq,
         b.create<NVVM::VoteBallotOp>(loc, i32Type, all, fits), all);
+    // Whether the warp's segments need load j > 0 of each input: a lane's
+    // last component lies at or past value 32j.
+    for (BlockArgument arg : segmentInputs) {
+      int64_t components = program.info(arg).numComponents();
+      SmallVector<Value> &used = laterLoads[arg];
+      for (int64_t j = 1; j < segmentLoads(components); ++j) {
+        Value reaches = b.create<arith::AndIOp>(
+            loc, needs,
+            b.create<arith::CmpIOp>(
+                loc, arith::CmpIPredicate::sgt,
+                b.create<arith::MulIOp>(
+                    loc, b.create<arith::AddIOp>(loc, offset, i64(b, 1)),
+                    i64(b, components)),
+                i64(b, j * kWarpSize)));
+        used.push_back(b.create<arith::CmpIOp>(
+            loc, arith::CmpIPredicate::ne,
+            b.create<NVVM::VoteBallotOp>(loc, i32Type, all, reaches),
+            i32(b, 0)));
+      }
+    }
   }
 
   DenseMap<Value, Components> staged;
@@ -335,9 +361,9 @@ void GPUKernelEmitter::emitStripedRows(OpBuilder &b, Value warpRow,
     rowStripes.push_back(loadStripes(b, emitter.argumentBuffer(arg), warpRow,
                                      program.info(arg).numComponents()));
   for (BlockArgument arg : segmentInputs)
-    staged[arg] = loadWarpSegments(b, emitter.argumentBuffer(arg),
-                                   program.info(arg).numComponents(), mapped,
-                                   needs, together, firstSegment);
+    staged[arg] = loadWarpSegments(
+        b, emitter.argumentBuffer(arg), program.info(arg).numComponents(),
+        mapped, needs, together, firstSegment, laterLoads[arg]);
   for (auto [arg, stripes] : llvm::zip(rowInputs, rowStripes))
     staged[arg] = rowsFromStripes(b, stripes);
 
