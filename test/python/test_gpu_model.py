@@ -132,11 +132,13 @@ def traces() -> list[dict]:
 def test_trace_groups_lanes_into_warp_instructions(traces: list[dict]) -> None:
     """The sum's gradient broadcasts each segment's cotangent to its rows,
     a row per lane: 4-byte rows are stored 32 lanes to 128 contiguous bytes
-    (4 sectors, all useful); 12-byte rows, a feature per instruction, touch
-    12 sectors for 128 useful bytes. Either way every byte of the output
-    is one distinct sector's. Each thread takes 4 rows, their idx loaded
-    first: a warp's 128 rows in 2 rounds of 4 loads (4 idx, 4 cotangents),
-    or at 3 features 4 rounds (4 idx, 12 features)."""
+    (4 sectors, all useful). 12-byte rows are striped (gpuStripesRowMap):
+    each of a warp's 3 stores of 32 rows writes 128 contiguous bytes too,
+    where a feature per instruction would touch 12 sectors. Either way
+    every byte of the output is one distinct sector's. A thread takes 4
+    scalar rows, their idx loaded first: a warp's 128 rows in 2 rounds of 4
+    loads (4 idx, 4 cotangents); or 2 striped rows: a warp's 64 rows in 3
+    (2 idx, then the cotangents of each step's segments, one load)."""
     (narrow,), (wide,) = traces[0]["launches"], traces[1]["launches"]
     assert narrow["kernel"] == "segmented_sum_f32_w1_grad"
     assert (narrow["store_instructions"], narrow["store_lanes"]) == (4096 // 32, 4096)
@@ -144,13 +146,14 @@ def test_trace_groups_lanes_into_warp_instructions(traces: list[dict]) -> None:
     assert narrow["distinct_store_sectors"] == 4096 * 4 // 32
     assert (wide["store_instructions"], wide["store_lanes"]) == (3 * 4096 // 32, 3 * 4096)
     assert wide["store_useful_bytes"] == 4096 * 12
-    assert wide["store_sectors"] == 3 * (4096 // 32) * 12
+    assert wide["store_sectors"] == 3 * (4096 // 32) * 4
     assert wide["distinct_store_sectors"] == 4096 * 12 // 32
+    assert narrow["warps"] == 4096 // 128
+    assert wide["warps"] == 4096 // 64
     for launch in (narrow, wide):
-        assert launch["warps"] == 4096 // 128
         assert launch["load_useful_bytes"] <= 32 * launch["load_sectors"]
     assert narrow["warp_rounds"] == 2 * narrow["warps"]
-    assert wide["warp_rounds"] == 4 * wide["warps"]
+    assert wide["warp_rounds"] == 3 * wide["warps"]
 
 
 @pytest.mark.simulator
