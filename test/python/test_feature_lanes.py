@@ -444,7 +444,7 @@ def test_split_rows_of_invalid_segments(simulator: harness.GpuSimulator, op: str
     ("segmented_dot", 256, (32, 1), (32, 1), 1024),
     ("segmented_rms_norm", 256, (32, 1), (32, 1), 1024),
     ("segmented_max", 256, (32, 2), (32, 2), 1024),
-    ("segmented_gather", 7, (0, 1), (0, 1), 1024), ("segmented_gather", 8, (8, 1), (8, 1), 256),
+    ("segmented_gather", 7, (0, 1), (0, 1), 512), ("segmented_gather", 8, (8, 1), (8, 1), 256),
     ("segmented_gather", 31, (16, 1), (16, 1), 256),
     ("segmented_gather", 32, (16, 2), (32, 1), 256),
     ("segmented_gather", 64, (32, 2), (32, 2), 32)])
@@ -457,7 +457,9 @@ def test_the_manifest_records_the_rule(op: str, width: int, f32_rule: tuple[int,
     take half the lanes in pairs where a pair is 8 bytes at most (f32; f64
     keeps a feature a lane). Row maps take 4 rows a
     thread, or split over 32 lanes a warp, so their grid has a block per
-    1,024 rows (32 split rows), and rows split over groups of 8 or 16 lanes
+    1,024 rows (32 split rows); striped rows of odd widths 2 a thread (7
+    features of f32: 512 rows; test_striped_rows.py), and rows split over
+    groups of 8 or 16 lanes
     32 a warp (256 a block); segment kernels take a window of 4 chunks a
     warp, 1,024 rows a block, up to 2,048 blocks (then windows of up to 32
     chunks)."""

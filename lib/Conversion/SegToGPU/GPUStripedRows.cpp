@@ -86,6 +86,26 @@ static Value shuffleFrom(OpBuilder &b, Location loc, Value value,
       .getShuffleResult();
 }
 
+/// candidates[i] for the i where `chosen(i)` (an i1) holds, candidates[0]
+/// where none of the others' does: a select each.
+static Value selectAmong(OpBuilder &b, Location loc, ArrayRef<Value> candidates,
+                         function_ref<Value(int64_t)> chosen) {
+  Value value = candidates[0];
+  for (int64_t i = 1, e = candidates.size(); i < e; ++i)
+    value = b.create<arith::SelectOp>(loc, chosen(i), candidates[i], value);
+  return value;
+}
+
+/// Value 32k + lane from `base` (i64s): load or store k of a stripe.
+static Value stripeWord(OpBuilder &b, Location loc, Value base, int64_t k,
+                        Value lane) {
+  return b.create<arith::AddIOp>(
+      loc,
+      b.create<arith::AddIOp>(
+          loc, base, b.create<arith::ConstantIntOp>(loc, k * kWarpSize, 64)),
+      lane);
+}
+
 /// Loads `buffer[word]` where `inBounds`, else 0.
 static Value loadOrZero(OpBuilder &b, Location loc, Value buffer,
                         Type elementType, Value word, Value inBounds) {
@@ -109,8 +129,7 @@ SmallVector<Value> GPUKernelEmitter::loadStripes(OpBuilder &b, Value buffer,
   Value end = b.create<arith::MulIOp>(loc, numRows, i64(b, components));
   SmallVector<Value> stripes;
   for (int64_t k = 0; k < components; ++k) {
-    Value word = b.create<arith::AddIOp>(
-        loc, b.create<arith::AddIOp>(loc, base, i64(b, k * kWarpSize)), lane);
+    Value word = stripeWord(b, loc, base, k, lane);
     Value inBounds =
         b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, word, end);
     stripes.push_back(
@@ -131,13 +150,10 @@ Components GPUKernelEmitter::rowsFromStripes(OpBuilder &b,
       loc, b.create<arith::TruncIOp>(loc, i32Type, lane), i32(b, components));
   Components row;
   for (int64_t c = 0; c < components; ++c) {
-    Value sent = stripes[0];
-    for (int64_t k = 1; k < components; ++k)
-      sent = b.create<arith::SelectOp>(
-          loc,
-          b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, stripeOf[c],
-                                  i32(b, k)),
-          stripes[k], sent);
+    Value sent = selectAmong(b, loc, stripes, [&](int64_t k) -> Value {
+      return b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, stripeOf[c],
+                                     i32(b, k));
+    });
     Value source = b.create<arith::AndIOp>(
         loc, b.create<arith::AddIOp>(loc, laneTimesF, i32(b, c)),
         i32(b, kWarpSize - 1));
@@ -168,15 +184,11 @@ void GPUKernelEmitter::storeStripedRows(OpBuilder &b, Value buffer,
   Value base = b.create<arith::MulIOp>(loc, warpRow, i64(b, components));
   Value end = b.create<arith::MulIOp>(loc, numRows, i64(b, components));
   for (int64_t k = 0; k < components; ++k) {
-    Value stored = received[0];
-    for (int64_t c = 1; c < components; ++c)
-      stored = b.create<arith::SelectOp>(
-          loc,
-          b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, stripeOf[c],
-                                  i32(b, k)),
-          received[c], stored);
-    Value word = b.create<arith::AddIOp>(
-        loc, b.create<arith::AddIOp>(loc, base, i64(b, k * kWarpSize)), lane);
+    Value stored = selectAmong(b, loc, received, [&](int64_t c) -> Value {
+      return b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, stripeOf[c],
+                                     i32(b, k));
+    });
+    Value word = stripeWord(b, loc, base, k, lane);
     auto ifStore = b.create<scf::IfOp>(
         loc, b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, word, end),
         /*withElse=*/false);
@@ -211,9 +223,7 @@ Components GPUKernelEmitter::loadWarpSegments(OpBuilder &b, Value buffer,
             tb.create<arith::MulIOp>(tl, numSegments, i64(tb, components));
         SmallVector<Value> loads;
         for (int64_t j = 0, e = segmentLoads(components); j < e; ++j) {
-          Value word = tb.create<arith::AddIOp>(
-              tl, tb.create<arith::AddIOp>(tl, base, i64(tb, j * kWarpSize)),
-              lane);
+          Value word = stripeWord(tb, tl, base, j, lane);
           Value inBounds = tb.create<arith::AndIOp>(
               tl,
               tb.create<arith::CmpIOp>(tl, arith::CmpIPredicate::sge, word,
@@ -243,14 +253,14 @@ Components GPUKernelEmitter::loadWarpSegments(OpBuilder &b, Value buffer,
           Value source =
               tb.create<arith::AndIOp>(tl, position, i32(tb, kWarpSize - 1));
           Value load = tb.create<arith::ShRUIOp>(tl, position, i32(tb, 5));
-          Value value = shuffleFrom(tb, tl, loads[0], source);
-          for (size_t j = 1; j < loads.size(); ++j)
-            value = tb.create<arith::SelectOp>(
-                tl,
-                tb.create<arith::CmpIOp>(tl, arith::CmpIPredicate::eq, load,
-                                         i32(tb, j)),
-                shuffleFrom(tb, tl, loads[j], source), value);
-          values.push_back(value);
+          SmallVector<Value> shuffled;
+          for (Value loaded : loads)
+            shuffled.push_back(shuffleFrom(tb, tl, loaded, source));
+          values.push_back(
+              selectAmong(tb, tl, shuffled, [&](int64_t j) -> Value {
+                return tb.create<arith::CmpIOp>(tl, arith::CmpIPredicate::eq,
+                                                load, i32(tb, j));
+              }));
         }
         tb.create<scf::YieldOp>(tl, values);
       },
