@@ -7,6 +7,10 @@ check kernels below the operators; the package does not.
 from __future__ import annotations
 
 import ctypes
+import json
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Sequence
 from functools import cache
@@ -403,3 +407,19 @@ def check_invalid_segments_at_the_ends(
             outside = torch.cat([got[:head], got[head + valid:]])
             assert torch.equal(outside, torch.zeros_like(outside)), "invalid rows not zero"
         torch.testing.assert_close(valid_rows(got, shape), want, **tolerance)
+
+
+def traced_on_simulator(calls: Sequence[Sequence[Any]],
+                        function: str = "trace_call") -> list[dict]:
+    """bench.gpu_traffic.<function>(*call) for each call, as dicts, in a
+    process that runs the ops on the simulator (SEGOPS_SIMULATE_GPU=1)."""
+    code = ("import dataclasses, json, sys\n"
+            f"from bench.gpu_traffic import {function} as trace\n"
+            "calls = json.loads(sys.argv[1])\n"
+            "print(json.dumps([dataclasses.asdict(trace(*c)) for c in calls]))\n")
+    result = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(calls)],
+        cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True,
+        env=dict(os.environ, SEGOPS_SIMULATE_GPU="1"), timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.splitlines()[-1])

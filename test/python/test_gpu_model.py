@@ -6,13 +6,12 @@ accesses are counted by hand; the time model's arithmetic."""
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import harness
 import pytest
 
 from bench.gpu_model import (
@@ -100,23 +99,9 @@ def test_a_shipped_width_is_judged_by_the_shipped_kernels() -> None:
     assert all(resources[name] == library[name] for name in resources)
 
 
-def _traced(calls: list[tuple], function: str = "trace_call") -> list[dict]:
-    """bench.gpu_traffic.<function>(*call) for each call, in a process that
-    runs the ops on the simulator."""
-    code = ("import dataclasses, json, sys\n"
-            f"from bench.gpu_traffic import {function} as trace\n"
-            "calls = json.loads(sys.argv[1])\n"
-            "print(json.dumps([dataclasses.asdict(trace(*c)) for c in calls]))\n")
-    result = subprocess.run(
-        [sys.executable, "-c", code, json.dumps(calls)], cwd=ROOT, capture_output=True,
-        text=True, env=dict(os.environ, SEGOPS_SIMULATE_GPU="1"), timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.splitlines()[-1])
-
-
 @pytest.fixture(scope="module")
 def traces() -> list[dict]:
-    return _traced([
+    return harness.traced_on_simulator([
         ["segmented_sum", "f32", 1, 1, 4096, 10],   # a thread per row, 4-byte rows
         ["segmented_sum", "f32", 1, 3, 4096, 10],   # a thread per row, 12-byte rows
         ["segmented_sum", "f64", 0, 1, 4096, None],  # one segment of 4 tiles
@@ -206,7 +191,7 @@ def test_a_tail_into_the_next_chunk_runs_packed_below_its_threshold(
     than the walked one's (a walk, then the rows); one warp of the segment
     kernel has all 64-65 rows."""
     calls = [[op, dtype, level, 1, counts] for pair in pairs for counts in pair]
-    traces = _traced(calls, "trace_layout")
+    traces = harness.traced_on_simulator(calls, "trace_layout")
     for (packed, walked), (packed_counts, _) in zip(zip(traces[::2], traces[1::2]), pairs):
         packed_kernel, walked_kernel = packed["launches"][-1], walked["launches"][-1]
         assert packed_kernel["kernel"] == walked_kernel["kernel"]
@@ -220,7 +205,7 @@ def test_a_one_pass_tail_takes_its_next_chunk_rows_a_lane_each() -> None:
     load rounds as the one at 4 rows a lane, none walked."""
     calls = [["segmented_sum", "f32", 0, 1, counts] for pair in TAIL_THRESHOLD_PAIRS[:2]
              for counts in pair]
-    traces = _traced(calls, "trace_layout")
+    traces = harness.traced_on_simulator(calls, "trace_layout")
     rounds = [trace["launches"][-1]["warp_rounds"] for trace in traces]
     assert rounds[0] == rounds[1] and rounds[2] == rounds[3], rounds
 
@@ -234,7 +219,7 @@ def test_the_bounds_kernel_searches_only_tails_that_may_be_long() -> None:
     (its ends, the row before it, the head's and the tail's spans) in at
     most two rounds. Segments of 1,500 rows: most tiles' tails cover the
     next span, and their 32-way searches cost rounds."""
-    short, long = _traced([["segmented_mean", "f32", 1, 1, [10] * 1024],
+    short, long = harness.traced_on_simulator([["segmented_mean", "f32", 1, 1, [10] * 1024],
                            ["segmented_mean", "f32", 1, 1, [1500] * 8]], "trace_layout")
     bounds = [next(launch for launch in trace["launches"]
                    if launch["kernel"].endswith("__bounds")) for trace in (short, long)]
@@ -283,7 +268,7 @@ def test_walks_of_narrow_rows_step_from_whole_chunks(dtype: str) -> None:
     first rows, each step's 32 rows would touch a sector more of x (8 a
     walk)."""
     aligned, shifted = (
-        trace["launches"][-1] for trace in _traced(
+        trace["launches"][-1] for trace in harness.traced_on_simulator(
             [["segmented_sum", dtype, 0, 1, [first] + [250, 6] * 8] for first in (32, 5)],
             "trace_layout"))
     assert shifted["load_sectors"] <= aligned["load_sectors"] + 8, (aligned, shifted)

@@ -17,10 +17,6 @@ kernels' sectors are at least 90% useful, the lane-by-lane path's not."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import harness
 import pytest
@@ -32,9 +28,6 @@ from segops._dtypes import MANIFEST_DTYPES
 pytestmark = [pytest.mark.simulator,
               pytest.mark.skipif(not _gpusim.LIBRARY_PATH.exists(),
                                  reason="libsegops_gpusim.so not built (no compiler)")]
-
-ROOT = Path(__file__).resolve().parents[2]
-
 
 
 def _gpu(record) -> dict:
@@ -177,18 +170,6 @@ def test_run_time_row_maps_of_odd_widths(simulator: harness.GpuSimulator, op: st
             assert torch.equal(got, want), f"{layout}: grid 2 differs"
 
 
-def _traced_layouts(calls: list[list]) -> list[dict]:
-    code = ("import dataclasses, json, sys\n"
-            "from bench.gpu_traffic import trace_layout\n"
-            "calls = json.loads(sys.argv[1])\n"
-            "print(json.dumps([dataclasses.asdict(trace_layout(*c)) for c in calls]))\n")
-    result = subprocess.run(
-        [sys.executable, "-c", code, json.dumps(calls)], cwd=ROOT, capture_output=True,
-        text=True, env=dict(os.environ, SEGOPS_SIMULATE_GPU="1"), timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.splitlines()[-1])
-
-
 def _useful(launch: dict) -> float:
     sectors = launch["load_sectors"] + launch["store_sectors"]
     return (launch["load_useful_bytes"] + launch["store_useful_bytes"]) / (32 * sectors)
@@ -202,8 +183,9 @@ def test_striped_rows_read_whole_sectors(op: str, level: int, dtype: str) -> Non
     loads its segment's values): at least 90% of the first's sectors are
     useful; the second's rows are still stored striped (whole sectors),
     its segment loads not."""
-    together, apart = (trace["launches"][-1] for trace in _traced_layouts(
-        [[op, dtype, level, 3, counts] for counts in ([6] * 1365 + [2], [1, 0] * 8192)]))
+    together, apart = (trace["launches"][-1] for trace in harness.traced_on_simulator(
+        [[op, dtype, level, 3, counts] for counts in ([6] * 1365 + [2], [1, 0] * 8192)],
+        "trace_layout"))
     assert _useful(together) >= 0.9, together
     row_sectors = 8192 * 3 * {"f32": 4, "f64": 8}[dtype] // 32
     assert together["store_sectors"] == apart["store_sectors"] == row_sectors
