@@ -284,6 +284,9 @@ public:
   /// emitStripedRowMap). Its segment inputs are then read the same way,
   /// once for the warp's few consecutive segments.
   bool gpuStripesRowMap() const;
+  /// The row inputs (read ones) and outputs of odd widths it stripes
+  /// (isGPUStripedWidth).
+  SmallVector<Value> gpuStripedRows() const;
   static bool isGPUStripedWidth(int64_t components) {
     return components % 2 == 1 && components > 1 && components < kGPUChunkRows;
   }

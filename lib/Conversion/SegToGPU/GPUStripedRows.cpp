@@ -211,7 +211,6 @@ Components GPUKernelEmitter::loadWarpSegments(OpBuilder &b, Value buffer,
                                               Value firstSegment,
                                               ArrayRef<Value> laterLoads) {
   Type elementType = program.elementType;
-  SmallVector<Type> types(components, elementType);
   auto ifTogether = b.create<scf::IfOp>(
       loc, together,
       [&](OpBuilder &tb, Location tl) {
@@ -300,17 +299,14 @@ void GPUKernelEmitter::emitStripedRows(OpBuilder &b, Value warpRow,
       KernelCodeBuilder(b, loc).isValidSegment(mapped.segment, numSegments));
 
   SmallVector<BlockArgument> rowInputs, segmentInputs;
-  for (BlockArgument arg : body.getArguments()) {
-    if (!program.hasInfo(arg) || arg.use_empty())
-      continue;
-    const SegmentProgram::Info &info = program.info(arg);
-    if (info.space == ValueSpace::Row &&
-        SegmentProgram::isGPUStripedWidth(info.numComponents()))
+  for (Value row : program.gpuStripedRows())
+    if (auto arg = dyn_cast<BlockArgument>(row))
       rowInputs.push_back(arg);
-    else if (info.space == ValueSpace::Segment &&
-             info.numComponents() <= kWarpSize)
+  for (BlockArgument arg : body.getArguments())
+    if (program.hasInfo(arg) && !arg.use_empty() &&
+        program.info(arg).space == ValueSpace::Segment &&
+        program.info(arg).numComponents() <= kWarpSize)
       segmentInputs.push_back(arg);
-  }
 
   // Whether the lanes' segments lie within the window of segments from
   // lane 0's that the warp reads together (a collective, so before the

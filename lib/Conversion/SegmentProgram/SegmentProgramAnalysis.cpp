@@ -552,8 +552,8 @@ int64_t SegmentProgram::gpuRowMapBlockRows(int64_t blockSize) const {
   return blockSize;
 }
 
-/// The row inputs and outputs of a row map that its GPU kernel stripes.
-static SmallVector<Value> stripedRows(const SegmentProgram &program) {
+SmallVector<Value> SegmentProgram::gpuStripedRows() const {
+  const SegmentProgram &program = *this;
   Block &body = program.func.getBody().front();
   SmallVector<Value> rows;
   auto isStripedRow = [&](Value value) {
@@ -572,14 +572,14 @@ static SmallVector<Value> stripedRows(const SegmentProgram &program) {
 }
 
 bool SegmentProgram::gpuStripesRowMap() const {
-  return mapsRowsOnly() && !splitsFeatures() && !stripedRows(*this).empty();
+  return mapsRowsOnly() && !splitsFeatures() && !gpuStripedRows().empty();
 }
 
 int64_t SegmentProgram::gpuRowMapRowsPerUnit() const {
   if (!gpuStripesRowMap())
     return kGPURowMapRowsPerUnit;
   int64_t bytes = 0;
-  for (Value row : stripedRows(*this))
+  for (Value row : gpuStripedRows())
     bytes +=
         info(row).numComponents() * elementType.getIntOrFloatBitWidth() / 8;
   return bytes <= kGPUStripedRowBytesForTwoRows ? 2 : 1;
