@@ -408,12 +408,13 @@ def explain(op: str, dtype: str, level: int, width: int, layout: str, chip: str,
     call = call_at(*traced_pair(op, dtype, level, width, length, target), length, target)
     print(f"{op} {dtype} w{width} level {level}, {layout}, N = {target:.0e}")
     print(f"{'launch':48} {'warps':>8} {'rounds':>10} {'slowest':>7} {'occupancy':>9} "
-          f"{'DRAM us':>8} {'L1 us':>7} {'latency us':>10}")
+          f"{'DRAM us':>8} {'L1 us':>7} {'latency us':>10} {'useful':>6}")
     for launch in call.launches:
         terms = estimate_launch(launch, resources.get(launch.kernel))
         print(f"{launch.kernel:48} {launch.warps:8.0f} {launch.warp_rounds:10.0f} "
               f"{launch.max_warp_rounds:7.0f} {terms['occupancy']:9.3f} "
-              f"{terms['dram'] * 1e6:8.1f} {terms['l1'] * 1e6:7.1f} {terms['latency'] * 1e6:10.1f}")
+              f"{terms['dram'] * 1e6:8.1f} {terms['l1'] * 1e6:7.1f} {terms['latency'] * 1e6:10.1f} "
+              f"{launch.useful_bytes / max(1, 32 * launch.sectors):6.3f}")
     row = estimate_call(call, resources)
     print(f"estimate {row['estimate_us']} us (each launch: the largest term + "
           f"{H200.launch_s * 1e6:.0f} us), ideal {row['ideal_us']} us, "

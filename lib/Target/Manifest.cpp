@@ -109,6 +109,10 @@ static llvm::json::Object describeGPU(const SegmentProgram &program,
     gpu["packed_tail_rows_per_lane"] =
         SegmentProgram::kGPUPackedTailRowsPerLane;
     gpu["packed_tail_from_next_chunk"] = program.gpuPacksTailsFromNextChunk();
+    // Whether the tile kernel loads its pieces' rows of odd widths a warp
+    // at a time and reduces them as loaded
+    // (SegmentProgram::gpuStripedReductions).
+    gpu["striped_reductions"] = program.gpuStripesReductions();
   }
   // Rows of this many features or more hold them over groups of a warp's
   // lanes, of `feature_lanes` lanes each (0: a row per lane).

@@ -105,6 +105,8 @@
 // MANIFEST: "packed_chunk_rows": 32,
 // MANIFEST-NEXT: "packed_tail_from_next_chunk": false,
 // MANIFEST-NEXT: "packed_tail_rows_per_lane": 4,
+// The tile kernel reduces the 3-vectors a warp at a time, as loaded.
+// MANIFEST-NEXT: "striped_reductions": true,
 // MANIFEST-NEXT: "window_chunks": {
 // MANIFEST-NEXT: "max": 32,
 // MANIFEST-NEXT: "min": 4

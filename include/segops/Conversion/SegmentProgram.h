@@ -294,6 +294,28 @@ public:
   /// many, in as many loads of 32 values as that takes); warps whose rows'
   /// segments span more load them a lane each.
   static constexpr int64_t kGPUStripedSegments = 4;
+  /// A reduction that GPU kernels run on a row input's values as loaded
+  /// (gpuStripedReductions): the input (a block argument), its components
+  /// and how they combine.
+  struct StripedReduction {
+    Value input;
+    int64_t components;
+    arith::AtomicRMWKind kind;
+  };
+  /// The reductions, in accumulator order, of a one-pass program that
+  /// stores no rows and whose every reduction reduces a row input as it
+  /// is (SegmentOpInterface::reducesOperandAsIs: sum, mean, max, min, and
+  /// gather's adjoint, a sum), each of 1 or an odd number of components,
+  /// at least one from 3 to 31 (isGPUStripedWidth); empty for every other
+  /// program. A row per lane would read 3 sectors of a 3-vector input for
+  /// each one it uses; the walks and the tile kernels' pieces instead load
+  /// 32 rows of each input as F loads of 32 consecutive values (load k of
+  /// lane l: value 32k + l, of component (32k + l) mod F whatever the
+  /// first row) and reduce them as they are, each lane F accumulators of
+  /// F different components, put in component order after the rows. No
+  /// shuffles in the loop, so a lane's loads stay in flight as before.
+  SmallVector<StripedReduction> gpuStripedReductions() const;
+  bool gpuStripesReductions() const { return !gpuStripedReductions().empty(); }
 
   /// Rows of at least this many features split them over a group of a
   /// warp's lanes in the GPU kernels (gpuFeatureLanes): lane l of a group

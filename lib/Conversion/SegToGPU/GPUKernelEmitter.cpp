@@ -126,6 +126,31 @@ GPUKernelEmitter::splitRowLoop(OpBuilder &b, Value lo, Value hi,
   return totals;
 }
 
+Value GPUKernelEmitter::walkStart(OpBuilder &b, Value lo, Value hi,
+                                  int64_t loadsPerStep) {
+  // Load rounds (kGPULoadsPerRound loads each) of steps of 32 rows from
+  // `from` to hi, loadsPerStep loads a lane each: ceil(ceil(rows / 32) L /
+  // 4), one division where L divides 4.
+  auto ceilDiv = [&](Value value, int64_t divisor) {
+    return b.create<arith::DivSIOp>(
+        loc, b.create<arith::AddIOp>(loc, value, i64(b, divisor - 1)),
+        i64(b, divisor));
+  };
+  constexpr int64_t loadsPerRound = SegmentProgram::kGPULoadsPerRound;
+  auto rounds = [&](Value from) -> Value {
+    Value rows = b.create<arith::SubIOp>(loc, hi, from);
+    if (loadsPerRound % loadsPerStep == 0)
+      return ceilDiv(rows, kWarpSize * (loadsPerRound / loadsPerStep));
+    Value loads = b.create<arith::MulIOp>(loc, ceilDiv(rows, kWarpSize),
+                                          i64(b, loadsPerStep));
+    return ceilDiv(loads, loadsPerRound);
+  };
+  Value chunkStart = b.create<arith::AndIOp>(loc, lo, i64(b, -kWarpSize));
+  Value fromChunk = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
+                                            rounds(chunkStart), rounds(lo));
+  return b.create<arith::SelectOp>(loc, fromChunk, chunkStart, lo);
+}
+
 SmallVector<Value>
 GPUKernelEmitter::laneRowLoop(OpBuilder &b, Value lo, Value hi, ValueRange init,
                               SegmentProgramEmitter::RowBody body,
@@ -146,19 +171,7 @@ GPUKernelEmitter::laneRowLoop(OpBuilder &b, Value lo, Value hi, ValueRange init,
         });
     return SmallVector<Value>(loop.getResults());
   }
-  // Rounds of kGPULoadsPerRound steps from `from` to hi.
-  constexpr int64_t roundRows = kWarpSize * SegmentProgram::kGPULoadsPerRound;
-  auto rounds = [&](Value from) {
-    return b.create<arith::DivSIOp>(
-        loc,
-        b.create<arith::AddIOp>(loc, b.create<arith::SubIOp>(loc, hi, from),
-                                i64(b, roundRows - 1)),
-        i64(b, roundRows));
-  };
-  Value chunkStart = b.create<arith::AndIOp>(loc, lo, i64(b, -kWarpSize));
-  Value fromChunk = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
-                                            rounds(chunkStart), rounds(lo));
-  Value base = b.create<arith::SelectOp>(loc, fromChunk, chunkStart, lo);
+  Value base = walkStart(b, lo, hi, /*loadsPerStep=*/1);
   Value any = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, lo, hi);
   auto head = b.create<scf::IfOp>(
       loc, any,
@@ -1433,9 +1446,12 @@ GPUKernelEmitter::reduceRows(OpBuilder &b, Value lo, Value hi, ValueRange init,
   // From lo, also for narrow rows: stepping the tile kernels' pieces from
   // their chunks cost max and min f32 w1 backward's `__tiles` an occupancy
   // step (docs/benchmarks.md, "Narrow rows: walks from whole chunks").
+  SmallVector<Value> partials =
+      program.gpuStripesReductions()
+          ? stripedReductionLoop(b, lo, hi, init)
+          : laneRowLoop(b, lo, hi, init, body, /*fromChunks=*/false);
   SmallVector<Value> totals;
-  for (auto [partial, kind] : llvm::zip_equal(
-           laneRowLoop(b, lo, hi, init, body, /*fromChunks=*/false), kinds))
+  for (auto [partial, kind] : llvm::zip_equal(partials, kinds))
     totals.push_back(warpCombine(b, partial, kind));
   return totals;
 }

@@ -1,4 +1,4 @@
-//===- GPUStripedRows.cpp - row maps moving rows a warp at a time --------===//
+//===- GPUStripedRows.cpp - rows of odd widths moved a warp at a time ----===//
 //
 // Row maps of SegmentProgram::gpuStripesRowMap: rows of F components, F odd
 // (3-vectors), held a row per lane. Lane l loading its own row reads 3
@@ -8,6 +8,11 @@
 // row outputs go back the same way (CUB's warp-striped arrangement, by
 // shuffles instead of shared memory). Segment inputs are read once for the
 // warp's few consecutive segments, and shuffled to the lanes reading them.
+//
+// Reductions of such rows as they are (SegmentProgram::
+// gpuStripedReductions: sum, mean, max, min) load them the same way in
+// their walks and tile pieces, but need no shuffles: each lane reduces the
+// values it loads, F accumulators of F different components.
 //
 //===----------------------------------------------------------------------===//
 
@@ -426,4 +431,137 @@ void GPUKernelEmitter::emitStripedRows(OpBuilder &b, Value warpRow,
           sb.create<arith::AddIOp>(loc, base,
                                    i64(sb, static_cast<int64_t>(c))));
   }
+}
+
+SmallVector<Value> GPUKernelEmitter::stripedReductionLoop(OpBuilder &b,
+                                                          Value lo, Value hi,
+                                                          ValueRange init) {
+  // A step of 32 rows from `row` reads values [F row, F row + 32F) of an
+  // input of F components (whole sectors where walkStart picks a chunk),
+  // load k of lane l value F row + 32k + l: component (32k + l) mod F,
+  // since every row starts at a multiple of F. Values
+  // outside the rows [lo, hi) read a word inside them and count as the
+  // identity. No lane waits on another's loads, so the loop keeps a
+  // lane's loads in flight as laneRowLoop does.
+  SmallVector<SegmentProgram::StripedReduction> reductions =
+      program.gpuStripedReductions();
+  int64_t loadsPerStep = 0;
+  for (const SegmentProgram::StripedReduction &reduction : reductions)
+    loadsPerStep += reduction.components;
+  Type elementType = program.elementType;
+  // Each input's values of the rows [lo, hi): [first, first + span).
+  struct Input {
+    Value buffer, first, span, identity;
+  };
+  SmallVector<Input> inputs;
+  for (const SegmentProgram::StripedReduction &reduction : reductions) {
+    Value components = i64(b, reduction.components);
+    inputs.push_back(
+        {emitter.argumentBuffer(reduction.input),
+         b.create<arith::MulIOp>(loc, lo, components),
+         b.create<arith::MulIOp>(
+             loc, b.create<arith::SubIOp>(loc, hi, lo), components),
+         arith::getIdentityValue(reduction.kind, elementType, b, loc)});
+  }
+  // One step from `row`: masked (its values outside [lo, hi) read a word
+  // inside and count as the identity) for the first and the last, not for
+  // the full steps between, whose loads then differ by constant offsets.
+  auto step = [&](OpBuilder &sb, Location sl, Value row, ValueRange acc,
+                  bool masked) {
+    SmallVector<Value> next;
+    for (auto [reduction, input] : llvm::zip_equal(reductions, inputs)) {
+      Value laneWord = sb.create<arith::AddIOp>(
+          sl,
+          sb.create<arith::MulIOp>(sl, row, i64(sb, reduction.components)),
+          lane);
+      Value laneOffset, span32;
+      if (masked) {
+        Type i32Type = sb.getI32Type();
+        laneOffset = sb.create<arith::TruncIOp>(
+            sl, i32Type, sb.create<arith::SubIOp>(sl, laneWord, input.first));
+        span32 = sb.create<arith::TruncIOp>(sl, i32Type, input.span);
+      }
+      for (int64_t k = 0; k < reduction.components; ++k) {
+        Value word = sb.create<arith::AddIOp>(sl, laneWord,
+                                              i64(sb, k * kWarpSize));
+        if (!masked) {
+          next.push_back(arith::getReductionOp(
+              reduction.kind, sb, sl, acc[next.size()],
+              KernelCodeBuilder(sb, sl).load(input.buffer, elementType,
+                                             word)));
+          continue;
+        }
+        // word in [first, first + span): one unsigned comparison, in 32
+        // bits (a walk or a tile piece has at most 2,046 rows).
+        Value inside = sb.create<arith::CmpIOp>(
+            sl, arith::CmpIPredicate::ult,
+            sb.create<arith::AddIOp>(sl, laneOffset, i32(sb, k * kWarpSize)),
+            span32);
+        auto ifInside = sb.create<scf::IfOp>(
+            sl, inside,
+            [&](OpBuilder &tb, Location tl) {
+              tb.create<scf::YieldOp>(
+                  tl, KernelCodeBuilder(tb, tl).load(input.buffer,
+                                                     elementType, word));
+            },
+            [&](OpBuilder &eb, Location el) {
+              eb.create<scf::YieldOp>(el, input.identity);
+            });
+        Value value = ifInside.getResult(0);
+        next.push_back(arith::getReductionOp(reduction.kind, sb, sl,
+                                             acc[next.size()], value));
+      }
+    }
+    return next;
+  };
+  auto maskedStep = [&](OpBuilder &sb, Value when, Value row,
+                        ValueRange acc) {
+    auto ifStep = sb.create<scf::IfOp>(
+        loc, when,
+        [&](OpBuilder &tb, Location tl) {
+          tb.create<scf::YieldOp>(tl, step(tb, tl, row, acc, true));
+        },
+        [&](OpBuilder &eb, Location el) { eb.create<scf::YieldOp>(el, acc); });
+    return SmallVector<Value>(ifStep.getResults());
+  };
+  Value first = walkStart(b, lo, hi, loadsPerStep);
+  Value step32 = i64(b, kWarpSize);
+  SmallVector<Value> head = maskedStep(
+      b, b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, lo, hi),
+      first, init);
+  // Full steps after the first: [fullFrom, fullEnd).
+  Value fullFrom = b.create<arith::AddIOp>(loc, first, step32);
+  Value fullRows = b.create<arith::MaxSIOp>(
+      loc, b.create<arith::SubIOp>(loc, hi, fullFrom), i64(b, 0));
+  Value fullEnd = b.create<arith::AddIOp>(
+      loc, fullFrom,
+      b.create<arith::AndIOp>(loc, fullRows, i64(b, -kWarpSize)));
+  auto loop = b.create<scf::ForOp>(
+      loc, fullFrom, fullEnd, step32, head,
+      [&](OpBuilder &ib, Location il, Value row, ValueRange acc) {
+        ib.create<scf::YieldOp>(il, step(ib, il, row, acc, false));
+      });
+  SmallVector<Value> accumulators = maskedStep(
+      b, b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, fullEnd, hi),
+      fullEnd, loop.getResults());
+  // Accumulator k of an input holds its component (32k + l) mod F: put
+  // them in component order (stripeOfComponents).
+  SmallVector<Value> partials;
+  unsigned position = 0;
+  for (const SegmentProgram::StripedReduction &reduction : reductions) {
+    ArrayRef<Value> held =
+        ArrayRef<Value>(accumulators).slice(position, reduction.components);
+    position += reduction.components;
+    if (reduction.components == 1) {
+      partials.push_back(held.front());
+      continue;
+    }
+    SmallVector<Value> stripeOf = stripeOfComponents(b, reduction.components);
+    for (int64_t c = 0; c < reduction.components; ++c)
+      partials.push_back(selectAmong(b, loc, held, [&](int64_t k) -> Value {
+        return b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
+                                       stripeOf[c], i32(b, k));
+      }));
+  }
+  return partials;
 }

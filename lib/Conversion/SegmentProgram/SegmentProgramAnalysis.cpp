@@ -575,6 +575,32 @@ bool SegmentProgram::gpuStripesRowMap() const {
   return mapsRowsOnly() && !splitsFeatures() && !gpuStripedRows().empty();
 }
 
+SmallVector<SegmentProgram::StripedReduction>
+SegmentProgram::gpuStripedReductions() const {
+  if (mapsRowsOnly() || !isOnePass() || hasRowOutputs || splitsFeatures() ||
+      !gathers.empty())
+    return {};
+  SmallVector<StripedReduction> reductions;
+  bool anyStriped = false;
+  for (Operation &op : func.getBody().front().without_terminator()) {
+    if (!isReductionOp(&op))
+      continue;
+    auto reduction = cast<SegmentOpInterface>(op);
+    Value input = op.getOperand(0);
+    if (!reduction.reducesOperandAsIs() || !isa<BlockArgument>(input) ||
+        info(input).space != ValueSpace::Row)
+      return {};
+    int64_t components = info(input).numComponents();
+    if (components != 1 && !isGPUStripedWidth(components))
+      return {};
+    anyStriped |= components > 1;
+    reductions.push_back({input, components, reduction.getCombiningKind()});
+  }
+  if (!anyStriped)
+    return {};
+  return reductions;
+}
+
 int64_t SegmentProgram::gpuRowMapRowsPerUnit() const {
   if (!gpuStripesRowMap())
     return kGPURowMapRowsPerUnit;

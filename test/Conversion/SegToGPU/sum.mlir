@@ -238,7 +238,12 @@
 // CHECK: %[[HI:.*]] = arith.select %[[ISHEAD]], %[[HEADEND]], %[[END]]
 // CHECK: %[[ISLONG:.*]] = arith.select %[[ISHEAD]], %[[HEADLONG]], %[[TAILLONG]]
 // CHECK: scf.if %[[ISLONG]] {
-// CHECK: scf.for {{.*}} to %[[HI]] step %c32_i64 iter_args({{.*}}) -> (f32, f32, f32)
+// The piece's 3-vectors are summed striped (striped-reductions.mlir): a
+// masked first step, the full steps, a masked last step below HI.
+// CHECK: scf.if %{{.*}} -> (f32, f32, f32) {
+// CHECK: scf.for %{{.*}} = %{{.*}} to %[[FULLEND:[^ ]*]] step %c32_i64 iter_args({{.*}}) -> (f32, f32, f32)
+// CHECK: %[[LAST:.*]] = arith.cmpi slt, %[[FULLEND]], %[[HI]] : i64
+// CHECK: scf.if %[[LAST]] -> (f32, f32, f32) {
 // CHECK-COUNT-15: gpu.shuffle  xor
 // CHECK: %[[TWICE:.*]] = arith.muli %[[T]], %c2_i64
 // CHECK: %[[SLOT:.*]] = arith.addi %[[TWICE]], %[[WHICH]]

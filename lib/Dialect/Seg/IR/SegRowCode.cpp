@@ -29,6 +29,12 @@ bool MulOp::isMultilinear() { return true; }
 bool MatvecOp::isMultilinear() { return true; }
 bool GatherOp::isMultilinear() { return true; }
 
+// The row term is x itself, a component each.
+bool SumOp::reducesOperandAsIs() { return true; }
+bool MeanOp::reducesOperandAsIs() { return true; }
+bool MaxOp::reducesOperandAsIs() { return true; }
+bool MinOp::reducesOperandAsIs() { return true; }
+
 using Components = SmallVector<Value>;
 
 /// Σ_k a[k] b[k], added in component order.

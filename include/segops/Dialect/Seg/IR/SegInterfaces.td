@@ -102,6 +102,15 @@ def Seg_SegmentOpInterface : OpInterface<"SegmentOpInterface"> {
       /*methodBody=*/"",
       [{ return ::llvm::SmallVector<::mlir::Value>(operands.front()); }]>,
     InterfaceMethod<[{
+        Whether the row term is the first operand's components as they are
+        (buildRowComponents' default: sum, mean, max, min), so that a
+        reduction of a row input needs only its values, each component
+        reduced on its own, in whatever arrangement over lanes the kernel
+        loads them. False unless the op says so.
+      }],
+      "bool", "reducesOperandAsIs", (ins), /*methodBody=*/"",
+      [{ return false; }]>,
+    InterfaceMethod<[{
         A reduction's result from its combined totals, given the segment's
         row count as a float (`count`, replaced by 1 in an empty segment)
         and whether it has rows (`hasRows`, i1).

@@ -37,7 +37,8 @@ class Seg_UnaryReductionOp<string mnemonic, list<string> methods = []>
   let hasVerifier = 1;
 }
 
-def Seg_SumOp : Seg_UnaryReductionOp<"sum", ["isMultilinear"]> {
+def Seg_SumOp : Seg_UnaryReductionOp<"sum",
+    ["isMultilinear", "reducesOperandAsIs"]> {
   let summary = "Per-segment sum of rows";
   let description = [{
     `out[s] = sum_{i : idx[i] == s} x[i]` for `s` in `[0, num_segments)`.
@@ -54,7 +55,8 @@ def Seg_SumOp : Seg_UnaryReductionOp<"sum", ["isMultilinear"]> {
   }];
 }
 
-def Seg_MeanOp : Seg_UnaryReductionOp<"mean", ["buildEpilogue", "isMultilinear"]> {
+def Seg_MeanOp : Seg_UnaryReductionOp<"mean",
+    ["buildEpilogue", "isMultilinear", "reducesOperandAsIs"]> {
   let summary = "Per-segment mean of rows";
   let description = [{
     `out[s] = sum_{i : idx[i] == s} x[i] / count(s)`, and 0 for an empty
@@ -86,7 +88,8 @@ def Seg_RmsNormOp : Seg_UnaryReductionOp<"rms_norm",
 }
 
 class Seg_ExtremumOp<string mnemonic>
-    : Seg_UnaryReductionOp<mnemonic, ["getCombiningKind", "buildEpilogue"]>;
+    : Seg_UnaryReductionOp<mnemonic,
+        ["getCombiningKind", "buildEpilogue", "reducesOperandAsIs"]>;
 
 def Seg_MaxOp : Seg_ExtremumOp<"max"> {
   let summary = "Per-segment maximum of rows, componentwise";
