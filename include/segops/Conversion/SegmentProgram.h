@@ -308,12 +308,14 @@ public:
   /// gather's adjoint, a sum), each of 1 or an odd number of components,
   /// at least one from 3 to 31 (isGPUStripedWidth); empty for every other
   /// program. A row per lane would read 3 sectors of a 3-vector input for
-  /// each one it uses; the walks and the tile kernels' pieces instead load
-  /// 32 rows of each input as F loads of 32 consecutive values (load k of
-  /// lane l: value 32k + l, of component (32k + l) mod F whatever the
-  /// first row) and reduce them as they are, each lane F accumulators of
-  /// F different components, put in component order after the rows. No
-  /// shuffles in the loop, so a lane's loads stay in flight as before.
+  /// each one it uses; the tile kernel's pieces instead load 32 rows of
+  /// each input as F loads of 32 consecutive values (load k of lane l:
+  /// value 32k + l, of component (32k + l) mod F whatever the first row)
+  /// and reduce them as they are, each lane F accumulators of F different
+  /// components, put in component order after the rows. No shuffles in the
+  /// loop, so a lane's loads stay in flight as before. The segment
+  /// kernel's walks keep a row per lane: striped, they cost its registers
+  /// an occupancy step (docs/benchmarks.md, "Striped reductions").
   SmallVector<StripedReduction> gpuStripedReductions() const;
   bool gpuStripesReductions() const { return !gpuStripedReductions().empty(); }
 

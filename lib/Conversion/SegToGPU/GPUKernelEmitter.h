@@ -216,9 +216,10 @@ private:
   /// else lo.
   Value walkStart(OpBuilder &b, Value lo, Value hi, int64_t loadsPerStep);
   /// Programs of SegmentProgram::gpuStripedReductions (GPUStripedRows.cpp):
-  /// the rows [lo, hi) of each reduced input loaded in steps of 32 rows, F
-  /// loads of 32 consecutive values a step, reduced as loaded. Returns each
-  /// lane's partial accumulators in component order, as laneRowLoop.
+  /// the rows [lo, hi) of a tile piece (at most a tile) of each reduced
+  /// input loaded in steps of 32 rows, F loads of 32 consecutive values a
+  /// step, reduced as loaded. Returns each lane's partial accumulators in
+  /// component order, as laneRowLoop.
   SmallVector<Value> stripedReductionLoop(OpBuilder &b, Value lo, Value hi,
                                           ValueRange init);
   /// Zero row outputs for the rows [lo, hi) (of an invalid segment).

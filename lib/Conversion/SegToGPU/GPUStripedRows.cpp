@@ -11,8 +11,8 @@
 //
 // Reductions of such rows as they are (SegmentProgram::
 // gpuStripedReductions: sum, mean, max, min) load them the same way in
-// their walks and tile pieces, but need no shuffles: each lane reduces the
-// values it loads, F accumulators of F different components.
+// their tile pieces, but need no shuffles: each lane reduces the values it
+// loads, F accumulators of F different components.
 //
 //===----------------------------------------------------------------------===//
 
@@ -439,10 +439,8 @@ SmallVector<Value> GPUKernelEmitter::stripedReductionLoop(OpBuilder &b,
   // A step of 32 rows from `row` reads values [F row, F row + 32F) of an
   // input of F components (whole sectors where walkStart picks a chunk),
   // load k of lane l value F row + 32k + l: component (32k + l) mod F,
-  // since every row starts at a multiple of F. Values
-  // outside the rows [lo, hi) read a word inside them and count as the
-  // identity. No lane waits on another's loads, so the loop keeps a
-  // lane's loads in flight as laneRowLoop does.
+  // since every row starts at a multiple of F. No lane waits on another's
+  // loads, so the loop keeps a lane's loads in flight as laneRowLoop does.
   SmallVector<SegmentProgram::StripedReduction> reductions =
       program.gpuStripedReductions();
   int64_t loadsPerStep = 0;
@@ -459,8 +457,8 @@ SmallVector<Value> GPUKernelEmitter::stripedReductionLoop(OpBuilder &b,
     inputs.push_back(
         {emitter.argumentBuffer(reduction.input),
          b.create<arith::MulIOp>(loc, lo, components),
-         b.create<arith::MulIOp>(
-             loc, b.create<arith::SubIOp>(loc, hi, lo), components),
+         b.create<arith::MulIOp>(loc, b.create<arith::SubIOp>(loc, hi, lo),
+                                 components),
          arith::getIdentityValue(reduction.kind, elementType, b, loc)});
   }
   // One step from `row`: masked (its values outside [lo, hi) read a word
@@ -471,8 +469,7 @@ SmallVector<Value> GPUKernelEmitter::stripedReductionLoop(OpBuilder &b,
     SmallVector<Value> next;
     for (auto [reduction, input] : llvm::zip_equal(reductions, inputs)) {
       Value laneWord = sb.create<arith::AddIOp>(
-          sl,
-          sb.create<arith::MulIOp>(sl, row, i64(sb, reduction.components)),
+          sl, sb.create<arith::MulIOp>(sl, row, i64(sb, reduction.components)),
           lane);
       Value laneOffset, span32;
       if (masked) {
@@ -482,17 +479,16 @@ SmallVector<Value> GPUKernelEmitter::stripedReductionLoop(OpBuilder &b,
         span32 = sb.create<arith::TruncIOp>(sl, i32Type, input.span);
       }
       for (int64_t k = 0; k < reduction.components; ++k) {
-        Value word = sb.create<arith::AddIOp>(sl, laneWord,
-                                              i64(sb, k * kWarpSize));
+        Value word =
+            sb.create<arith::AddIOp>(sl, laneWord, i64(sb, k * kWarpSize));
         if (!masked) {
           next.push_back(arith::getReductionOp(
               reduction.kind, sb, sl, acc[next.size()],
-              KernelCodeBuilder(sb, sl).load(input.buffer, elementType,
-                                             word)));
+              KernelCodeBuilder(sb, sl).load(input.buffer, elementType, word)));
           continue;
         }
         // word in [first, first + span): one unsigned comparison, in 32
-        // bits (a walk or a tile piece has at most 2,046 rows).
+        // bits (a tile piece has at most a tile's rows).
         Value inside = sb.create<arith::CmpIOp>(
             sl, arith::CmpIPredicate::ult,
             sb.create<arith::AddIOp>(sl, laneOffset, i32(sb, k * kWarpSize)),
@@ -500,9 +496,8 @@ SmallVector<Value> GPUKernelEmitter::stripedReductionLoop(OpBuilder &b,
         auto ifInside = sb.create<scf::IfOp>(
             sl, inside,
             [&](OpBuilder &tb, Location tl) {
-              tb.create<scf::YieldOp>(
-                  tl, KernelCodeBuilder(tb, tl).load(input.buffer,
-                                                     elementType, word));
+              tb.create<scf::YieldOp>(tl, KernelCodeBuilder(tb, tl).load(
+                                              input.buffer, elementType, word));
             },
             [&](OpBuilder &eb, Location el) {
               eb.create<scf::YieldOp>(el, input.identity);
@@ -514,8 +509,7 @@ SmallVector<Value> GPUKernelEmitter::stripedReductionLoop(OpBuilder &b,
     }
     return next;
   };
-  auto maskedStep = [&](OpBuilder &sb, Value when, Value row,
-                        ValueRange acc) {
+  auto maskedStep = [&](OpBuilder &sb, Value when, Value row, ValueRange acc) {
     auto ifStep = sb.create<scf::IfOp>(
         loc, when,
         [&](OpBuilder &tb, Location tl) {
@@ -527,8 +521,8 @@ SmallVector<Value> GPUKernelEmitter::stripedReductionLoop(OpBuilder &b,
   Value first = walkStart(b, lo, hi, loadsPerStep);
   Value step32 = i64(b, kWarpSize);
   SmallVector<Value> head = maskedStep(
-      b, b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, lo, hi),
-      first, init);
+      b, b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, lo, hi), first,
+      init);
   // Full steps after the first: [fullFrom, fullEnd).
   Value fullFrom = b.create<arith::AddIOp>(loc, first, step32);
   Value fullRows = b.create<arith::MaxSIOp>(
