@@ -423,3 +423,22 @@ def traced_on_simulator(calls: Sequence[Sequence[Any]],
         env=dict(os.environ, SEGOPS_SIMULATE_GPU="1"), timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.splitlines()[-1])
+
+
+def kernel_buffers(record: Any, idx: torch.Tensor, num_segments: int, seed: int
+                   ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """A kernel record's inputs (idx as int32, random floats from `seed`)
+    and its outputs, filled with NaN so that a value never written shows."""
+    dtype = MANIFEST_DTYPES[record.dtype]
+    generator = torch.Generator().manual_seed(seed)
+    num_rows = idx.shape[0]
+    inputs, outputs = [], []
+    for buffer in record.buffers:
+        shape = buffer.extents(num_rows, num_segments)
+        if buffer.is_index:
+            inputs.append(idx.to(torch.int32))
+        elif buffer.is_output:
+            outputs.append(torch.full(shape, float("nan"), dtype=dtype))
+        else:
+            inputs.append(torch.randn(shape, dtype=dtype, generator=generator))
+    return inputs, outputs

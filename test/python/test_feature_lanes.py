@@ -28,7 +28,6 @@ import torch
 
 from bench.gpu_model import window_chunks
 from segops import _gpusim, _jit, _library, _wide
-from segops._dtypes import MANIFEST_DTYPES
 
 pytestmark = [pytest.mark.simulator, pytest.mark.compiler,
               pytest.mark.skipif(not _gpusim.LIBRARY_PATH.exists(),
@@ -108,19 +107,9 @@ def simulator() -> harness.GpuSimulator:
 
 def _buffers(record, counts: list[int], seed: int) -> tuple[list[torch.Tensor],
                                                             list[torch.Tensor], int, int]:
-    dtype = MANIFEST_DTYPES[record.dtype]
-    generator = torch.Generator().manual_seed(seed)
     n, s = sum(counts), len(counts)
     idx = torch.repeat_interleave(torch.arange(s), torch.tensor(counts, dtype=torch.int64))
-    inputs, outputs = [], []
-    for buffer in record.buffers:
-        shape = buffer.extents(n, s)
-        if buffer.is_index:
-            inputs.append(idx.to(torch.int32))
-        elif buffer.is_output:
-            outputs.append(torch.full(shape, float("nan"), dtype=dtype))
-        else:
-            inputs.append(torch.randn(shape, dtype=dtype, generator=generator))
+    inputs, outputs = harness.kernel_buffers(record, idx, s, seed)
     return inputs, outputs, n, s
 
 

@@ -24,7 +24,6 @@ import pytest
 import torch
 
 from segops import _gpusim, _library, _wide
-from segops._dtypes import MANIFEST_DTYPES
 
 pytestmark = [pytest.mark.simulator,
               pytest.mark.skipif(not _gpusim.LIBRARY_PATH.exists(),
@@ -58,23 +57,6 @@ def test_the_manifest_records_the_striped_reductions() -> None:
 @pytest.fixture(scope="module")
 def simulator() -> harness.GpuSimulator:
     return harness.simulator()
-
-
-def _inputs(record, idx: torch.Tensor, num_segments: int, seed: int
-            ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    dtype = MANIFEST_DTYPES[record.dtype]
-    generator = torch.Generator().manual_seed(seed)
-    n = idx.shape[0]
-    inputs, outputs = [], []
-    for buffer in record.buffers:
-        shape = buffer.extents(n, num_segments)
-        if buffer.is_index:
-            inputs.append(idx.to(torch.int32))
-        elif buffer.is_output:
-            outputs.append(torch.full(shape, float("nan"), dtype=dtype))
-        else:
-            inputs.append(torch.randn(shape, dtype=dtype, generator=generator))
-    return inputs, outputs
 
 
 def _from_counts(counts: list[int], invalid: dict[int, int] | None = None
@@ -121,8 +103,8 @@ def _close(got: torch.Tensor, want: torch.Tensor, message: str) -> None:
 def _against_host(simulator: harness.GpuSimulator, name: str, idx: torch.Tensor,
                   num_segments: int, seed: int, label: str) -> None:
     record = _library.kernel(name)
-    inputs, simulated = _inputs(record, idx, num_segments, seed)
-    _, host = _inputs(record, idx, num_segments, seed)
+    inputs, simulated = harness.kernel_buffers(record, idx, num_segments, seed)
+    _, host = harness.kernel_buffers(record, idx, num_segments, seed)
     n = idx.shape[0]
     simulator.run(name, inputs, simulated, n, num_segments)
     harness.run(name, inputs, host, n, num_segments)
@@ -150,10 +132,10 @@ def test_striped_reductions_are_bitwise_independent_of_the_grid(
     record = _library.kernel(name)
     for layout in ("2049-rows-from-33", "empty-and-invalid"):
         idx, num_segments = LAYOUTS[layout]
-        inputs, first = _inputs(record, idx, num_segments, 5)
+        inputs, first = harness.kernel_buffers(record, idx, num_segments, 5)
         simulator.run(name, inputs, first, idx.shape[0], num_segments)
         for grid, reverse in [(1, False), (3, True)]:
-            _, again = _inputs(record, idx, num_segments, 5)
+            _, again = harness.kernel_buffers(record, idx, num_segments, 5)
             simulator.run(name, inputs, again, idx.shape[0], num_segments, grid=grid,
                           reverse_blocks=reverse)
             for got, want in zip(again, first):
@@ -176,7 +158,7 @@ def test_run_time_reductions_of_odd_widths(simulator: harness.GpuSimulator, op: 
     for seed, layout in enumerate(("2047-rows-from-33", "1025-rows-from-1",
                                    "ends-inside-a-chunk")):
         idx, num_segments = LAYOUTS[layout]
-        inputs, simulated = _inputs(gpu.record, idx, num_segments, seed)
+        inputs, simulated = harness.kernel_buffers(gpu.record, idx, num_segments, seed)
         n = idx.shape[0]
         gpu.run(inputs, simulated, n, num_segments)
         wanted = host.run(gpu.record.name, inputs, n, num_segments)

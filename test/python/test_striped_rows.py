@@ -23,7 +23,6 @@ import pytest
 import torch
 
 from segops import _gpusim, _library, _wide
-from segops._dtypes import MANIFEST_DTYPES
 
 pytestmark = [pytest.mark.simulator,
               pytest.mark.skipif(not _gpusim.LIBRARY_PATH.exists(),
@@ -64,23 +63,6 @@ def simulator() -> harness.GpuSimulator:
     return harness.simulator()
 
 
-def _inputs(record, idx: torch.Tensor, num_segments: int, seed: int
-            ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    dtype = MANIFEST_DTYPES[record.dtype]
-    generator = torch.Generator().manual_seed(seed)
-    n = idx.shape[0]
-    inputs, outputs = [], []
-    for buffer in record.buffers:
-        shape = buffer.extents(n, num_segments)
-        if buffer.is_index:
-            inputs.append(idx.to(torch.int32))
-        elif buffer.is_output:
-            outputs.append(torch.full(shape, float("nan"), dtype=dtype))
-        else:
-            inputs.append(torch.randn(shape, dtype=dtype, generator=generator))
-    return inputs, outputs
-
-
 def _layouts() -> dict[str, tuple[torch.Tensor, int]]:
     """idx of each layout, and its segment count."""
     layouts = {}
@@ -116,8 +98,8 @@ def test_striped_row_maps_match_the_host_kernels(simulator: harness.GpuSimulator
                                                  name: str) -> None:
     record = _library.kernel(name)
     for seed, (layout, (idx, num_segments)) in enumerate(LAYOUTS.items()):
-        inputs, simulated = _inputs(record, idx, num_segments, seed)
-        _, host = _inputs(record, idx, num_segments, seed)
+        inputs, simulated = harness.kernel_buffers(record, idx, num_segments, seed)
+        _, host = harness.kernel_buffers(record, idx, num_segments, seed)
         n = idx.shape[0]
         simulator.run(name, inputs, simulated, n, num_segments)
         harness.run(name, inputs, host, n, num_segments)
@@ -132,10 +114,10 @@ def test_striped_row_maps_are_bitwise_independent_of_the_grid(
     record = _library.kernel(name)
     for layout in ("3-rows-0-empty", "1-rows-1-empty", "unsorted-and-invalid"):
         idx, num_segments = LAYOUTS[layout]
-        inputs, first = _inputs(record, idx, num_segments, 5)
+        inputs, first = harness.kernel_buffers(record, idx, num_segments, 5)
         simulator.run(name, inputs, first, idx.shape[0], num_segments)
         for grid, reverse in [(1, False), (3, True)]:
-            _, again = _inputs(record, idx, num_segments, 5)
+            _, again = harness.kernel_buffers(record, idx, num_segments, 5)
             simulator.run(name, inputs, again, idx.shape[0], num_segments, grid=grid,
                           reverse_blocks=reverse)
             for got, want in zip(again, first):
@@ -157,14 +139,14 @@ def test_run_time_row_maps_of_odd_widths(simulator: harness.GpuSimulator, op: st
     # (The host kernels of run-time programs check idx's range.)
     for seed, layout in enumerate(("2-rows-0-empty", "9-rows-1-empty", "unsorted")):
         idx, num_segments = LAYOUTS[layout]
-        inputs, simulated = _inputs(gpu.record, idx, num_segments, seed)
+        inputs, simulated = harness.kernel_buffers(gpu.record, idx, num_segments, seed)
         n = idx.shape[0]
         gpu.run(inputs, simulated, n, num_segments)
         wanted = host.run(gpu.record.name, inputs, n, num_segments)
         for index, (got, want) in enumerate(zip(simulated, wanted)):
             torch.testing.assert_close(got, want, **_tolerance(dtype),
                                        msg=lambda m: f"{layout}, output {index}: {m}")
-        _, again = _inputs(gpu.record, idx, num_segments, seed)
+        _, again = harness.kernel_buffers(gpu.record, idx, num_segments, seed)
         gpu.run(inputs, again, n, num_segments, grid=2, reverse_blocks=True)
         for got, want in zip(again, simulated):
             assert torch.equal(got, want), f"{layout}: grid 2 differs"
