@@ -442,3 +442,24 @@ def kernel_buffers(record: Any, idx: torch.Tensor, num_segments: int, seed: int
         else:
             inputs.append(torch.randn(shape, dtype=dtype, generator=generator))
     return inputs, outputs
+
+
+def gpu_plan(record: Any) -> dict:
+    """The manifest's GPU plan of a kernel record."""
+    return json.loads(record.text).get("gpu", {})
+
+
+def check_bitwise_independent_of_the_grid(simulator: GpuSimulator, name: str,
+                                          idx: torch.Tensor, num_segments: int,
+                                          label: str) -> None:
+    """Kernel `name` gives the same bits on its planned grid as on grids of
+    1 block and of 3 blocks run in reverse order."""
+    record = _library.kernel(name)
+    inputs, first = kernel_buffers(record, idx, num_segments, 5)
+    simulator.run(name, inputs, first, idx.shape[0], num_segments)
+    for grid, reverse in [(1, False), (3, True)]:
+        _, again = kernel_buffers(record, idx, num_segments, 5)
+        simulator.run(name, inputs, again, idx.shape[0], num_segments, grid=grid,
+                      reverse_blocks=reverse)
+        for got, want in zip(again, first):
+            assert torch.equal(got, want), f"{name}, {label}: grid {grid} differs"

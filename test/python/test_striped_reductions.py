@@ -17,8 +17,6 @@ of one long segment reads at least 90% useful sectors."""
 
 from __future__ import annotations
 
-import json
-
 import harness
 import pytest
 import torch
@@ -30,14 +28,9 @@ pytestmark = [pytest.mark.simulator,
                                  reason="libsegops_gpusim.so not built (no compiler)")]
 
 
-def _gpu(record) -> dict:
-    """The manifest's GPU plan of a kernel record."""
-    return json.loads(record.text).get("gpu", {})
-
-
 # The op library's kernels with striped reductions, as its manifest says.
 STRIPED = sorted(name for name, record in _library.kernels().items()
-                 if _gpu(record).get("striped_reductions"))
+                 if harness.gpu_plan(record).get("striped_reductions"))
 
 
 def test_the_manifest_records_the_striped_reductions() -> None:
@@ -51,7 +44,7 @@ def test_the_manifest_records_the_striped_reductions() -> None:
     assert set(STRIPED) == expected
     for name in ("segmented_sum_f32_w1", "segmented_dot_f32_w3",
                  "segmented_rms_norm_f64_w3"):
-        assert not _gpu(_library.kernel(name))["striped_reductions"], name
+        assert not harness.gpu_plan(_library.kernel(name))["striped_reductions"], name
 
 
 @pytest.fixture(scope="module")
@@ -129,17 +122,9 @@ def test_striped_reductions_over_a_million_row_segment(simulator: harness.GpuSim
 @pytest.mark.parametrize("name", STRIPED)
 def test_striped_reductions_are_bitwise_independent_of_the_grid(
         simulator: harness.GpuSimulator, name: str) -> None:
-    record = _library.kernel(name)
     for layout in ("2049-rows-from-33", "empty-and-invalid"):
-        idx, num_segments = LAYOUTS[layout]
-        inputs, first = harness.kernel_buffers(record, idx, num_segments, 5)
-        simulator.run(name, inputs, first, idx.shape[0], num_segments)
-        for grid, reverse in [(1, False), (3, True)]:
-            _, again = harness.kernel_buffers(record, idx, num_segments, 5)
-            simulator.run(name, inputs, again, idx.shape[0], num_segments, grid=grid,
-                          reverse_blocks=reverse)
-            for got, want in zip(again, first):
-                assert torch.equal(got, want), f"{name}, {layout}: grid {grid} differs"
+        harness.check_bitwise_independent_of_the_grid(simulator, name, *LAYOUTS[layout],
+                                                      layout)
 
 
 # Programs compiled at run time of other odd widths held a row per lane (5
@@ -152,7 +137,7 @@ def test_run_time_reductions_of_odd_widths(simulator: harness.GpuSimulator, op: 
                                            level: int, width: int, dtype: str) -> None:
     program = _wide.program(op, dtype, width)
     gpu = harness.SimulatedProgram(program, level, simulator)
-    assert _gpu(gpu.record)["striped_reductions"] == (width % 2 == 1)
+    assert harness.gpu_plan(gpu.record)["striped_reductions"] == (width % 2 == 1)
     # (The host kernels of run-time programs check idx's range.)
     host = harness.CompiledModule(program.source, order=level)
     for seed, layout in enumerate(("2047-rows-from-33", "1025-rows-from-1",

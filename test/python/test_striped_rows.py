@@ -16,8 +16,6 @@ kernels' sectors are at least 90% useful, the lane-by-lane path's not."""
 
 from __future__ import annotations
 
-import json
-
 import harness
 import pytest
 import torch
@@ -29,14 +27,9 @@ pytestmark = [pytest.mark.simulator,
                                  reason="libsegops_gpusim.so not built (no compiler)")]
 
 
-def _gpu(record) -> dict:
-    """The manifest's GPU plan of a kernel record."""
-    return json.loads(record.text).get("gpu", {})
-
-
 # The op library's striped row maps, as its manifest records them.
 STRIPED = sorted(name for name, record in _library.kernels().items()
-                 if _gpu(record).get("striped_rows"))
+                 if harness.gpu_plan(record).get("striped_rows"))
 
 
 def test_the_manifest_records_the_striped_row_maps() -> None:
@@ -50,11 +43,11 @@ def test_the_manifest_records_the_striped_row_maps() -> None:
                 for dtype in ("f32", "f64")}
     assert set(STRIPED) == expected
     for name in STRIPED:
-        gpu = _gpu(_library.kernel(name))
+        gpu = harness.gpu_plan(_library.kernel(name))
         per_thread = gpu["rows_per_thread"]
         assert per_thread == (1 if name == "segmented_dot_f64_w3_grad" else 2), name
         assert gpu["grid"]["per_block"] == per_thread * gpu["block"][0]
-    narrow = _gpu(_library.kernel("segmented_gather_f32_w1"))
+    narrow = harness.gpu_plan(_library.kernel("segmented_gather_f32_w1"))
     assert not narrow["striped_rows"] and narrow["rows_per_thread"] == 4
 
 
@@ -111,17 +104,9 @@ def test_striped_row_maps_match_the_host_kernels(simulator: harness.GpuSimulator
 @pytest.mark.parametrize("name", STRIPED)
 def test_striped_row_maps_are_bitwise_independent_of_the_grid(
         simulator: harness.GpuSimulator, name: str) -> None:
-    record = _library.kernel(name)
     for layout in ("3-rows-0-empty", "1-rows-1-empty", "unsorted-and-invalid"):
-        idx, num_segments = LAYOUTS[layout]
-        inputs, first = harness.kernel_buffers(record, idx, num_segments, 5)
-        simulator.run(name, inputs, first, idx.shape[0], num_segments)
-        for grid, reverse in [(1, False), (3, True)]:
-            _, again = harness.kernel_buffers(record, idx, num_segments, 5)
-            simulator.run(name, inputs, again, idx.shape[0], num_segments, grid=grid,
-                          reverse_blocks=reverse)
-            for got, want in zip(again, first):
-                assert torch.equal(got, want), f"{name}, {layout}: grid {grid} differs"
+        harness.check_bitwise_independent_of_the_grid(simulator, name, *LAYOUTS[layout],
+                                                      layout)
 
 
 # Row maps compiled at run time of other odd widths held a row per lane
@@ -134,7 +119,7 @@ def test_run_time_row_maps_of_odd_widths(simulator: harness.GpuSimulator, op: st
                                          width: int, dtype: str) -> None:
     program = _wide.program(op, dtype, width)
     gpu = harness.SimulatedProgram(program, level, simulator)
-    assert _gpu(gpu.record)["striped_rows"] == (width % 2 == 1)
+    assert harness.gpu_plan(gpu.record)["striped_rows"] == (width % 2 == 1)
     host = harness.CompiledModule(program.source, order=level)
     # (The host kernels of run-time programs check idx's range.)
     for seed, layout in enumerate(("2-rows-0-empty", "9-rows-1-empty", "unsorted")):
