@@ -463,3 +463,9 @@ def check_bitwise_independent_of_the_grid(simulator: GpuSimulator, name: str,
                       reverse_blocks=reverse)
         for got, want in zip(again, first):
             assert torch.equal(got, want), f"{name}, {label}: grid {grid} differs"
+
+
+def kernels_whose_plan_sets(flag: str) -> list[str]:
+    """The op library's kernels whose manifest GPU plan sets `flag`."""
+    return sorted(name for name, record in _library.kernels().items()
+                  if gpu_plan(record).get(flag))

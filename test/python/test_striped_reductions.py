@@ -29,8 +29,7 @@ pytestmark = [pytest.mark.simulator,
 
 
 # The op library's kernels with striped reductions, as its manifest says.
-STRIPED = sorted(name for name, record in _library.kernels().items()
-                 if harness.gpu_plan(record).get("striped_reductions"))
+STRIPED = harness.kernels_whose_plan_sets("striped_reductions")
 
 
 def test_the_manifest_records_the_striped_reductions() -> None:

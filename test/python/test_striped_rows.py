@@ -28,8 +28,7 @@ pytestmark = [pytest.mark.simulator,
 
 
 # The op library's striped row maps, as its manifest records them.
-STRIPED = sorted(name for name, record in _library.kernels().items()
-                 if harness.gpu_plan(record).get("striped_rows"))
+STRIPED = harness.kernels_whose_plan_sets("striped_rows")
 
 
 def test_the_manifest_records_the_striped_row_maps() -> None:

@@ -126,41 +126,16 @@ GPUKernelEmitter::splitRowLoop(OpBuilder &b, Value lo, Value hi,
   return totals;
 }
 
-Value GPUKernelEmitter::walkStart(OpBuilder &b, Value lo, Value hi,
-                                  int64_t loadsPerStep) {
-  // Load rounds (kGPULoadsPerRound loads each) of steps of 32 rows from
-  // `from` to hi, loadsPerStep loads a lane each: ceil(ceil(rows / 32) L /
-  // 4), one division where L divides 4.
-  auto ceilDiv = [&](Value value, int64_t divisor) {
-    return b.create<arith::DivSIOp>(
-        loc, b.create<arith::AddIOp>(loc, value, i64(b, divisor - 1)),
-        i64(b, divisor));
-  };
-  constexpr int64_t loadsPerRound = SegmentProgram::kGPULoadsPerRound;
-  auto rounds = [&](Value from) -> Value {
-    Value rows = b.create<arith::SubIOp>(loc, hi, from);
-    if (loadsPerRound % loadsPerStep == 0)
-      return ceilDiv(rows, kWarpSize * (loadsPerRound / loadsPerStep));
-    Value loads = b.create<arith::MulIOp>(loc, ceilDiv(rows, kWarpSize),
-                                          i64(b, loadsPerStep));
-    return ceilDiv(loads, loadsPerRound);
-  };
-  Value chunkStart = b.create<arith::AndIOp>(loc, lo, i64(b, -kWarpSize));
-  Value fromChunk = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
-                                            rounds(chunkStart), rounds(lo));
-  return b.create<arith::SelectOp>(loc, fromChunk, chunkStart, lo);
-}
-
 SmallVector<Value>
 GPUKernelEmitter::laneRowLoop(OpBuilder &b, Value lo, Value hi, ValueRange init,
                               SegmentProgramEmitter::RowBody body,
                               bool fromChunks) {
-  // With `fromChunks`, steps from lo's chunk, not from lo, where that takes no
-  // more rounds of loads (a step more may: the short walks of tails into the
-  // next chunk): a warp's step then reads whole sectors, where 32 rows from
-  // anywhere touch a sector more of each buffer (5 of f32 for 4 of data). The
-  // first step is peeled, its lanes outside [lo, hi) masked (they read row lo
-  // or hi - 1, sectors read anyway), so that the loop holds no mask.
+  // With `fromChunks`, steps from lo's chunk, not from lo, where that takes no more rounds of loads (a step
+  // more may: the short walks of tails into the next chunk): a warp's step
+  // then reads whole sectors, where 32 rows from anywhere touch a sector
+  // more of each buffer (5 of f32 for 4 of data). The first step is
+  // peeled, its lanes outside [lo, hi) masked (they read row lo or hi - 1,
+  // sectors read anyway), so that the loop holds no mask.
   Value step = i64(b, kWarpSize);
   if (!fromChunks) {
     auto loop = b.create<scf::ForOp>(
@@ -171,7 +146,19 @@ GPUKernelEmitter::laneRowLoop(OpBuilder &b, Value lo, Value hi, ValueRange init,
         });
     return SmallVector<Value>(loop.getResults());
   }
-  Value base = walkStart(b, lo, hi, /*loadsPerStep=*/1);
+  // Rounds of kGPULoadsPerRound steps from `from` to hi.
+  constexpr int64_t roundRows = kWarpSize * SegmentProgram::kGPULoadsPerRound;
+  auto rounds = [&](Value from) {
+    return b.create<arith::DivSIOp>(
+        loc,
+        b.create<arith::AddIOp>(loc, b.create<arith::SubIOp>(loc, hi, from),
+                                i64(b, roundRows - 1)),
+        i64(b, roundRows));
+  };
+  Value chunkStart = b.create<arith::AndIOp>(loc, lo, i64(b, -kWarpSize));
+  Value fromChunk = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
+                                            rounds(chunkStart), rounds(lo));
+  Value base = b.create<arith::SelectOp>(loc, fromChunk, chunkStart, lo);
   Value any = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, lo, hi);
   auto head = b.create<scf::IfOp>(
       loc, any,

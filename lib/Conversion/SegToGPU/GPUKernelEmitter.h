@@ -210,11 +210,6 @@ private:
                                  ValueRange init,
                                  SegmentProgramEmitter::RowBody body,
                                  bool fromChunks);
-  /// Where a walk of the rows [lo, hi) in steps of 32 rows, loadsPerStep
-  /// loads a lane each, starts: lo's chunk (a multiple of 32), so that
-  /// every step reads whole sectors, where that takes no more load rounds,
-  /// else lo.
-  Value walkStart(OpBuilder &b, Value lo, Value hi, int64_t loadsPerStep);
   /// Programs of SegmentProgram::gpuStripedReductions (GPUStripedRows.cpp):
   /// the rows [lo, hi) of a tile piece (at most a tile) of each reduced
   /// input loaded in steps of 32 rows, F loads of 32 consecutive values a

@@ -437,15 +437,12 @@ SmallVector<Value> GPUKernelEmitter::stripedReductionLoop(OpBuilder &b,
                                                           Value lo, Value hi,
                                                           ValueRange init) {
   // A step of 32 rows from `row` reads values [F row, F row + 32F) of an
-  // input of F components (whole sectors where walkStart picks a chunk),
-  // load k of lane l value F row + 32k + l: component (32k + l) mod F,
-  // since every row starts at a multiple of F. No lane waits on another's
-  // loads, so the loop keeps a lane's loads in flight as laneRowLoop does.
+  // input of F components, load k of lane l value F row + 32k + l:
+  // component (32k + l) mod F, since every row starts at a multiple of F.
+  // No lane waits on another's loads, so the loop keeps a lane's loads in
+  // flight as laneRowLoop does.
   SmallVector<SegmentProgram::StripedReduction> reductions =
       program.gpuStripedReductions();
-  int64_t loadsPerStep = 0;
-  for (const SegmentProgram::StripedReduction &reduction : reductions)
-    loadsPerStep += reduction.components;
   Type elementType = program.elementType;
   // Each input's values of the rows [lo, hi): [first, first + span).
   struct Input {
@@ -518,7 +515,10 @@ SmallVector<Value> GPUKernelEmitter::stripedReductionLoop(OpBuilder &b,
         [&](OpBuilder &eb, Location el) { eb.create<scf::YieldOp>(el, acc); });
     return SmallVector<Value>(ifStep.getResults());
   };
-  Value first = walkStart(b, lo, hi, loadsPerStep);
+  // Steps from lo's chunk, whole sectors each. A piece starts at a tile's
+  // first row (lo is its chunk's) or ends at a tile's end, a multiple of
+  // 32 (the chunk's steps are lo's): never a step more.
+  Value first = b.create<arith::AndIOp>(loc, lo, i64(b, -kWarpSize));
   Value step32 = i64(b, kWarpSize);
   SmallVector<Value> head = maskedStep(
       b, b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, lo, hi), first,
