@@ -124,7 +124,8 @@ SANITIZE_TESTS ?= test/python/test_native_ops.py test/python/test_index_check.py
   test/python/test_gather_rows.py test/python/test_fusion_message_passing.py \
   test/python/test_hostile_inputs.py test/python/test_op_library.py \
   test/python/test_manifest_record.py test/python/test_feature_lanes.py \
-  test/python/test_striped_rows.py test/python/test_striped_reductions.py
+  test/python/test_striped_rows.py test/python/test_striped_reductions.py \
+  test/python/test_own_row_inputs.py
 SANITIZE_ENV    = LD_PRELOAD="$$(g++ -print-file-name=libasan.so) $$(g++ -print-file-name=libubsan.so)" \
   ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 

@@ -113,6 +113,9 @@ static llvm::json::Object describeGPU(const SegmentProgram &program,
     // at a time and reduces them as loaded
     // (SegmentProgram::gpuStripedReductions).
     gpu["striped_reductions"] = program.gpuStripesReductions();
+    // Whether a packed chunk's lane loads its own row's inputs once for
+    // every pass (SegmentProgram::gpuCachesOwnRowInputs).
+    gpu["caches_own_rows"] = program.gpuCachesOwnRowInputs();
   }
   // Rows of this many features or more hold them over groups of a warp's
   // lanes, of `feature_lanes` lanes each (0: a row per lane).

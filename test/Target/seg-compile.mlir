@@ -57,8 +57,10 @@
 // MANIFEST-NEXT: "3"
 // MANIFEST: "block": [
 // MANIFEST-NEXT: 256,
+// One pass: no packed lane loads its own row once for several.
+// MANIFEST: "caches_own_rows": false,
 // Rows of 3 components run whole: one block of columns.
-// MANIFEST: "column_blocks": 1,
+// MANIFEST-NEXT: "column_blocks": 1,
 // MANIFEST: "entry": "gpu_segment_kernel",
 // A warp per window of 4 chunks of 32 rows: 1,024 rows a block of 256, up
 // to 2,048 blocks (16,384 warps) where segments hold 1,024 rows or more on

@@ -215,6 +215,22 @@ public:
   /// (docs/benchmarks.md, "Tails from the next chunk"). Written to the
   /// manifest.
   bool gpuPacksTailsFromNextChunk() const;
+  /// The program's row inputs: its block arguments of float rows that row
+  /// code loads at the row (not tables gathered by second indices).
+  SmallVector<Value> rowInputs() const;
+  /// Whether a lane of the GPU segment kernel's packed chunks loads its own
+  /// row's inputs once for every pass, not once a pass (a round of loads a
+  /// pass saved; a packed tail's other rows still load each pass):
+  /// programs of several passes held a row per lane whose row inputs come
+  /// to at least kGPUMinCachedRowComponents components and at most
+  /// kGPUMostCachedRowWords 32-bit words, which stay in registers through
+  /// every pass. Fewer components (a scalar row) cost the max's and min's
+  /// backward an occupancy step for a pass's single reload, more words
+  /// the f64 3-vector rms_norm's higher levels two (ptxas, sm_90;
+  /// docs/benchmarks.md, "Own rows loaded once"). Written to the manifest.
+  static constexpr int64_t kGPUMinCachedRowComponents = 2;
+  static constexpr int64_t kGPUMostCachedRowWords = 6;
+  bool gpuCachesOwnRowInputs() const;
   /// Whether the GPU kernels spend instructions (and maybe registers) to
   /// save the sectors that rows held a row per lane of at most
   /// kGPUNarrowRowBytes bytes waste, an eighth of their loads or more:
@@ -561,6 +577,15 @@ public:
   /// are handed to it (result index, components) instead of stored.
   using RowOutputSink = std::function<void(unsigned, ArrayRef<Value>)>;
   void stageValues(DenseMap<Value, Components> values, RowOutputSink sink);
+  /// `argument`'s components at `row`, loaded as a row body loads them
+  /// (one thread, whole rows).
+  Components loadRowInput(OpBuilder &b, Location loc, Value argument,
+                          Value row);
+  /// While `values` is set (until called with an empty map), row bodies
+  /// read the row inputs in it as those components instead of loading
+  /// them: a GPU lane whose packed segment runs several passes loads its
+  /// own row once, not once a pass, and runs its own row's body with them.
+  void cacheRowInputs(DenseMap<Value, Components> values);
   /// The buffer of a program's block argument, and of its result `i`.
   Value argumentBuffer(Value argument) const { return bufferOf(argument); }
   Value resultBuffer(unsigned i) const { return outputBuffer(i); }
@@ -625,6 +650,8 @@ private:
   DenseMap<Value, Components> segmentValues;
   /// See stageValues.
   DenseMap<Value, Components> staged;
+  /// See cacheRowInputs.
+  DenseMap<Value, Components> cachedRowInputs;
   RowOutputSink rowOutputSink;
   unsigned pass = 0;
   /// With features split over lanes: the thread's lane, and how values

@@ -758,17 +758,34 @@ Value GPUKernelEmitter::emitPackedSegments(OpBuilder &b,
                 i32(b, 8)));
         emitHeadEmptySegments(pb, plan.isHead, found.previous,
                               loaded.segment);
+        // Several passes: each lane's own row inputs, loaded once.
+        DenseMap<Value, SegmentProgramEmitter::Components> ownRowInputs;
+        if (program.gpuCachesOwnRowInputs())
+          for (Value input : program.rowInputs())
+            ownRowInputs[input] = emitter.loadRowInput(pb, pl, input, safeRow);
         auto rowLoop = [&](OpBuilder &rb, Location rl, ValueRange init,
                            SegmentProgramEmitter::RowBody body,
                            bool /*storesRows*/) -> SmallVector<Value> {
           auto i32At = [&](int64_t value) {
             return rb.create<arith::ConstantIntOp>(rl, value, 32);
           };
+          // The lane's own row first, from its inputs loaded once for
+          // every pass (gpuCachesOwnRowInputs); the loop runs a tail's
+          // other rows (none on the other lanes).
+          Value first = ownOffset;
+          SmallVector<Value> ownTerms(init);
+          if (!ownRowInputs.empty()) {
+            emitter.cacheRowInputs(ownRowInputs);
+            ownTerms = body(rb, rl, safeRow, /*lanes=*/1, plan.member, init);
+            emitter.cacheRowInputs({});
+            first = rb.create<arith::AddIOp>(
+                rl, ownOffset,
+                rb.create<arith::ShRUIOp>(rl, laneRows, i32At(8)));
+          }
           // Offsets from rowBase in 32 bits (fewer registers in the loop).
           auto rows = rb.create<scf::ForOp>(
-              rl, ownOffset,
-              rb.create<arith::AndIOp>(rl, laneRows, i32At(255)),
-              rb.create<arith::ShRUIOp>(rl, laneRows, i32At(8)), init,
+              rl, first, rb.create<arith::AndIOp>(rl, laneRows, i32At(255)),
+              rb.create<arith::ShRUIOp>(rl, laneRows, i32At(8)), ownTerms,
               [&](OpBuilder &ib, Location il, Value offset, ValueRange acc) {
                 Value laneRow = ib.create<arith::AddIOp>(
                     il, rowBase,

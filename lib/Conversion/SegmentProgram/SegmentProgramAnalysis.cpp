@@ -636,6 +636,33 @@ bool SegmentProgram::gpuPacksTailsFromNextChunk() const {
   return 2 + 2 * rowComponents <= kGPULoadsPerRound;
 }
 
+SmallVector<Value> SegmentProgram::rowInputs() const {
+  SmallVector<Value> inputs;
+  for (BlockArgument argument : func.getArguments()) {
+    if (argument == idx || !hasInfo(argument) ||
+        info(argument).space != ValueSpace::Row ||
+        !isa<FloatType>(getElementTypeOrSelf(argument.getType())))
+      continue;
+    // A table gathered by second indices is read at their values.
+    if (llvm::any_of(argument.getUsers(),
+                     [](Operation *user) { return !isa<GatherRowsOp>(user); }))
+      inputs.push_back(argument);
+  }
+  return inputs;
+}
+
+bool SegmentProgram::gpuCachesOwnRowInputs() const {
+  if (numPasses < 2 || splitsFeatures())
+    return false;
+  int64_t components = 0;
+  for (Value input : rowInputs())
+    components += info(input).numComponents();
+  int64_t words =
+      components * llvm::divideCeil(elementType.getIntOrFloatBitWidth(), 32);
+  return components >= kGPUMinCachedRowComponents &&
+         words <= kGPUMostCachedRowWords;
+}
+
 bool SegmentProgram::gpuSavesNarrowRowSectors() const {
   return !splitsFeatures() &&
          widestRowFeatures() * elementType.getIntOrFloatBitWidth() / 8 <=
