@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -228,6 +228,7 @@ class SimulatedProgram:
 
     def __init__(self, program: Any, level: int, simulator: GpuSimulator) -> None:
         compiler = _segc()
+        self.program, self.level = program, level
         self.record = program.entry(level)
         obj = compiler.compile_simulator_object(program.source, level,
                                                 program.level_name(level))
@@ -469,3 +470,59 @@ def kernels_whose_plan_sets(flag: str) -> list[str]:
     """The op library's kernels whose manifest GPU plan sets `flag`."""
     return sorted(name for name, record in _library.kernels().items()
                   if gpu_plan(record).get(flag))
+
+
+def index_from_counts(counts: Sequence[int], invalid: dict[int, int] | None = None
+                      ) -> tuple[torch.Tensor, int]:
+    """idx of segments of `counts` rows (segment i's rows get invalid[i]
+    instead of i where given), and the segment count."""
+    values = [(invalid or {}).get(i, i) for i in range(len(counts))]
+    return (torch.repeat_interleave(torch.tensor(values), torch.tensor(list(counts))),
+            len(counts))
+
+
+def close_by_magnitude(got: torch.Tensor, want: torch.Tensor, message: str) -> None:
+    """Sums of up to millions of values added in another order than the
+    host's: relative to the largest output (1e-9 for f64, 2e-4 for f32)."""
+    tolerance = 1e-9 if got.dtype == torch.float64 else 2e-4
+    scale = max(float(want.abs().max()) if want.numel() else 0.0, 1.0)
+    torch.testing.assert_close(got, want, rtol=tolerance, atol=tolerance * scale,
+                               equal_nan=True, msg=lambda m: f"{message}: {m}")
+
+
+def check_against_host(simulator: GpuSimulator, name: str, idx: torch.Tensor,
+                       num_segments: int, seed: int, label: str) -> None:
+    """Library kernel `name` on the simulator against its host kernel, on
+    the same random inputs (from `seed`), output by output."""
+    record = _library.kernel(name)
+    inputs, simulated = kernel_buffers(record, idx, num_segments, seed)
+    _, host = kernel_buffers(record, idx, num_segments, seed)
+    n = idx.shape[0]
+    simulator.run(name, inputs, simulated, n, num_segments)
+    run(name, inputs, host, n, num_segments)
+    for index, (got, want) in enumerate(zip(simulated, host)):
+        close_by_magnitude(got, want, f"{name}, {label}, output {index}")
+
+
+def check_program_against_host(
+        gpu: SimulatedProgram, layouts: dict[str, tuple[torch.Tensor, int]],
+        close: Callable[[torch.Tensor, torch.Tensor, str], None] = close_by_magnitude,
+        check_grid: bool = False) -> None:
+    """A run-time program's level on the simulator against its host kernel
+    compiled here, over `layouts` (label: idx and segment count), each on
+    random inputs of its own seed; `close(got, want, message)` compares
+    each output. With `check_grid`, also bitwise the same on 2 blocks run
+    in reverse order."""
+    host = CompiledModule(gpu.program.source, order=gpu.level)
+    for seed, (label, (idx, num_segments)) in enumerate(layouts.items()):
+        inputs, simulated = kernel_buffers(gpu.record, idx, num_segments, seed)
+        n = idx.shape[0]
+        gpu.run(inputs, simulated, n, num_segments)
+        wanted = host.run(gpu.record.name, inputs, n, num_segments)
+        for index, (got, want) in enumerate(zip(simulated, wanted)):
+            close(got, want, f"{label}, output {index}")
+        if check_grid:
+            _, again = kernel_buffers(gpu.record, idx, num_segments, seed)
+            gpu.run(inputs, again, n, num_segments, grid=2, reverse_blocks=True)
+            for got, want in zip(again, simulated):
+                assert torch.equal(got, want), f"{label}: grid 2 differs"

@@ -58,29 +58,22 @@ def simulator() -> harness.GpuSimulator:
     return harness.simulator()
 
 
-def _index(counts: list[int], invalid: dict[int, int] | None = None
-           ) -> tuple[torch.Tensor, int]:
-    values = [(invalid or {}).get(i, i) for i in range(len(counts))]
-    return (torch.repeat_interleave(torch.tensor(values), torch.tensor(counts)),
-            len(counts))
-
-
 def _layouts() -> dict[str, tuple[torch.Tensor, int]]:
     layouts = {
         # Segments of 1 to 9 rows: several packed in every chunk.
-        "short": _index([1, 4, 9, 2, 7, 3, 5, 8, 6] * 12),
+        "short": harness.index_from_counts([1, 4, 9, 2, 7, 3, 5, 8, 6] * 12),
         # Tails of a lanes here and e rows in the next chunk: 1 to 4 rows a
         # lane packed (e <= 3a), and just past that (walked).
-        "tails": _index(harness.packed_tail_counts(
+        "tails": harness.index_from_counts(harness.packed_tail_counts(
             [(1, 1), (2, 5), (3, 9), (4, 8), (5, 12), (2, 7), (1, 4), (8, 24), (3, 10),
              (31, 1), (16, 31)]) + [5]),
         # Empty segments between packed ones, invalid ones at both ends.
-        "empty-and-invalid": _index([3, 0, 5, 0, 0, 2, 9, 0, 4, 6, 0, 3],
+        "empty-and-invalid": harness.index_from_counts([3, 0, 5, 0, 0, 2, 9, 0, 4, 6, 0, 3],
                                     invalid={0: -1, 11: 40}),
         # N ending inside a chunk, inside a packed segment.
-        "ends-inside-a-chunk": _index([7, 5, 9, 11, 6, 3]),
+        "ends-inside-a-chunk": harness.index_from_counts([7, 5, 9, 11, 6, 3]),
         # Short segments around a walked one and a long one (tile kernels).
-        "mixed": _index([5, 3, 70, 2, 9, 2100, 4, 1, 6]),
+        "mixed": harness.index_from_counts([5, 3, 70, 2, 9, 2100, 4, 1, 6]),
     }
     return layouts
 
@@ -88,26 +81,11 @@ def _layouts() -> dict[str, tuple[torch.Tensor, int]]:
 LAYOUTS = _layouts()
 
 
-def _close(got: torch.Tensor, want: torch.Tensor, message: str) -> None:
-    f64 = got.dtype == torch.float64
-    scale = max(float(want.abs().max()) if want.numel() else 0.0, 1.0)
-    torch.testing.assert_close(got, want, rtol=1e-9 if f64 else 2e-4,
-                               atol=(1e-9 if f64 else 2e-4) * scale, equal_nan=True,
-                               msg=lambda m: f"{message}: {m}")
-
-
 @pytest.mark.parametrize("name", CACHING)
 def test_own_rows_loaded_once_match_the_host_kernels(simulator: harness.GpuSimulator,
                                                      name: str) -> None:
-    record = _library.kernel(name)
     for seed, (layout, (idx, num_segments)) in enumerate(LAYOUTS.items()):
-        inputs, simulated = harness.kernel_buffers(record, idx, num_segments, seed)
-        _, host = harness.kernel_buffers(record, idx, num_segments, seed)
-        n = idx.shape[0]
-        simulator.run(name, inputs, simulated, n, num_segments)
-        harness.run(name, inputs, host, n, num_segments)
-        for index, (got, want) in enumerate(zip(simulated, host)):
-            _close(got, want, f"{name}, {layout}, output {index}")
+        harness.check_against_host(simulator, name, idx, num_segments, seed, layout)
 
 
 @pytest.mark.parametrize("name", CACHING)
@@ -134,15 +112,9 @@ def test_run_time_programs_of_several_passes(simulator: harness.GpuSimulator, wi
     program = _wide.program("segmented_max", dtype, width)
     gpu = harness.SimulatedProgram(program, level, simulator)
     assert harness.gpu_plan(gpu.record).get("caches_own_rows", False) == cached
-    host = harness.CompiledModule(program.source, order=level)
-    for seed, layout in enumerate(("tails", "short", "ends-inside-a-chunk")):
-        idx, num_segments = LAYOUTS[layout]
-        inputs, simulated = harness.kernel_buffers(gpu.record, idx, num_segments, seed)
-        n = idx.shape[0]
-        gpu.run(inputs, simulated, n, num_segments)
-        wanted = host.run(gpu.record.name, inputs, n, num_segments)
-        for index, (got, want) in enumerate(zip(simulated, wanted)):
-            _close(got, want, f"{layout}, output {index}")
+    harness.check_program_against_host(gpu, {
+        layout: LAYOUTS[layout] for layout in ("tails", "short", "ends-inside-a-chunk")},
+        check_grid=True)
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f64"])
@@ -170,12 +142,5 @@ def test_own_rows_loaded_once_beside_a_million_row_segment(simulator: harness.Gp
                                                            name: str) -> None:
     """Packed segments on both sides of one segment of 1e6 rows (run pass
     by pass by the tile kernels)."""
-    record = _library.kernel(name)
-    idx, num_segments = _index([3, 5, 2, 1_000_000, 4, 6, 1])
-    inputs, simulated = harness.kernel_buffers(record, idx, num_segments, 11)
-    _, host = harness.kernel_buffers(record, idx, num_segments, 11)
-    n = idx.shape[0]
-    simulator.run(name, inputs, simulated, n, num_segments)
-    harness.run(name, inputs, host, n, num_segments)
-    for index, (got, want) in enumerate(zip(simulated, host)):
-        _close(got, want, f"{name}, 1e6 rows, output {index}")
+    idx, num_segments = harness.index_from_counts([3, 5, 2, 1_000_000, 4, 6, 1])
+    harness.check_against_host(simulator, name, idx, num_segments, 11, "1e6 rows")

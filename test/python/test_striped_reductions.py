@@ -51,15 +51,6 @@ def simulator() -> harness.GpuSimulator:
     return harness.simulator()
 
 
-def _from_counts(counts: list[int], invalid: dict[int, int] | None = None
-                 ) -> tuple[torch.Tensor, int]:
-    """idx of segments of `counts` rows (segment i's rows get
-    invalid[i] instead of i where given), and the segment count."""
-    values = [(invalid or {}).get(i, i) for i in range(len(counts))]
-    return (torch.repeat_interleave(torch.tensor(values), torch.tensor(counts)),
-            len(counts))
-
-
 def _layouts() -> dict[str, tuple[torch.Tensor, int]]:
     layouts = {}
     # A long segment from row `offset` of `length` rows: a tile (1,024
@@ -70,52 +61,31 @@ def _layouts() -> dict[str, tuple[torch.Tensor, int]]:
     for offset in (0, 1, 31, 33, 1000):
         for length in (1023, 1024, 1025, 2047, 2048, 2049, 3100):
             counts = [offset, length, 5] if offset else [length, 5]
-            layouts[f"{length}-rows-from-{offset}"] = _from_counts(counts)
+            layouts[f"{length}-rows-from-{offset}"] = harness.index_from_counts(counts)
     # Empty segments around long ones, and invalid long ones at both ends
     # (idx sorted: -1 first, 11 >= S last), whose rows reduce into nothing.
-    layouts["empty-and-invalid"] = _from_counts(
+    layouts["empty-and-invalid"] = harness.index_from_counts(
         [1500, 0, 2600, 0, 7, 3000, 0, 2100], invalid={0: -1, 7: 11})
     # N ending inside a chunk, inside the last long piece.
-    layouts["ends-inside-a-chunk"] = _from_counts([17, 2061])
+    layouts["ends-inside-a-chunk"] = harness.index_from_counts([17, 2061])
     return layouts
 
 
 LAYOUTS = _layouts()
 
 
-def _close(got: torch.Tensor, want: torch.Tensor, message: str) -> None:
-    # Sums of thousands of values, added in another order than the host's.
-    f64 = got.dtype == torch.float64
-    scale = max(float(want.abs().max()) if want.numel() else 0.0, 1.0)
-    torch.testing.assert_close(got, want, rtol=1e-9 if f64 else 2e-4,
-                               atol=(1e-9 if f64 else 2e-4) * scale,
-                               msg=lambda m: f"{message}: {m}")
-
-
-def _against_host(simulator: harness.GpuSimulator, name: str, idx: torch.Tensor,
-                  num_segments: int, seed: int, label: str) -> None:
-    record = _library.kernel(name)
-    inputs, simulated = harness.kernel_buffers(record, idx, num_segments, seed)
-    _, host = harness.kernel_buffers(record, idx, num_segments, seed)
-    n = idx.shape[0]
-    simulator.run(name, inputs, simulated, n, num_segments)
-    harness.run(name, inputs, host, n, num_segments)
-    for index, (got, want) in enumerate(zip(simulated, host)):
-        _close(got, want, f"{name}, {label}, output {index}")
-
-
 @pytest.mark.parametrize("name", STRIPED)
 def test_striped_reductions_match_the_host_kernels(simulator: harness.GpuSimulator,
                                                    name: str) -> None:
     for seed, (layout, (idx, num_segments)) in enumerate(LAYOUTS.items()):
-        _against_host(simulator, name, idx, num_segments, seed, layout)
+        harness.check_against_host(simulator, name, idx, num_segments, seed, layout)
 
 
 @pytest.mark.parametrize("name", STRIPED)
 def test_striped_reductions_over_a_million_row_segment(simulator: harness.GpuSimulator,
                                                        name: str) -> None:
-    idx, num_segments = _from_counts([3, 1_000_000, 2])
-    _against_host(simulator, name, idx, num_segments, 7, "1e6 rows")
+    idx, num_segments = harness.index_from_counts([3, 1_000_000, 2])
+    harness.check_against_host(simulator, name, idx, num_segments, 7, "1e6 rows")
 
 
 @pytest.mark.parametrize("name", STRIPED)
@@ -138,16 +108,9 @@ def test_run_time_reductions_of_odd_widths(simulator: harness.GpuSimulator, op: 
     gpu = harness.SimulatedProgram(program, level, simulator)
     assert harness.gpu_plan(gpu.record)["striped_reductions"] == (width % 2 == 1)
     # (The host kernels of run-time programs check idx's range.)
-    host = harness.CompiledModule(program.source, order=level)
-    for seed, layout in enumerate(("2047-rows-from-33", "1025-rows-from-1",
-                                   "ends-inside-a-chunk")):
-        idx, num_segments = LAYOUTS[layout]
-        inputs, simulated = harness.kernel_buffers(gpu.record, idx, num_segments, seed)
-        n = idx.shape[0]
-        gpu.run(inputs, simulated, n, num_segments)
-        wanted = host.run(gpu.record.name, inputs, n, num_segments)
-        for index, (got, want) in enumerate(zip(simulated, wanted)):
-            _close(got, want, f"{layout}, output {index}")
+    harness.check_program_against_host(gpu, {
+        layout: LAYOUTS[layout]
+        for layout in ("2047-rows-from-33", "1025-rows-from-1", "ends-inside-a-chunk")})
 
 
 def _useful(launch: dict) -> float:

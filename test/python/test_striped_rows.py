@@ -119,21 +119,13 @@ def test_run_time_row_maps_of_odd_widths(simulator: harness.GpuSimulator, op: st
     program = _wide.program(op, dtype, width)
     gpu = harness.SimulatedProgram(program, level, simulator)
     assert harness.gpu_plan(gpu.record)["striped_rows"] == (width % 2 == 1)
-    host = harness.CompiledModule(program.source, order=level)
     # (The host kernels of run-time programs check idx's range.)
-    for seed, layout in enumerate(("2-rows-0-empty", "9-rows-1-empty", "unsorted")):
-        idx, num_segments = LAYOUTS[layout]
-        inputs, simulated = harness.kernel_buffers(gpu.record, idx, num_segments, seed)
-        n = idx.shape[0]
-        gpu.run(inputs, simulated, n, num_segments)
-        wanted = host.run(gpu.record.name, inputs, n, num_segments)
-        for index, (got, want) in enumerate(zip(simulated, wanted)):
-            torch.testing.assert_close(got, want, **_tolerance(dtype),
-                                       msg=lambda m: f"{layout}, output {index}: {m}")
-        _, again = harness.kernel_buffers(gpu.record, idx, num_segments, seed)
-        gpu.run(inputs, again, n, num_segments, grid=2, reverse_blocks=True)
-        for got, want in zip(again, simulated):
-            assert torch.equal(got, want), f"{layout}: grid 2 differs"
+    harness.check_program_against_host(
+        gpu, {layout: LAYOUTS[layout]
+              for layout in ("2-rows-0-empty", "9-rows-1-empty", "unsorted")},
+        lambda got, want, message: torch.testing.assert_close(
+            got, want, **_tolerance(dtype), msg=lambda m: f"{message}: {m}"),
+        check_grid=True)
 
 
 def _useful(launch: dict) -> float:
