@@ -570,22 +570,20 @@ public:
 
   /// A value's components as a thread holds them.
   using Components = SmallVector<Value, 9>;
-  /// Row maps whose kernel moves rows a warp at a time (GPU,
-  /// SegmentProgram::gpuStripesRowMap): from now on the program's block
+  /// From now on (until called with an empty map) the program's block
   /// arguments in `staged` are read as those components (at the current
-  /// row, or segment) instead of loaded, and the row outputs in `sink`
-  /// are handed to it (result index, components) instead of stored.
+  /// row, or segment) instead of loaded, and the row outputs are handed to
+  /// `sink` (if set; result index, components) instead of stored. GPU row
+  /// maps that move rows a warp at a time (SegmentProgram::
+  /// gpuStripesRowMap) stage their rows and sink their outputs; a packed
+  /// lane of several passes (SegmentProgram::gpuCachesOwnRowInputs) stages
+  /// its own row's inputs, loaded once, for its own row's body.
   using RowOutputSink = std::function<void(unsigned, ArrayRef<Value>)>;
   void stageValues(DenseMap<Value, Components> values, RowOutputSink sink);
   /// `argument`'s components at `row`, loaded as a row body loads them
   /// (one thread, whole rows).
   Components loadRowInput(OpBuilder &b, Location loc, Value argument,
                           Value row);
-  /// While `values` is set (until called with an empty map), row bodies
-  /// read the row inputs in it as those components instead of loading
-  /// them: a GPU lane whose packed segment runs several passes loads its
-  /// own row once, not once a pass, and runs its own row's body with them.
-  void cacheRowInputs(DenseMap<Value, Components> values);
   /// The buffer of a program's block argument, and of its result `i`.
   Value argumentBuffer(Value argument) const { return bufferOf(argument); }
   Value resultBuffer(unsigned i) const { return outputBuffer(i); }
@@ -650,8 +648,6 @@ private:
   DenseMap<Value, Components> segmentValues;
   /// See stageValues.
   DenseMap<Value, Components> staged;
-  /// See cacheRowInputs.
-  DenseMap<Value, Components> cachedRowInputs;
   RowOutputSink rowOutputSink;
   unsigned pass = 0;
   /// With features split over lanes: the thread's lane, and how values

@@ -130,12 +130,13 @@ SmallVector<Value>
 GPUKernelEmitter::laneRowLoop(OpBuilder &b, Value lo, Value hi, ValueRange init,
                               SegmentProgramEmitter::RowBody body,
                               bool fromChunks) {
-  // With `fromChunks`, steps from lo's chunk, not from lo, where that takes no more rounds of loads (a step
-  // more may: the short walks of tails into the next chunk): a warp's step
-  // then reads whole sectors, where 32 rows from anywhere touch a sector
-  // more of each buffer (5 of f32 for 4 of data). The first step is
-  // peeled, its lanes outside [lo, hi) masked (they read row lo or hi - 1,
-  // sectors read anyway), so that the loop holds no mask.
+  // With `fromChunks`, steps from lo's chunk, not from lo, where that takes
+  // no more rounds of loads (a step more may: the short walks of tails into
+  // the next chunk): a warp's step then reads whole sectors, where 32 rows
+  // from anywhere touch a sector more of each buffer (5 of f32 for 4 of
+  // data). The first step is peeled, its lanes outside [lo, hi) masked
+  // (they read row lo or hi - 1, sectors read anyway), so that the loop
+  // holds no mask.
   Value step = i64(b, kWarpSize);
   if (!fromChunks) {
     auto loop = b.create<scf::ForOp>(
@@ -775,9 +776,9 @@ Value GPUKernelEmitter::emitPackedSegments(OpBuilder &b,
           Value first = ownOffset;
           SmallVector<Value> ownTerms(init);
           if (!ownRowInputs.empty()) {
-            emitter.cacheRowInputs(ownRowInputs);
+            emitter.stageValues(ownRowInputs, nullptr);
             ownTerms = body(rb, rl, safeRow, /*lanes=*/1, plan.member, init);
-            emitter.cacheRowInputs({});
+            emitter.stageValues({}, nullptr);
             first = rb.create<arith::AddIOp>(
                 rl, ownOffset,
                 rb.create<arith::ShRUIOp>(rl, laneRows, i32At(8)));

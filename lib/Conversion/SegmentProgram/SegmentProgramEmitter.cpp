@@ -436,10 +436,6 @@ Components SegmentProgramEmitter::loadRowInput(OpBuilder &b, Location loc,
                      program.info(argument).numComponents());
 }
 
-void SegmentProgramEmitter::cacheRowInputs(DenseMap<Value, Components> values) {
-  cachedRowInputs = std::move(values);
-}
-
 Components SegmentProgramEmitter::segmentValue(OpBuilder &b, Location loc,
                                                Value value) {
   auto it = segmentValues.find(value);
@@ -509,10 +505,6 @@ Components SegmentProgramEmitter::rowValue(OpBuilder &b, Location loc,
   } else if (isHeldSplit(value) && isa<BlockArgument>(value)) {
     result = loadSplit(code, bufferOf(value), row,
                        program.info(value).numComponents());
-  } else if (auto cached = cachedRowInputs.find(value);
-             cached != cachedRowInputs.end()) {
-    assert(lanes == 1 && "cached inputs are one row's");
-    result = cached->second;
   } else if (isa<BlockArgument>(value)) {
     result = loadElement(code, bufferOf(value), program.elementType, row,
                          program.info(value).numComponents(), lanes);
