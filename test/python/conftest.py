@@ -13,6 +13,16 @@ import torch
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Idle OpenMP threads sleep instead of spinning. xdist's workers and
+    the subprocesses tests start share the cores, each with a thread per
+    core, and libgomp's spinning threads took the cores from the threads
+    computing (docs/benchmarks.md, "make test time"). libgomp reads this
+    when it loads, so it reaches the workers and subprocesses started
+    after this, not this process."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Simulator tests skip where the simulator is not built: it is built
     with the compiler, so a runtime-only build (the GPU machine's) lacks it."""

@@ -254,11 +254,11 @@ class CompiledModule:
     """The host kernels of one compiled module, with their manifest: compiled
     in this process (`_segc.compile_host_object`, for this CPU) and loaded
     with ORC's LLJIT, as segops.jit does; no seg-compile or C compiler.
-    `order`: derivative levels up to it."""
+    `order`: derivative levels up to it; `keep`: only that function."""
 
-    def __init__(self, source: str, order: int = 0) -> None:
+    def __init__(self, source: str, order: int = 0, keep: str = "") -> None:
         compiler = _segc()
-        manifest, obj = compiler.compile_host_object(source, order, "", interleave=4)
+        manifest, obj = compiler.compile_host_object(source, order, keep, interleave=4)
         self.kernels = _library.parse_manifest(manifest).kernels
         symbols = []
         for kernel in self.kernels.values():
@@ -266,6 +266,12 @@ class CompiledModule:
             if kernel.split:
                 symbols += [kernel.split.rows_symbol, kernel.split.finish_symbol]
         self._addresses = compiler.load_host_object(obj, symbols)
+
+    @classmethod
+    def of_level(cls, program: _jit.Program, level: int) -> CompiledModule:
+        """Level `level` of a run-time program alone: its lower levels would
+        double the compile time of a wide third level."""
+        return cls(program.source, order=level, keep=program.level_name(level))
 
     def run(self, name: str, inputs: Sequence[torch.Tensor], num_rows: int,
             num_segments: int) -> list[torch.Tensor]:
@@ -513,7 +519,7 @@ def check_program_against_host(
     random inputs of its own seed; `close(got, want, message)` compares
     each output. With `check_grid`, also bitwise the same on 2 blocks run
     in reverse order."""
-    host = CompiledModule(gpu.program.source, order=gpu.level)
+    host = CompiledModule.of_level(gpu.program, gpu.level)
     for seed, (label, (idx, num_segments)) in enumerate(layouts.items()):
         inputs, simulated = kernel_buffers(gpu.record, idx, num_segments, seed)
         n = idx.shape[0]

@@ -12,6 +12,10 @@ pytest.importorskip("expecttest")  # torch.testing._internal needs it
 
 from bench import opinfo_coverage  # noqa: E402
 
+# One xdist worker runs the module, so that the sweep (`results`, a module
+# fixture of over a minute) runs once.
+pytestmark = pytest.mark.xdist_group("opinfo")
+
 
 @pytest.fixture(scope="module")
 def results() -> list[opinfo_coverage.Result]:
