@@ -99,6 +99,7 @@ void mlir::seg::buildSegDerivePipeline(OpPassManager &pm,
     SegDifferentiateOptions differentiate;
     differentiate.suffix = segrt::kGradientSuffix;
     differentiate.onlySuffix = derivativeFunctionName("", level);
+    differentiate.savedResults = options.savedResults;
     pm.addPass(createSegDifferentiate(differentiate));
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());

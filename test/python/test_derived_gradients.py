@@ -197,6 +197,50 @@ def test_second_order_matches_finite_differences(case: Case) -> None:
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
+# seg-derive's saved-results: each level takes the results of the level
+# below (what an autograd node keeps) instead of recomputing them. With max
+# and min, whose backward reads the extremum.
+SAVED_CASES = [*CASES,
+               Case("max3", ("row3",),
+                    "seg.max %a0, %idx, %n : tensor<?x3xf64>, tensor<?xi32> -> tensor<?x3xf64>",
+                    SEG3),
+               Case("min1", ("row1",),
+                    "seg.min %a0, %idx, %n : tensor<?xf64>, tensor<?xi32> -> tensor<?xf64>",
+                    SEG1)]
+
+
+@cache
+def saved_and_recomputed(case: Case) -> tuple[harness.CompiledModule, harness.CompiledModule]:
+    return tuple(harness.CompiledModule(_compiler.seg_opt(source(case), f"--seg-derive={options}"))
+                 for options in ("order=2 saved-results=1", "order=2"))
+
+
+@pytest.mark.parametrize("case", SAVED_CASES, ids=lambda c: c.name)
+def test_levels_on_saved_results_match_recomputing_levels(case: Case) -> None:
+    """The first level on the saved result is the recomputing one's; the
+    second gives the gradients of x, the saved result and the cotangent,
+    and x's total (its own plus the saved result's, pulled back through
+    the first level) is the recomputing second level's."""
+    saved, recomputed = saved_and_recomputed(case)
+    x = random_inputs(case, seed=7)
+    (result,) = recomputed.run(case.name, [*x, IDX], N, S)
+    generator = torch.Generator().manual_seed(8)
+    g = torch.randn(result.shape, dtype=torch.float64, generator=generator)
+    first = recomputed.run(case.name + "_grad", [*x, IDX, g], N, S)
+    first_saved = saved.run(case.name + "_grad", [*x, IDX, result, g], N, S)
+    for got, want in zip(first_saved, first, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+    weights = [torch.randn(t.shape, dtype=torch.float64, generator=generator) for t in first]
+    second = recomputed.run(case.name + "_grad_grad", [*x, IDX, g, *weights], N, S)
+    *second_x, second_result, second_g = saved.run(
+        case.name + "_grad_grad", [*x, IDX, result, g, *first_saved, *weights], N, S)
+    through_result = saved.run(case.name + "_grad", [*x, IDX, result, second_result], N, S)
+    totals = [own + pulled for own, pulled in zip(second_x, through_result, strict=True)]
+    for got, want in zip([*totals, second_g], second, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
+
+
 def test_empty_segments_give_zero_and_never_nan() -> None:
     for case in CASES:
         inputs = random_inputs(case, seed=6)

@@ -45,6 +45,11 @@ struct SegDeriveOptions : public PassPipelineOptions<SegDeriveOptions> {
       *this, "order",
       llvm::cl::desc("Highest derivative order (1: f_grad, 2: f_grad_grad...)"),
       llvm::cl::init(1)};
+  PassOptions::Option<bool> savedResults{
+      *this, "saved-results",
+      llvm::cl::desc("Each level takes the results of the level before it "
+                     "(seg-differentiate's saved-results)"),
+      llvm::cl::init(false)};
 };
 
 /// Adds, for every function f with seg ops, f_grad (and f_grad_grad ... up

@@ -71,7 +71,8 @@ static SmallVector<unsigned> chooseArguments(func::FuncOp func,
 /// zero gradient may leave an argument connected to no seg op in the
 /// gradient function.
 static void annotateSpaces(func::FuncOp primal, func::FuncOp grad,
-                           ArrayRef<unsigned> differentiableResults) {
+                           ArrayRef<unsigned> differentiableResults,
+                           bool savedResults) {
   FailureOr<DenseMap<Value, ValueSpace>> spaces = failure();
   {
     // Best effort: a primal that is not a kernel function is not an error
@@ -99,10 +100,14 @@ static void annotateSpaces(func::FuncOp primal, func::FuncOp grad,
     // that told them (a seg result nobody uses).
     annotate(primal, arg.getArgNumber(), arg);
   }
+  // Saved results, then cotangents: each lives where its result does.
   Operation *terminator = body.getTerminator();
-  for (auto [k, resultIndex] : llvm::enumerate(differentiableResults))
-    annotate(grad, body.getNumArguments() + k,
-             terminator->getOperand(resultIndex));
+  unsigned copies = savedResults ? 2 : 1;
+  for (unsigned copy = 0; copy < copies; ++copy)
+    for (auto [k, resultIndex] : llvm::enumerate(differentiableResults))
+      annotate(grad,
+               body.getNumArguments() + copy * differentiableResults.size() + k,
+               terminator->getOperand(resultIndex));
 }
 
 namespace {
@@ -130,7 +135,8 @@ private:
 
 FailureOr<func::FuncOp> mlir::seg::differentiateFunction(func::FuncOp func,
                                                          ArrayRef<unsigned> wrt,
-                                                         StringRef name) {
+                                                         StringRef name,
+                                                         bool savedResults) {
   if (func.isExternal() || !func.getBody().hasOneBlock())
     return func.emitError("seg-differentiate needs a function with a body of "
                           "one block");
@@ -151,15 +157,20 @@ FailureOr<func::FuncOp> mlir::seg::differentiateFunction(func::FuncOp func,
                               << " is not floating-point and gets no gradient";
   }
 
-  // Signature: the original arguments, a cotangent per differentiable
-  // result; the gradients of the chosen arguments.
+  // Signature: the original arguments, (with savedResults) the
+  // differentiable results, a cotangent per differentiable result; the
+  // gradients of the chosen arguments.
   SmallVector<Type> inputs(type.getInputs());
   SmallVector<unsigned> differentiableResults;
   for (auto [i, resultType] : llvm::enumerate(type.getResults()))
-    if (isDifferentiableType(resultType)) {
+    if (isDifferentiableType(resultType))
       differentiableResults.push_back(i);
-      inputs.push_back(resultType);
-    }
+  unsigned copies = savedResults ? 2 : 1;
+  for (unsigned copy = 0; copy < copies; ++copy)
+    for (unsigned i : differentiableResults)
+      inputs.push_back(type.getResult(i));
+  unsigned cotangentsFrom =
+      type.getNumInputs() + (savedResults ? differentiableResults.size() : 0);
   SmallVector<Type> outputs;
   for (unsigned i : chosen)
     outputs.push_back(type.getInput(i));
@@ -170,7 +181,7 @@ FailureOr<func::FuncOp> mlir::seg::differentiateFunction(func::FuncOp func,
   auto grad = builder.create<func::FuncOp>(
       loc, name, builder.getFunctionType(inputs, outputs));
   Block *entry = grad.addEntryBlock();
-  annotateSpaces(func, grad, differentiableResults);
+  annotateSpaces(func, grad, differentiableResults, savedResults);
   builder.setInsertionPointToStart(entry);
 
   // Recompute the primal values; canonicalization later drops what the
@@ -211,8 +222,7 @@ FailureOr<func::FuncOp> mlir::seg::differentiateFunction(func::FuncOp func,
   for (auto [k, resultIndex] : llvm::enumerate(differentiableResults)) {
     Value result = primal.lookupOrDefault(ret.getOperand(resultIndex));
     if (active.contains(result))
-      adjoints.accumulate(loc, result,
-                          entry->getArgument(type.getNumInputs() + k));
+      adjoints.accumulate(loc, result, entry->getArgument(cotangentsFrom + k));
   }
 
   // The reverse sweep.
@@ -243,6 +253,17 @@ FailureOr<func::FuncOp> mlir::seg::differentiateFunction(func::FuncOp func,
       if (adjoint && active.contains(operand))
         adjoints.accumulate(op->getLoc(), operand, adjoint);
   }
+
+  // The rules (and the primal ops after a result) read the saved results:
+  // the recomputation of a result that nothing else uses drops out. A
+  // result that is an argument is that argument already.
+  if (savedResults)
+    for (auto [k, resultIndex] : llvm::enumerate(differentiableResults)) {
+      Value recomputed = primal.lookupOrDefault(ret.getOperand(resultIndex));
+      if (recomputed.getDefiningOp())
+        recomputed.replaceAllUsesWith(
+            entry->getArgument(type.getNumInputs() + k));
+    }
 
   SmallVector<Value> gradients;
   for (unsigned i : chosen) {
@@ -292,7 +313,7 @@ struct SegDifferentiatePass
                          << "' already exists";
         return signalPassFailure();
       }
-      if (failed(differentiateFunction(func, wrt, name)))
+      if (failed(differentiateFunction(func, wrt, name, savedResults)))
         return signalPassFailure();
     }
   }

@@ -16,10 +16,13 @@ namespace seg {
 #include "segops/Dialect/Seg/Transforms/Passes.h.inc"
 
 /// Builds `name`, the reverse-mode gradient of `func` with respect to the
-/// arguments at `wrt` (see the seg-differentiate pass), next to `func`.
+/// arguments at `wrt` (see the seg-differentiate pass), next to `func`;
+/// with `savedResults`, it takes `func`'s floating-point results instead of
+/// recomputing them.
 FailureOr<func::FuncOp> differentiateFunction(func::FuncOp func,
                                               ArrayRef<unsigned> wrt,
-                                              StringRef name);
+                                              StringRef name,
+                                              bool savedResults = false);
 
 #define GEN_PASS_REGISTRATION
 #include "segops/Dialect/Seg/Transforms/Passes.h.inc"

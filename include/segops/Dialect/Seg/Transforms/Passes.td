@@ -19,6 +19,13 @@ def SegDifferentiate : Pass<"seg-differentiate", "ModuleOp"> {
     zeros. Because every rule is written with ops that have rules themselves,
     `@f_grad` can be differentiated again (second and third order).
 
+    With `saved-results`, `@f_grad` takes `f`'s floating-point results
+    after its arguments and before the cotangents: the values a caller
+    kept from the forward (an autograd node saves its outputs). The reverse
+    sweep reads them where a rule uses a result, so the recomputation of a
+    result that only the rules use drops out: rms_norm's backward reads
+    its rows once instead of twice, max's twice instead of three times.
+
     Run `-canonicalize -cse` afterwards to drop the unused primal
     recomputation and shared subexpressions (the `seg-derive` pipeline does
     both).
@@ -40,6 +47,10 @@ def SegDifferentiate : Pass<"seg-differentiate", "ModuleOp"> {
     Option<"suffix", "suffix", "std::string",
            /*default=*/"::segrt::kGradientSuffix",
            "Suffix of the gradient function's name (segrt/OpLibrary.h)">,
+    Option<"savedResults", "saved-results", "bool", /*default=*/"false",
+           "The gradient function takes the primal's floating-point results "
+           "(after its arguments, before the cotangents) instead of "
+           "recomputing them">,
     Option<"onlySuffix", "only-suffix", "std::string", /*default=*/"\"\"",
            "Without `function`: differentiate exactly the functions whose "
            "names end in this (e.g. _grad, for second order)">,
