@@ -24,8 +24,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Simulator tests skip where the simulator is not built: it is built
-    with the compiler, so a runtime-only build (the GPU machine's) lacks it."""
+    """Tests marked long run first: xdist hands tests out in collection
+    order, and a long one handed out last keeps its worker busy after the
+    other has finished. Simulator tests skip where the simulator is not
+    built: it is built with the compiler, so a runtime-only build (the GPU
+    machine's) lacks it."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)  # stable
     from segops import _gpusim
 
     if _gpusim.LIBRARY_PATH.exists():

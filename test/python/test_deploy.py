@@ -20,7 +20,7 @@ import torch
 import segops.export
 
 # One pytest worker runs them all: the export and the C++ build happen once.
-pytestmark = pytest.mark.xdist_group("deploy")
+pytestmark = [pytest.mark.xdist_group("deploy"), pytest.mark.long]
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "cpp"

@@ -23,6 +23,7 @@ def snippets(path: Path) -> list[str]:
     return _BLOCK.findall(path.read_text())
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("path", [p for p in DOCS if snippets(p)], ids=lambda p: p.name)
 def test_snippets_run(path: Path, tmp_path: Path) -> None:
     needs_compiler = "segops.jit" in path.read_text() or "segops.fusion" in path.read_text()

@@ -623,6 +623,7 @@ def test_divergent_collectives_are_reported(test_kernels: harness.GpuSimulator) 
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_op_suite_on_gpu_kernels() -> None:
     """test_ops.py (every op against the PyTorch reference, gradcheck and
     gradgradcheck, third order, opcheck, torch.compile, bad input, layouts)

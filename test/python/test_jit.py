@@ -426,6 +426,7 @@ def test_random_programs_match_eager(seed):
 @pytest.mark.skipif(os.environ.get("SEGOPS_SIMULATE_GPU", "") not in ("", "0"),
                     reason="already on the simulator")
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.simulator
 def test_jit_suite_on_gpu_kernels() -> None:
     """This file with CPU tensors running the JIT'd programs' GPU kernels

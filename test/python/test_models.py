@@ -59,6 +59,7 @@ def test_model_matches_eager(name: str) -> None:
     assert FUSED[name] in _fused_ops(), _fused_ops()
 
 
+@pytest.mark.long
 def test_mace_training_step_matches_eager() -> None:
     """MACE (mace-torch, unmodified) fitted to energies and forces: the
     loss, energies, forces and every parameter's gradient (second

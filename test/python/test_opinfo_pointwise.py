@@ -14,7 +14,7 @@ from bench import opinfo_coverage  # noqa: E402
 
 # One xdist worker runs the module, so that the sweep (`results`, a module
 # fixture of over a minute) runs once.
-pytestmark = pytest.mark.xdist_group("opinfo")
+pytestmark = [pytest.mark.xdist_group("opinfo"), pytest.mark.long]
 
 
 @pytest.fixture(scope="module")

@@ -231,6 +231,7 @@ def test_an_index_shorter_than_x_is_rejected() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.simulator
 @pytest.mark.parametrize("environment", [{"SEGOPS_SIMULATE_GPU": "1"}])
 def test_gpu_kernels_on_the_simulator(environment: dict[str, str]) -> None:

@@ -600,6 +600,7 @@ def test_jit_broadcasts_columns_and_row_scalars_against_features() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.simulator
 @pytest.mark.skipif(not _gpusim.LIBRARY_PATH.exists(), reason="no simulator library (no compiler)")
 def test_wide_rows_on_the_simulated_gpu_kernels() -> None:
