@@ -42,6 +42,8 @@ PIPELINES = [
     ["--seg-to-host"],
     ["--seg-derive=order=1", "--seg-to-host"],
     ["--seg-derive=order=2", "--seg-to-host=vector-bits=256"],
+    ["--seg-derive=order=2 saved-results=1"],
+    ["--seg-derive=order=1 saved-results=1", "--seg-to-host"],
     ["--seg-to-nvvm"],
     ["--seg-derive=order=1", "--seg-to-nvvm"],
     ["--seg-to-gpu-simulator"],
