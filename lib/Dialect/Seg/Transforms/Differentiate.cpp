@@ -71,8 +71,7 @@ static SmallVector<unsigned> chooseArguments(func::FuncOp func,
 /// zero gradient may leave an argument connected to no seg op in the
 /// gradient function.
 static void annotateSpaces(func::FuncOp primal, func::FuncOp grad,
-                           ArrayRef<unsigned> differentiableResults,
-                           bool savedResults) {
+                           ArrayRef<unsigned> differentiableResults) {
   FailureOr<DenseMap<Value, ValueSpace>> spaces = failure();
   {
     // Best effort: a primal that is not a kernel function is not an error
@@ -100,14 +99,16 @@ static void annotateSpaces(func::FuncOp primal, func::FuncOp grad,
     // that told them (a seg result nobody uses).
     annotate(primal, arg.getArgNumber(), arg);
   }
-  // Saved results, then cotangents: each lives where its result does.
+  // The arguments after the primal's (saved results, if any, then
+  // cotangents) take the differentiable results in turn: each lives where
+  // its result does.
   Operation *terminator = body.getTerminator();
-  unsigned copies = savedResults ? 2 : 1;
-  for (unsigned copy = 0; copy < copies; ++copy)
-    for (auto [k, resultIndex] : llvm::enumerate(differentiableResults))
-      annotate(grad,
-               body.getNumArguments() + copy * differentiableResults.size() + k,
-               terminator->getOperand(resultIndex));
+  for (unsigned position = body.getNumArguments();
+       position < grad.getNumArguments(); ++position) {
+    unsigned k =
+        (position - body.getNumArguments()) % differentiableResults.size();
+    annotate(grad, position, terminator->getOperand(differentiableResults[k]));
+  }
 }
 
 namespace {
@@ -181,7 +182,7 @@ FailureOr<func::FuncOp> mlir::seg::differentiateFunction(func::FuncOp func,
   auto grad = builder.create<func::FuncOp>(
       loc, name, builder.getFunctionType(inputs, outputs));
   Block *entry = grad.addEntryBlock();
-  annotateSpaces(func, grad, differentiableResults, savedResults);
+  annotateSpaces(func, grad, differentiableResults);
   builder.setInsertionPointToStart(entry);
 
   // Recompute the primal values; canonicalization later drops what the
@@ -219,8 +220,11 @@ FailureOr<func::FuncOp> mlir::seg::differentiateFunction(func::FuncOp func,
   // Seed the results with the cotangent arguments.
   AdjointMap adjoints(builder);
   auto ret = cast<func::ReturnOp>(body.getTerminator());
-  for (auto [k, resultIndex] : llvm::enumerate(differentiableResults)) {
-    Value result = primal.lookupOrDefault(ret.getOperand(resultIndex));
+  SmallVector<Value> recomputedResults;
+  for (unsigned resultIndex : differentiableResults)
+    recomputedResults.push_back(
+        primal.lookupOrDefault(ret.getOperand(resultIndex)));
+  for (auto [k, result] : llvm::enumerate(recomputedResults)) {
     if (active.contains(result))
       adjoints.accumulate(loc, result, entry->getArgument(cotangentsFrom + k));
   }
@@ -258,12 +262,10 @@ FailureOr<func::FuncOp> mlir::seg::differentiateFunction(func::FuncOp func,
   // the recomputation of a result that nothing else uses drops out. A
   // result that is an argument is that argument already.
   if (savedResults)
-    for (auto [k, resultIndex] : llvm::enumerate(differentiableResults)) {
-      Value recomputed = primal.lookupOrDefault(ret.getOperand(resultIndex));
+    for (auto [k, recomputed] : llvm::enumerate(recomputedResults))
       if (recomputed.getDefiningOp())
         recomputed.replaceAllUsesWith(
             entry->getArgument(type.getNumInputs() + k));
-    }
 
   SmallVector<Value> gradients;
   for (unsigned i : chosen) {
