@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 import segops  # noqa: F401  (registers the ops and run-time widths)
-from segops import _gpusim, _library, _wide
+from segops import _gpusim, _library, _wide, ops
 from segops._op_table import OPS, SEGMENT, level_name
 
 # Loads one warp keeps in flight before it waits for the first: ptxas
@@ -156,20 +156,26 @@ def _argument(op: str, name: str, space: str, width: int, rows: int, segments: i
 
 def level_arguments(op: str, level: int, width: int, dtype: torch.dtype, idx: Tensor,
                     num_segments: int, seed: int = 0) -> list[Tensor]:
-    """The float arguments of level `level` of `op`: the op's, then a
-    random cotangent per output of each level below (their shapes from the
+    """The float arguments of level `level` of `op`: the op's, then per
+    level below the outputs its backward takes (computed: what autograd
+    saves) and a random cotangent per output (their shapes from the
     operator library's Meta kernels)."""
     generator = torch.Generator().manual_seed(seed)
     spec = OPS[op]
     rows = idx.shape[0]
     floats = [_argument(op, name, space, width, rows, num_segments, dtype, generator)
               for name, space in zip(spec.float_args, spec.operand_spaces)]
-    meta_idx = idx.to("meta")
     for below in range(level):
-        operator = getattr(torch.ops.segops, level_name(op, below))
-        outputs = operator(*[f.to("meta") for f in floats], meta_idx, num_segments)
+        name = level_name(op, below)
+        operator = getattr(torch.ops.segops, name)
+        saved = ops.native_kernels().operator_signature(name).saved_results
+        if saved:
+            outputs = operator(*floats, idx, num_segments)
+        else:
+            outputs = operator(*[f.to("meta") for f in floats], idx.to("meta"), num_segments)
         if isinstance(outputs, Tensor):
             outputs = (outputs,)
+        floats += [outputs[k] for k in saved]
         floats += [torch.randn(o.shape, dtype=dtype, generator=generator) for o in outputs]
     return floats
 

@@ -1,18 +1,17 @@
-"""A design study for issue 40: backward levels that take the forward's
-results, by the GPU model.
+"""A design study for issue 40: max's and min's first backward on the
+saved extremum and the count of rows attaining it, by the GPU model.
 
-The library's first backward recomputes what it needs of the forward:
-rms_norm's reads its rows twice (the norm, then the row map), max's and
-min's three times (the extremum, the rows attaining it, then the row map).
-seg-differentiate's `saved-results` derives a level that takes the
-forward's results instead (rms_norm's then reads its rows once, max's
-twice). The operator library does not run such levels yet (its levels
-take the forward's arguments and the cotangents); this study runs them as
-segops.jit programs on the SIMT simulator and prices them with
-bench.gpu_model beside the library's level, at the model's target N.
+The library's first backward takes the forward's results where its rule
+reads them (autograd saves them; seg-differentiate's saved-results):
+rms_norm's reads its rows once, max's and min's twice (the rows attaining
+the saved extremum are counted, then the row map). With the count saved
+as well (a second output the forward would write) max's would read its
+rows once. This study runs that level as a segops.jit program on the SIMT
+simulator and prices it with bench.gpu_model beside the library's level,
+at the model's target N.
 
     SEGOPS_SIMULATE_GPU=1 PYTHONPATH=python:. python -m bench.saved_results \\
-        --ops segmented_rms_norm,segmented_max --widths 1,16 --dtypes f32
+        --ops segmented_max --widths 1,16 --dtypes f32
 """
 
 from __future__ import annotations
@@ -25,19 +24,8 @@ from typing import Any
 import torch
 
 from bench import gpu_model, gpu_traffic
-from segops import _compiler, _jit
-from segops._op_table import OPS, level_name
-
-
-def saved_results_program(op: str, dtype: str, width: int) -> str:
-    """Registers `op`'s first backward derived with saved results (its
-    arguments: the op's floats, idx, the forward's result, the cotangent)
-    as a segops.jit program; returns the program's name."""
-    forward = OPS[op].kernel_name(dtype, width, 0)
-    derived = _compiler.seg_opt(OPS[op].kernel_source(dtype, width),
-                                "--seg-derive=order=1 saved-results=1")
-    draft = derived.replace(f"@{level_name(forward, 1)}(", "@jit_kernel(", 1)
-    return _jit.register_program(draft, f"saved_{forward}", len(OPS[op].float_args), op)
+from segops import _jit
+from segops._op_table import OPS
 
 
 def ties_program(op: str, dtype: str, width: int) -> str:
@@ -72,25 +60,23 @@ def ties_program(op: str, dtype: str, width: int) -> str:
                                  1, op)
 
 
-def _arguments(op: str, dtype: str, width: int, idx: torch.Tensor, num_segments: int,
-               ties: bool) -> list[torch.Tensor]:
-    """A study level's tensors in argument order: the op's floats, idx,
-    its result (computed: max's rows attain it), with `ties` the count of
-    rows attaining it, and a cotangent."""
+def _arguments(op: str, dtype: str, width: int, idx: torch.Tensor,
+               num_segments: int) -> list[torch.Tensor]:
+    """The study level's tensors in argument order: the op's floats, idx,
+    its result (computed: max's rows attain it), the count of rows
+    attaining it, and a cotangent."""
     floats = gpu_traffic.level_arguments(op, 0, width, gpu_traffic.DTYPES[dtype], idx,
                                          num_segments)
     result = getattr(torch.ops.segops, op)(*floats, idx, num_segments)
-    saved = [result]
-    if ties:
-        hits = (floats[0] == result[idx.long()]).to(result.dtype)
-        saved.append(result.new_zeros(result.shape).index_add_(0, idx.long(), hits))
-    return [*floats, idx, *saved, torch.randn_like(result)]
+    hits = (floats[0] == result[idx.long()]).to(result.dtype)
+    count = result.new_zeros(result.shape).index_add_(0, idx.long(), hits)
+    return [*floats, idx, result, count, torch.randn_like(result)]
 
 
 def _trace(program: str, op: str, dtype: str, width: int, rows: int, length: int | None,
            target: int) -> gpu_traffic.Call:
     idx, num_segments = gpu_traffic.segment_index(rows, length)
-    tensors = _arguments(op, dtype, width, idx, num_segments, program.startswith("jit_ties"))
+    tensors = _arguments(op, dtype, width, idx, num_segments)
     record = _jit.program_entry(program)
     records: list[Any] = []
     with gpu_traffic.traced(records, grids=gpu_model.trace_grids(record, rows, target, length)):
@@ -127,18 +113,16 @@ def _program_row(program: str, op: str, dtype: str, width: int, layout: str, chi
 
 def rows(ops: list[str], dtypes: list[str], widths: list[int], chip: str,
          target: int = 10**7) -> list[dict[str, Any]]:
-    """Per op, dtype, width and layout: the library's first backward, the
-    saved-results one and (max, min) the one on the saved extremum and tie
-    count at `target` rows, each against the library level's ideal (the
-    saved values add one or two values per segment)."""
+    """Per op (max or min), dtype, width and layout: the library's first
+    backward and the one on the saved extremum and tie count at `target`
+    rows, each against the library level's ideal (the count adds a value
+    per segment)."""
     library = gpu_model.library_resources(chip)
     table = []
     for op in ops:
         for dtype in dtypes:
             for width in widths:
-                programs = {"saved": saved_results_program(op, dtype, width)}
-                if op in ("segmented_max", "segmented_min"):
-                    programs["ties"] = ties_program(op, dtype, width)
+                programs = {"ties": ties_program(op, dtype, width)}
                 library_resources = gpu_model.level_resources(op, dtype, width, 1, chip, library)
                 for layout, length in gpu_model.LAYOUTS.items():
                     now = gpu_model.estimate_call(gpu_model.call_at(
@@ -162,7 +146,7 @@ def rows(ops: list[str], dtypes: list[str], widths: list[int], chip: str,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--ops", default="segmented_rms_norm,segmented_max")
+    parser.add_argument("--ops", default="segmented_max,segmented_min")
     parser.add_argument("--dtypes", default="f32,f64")
     parser.add_argument("--widths", default="1,3,16,64")
     parser.add_argument("--chip", default="sm_90")

@@ -166,6 +166,8 @@ static llvm::json::Object describeKernel(const SegmentProgram &program,
     };
     if (!buffer.isOutput)
       description["read"] = buffer.isRead;
+    if (buffer.savedResult >= 0)
+      description["saved_result"] = buffer.savedResult;
     if (buffer.sumsBy >= 0) {
       description["sums_by"] = buffer.sumsBy;
       description["into_rows_of"] = buffer.sumsIntoRowsOf;

@@ -22,7 +22,7 @@ import torch
 from segops import _extensions, _jit, ops
 from segops._fusion_index import IndexOp
 from segops._jit_trace import ROW, SEGMENT, TABLE, JitError, Translator, Value
-from segops._op_table import OPS, op_level
+from segops._op_table import OPS, SAVED_RESULTS, op_level
 
 
 def size_expr(size: Any) -> sympy.Expr:
@@ -122,7 +122,7 @@ def _segment_op_function(op: str, tails: tuple[tuple[int, ...], ...],
     if takes_count:
         params.append("%n: index")
         operands.append("%n")
-    return (f"func.func @f({', '.join(params)}) -> {result} {{\n"
+    return (f"func.func @f({', '.join(params)}) -> {result} attributes {{{SAVED_RESULTS}}} {{\n"
             f"  %r = {op} {', '.join(operands)} : {', '.join(types)}, tensor<?xi32> -> "
             f"{result}\n  return %r : {result}\n}}\n")
 
@@ -264,16 +264,17 @@ class ClusterTranslator(Translator):
         if not self.is_index(call.idx):
             raise self.fail(node, f"{public}: idx is not the cluster's index")
         # The forward's result: this node's value at level 0; above, the
-        # first cotangent (of the forward's result) has its shape.
-        result = node.meta["val"] if level == 0 else call.cotangents[0].meta["val"]
+        # first input a level adds (the saved result, or its cotangent) has
+        # its shape.
+        result = node.meta["val"] if level == 0 else call.level_inputs[0].meta["val"]
         source = _segment_op_function(
             segment_op.seg_op, tuple(_tail(f.meta["val"]) for f in call.arguments),
             _tail(result), self.element, takes_count)
         # The derived function's arguments (the compiler's order, seg-derive):
         # the op's tensors, idx, the count (if the op takes one), then the
-        # cotangents of each level.
+        # saved results and cotangents of each level.
         operands = call.arguments + ["idx"] + (["count"] if takes_count else []) + \
-            call.cotangents
+            call.level_inputs
         forward = self.values.get(self.forward_results.get(node))
         return self.call_derived(node, public, derived_function(source, "f", level), operands,
                                  forward if level > 0 and isinstance(forward, Value) else None)

@@ -35,6 +35,11 @@ MAX_LEVEL: int = _extensions.segrt().max_derivative_order
 
 ROW, SEGMENT = "row", "segment"
 
+# The function attribute whose derivative levels are derived on saved
+# results (the seg dialect's kSavedResultsAttrName): every library op's
+# kernel function carries it.
+SAVED_RESULTS = "seg.saved_results"
+
 
 def level_name(base: str, level: int) -> str:
     """The name of derivative level `level` of `base` (an op, a kernel or a
@@ -109,7 +114,9 @@ class SegmentOp:
         if self.takes_count:
             params, operands = params + ", %n: index", operands + ", %n"
         name = self.kernel_name(dtype, width, 0)
-        return (f"func.func @{name}({params}) -> {result} {{\n"
+        # Derivative levels take the results the level below returned
+        # (autograd saves them) where their rules read them.
+        return (f"func.func @{name}({params}) -> {result} attributes {{{SAVED_RESULTS}}} {{\n"
                 f"  %0 = {self.seg_op} {operands} : {types} -> {result}\n"
                 f"  return %0 : {result}\n}}\n")
 

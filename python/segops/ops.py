@@ -165,11 +165,12 @@ class MissingKernelsError(RuntimeError):
 class OperatorCall:
     """The arguments of a call of a library operator level (a graph node's
     args), placed by the level's signature as the operator library defines
-    it: the op's float arguments, the cotangents its derivative levels
-    add, idx and num_segments."""
+    it: the op's float arguments, what its derivative levels add (each
+    level's saved results it reads and its cotangents, in the order of the
+    level's derived function), idx and num_segments."""
 
     arguments: list[Any]
-    cotangents: list[Any]
+    level_inputs: list[Any]
     idx: Any
     num_segments: Any
 
@@ -187,9 +188,9 @@ def operator_call(level: str, args: Sequence[Any]) -> OperatorCall | None:
     signature = _signature(level)
     if len(args) != signature.num_segments_position + 1:
         return None
-    first_cotangent = signature.num_arguments
-    return OperatorCall(list(args[:first_cotangent]),
-                        list(args[first_cotangent:first_cotangent + signature.num_cotangents]),
+    first = signature.num_arguments
+    return OperatorCall(list(args[:first]),
+                        list(args[first:first + signature.num_level_inputs]),
                         args[signature.idx_position], args[signature.num_segments_position])
 
 

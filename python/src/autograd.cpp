@@ -11,13 +11,15 @@ using torch::autograd::Node;
 using torch::autograd::SavedVariable;
 using torch::autograd::variable_list;
 
-/// The backward of one level: the next level on the saved arguments and the
-/// output cotangents (through the dispatcher, so that it is differentiable
-/// in turn).
+/// The backward of one level: the next level on the saved arguments, the
+/// saved outputs it reads and the output cotangents (through the
+/// dispatcher, so that it is differentiable in turn: a saved output's
+/// gradient flows back through the node that made it).
 struct SegmentBackward final : Node {
   std::string nodeName;
   std::vector<SavedVariable> tensors; // idx at idxPosition
   std::vector<bool> isFloat;          // per tensor: gets a gradient
+  std::vector<SavedVariable> results; // OperatorLevel::savedResults
   size_t idxPosition = 0;
   c10::SymInt numSegments;
   decltype(LevelCall::callNext) callNext;
@@ -26,6 +28,8 @@ struct SegmentBackward final : Node {
     std::vector<at::Tensor> inputs;
     for (const SavedVariable &saved : tensors)
       inputs.push_back(saved.unpack());
+    for (const SavedVariable &saved : results)
+      inputs.push_back(saved.unpack(nodePointer(this)));
     for (size_t i = 0; i < grads.size(); ++i)
       inputs.push_back(grads[i].defined() ? grads[i]
                                           : input_metadata(i).zeros_like());
@@ -45,7 +49,10 @@ struct SegmentBackward final : Node {
     return gradients;
   }
 
-  void release_variables() override { tensors.clear(); }
+  void release_variables() override {
+    tensors.clear();
+    results.clear();
+  }
   std::string name() const override { return nodeName; }
 };
 
@@ -140,14 +147,22 @@ void differentiate(const c10::OperatorHandle &op, c10::DispatchKeySet keys,
   }
   node->set_next_edges(
       torch::autograd::collect_next_edges(at::TensorList(floats)));
+  std::vector<at::Tensor> outputs;
   for (size_t i = outputsFrom; i < stack->size(); ++i) {
     c10::IValue &output = (*stack)[i];
     if (output.isTensor())
-      torch::autograd::set_history(output.toTensor(), node);
+      outputs.push_back(output.toTensor());
     else
       for (const at::Tensor &tensor : output.toTensorVector())
-        torch::autograd::set_history(const_cast<at::Tensor &>(tensor), node);
+        outputs.push_back(tensor);
   }
+  for (at::Tensor &output : outputs)
+    torch::autograd::set_history(output, node);
+  // Saved after set_history, as outputs: the node holds them without
+  // holding itself.
+  if (call.level)
+    for (size_t k : call.level->savedResults)
+      backward->results.emplace_back(outputs.at(k), /*is_output=*/true);
 }
 
 } // namespace segops_torch

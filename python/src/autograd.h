@@ -2,8 +2,8 @@
 //
 // Every differentiable segops operator (a library op's level, a jit_call
 // program's level) is differentiated the same way: its backward is the next
-// level, called on the float arguments it reads, the output cotangents, idx
-// and S. Only where the arguments sit on the dispatcher's stack differs, and
+// level, called on the float arguments it reads, the outputs it reads
+// (OperatorLevel::savedResults), the output cotangents, idx and S. Only where the arguments sit on the dispatcher's stack differs, and
 // that is the one thing an operator kind says (LevelCall).
 //
 //===----------------------------------------------------------------------===//
@@ -36,8 +36,9 @@ struct LevelCall {
   /// for the forward and every backward level).
   std::function<void(torch::jit::Stack &, at::Tensor)> replaceIndex;
   /// Calls the next level on `tensors` (the saved arguments, idx at
-  /// `idxPosition`, then the cotangents) and returns its outputs: the
-  /// gradients of the float arguments, in order.
+  /// `idxPosition`, then the saved outputs it reads and the cotangents) and
+  /// returns its outputs: the gradients of the float arguments (saved
+  /// outputs included), in order.
   std::function<std::vector<at::Tensor>(std::vector<at::Tensor> tensors,
                                         size_t idxPosition,
                                         const c10::SymInt &numSegments)>

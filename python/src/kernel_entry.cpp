@@ -57,6 +57,7 @@ Variant variantOf(const segops_python::KernelRecord &record,
     buffer.isOutput = description.isOutput;
     buffer.isIndex = description.isIndex;
     buffer.isRead = description.isRead;
+    buffer.savedResult = description.savedResult;
     buffer.dtype = scalarType(description.dtype);
     buffer.shape = description.shape;
     if (description.sumsBy >= 0) {

@@ -34,6 +34,9 @@ void bindManifestRecords(py::module_ &m) {
       .def_readonly("is_output", &BufferRecord::isOutput)
       .def_readonly("is_index", &BufferRecord::isIndex)
       .def_readonly("read", &BufferRecord::isRead)
+      .def_readonly("saved_result", &BufferRecord::savedResult,
+                    "The output of the level below this input is, saved by "
+                    "its caller; -1 for other buffers.")
       .def_readonly("dtype", &BufferRecord::dtype, "'f32', 'f64' or 'i32'")
       .def_property_readonly("shape", &BufferRecord::symbols,
                              "Per dimension 'N', 'S', '?' (any rows) or the "

@@ -102,6 +102,7 @@ BufferRecord parseBuffer(const json &entry) {
   buffer.isOutput = entry.at("role").get<std::string>() == "output";
   buffer.isIndex = buffer.name == "idx";
   buffer.isRead = entry.value("read", true);
+  buffer.savedResult = entry.value("saved_result", -1);
   buffer.dtype = parseDtype(entry.at("dtype").get<std::string>());
   for (const json &symbol : entry.at("shape"))
     buffer.shape.push_back(parseExtent(symbol.get<std::string>()));

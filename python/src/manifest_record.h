@@ -40,6 +40,9 @@ struct BufferRecord {
   /// buffer `sumsBy` into as many rows as buffer `intoRowsOf` has; -1 else.
   int sumsBy = -1;
   int intoRowsOf = -1;
+  /// An input that is the level below's output #savedResult, which the
+  /// caller saved (a level derived on saved results); -1 else.
+  int savedResult = -1;
 
   /// The shape for a call of `numRows` rows and `numSegments` segments
   /// (kAnyRows: unknown, an error).

@@ -72,6 +72,26 @@ std::optional<KernelName> splitKernelName(std::string name) {
   return KernelName{name.substr(0, dtype), name.substr(dtype + 1), level};
 }
 
+/// The outputs of the level below that a level's kernels take (their
+/// buffers' saved_result, in order): the same for every variant, since one
+/// schema serves them all.
+std::vector<size_t> savedResultsOf(const std::map<std::string, Variant> &variants) {
+  std::optional<std::vector<size_t>> common;
+  for (const auto &[key, variant] : variants) {
+    std::vector<size_t> saved;
+    for (const Buffer &buffer : variant.buffers)
+      if (buffer.savedResult >= 0)
+        saved.push_back(buffer.savedResult);
+    if (common && *common != saved)
+      throw std::runtime_error("segops: the op library's kernels of " +
+                               variant.kernel +
+                               " take other saved results than their "
+                               "level's other kernels");
+    common = std::move(saved);
+  }
+  return common.value_or(std::vector<size_t>{});
+}
+
 std::string levelName(const std::string &op, int level) {
   std::string name = op;
   for (int i = 0; i < level; ++i)
@@ -79,19 +99,26 @@ std::string levelName(const std::string &op, int level) {
   return name;
 }
 
-/// `segops::<level>(Tensor arg0, ..., Tensor grad<i>, ..., Tensor idx,
-/// SymInt num_segments)`: the op's `numArguments` float arguments, then the
-/// cotangents each derivative level adds, named by their position.
+/// `segops::<level>(Tensor arg0, ..., Tensor saved<i>, ..., Tensor grad<i>,
+/// ..., Tensor idx, SymInt num_segments)`: the float arguments of the level
+/// below, as it names them (`kinds`; level 0: the op's arguments), then
+/// what this level adds: the results of the level below that it reads
+/// (saved by autograd) and the cotangents, named by their position. Appends
+/// the kinds of those it adds to `kinds`.
 std::string schemaOf(const std::string &name, const Variant &variant,
-                     size_t numArguments) {
+                     std::vector<std::string> &kinds) {
   std::string schema = name + "(";
   size_t floats = 0, outputs = 0;
+  bool isForward = kinds.empty();
   for (const Buffer &buffer : variant.buffers) {
     if (buffer.isOutput)
       ++outputs;
     else if (!buffer.isIndex) {
-      schema += (floats < numArguments ? "Tensor arg" : "Tensor grad") +
-                std::to_string(floats) + ", ";
+      if (floats == kinds.size())
+        kinds.push_back(isForward                 ? "arg"
+                        : buffer.savedResult >= 0 ? "saved"
+                                                  : "grad");
+      schema += "Tensor " + kinds[floats] + std::to_string(floats) + ", ";
       ++floats;
     }
   }
@@ -110,12 +137,13 @@ OperatorSignature signatureOf(const OperatorLevel &level) {
   // As schemaOf writes it: the float arguments, then idx, then S.
   OperatorSignature signature;
   signature.numArguments = level.numArguments;
-  signature.numCotangents = level.numFloats - level.numArguments;
+  signature.numLevelInputs = level.numFloats - level.numArguments;
   signature.idxPosition = level.numFloats;
   signature.numSegmentsPosition = level.numFloats + 1;
   signature.numOutputs = level.numOutputs;
   signature.derivativeOrder = level.derivativeOrder;
   signature.backward = level.backward;
+  signature.savedResults = level.savedResults;
   return signature;
 }
 
@@ -156,15 +184,19 @@ void defineLibraryOps(torch::Library &library) {
   for (auto &[op, levels] : ops) {
     size_t numArguments =
         levels.begin()->second.variants.begin()->second.savedForBackward.size();
+    std::vector<std::string> kinds;
     for (auto &[number, level] : levels)
       library.def(schemaOf(levelName(op, number),
-                           level.variants.begin()->second, numArguments)
+                           level.variants.begin()->second, kinds)
                       .c_str());
-    // Each level saves what the next level's kernel reads.
+    // Each level saves what the next level's kernel reads: of its float
+    // arguments, those the next reads; of its outputs, those the next takes.
+    std::map<int, std::vector<size_t>> savedResults;
     for (auto &[number, level] : levels) {
       auto next = levels.find(number + 1);
       if (next == levels.end())
         continue;
+      savedResults[number] = savedResultsOf(next->second.variants);
       for (auto &[key, variant] : level.variants) {
         auto reader = next->second.variants.find(key);
         if (reader == next->second.variants.end())
@@ -191,6 +223,7 @@ void defineLibraryOps(torch::Library &library) {
           name, numFloats, numOutputs, std::move(level.variants), backward);
       registered->derivativeOrder = number;
       registered->numArguments = numArguments;
+      registered->savedResults = savedResults[number];
       registerLevelKernels(registered, /*withMetaKernel=*/true);
       levelsByName->emplace(name, std::move(registered));
     }

@@ -51,6 +51,9 @@ struct Buffer {
   /// positions, mapped to arguments once). -1 for other buffers.
   int sumsBy = -1;
   int sumsIntoRowsOf = -1;
+  /// An input that is the level below's output #savedResult (the
+  /// manifest's saved_result); -1 else.
+  int savedResult = -1;
 };
 
 /// Where a kernel's GPU code loads from, and the modules loaded from it:
@@ -128,8 +131,12 @@ struct OperatorLevel {
   std::map<std::string, Variant> variants; // by "f32_w3"
   std::string backward;                    // the next level; "" for the last
   int derivativeOrder = 0;                 // 0: the op itself
-  /// The op's own float arguments (level 0's): the rest are cotangents.
+  /// The op's own float arguments (level 0's): the rest are what each
+  /// level adds (the saved results the next reads, and cotangents).
   size_t numArguments = 0;
+  /// The outputs the backward (the next level) takes after this level's
+  /// float arguments, in order: its autograd node saves them.
+  std::vector<size_t> savedResults;
   std::optional<c10::OperatorHandle> backwardOp; // resolved at registration
   /// Per output, where its shape comes from (the Meta kernel's shapes).
   std::vector<OutputShape> outputShapes;
@@ -308,13 +315,17 @@ const std::map<std::string, std::shared_ptr<OperatorLevel>> &libraryLevels();
 /// SymInt num_segments)`, op_library.cpp): the Python package reads graphs
 /// of these ops by it rather than restating the layout.
 struct OperatorSignature {
-  size_t numArguments = 0;  // the op's own float arguments, from position 0
-  size_t numCotangents = 0; // then the cotangents of the levels below
+  size_t numArguments = 0;   // the op's own float arguments, from position 0
+  size_t numLevelInputs = 0; // then the saved results and cotangents the
+                             // levels below add
   size_t idxPosition = 0;
   size_t numSegmentsPosition = 0;
   size_t numOutputs = 0;
   int derivativeOrder = 0;
   std::string backward; // the next level, "" for the last
+  /// The outputs the backward takes after this level's float arguments
+  /// (OperatorLevel::savedResults).
+  std::vector<size_t> savedResults;
 };
 OperatorSignature signatureOf(const OperatorLevel &level);
 
@@ -335,6 +346,17 @@ template <typename NodeType, typename... Args> auto makeNode(Args &&...args) {
   else
     return NodePointer(
         c10::make_intrusive<NodeType>(std::forward<Args>(args)...));
+}
+
+/// `node` as the pointer autograd holds it by (what unpacking a saved
+/// output takes).
+template <typename NodeType> auto nodePointer(NodeType *node) {
+  using NodePointer = decltype(torch::autograd::Edge().function);
+  if constexpr (std::is_same_v<NodePointer,
+                               std::shared_ptr<torch::autograd::Node>>)
+    return NodePointer(node->shared_from_this());
+  else
+    return NodePointer(node->getptr());
 }
 
 /// An uninitialized CPU tensor for a kernel's output; large ones reuse

@@ -176,13 +176,16 @@ PYBIND11_MODULE(_torchops, m) {
   py::class_<OperatorSignature>(m, "OperatorSignature",
                                 "Where a library op level's arguments lie.")
       .def_readonly("num_arguments", &OperatorSignature::numArguments)
-      .def_readonly("num_cotangents", &OperatorSignature::numCotangents)
+      .def_readonly("num_level_inputs", &OperatorSignature::numLevelInputs)
       .def_readonly("idx_position", &OperatorSignature::idxPosition)
       .def_readonly("num_segments_position",
                     &OperatorSignature::numSegmentsPosition)
       .def_readonly("num_outputs", &OperatorSignature::numOutputs)
       .def_readonly("derivative_order", &OperatorSignature::derivativeOrder)
-      .def_readonly("backward", &OperatorSignature::backward);
+      .def_readonly("backward", &OperatorSignature::backward)
+      .def_readonly("saved_results", &OperatorSignature::savedResults,
+                    "The outputs the backward takes after this level's "
+                    "float arguments (autograd saves them).");
   m.def(
       "operator_signature",
       [](const std::string &name) {

@@ -198,8 +198,9 @@ def test_second_order_matches_finite_differences(case: Case) -> None:
 
 
 # seg-derive's saved-results: each level takes the results of the level
-# below (what an autograd node keeps) instead of recomputing them. With max
-# and min, whose backward reads the extremum.
+# below that its rules read (what an autograd node keeps) instead of
+# recomputing them; the others are not arguments. With max and min, whose
+# backward reads the extremum.
 SAVED_CASES = [*CASES,
                Case("max3", ("row3",),
                     "seg.max %a0, %idx, %n : tensor<?x3xf64>, tensor<?xi32> -> tensor<?x3xf64>",
@@ -207,37 +208,55 @@ SAVED_CASES = [*CASES,
                Case("min1", ("row1",),
                     "seg.min %a0, %idx, %n : tensor<?xf64>, tensor<?xi32> -> tensor<?xf64>",
                     SEG1)]
+# The cases whose first level reads the forward's result.
+READS_RESULT = {"rms3", "max3", "min1"}
+
+
+def saved_results_taken(derived: str, function: str) -> int:
+    """How many saved results derived function `function` takes."""
+    line = next(line for line in derived.splitlines() if f"func.func @{function}(" in line)
+    return line.count("seg.saved_result =")
 
 
 @cache
-def saved_and_recomputed(case: Case) -> tuple[harness.CompiledModule, harness.CompiledModule]:
-    return tuple(harness.CompiledModule(_compiler.seg_opt(source(case), f"--seg-derive={options}"))
-                 for options in ("order=2 saved-results=1", "order=2"))
+def saved_and_recomputed(case: Case) -> tuple[str, harness.CompiledModule,
+                                              harness.CompiledModule]:
+    derived = _compiler.seg_opt(source(case), "--seg-derive=order=2 saved-results=1")
+    recomputed = _compiler.seg_opt(source(case), "--seg-derive=order=2")
+    return derived, harness.CompiledModule(derived), harness.CompiledModule(recomputed)
 
 
 @pytest.mark.parametrize("case", SAVED_CASES, ids=lambda c: c.name)
 def test_levels_on_saved_results_match_recomputing_levels(case: Case) -> None:
-    """The first level on the saved result is the recomputing one's; the
-    second gives the gradients of x, the saved result and the cotangent,
-    and x's total (its own plus the saved result's, pulled back through
-    the first level) is the recomputing second level's."""
-    saved, recomputed = saved_and_recomputed(case)
+    """The first level on the saved result (where it reads it) is the
+    recomputing one's; the second gives the gradients of x, the saved
+    result and the cotangent, and x's total (its own plus the saved
+    result's, pulled back through the first level) is the recomputing
+    second level's."""
+    derived, saved, recomputed = saved_and_recomputed(case)
+    reads_result = saved_results_taken(derived, case.name + "_grad") == 1
+    assert reads_result == (case.name in READS_RESULT)
+    # No rule of a second level reads the first level's result.
+    assert saved_results_taken(derived, case.name + "_grad_grad") == 0
     x = random_inputs(case, seed=7)
     (result,) = recomputed.run(case.name, [*x, IDX], N, S)
+    kept = [result] if reads_result else []
     generator = torch.Generator().manual_seed(8)
     g = torch.randn(result.shape, dtype=torch.float64, generator=generator)
     first = recomputed.run(case.name + "_grad", [*x, IDX, g], N, S)
-    first_saved = saved.run(case.name + "_grad", [*x, IDX, result, g], N, S)
+    first_saved = saved.run(case.name + "_grad", [*x, IDX, *kept, g], N, S)
     for got, want in zip(first_saved, first, strict=True):
         torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
 
     weights = [torch.randn(t.shape, dtype=torch.float64, generator=generator) for t in first]
     second = recomputed.run(case.name + "_grad_grad", [*x, IDX, g, *weights], N, S)
-    *second_x, second_result, second_g = saved.run(
-        case.name + "_grad_grad", [*x, IDX, result, g, *first_saved, *weights], N, S)
-    through_result = saved.run(case.name + "_grad", [*x, IDX, result, second_result], N, S)
-    totals = [own + pulled for own, pulled in zip(second_x, through_result, strict=True)]
-    for got, want in zip([*totals, second_g], second, strict=True):
+    *second_x, second_g = saved.run(case.name + "_grad_grad", [*x, IDX, *kept, g, *weights],
+                                    N, S)
+    if reads_result:
+        *second_x, second_result = second_x
+        through_result = saved.run(case.name + "_grad", [*x, IDX, result, second_result], N, S)
+        second_x = [own + pulled for own, pulled in zip(second_x, through_result, strict=True)]
+    for got, want in zip([*second_x, second_g], second, strict=True):
         torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
 
 

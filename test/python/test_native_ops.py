@@ -42,7 +42,9 @@ def test_derivative_ops_check_their_arguments(bad, message: str) -> None:
 def test_read_inputs_must_have_n_rows() -> None:
     idx = layout([2, 3])
     with pytest.raises(ValueError, match="argument 0 has shape"):
-        torch.ops.segops.segmented_rms_norm_grad(torch.randn(5, 3), torch.randn(2), idx[:3], 2)
+        # x, the saved norm, the cotangent
+        torch.ops.segops.segmented_rms_norm_grad(torch.randn(5, 3), torch.randn(2),
+                                                 torch.randn(2), idx[:3], 2)
 
 
 def test_unread_inputs_may_be_empty() -> None:

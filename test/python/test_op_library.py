@@ -71,13 +71,22 @@ SCRIPT = textwrap.dedent("""
         second = [g for g in second if g is not None and g.requires_grad]
         if second:
             torch.autograd.grad(sum(g.sum() for g in second), inputs, allow_unused=True)
+        # Each level takes the level below's float arguments, the outputs
+        # it reads (saved<i> in its schema; here in order: opcheck checks
+        # the registration, not the values) and a cotangent per output.
         level_args = [a.clone().requires_grad_() for a in args]
         for level in range(3):
             level_op = getattr(ops, name + "_grad" * level).default
             torch.library.opcheck(level_op, (*level_args, idx, S))
             outputs = level_op(*level_args, idx, S)
             outputs = outputs if isinstance(outputs, tuple) else (outputs,)
-            level_args = level_args + [torch.randn_like(o).requires_grad_() for o in outputs]
+            following = getattr(ops, name + "_grad" * (level + 1)).default._schema.arguments
+            added = [a.name for a in following[len(level_args):-2]]
+            saved = [o.detach().requires_grad_() for o, _ in zip(
+                outputs, [a for a in added if a.startswith("saved")])]
+            assert len(added) == len(saved) + len(outputs), added
+            level_args = level_args + saved + [torch.randn_like(o).requires_grad_()
+                                               for o in outputs]
         print("ok", name)
 
     # Symbolic sizes: one compiled graph serves every N and S.
@@ -150,8 +159,9 @@ def test_every_library_level_is_defined_in_cpp() -> None:
 
 def test_operator_signatures_place_the_schema_arguments() -> None:
     """operator_call reads a graph node's arguments by the signature the
-    operator library reports: the op's arguments (arg<i>), the cotangents
-    (grad<i>), idx and num_segments, as the registered schema names them."""
+    operator library reports: the op's arguments (arg<i>), what the levels
+    add (the saved results they read, saved<i>, and the cotangents,
+    grad<i>), idx and num_segments, as the registered schema names them."""
     from segops._op_table import MAX_LEVEL, OPS, level_name
 
     for op, spec in OPS.items():
@@ -160,7 +170,9 @@ def test_operator_signatures_place_the_schema_arguments() -> None:
             names = [a.name for a in getattr(torch.ops.segops, name).default._schema.arguments]
             call = segops.ops.operator_call(name, names)
             assert call.arguments == [f"arg{i}" for i in range(spec.num_tensors)]
-            assert call.cotangents == [f"grad{i}" for i in range(spec.num_tensors, len(names) - 2)]
+            added = range(spec.num_tensors, len(names) - 2)
+            assert call.level_inputs == [n for n in names if n[:4] in ("save", "grad")]
+            assert [int(n.lstrip("savedgr")) for n in call.level_inputs] == list(added)
             assert (call.idx, call.num_segments) == ("idx", "num_segments")
             signature = segops.ops.native_kernels().operator_signature(name)
             assert signature.derivative_order == level

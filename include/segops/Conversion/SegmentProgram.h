@@ -57,6 +57,9 @@ struct KernelBuffer {
   /// rows as buffer `sumsIntoRowsOf` has. -1 for other buffers.
   int sumsBy = -1;
   int sumsIntoRowsOf = -1;
+  /// An input that is the level below's result #k, saved by the caller (a
+  /// gradient derived on saved results: seg.saved_result); -1 for others.
+  int savedResult = -1;
 };
 
 /// A table read by a second index (seg.gather_rows): the runtime checks

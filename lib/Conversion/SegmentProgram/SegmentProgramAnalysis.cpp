@@ -338,6 +338,9 @@ LogicalResult SegmentProgramAnalysis::buildBuffers() {
     program.buffers.back().isRead =
         llvm::any_of(arg.getUsers(),
                      [](Operation *user) { return !isa<tensor::DimOp>(user); });
+    if (auto saved = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
+                                                        kSavedResultAttrName))
+      program.buffers.back().savedResult = saved.getInt();
   }
   for (auto [i, result] :
        llvm::enumerate(body.getTerminator()->getOperands())) {

@@ -7,6 +7,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/BitVector.h"
 #include "segops/Dialect/Seg/Analysis/ValueSpaces.h"
 #include "segops/Dialect/Seg/IR/SegOps.h"
 
@@ -111,6 +112,26 @@ static void annotateSpaces(func::FuncOp primal, func::FuncOp grad,
   }
 }
 
+/// Marks the saved results `grad` reads (its arguments from `firstSaved`,
+/// one per differentiable result) with the result each is, and erases the
+/// others: a caller saves only what the gradient reads, and the gradient's
+/// own gradient is derived on saved results in turn.
+static void keepReadSavedResults(func::FuncOp grad, unsigned firstSaved,
+                                 ArrayRef<unsigned> differentiableResults) {
+  Builder b(grad.getContext());
+  llvm::BitVector unread(grad.getNumArguments());
+  for (auto [k, result] : llvm::enumerate(differentiableResults)) {
+    unsigned position = firstSaved + k;
+    if (grad.getArgument(position).use_empty())
+      unread.set(position);
+    else
+      grad.setArgAttr(position, kSavedResultAttrName,
+                      b.getI64IntegerAttr(result));
+  }
+  grad.eraseArguments(unread);
+  grad->setAttr(kSavedResultsAttrName, b.getUnitAttr());
+}
+
 namespace {
 /// The adjoint of every value reached so far in the reverse sweep; a value
 /// used several times accumulates the sum of its uses' contributions.
@@ -141,6 +162,7 @@ FailureOr<func::FuncOp> mlir::seg::differentiateFunction(func::FuncOp func,
   if (func.isExternal() || !func.getBody().hasOneBlock())
     return func.emitError("seg-differentiate needs a function with a body of "
                           "one block");
+  savedResults |= func->hasAttr(kSavedResultsAttrName);
   FunctionType type = func.getFunctionType();
   SmallVector<unsigned> chosen = chooseArguments(func, wrt);
   if (chosen.empty())
@@ -275,6 +297,8 @@ FailureOr<func::FuncOp> mlir::seg::differentiateFunction(func::FuncOp func,
                                 : createSplatLike(builder, loc, arg, 0.0));
   }
   builder.create<func::ReturnOp>(loc, gradients);
+  if (savedResults)
+    keepReadSavedResults(grad, type.getNumInputs(), differentiableResults);
   return grad;
 }
 

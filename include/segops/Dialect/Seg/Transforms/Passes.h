@@ -17,8 +17,9 @@ namespace seg {
 
 /// Builds `name`, the reverse-mode gradient of `func` with respect to the
 /// arguments at `wrt` (see the seg-differentiate pass), next to `func`;
-/// with `savedResults`, it takes `func`'s floating-point results instead of
-/// recomputing them.
+/// with `savedResults` (or `func` carrying kSavedResultsAttrName), it takes
+/// the floating-point results of `func` that its rules read instead of
+/// recomputing them, each marked with kSavedResultAttrName.
 FailureOr<func::FuncOp> differentiateFunction(func::FuncOp func,
                                               ArrayRef<unsigned> wrt,
                                               StringRef name,
