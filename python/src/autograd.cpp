@@ -49,9 +49,14 @@ struct SegmentBackward final : Node {
     return gradients;
   }
 
+  // As PyTorch's own nodes do: a second backward through the node then
+  // fails in unpack with PyTorch's message, rather than calling the next
+  // level on missing tensors.
   void release_variables() override {
-    tensors.clear();
-    results.clear();
+    for (SavedVariable &saved : tensors)
+      saved.reset_data();
+    for (SavedVariable &saved : results)
+      saved.reset_data();
   }
   std::string name() const override { return nodeName; }
 };

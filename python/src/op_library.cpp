@@ -99,29 +99,36 @@ std::string levelName(const std::string &op, int level) {
   return name;
 }
 
-/// `segops::<level>(Tensor arg0, ..., Tensor saved<i>, ..., Tensor grad<i>,
-/// ..., Tensor idx, SymInt num_segments)`: the float arguments of the level
-/// below, as it names them (`kinds`; level 0: the op's arguments), then
-/// what this level adds: the results of the level below that it reads
-/// (saved by autograd) and the cotangents, named by their position. Appends
-/// the kinds of those it adds to `kinds`.
-std::string schemaOf(const std::string &name, const Variant &variant,
-                     std::vector<std::string> &kinds) {
-  std::string schema = name + "(";
+/// Appends to `kinds` what `variant`'s level adds to the float arguments of
+/// the level below (`kinds`; empty: `variant` is the op itself): "arg"s for
+/// the op, else the results of the level below that it reads, saved by
+/// autograd ("saved"), and the cotangents ("grad"). Returns its number of
+/// outputs.
+size_t addLevelKinds(const Variant &variant, std::vector<std::string> &kinds) {
   size_t floats = 0, outputs = 0;
   bool isForward = kinds.empty();
   for (const Buffer &buffer : variant.buffers) {
     if (buffer.isOutput)
       ++outputs;
-    else if (!buffer.isIndex) {
-      if (floats == kinds.size())
-        kinds.push_back(isForward                 ? "arg"
-                        : buffer.savedResult >= 0 ? "saved"
-                                                  : "grad");
-      schema += "Tensor " + kinds[floats] + std::to_string(floats) + ", ";
-      ++floats;
-    }
+    else if (!buffer.isIndex && floats++ == kinds.size())
+      kinds.push_back(isForward                 ? "arg"
+                      : buffer.savedResult >= 0 ? "saved"
+                                                : "grad");
   }
+  return outputs;
+}
+
+/// `segops::<name>(Tensor arg0, ..., Tensor saved<i>, ..., Tensor grad<i>,
+/// ..., Tensor idx, SymInt num_segments)`, the floats of `kinds` named by
+/// kind and position; without the "saved" ones if not `withSaved`.
+std::string schemaOf(const std::string &name,
+                     const std::vector<std::string> &kinds, size_t outputs,
+                     bool withSaved) {
+  std::string schema = name + "(";
+  size_t position = 0;
+  for (const std::string &kind : kinds)
+    if (withSaved || kind != "saved")
+      schema += "Tensor " + kind + std::to_string(position++) + ", ";
   schema += "Tensor idx, SymInt num_segments) -> ";
   if (outputs == 1)
     return schema + "Tensor";
@@ -130,6 +137,60 @@ std::string schemaOf(const std::string &name, const Variant &variant,
     schema += k ? ", Tensor" : "Tensor";
   return schema + ")";
 }
+
+/// A level below a recomputing overload: its operator (the one with the
+/// kernels), its number of outputs and those the level above takes.
+struct LevelBelow {
+  c10::OperatorHandle op;
+  size_t numOutputs = 0;
+  std::vector<size_t> savedResults;
+};
+
+/// The default overload of a level whose kernels take saved results (its
+/// `saved` overload): the same arguments less the saved ones, the contract
+/// of a level that recomputes what it needs. It runs the levels below to
+/// get those results, then the `saved` overload. A composite
+/// (CompositeImplicitAutograd): autograd, Meta and traces follow the calls.
+class RecomputingKernel final : public c10::OperatorKernel {
+public:
+  RecomputingKernel(size_t numArguments, std::vector<LevelBelow> below,
+                    c10::OperatorHandle target)
+      : numArguments(numArguments), below(std::move(below)),
+        target(std::move(target)) {}
+
+  void operator()(const c10::OperatorHandle &op, c10::DispatchKeySet,
+                  torch::jit::Stack *stack) {
+    size_t numInputs = op.schema().arguments().size();
+    auto args = torch::jit::last(stack, numInputs);
+    c10::IValue idx = args[numInputs - 2], numSegments = args[numInputs - 1];
+    // The float arguments of each level in turn, saved results included.
+    torch::jit::Stack floats(args.begin(), args.begin() + numArguments);
+    size_t next = numArguments;
+    for (const LevelBelow &level : below) {
+      if (!level.savedResults.empty()) {
+        torch::jit::Stack call = floats;
+        call.push_back(idx);
+        call.push_back(numSegments);
+        level.op.callBoxed(call);
+        for (size_t k : level.savedResults)
+          floats.push_back(call.at(k));
+      }
+      for (size_t k = 0; k < level.numOutputs; ++k)
+        floats.push_back(args[next++]);
+    }
+    torch::jit::drop(stack, numInputs);
+    floats.push_back(std::move(idx));
+    floats.push_back(std::move(numSegments));
+    target.callBoxed(floats);
+    for (c10::IValue &output : floats)
+      stack->push_back(std::move(output));
+  }
+
+private:
+  size_t numArguments;
+  std::vector<LevelBelow> below;
+  c10::OperatorHandle target;
+};
 
 } // namespace
 
@@ -153,6 +214,8 @@ namespace {
 segrt::HostLibrary *hostLibrary = nullptr;
 auto *levelsByName =
     new std::map<std::string, std::shared_ptr<OperatorLevel>>();
+auto *compositeRegistrations =
+    new std::vector<std::unique_ptr<torch::Library>>();
 
 void defineLibraryOps(torch::Library &library) {
   runWorkersOnIntraOpPool();
@@ -184,11 +247,28 @@ void defineLibraryOps(torch::Library &library) {
   for (auto &[op, levels] : ops) {
     size_t numArguments =
         levels.begin()->second.variants.begin()->second.savedForBackward.size();
+    // A level whose kernels take saved results (its own or, through the
+    // levels below, those of a lower level) is the overload `saved`; its
+    // default overload recomputes them.
     std::vector<std::string> kinds;
-    for (auto &[number, level] : levels)
-      library.def(schemaOf(levelName(op, number),
-                           level.variants.begin()->second, kinds)
-                      .c_str());
+    std::map<int, std::string> overloads;
+    std::map<int, size_t> numOutputs;
+    for (auto &[number, level] : levels) {
+      std::string name = levelName(op, number);
+      numOutputs[number] =
+          addLevelKinds(level.variants.begin()->second, kinds);
+      bool takesSaved =
+          std::find(kinds.begin(), kinds.end(), "saved") != kinds.end();
+      library.def(
+          schemaOf(name, kinds, numOutputs[number], /*withSaved=*/false)
+              .c_str());
+      if (takesSaved) {
+        overloads[number] = kSavedOverload;
+        library.def(schemaOf(name + "." + kSavedOverload, kinds,
+                             numOutputs[number], /*withSaved=*/true)
+                        .c_str());
+      }
+    }
     // Each level saves what the next level's kernel reads: of its float
     // arguments, those the next reads; of its outputs, those the next takes.
     std::map<int, std::vector<size_t>> savedResults;
@@ -213,19 +293,37 @@ void defineLibraryOps(torch::Library &library) {
       auto &[number, level] = *it;
       const Variant &any = level.variants.begin()->second;
       size_t numFloats = any.savedForBackward.size();
-      size_t numOutputs = std::count_if(
-          any.buffers.begin(), any.buffers.end(),
-          [](const Buffer &buffer) { return buffer.isOutput; });
       std::string name = levelName(op, number);
       std::string backward =
           levels.count(number + 1) ? levelName(op, number + 1) : "";
-      std::shared_ptr<OperatorLevel> registered = makeOperatorLevel(
-          name, numFloats, numOutputs, std::move(level.variants), backward);
+      std::shared_ptr<OperatorLevel> registered =
+          makeOperatorLevel(name, numFloats, numOutputs[number],
+                            std::move(level.variants), backward,
+                            overloads[number], overloads[number + 1]);
       registered->derivativeOrder = number;
       registered->numArguments = numArguments;
       registered->savedResults = savedResults[number];
       registerLevelKernels(registered, /*withMetaKernel=*/true);
       levelsByName->emplace(name, std::move(registered));
+      if (overloads[number].empty())
+        continue;
+      std::vector<LevelBelow> below;
+      for (int lower = levels.begin()->first; lower < number; ++lower)
+        below.push_back({c10::Dispatcher::singleton().findSchemaOrThrow(
+                             ("segops::" + levelName(op, lower)).c_str(),
+                             overloads[lower].c_str()),
+                         numOutputs[lower], savedResults[lower]});
+      auto composite = std::make_unique<torch::Library>(
+          torch::Library::IMPL, "segops",
+          c10::DispatchKey::CompositeImplicitAutograd, __FILE__, __LINE__);
+      composite->impl(
+          name.c_str(),
+          torch::CppFunction::makeFromBoxedFunctor(
+              std::make_unique<RecomputingKernel>(
+                  numArguments, std::move(below),
+                  c10::Dispatcher::singleton().findSchemaOrThrow(
+                      ("segops::" + name).c_str(), kSavedOverload))));
+      compositeRegistrations->push_back(std::move(composite));
     }
   }
 }

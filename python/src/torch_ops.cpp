@@ -435,15 +435,18 @@ std::shared_ptr<OperatorLevel>
 segops_torch::makeOperatorLevel(const std::string &name, size_t numFloats,
                                 size_t numOutputs,
                                 std::map<std::string, Variant> variants,
-                                const std::string &backward) {
+                                const std::string &backward,
+                                const std::string &overload,
+                                const std::string &backwardOverload) {
   auto level = std::make_shared<OperatorLevel>();
   level->name = name;
+  level->overload = overload;
   level->numFloats = numFloats;
   level->numOutputs = numOutputs;
   level->backward = backward;
   if (!backward.empty())
     level->backwardOp = c10::Dispatcher::singleton().findSchemaOrThrow(
-        ("segops::" + backward).c_str(), "");
+        ("segops::" + backward).c_str(), backwardOverload.c_str());
   if (!variants.empty())
     level->outputShapes = outputShapesOf(referenceVariant(variants));
   level->variants = std::move(variants);
@@ -452,7 +455,7 @@ segops_torch::makeOperatorLevel(const std::string &name, size_t numFloats,
 
 void segops_torch::registerLevelKernels(std::shared_ptr<OperatorLevel> level,
                                         bool withMetaKernel) {
-  const std::string &name = level->name;
+  std::string name = level->qualifiedName();
   implement(name, c10::DispatchKey::CPU, std::make_unique<HostKernel>(level));
   if (cudaKernelsBuilt())
     registerCudaKernel(level, registrations());

@@ -122,10 +122,19 @@ struct OutputShape {
   std::vector<int64_t> features;
 };
 
+/// The overload of a library level whose kernels take saved results
+/// (segops::<level>.saved); its default overload recomputes them.
+constexpr const char *kSavedOverload = "saved";
+
 /// One level of an operator (`segops::segmented_sum_grad` is level 1 of
 /// segmented_sum).
 struct OperatorLevel {
   std::string name;
+  std::string overload; // "" (the default) or kSavedOverload
+  /// segops::<name>[.<overload>], as the dispatcher registers it.
+  std::string qualifiedName() const {
+    return overload.empty() ? name : name + "." + overload;
+  }
   size_t numFloats = 0;
   size_t numOutputs = 0;
   std::map<std::string, Variant> variants; // by "f32_w3"
@@ -296,10 +305,12 @@ std::string readPortablePtx(const segops_python::ManifestRecord &manifest,
 /// An operator level of `numFloats` float arguments and `numOutputs`
 /// outputs over these variants, whose backward (if any) is operator
 /// segops::`backward`, registered already.
+/// `overload` and `backwardOverload` name the overloads ("": the default).
 std::shared_ptr<OperatorLevel>
 makeOperatorLevel(const std::string &name, size_t numFloats, size_t numOutputs,
                   std::map<std::string, Variant> variants,
-                  const std::string &backward);
+                  const std::string &backward, const std::string &overload = "",
+                  const std::string &backwardOverload = "");
 
 /// Registers the CPU, CUDA (where built), autograd (if it has a backward)
 /// and Meta kernels of `level` with the dispatcher.

@@ -83,7 +83,7 @@ void registerCudaKernel(std::shared_ptr<const OperatorLevel> level,
   auto cuda = std::make_unique<torch::Library>(torch::Library::IMPL, "segops",
                                                c10::DispatchKey::CUDA, __FILE__,
                                                __LINE__);
-  std::string name = level->name;
+  std::string name = level->qualifiedName();
   cuda->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(
                                std::make_unique<CudaKernel>(std::move(level))));
   keep.push_back(std::move(cuda));

@@ -71,22 +71,15 @@ SCRIPT = textwrap.dedent("""
         second = [g for g in second if g is not None and g.requires_grad]
         if second:
             torch.autograd.grad(sum(g.sum() for g in second), inputs, allow_unused=True)
-        # Each level takes the level below's float arguments, the outputs
-        # it reads (saved<i> in its schema; here in order: opcheck checks
-        # the registration, not the values) and a cotangent per output.
+        # Each level's default overload takes the level below's float
+        # arguments and a cotangent per output of it.
         level_args = [a.clone().requires_grad_() for a in args]
         for level in range(3):
             level_op = getattr(ops, name + "_grad" * level).default
             torch.library.opcheck(level_op, (*level_args, idx, S))
             outputs = level_op(*level_args, idx, S)
             outputs = outputs if isinstance(outputs, tuple) else (outputs,)
-            following = getattr(ops, name + "_grad" * (level + 1)).default._schema.arguments
-            added = [a.name for a in following[len(level_args):-2]]
-            saved = [o.detach().requires_grad_() for o, _ in zip(
-                outputs, [a for a in added if a.startswith("saved")])]
-            assert len(added) == len(saved) + len(outputs), added
-            level_args = level_args + saved + [torch.randn_like(o).requires_grad_()
-                                               for o in outputs]
+            level_args = level_args + [torch.randn_like(o).requires_grad_() for o in outputs]
         print("ok", name)
 
     # Symbolic sizes: one compiled graph serves every N and S.
@@ -167,7 +160,11 @@ def test_operator_signatures_place_the_schema_arguments() -> None:
     for op, spec in OPS.items():
         for level in range(MAX_LEVEL + 1):
             name = level_name(op, level)
-            names = [a.name for a in getattr(torch.ops.segops, name).default._schema.arguments]
+            packet = getattr(torch.ops.segops, name)
+            # The overload with the kernels: `saved` where they take saved
+            # results (the default one then recomputes them).
+            overload = packet.saved if "saved" in packet.overloads() else packet.default
+            names = [a.name for a in overload._schema.arguments]
             call = segops.ops.operator_call(name, names)
             assert call.arguments == [f"arg{i}" for i in range(spec.num_tensors)]
             added = range(spec.num_tensors, len(names) - 2)
@@ -196,3 +193,83 @@ def test_the_meta_kernel_checks_what_a_trace_can_see() -> None:
         torch.empty(6, 64, device="meta"), torch.empty(2, 64, device="meta"),
         torch.empty(6, dtype=torch.long, device="meta"), 2)
     assert wide.shape == (6, 64)
+
+
+def _level_arguments(op: str, level: int, args: list[torch.Tensor], idx: torch.Tensor,
+                     num_segments: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Level `level`'s float arguments without and with the saved results
+    (the default overload's and the kernels' contract): per level below,
+    the outputs its backward takes (its signature's saved_results, computed)
+    and a random cotangent per output."""
+    from segops._op_table import level_name
+
+    native = segops.ops.native_kernels()
+    plain, full = [a.detach() for a in args], [a.detach() for a in args]
+    for below in range(level):
+        name = level_name(op, below)
+        packet = getattr(torch.ops.segops, name)
+        with torch.no_grad():
+            outputs = (packet.saved if "saved" in packet.overloads() else packet.default)(
+                *full, idx, num_segments)
+        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+        cotangents = [torch.randn_like(o) for o in outputs]
+        full += [outputs[k] for k in native.operator_signature(name).saved_results] + cotangents
+        plain += cotangents
+    return plain, full
+
+
+@pytest.mark.skipif(segops.ops.native_kernels() is None, reason="no operator library")
+@pytest.mark.parametrize("op", ["segmented_rms_norm", "segmented_max", "segmented_min"])
+def test_levels_on_saved_results_match_their_recomputing_overloads(op: str) -> None:
+    """rms_norm's, max's and min's derivative levels read the forward's
+    results: their kernels take them (overload `saved`, which autograd
+    calls with the outputs it saved), and the default overload recomputes
+    them. Both give the same values at every level, and both pass opcheck."""
+    from segops._op_table import MAX_LEVEL, level_name
+
+    idx = torch.tensor([0, 0, 2, 2, 2, 3, 4, 4, 4, 4])
+    x = torch.randn(10, 3, dtype=torch.float64)
+    x[3] = x[2]  # a tied maximum
+    native = segops.ops.native_kernels()
+    assert native.operator_signature(op).saved_results == [0]
+    for level in range(1, MAX_LEVEL + 1):
+        plain, full = _level_arguments(op, level, [x], idx, 5)
+        packet = getattr(torch.ops.segops, level_name(op, level))
+        assert "saved" in packet.overloads()
+        recomputed = packet.default(*plain, idx, 5)
+        on_saved = packet.saved(*full, idx, 5)
+        torch.testing.assert_close(on_saved, recomputed, rtol=1e-12, atol=1e-12)
+        if level < MAX_LEVEL:  # the last level has no autograd
+            for overload, floats in ((packet.saved, full), (packet.default, plain)):
+                leaves = [t.clone().requires_grad_() for t in floats]
+                torch.library.opcheck(overload, (*leaves, idx, 5))
+
+
+@pytest.mark.skipif(segops.ops.native_kernels() is None, reason="no operator library")
+def test_autograd_saves_the_results_the_backward_reads() -> None:
+    """The backward of rms_norm reads the saved norm, so changing it in
+    place before the backward is an error (as for PyTorch's own ops that
+    save their output); sum's backward reads no result, so it is not."""
+    idx = torch.tensor([0, 0, 1, 1, 1])
+    x = torch.randn(5, 3, dtype=torch.float64, requires_grad=True)
+    norm = segops.segmented_rms_norm(x, idx, 2)
+    norm.mul_(2)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        norm.sum().backward()
+    total = segops.segmented_sum(x, idx, 2)
+    total.mul_(2)
+    total.sum().backward()
+    torch.testing.assert_close(x.grad, torch.full_like(x, 2.0))
+
+
+@pytest.mark.skipif(segops.ops.native_kernels() is None, reason="no operator library")
+@pytest.mark.parametrize("op", [segops.segmented_sum, segops.segmented_rms_norm])
+def test_a_second_backward_through_a_freed_graph_raises(op) -> None:
+    """Once a backward has freed a node's saved tensors, another backward
+    through it raises PyTorch's error, as its own nodes do (the node used
+    to call the next level on the tensors it no longer held)."""
+    x = torch.randn(5, 3, requires_grad=True)
+    total = op(x, torch.tensor([0, 0, 1, 1, 1]), 2).sum()
+    total.backward()
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        total.backward()
