@@ -14,7 +14,11 @@ to them: the errors users see, and row widths compiled at run time.
 
 A level takes the float tensors of the level below, followed by the
 cotangents of its outputs, then ``idx`` and ``num_segments``; it returns the
-gradients of those float tensors, in order.
+gradients of those float tensors, in order. A level whose kernel reads
+results of the level below (rms_norm's, max's and min's) also has the
+overload ``.saved``, which takes those results before the cotangents (what
+autograd calls, with the outputs it saved); its default overload recomputes
+them.
 
 The public functions (``segops.segmented_sum``...) check their arguments
 (types first: the dispatcher would otherwise reject them with a generic

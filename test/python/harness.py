@@ -23,6 +23,7 @@ from segops import _gpusim, _jit, _library, _wide
 from segops._dtypes import MANIFEST_DTYPES
 from segops._extensions import segc as _segc
 from segops._gpusim import LIBRARY_PATH
+from segops._op_table import GRAD_SUFFIX
 
 
 @cache
@@ -432,10 +433,88 @@ def traced_on_simulator(calls: Sequence[Sequence[Any]],
     return json.loads(result.stdout.splitlines()[-1])
 
 
-def kernel_buffers(record: Any, idx: torch.Tensor, num_segments: int, seed: int
+# The level below a kernel record: its record, and a runner of it on CPU
+# inputs (argument order) returning its outputs.
+LevelBelow = Callable[[Any], tuple[Any, Callable[[Sequence[torch.Tensor], int, int],
+                                                 list[torch.Tensor]]]]
+
+
+def library_level_below(record: Any) -> tuple[Any, Callable[..., list[torch.Tensor]]]:
+    """The op library's kernel one derivative level below `record`'s."""
+    below = _library.kernel(record.name.removesuffix(GRAD_SUFFIX))
+
+    def run_below(inputs: Sequence[torch.Tensor], num_rows: int,
+                  num_segments: int) -> list[torch.Tensor]:
+        outputs = [torch.empty(b.extents(num_rows, num_segments), dtype=MANIFEST_DTYPES[b.dtype])
+                   for b in below.buffers if b.is_output]
+        run(below.name, inputs, outputs, num_rows, num_segments)
+        return outputs
+    return below, run_below
+
+
+def program_level_below(program: _jit.Program) -> LevelBelow:
+    """The level below a record of run-time program `program`, on its host
+    kernel compiled here."""
+    def level_below(record: Any) -> tuple[Any, Callable[..., list[torch.Tensor]]]:
+        level = next(k for k in range(1, 8) if program.level_name(k) == record.name) - 1
+        below = program.entry(level)
+
+        def run_below(inputs: Sequence[torch.Tensor], num_rows: int,
+                      num_segments: int) -> list[torch.Tensor]:
+            host = CompiledModule.of_level(program, level)
+            return host.run(below.name, inputs, num_rows, num_segments)
+        return below, run_below
+    return level_below
+
+
+def saved_result_positions(record: Any, level_below: LevelBelow = library_level_below
+                           ) -> set[int]:
+    """The positions among kernel `record`'s inputs (argument order) of the
+    results of lower levels it takes: its own level below's, and those its
+    arguments of the level below take in turn."""
+    buffers = [b for b in record.buffers if not b.is_output]
+    own = {i for i, b in enumerate(buffers) if b.saved_result >= 0}
+    if not record.name.endswith(GRAD_SUFFIX):
+        return own  # a forward
+    below, _ = level_below(record)
+    return own | saved_result_positions(below, level_below)
+
+
+def with_saved_results(record: Any, inputs: Sequence[torch.Tensor], num_rows: int,
+                       num_segments: int, level_below: LevelBelow = library_level_below
+                       ) -> list[torch.Tensor]:
+    """Kernel `record`'s `inputs` (argument order), each buffer that is a
+    result of the level below (saved_result) replaced by that level's
+    output on the same inputs, as autograd passes it: the kernel's rule
+    assumes it (max's backward counts the rows attaining the saved max;
+    random values would give none). Lower levels' saved results among the
+    inputs first, in turn."""
+    buffers = [b for b in record.buffers if not b.is_output]
+    saved = [(i, b.saved_result) for i, b in enumerate(buffers) if b.saved_result >= 0]
+    if not saved:
+        if not saved_result_positions(record, level_below):
+            return list(inputs)
+        below, _ = level_below(record)  # only lower levels' results
+        count = below.num_inputs
+        return [*with_saved_results(below, inputs[:count], num_rows, num_segments,
+                                    level_below), *inputs[count:]]
+    below, run_below = level_below(record)
+    count = below.num_inputs
+    prefix = with_saved_results(below, [t.cpu() for t in inputs[:count]], num_rows,
+                                num_segments, level_below)
+    results = run_below(prefix, num_rows, num_segments)
+    filled = [*prefix, *inputs[count:]]
+    for position, result in saved:
+        filled[position] = results[result]
+    return [t.to(original.device) for t, original in zip(filled, inputs)]
+
+
+def kernel_buffers(record: Any, idx: torch.Tensor, num_segments: int, seed: int,
+                   level_below: LevelBelow = library_level_below
                    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """A kernel record's inputs (idx as int32, random floats from `seed`)
-    and its outputs, filled with NaN so that a value never written shows."""
+    """A kernel record's inputs (idx as int32, random floats from `seed`,
+    saved results of the level below computed: with_saved_results) and its
+    outputs, filled with NaN so that a value never written shows."""
     dtype = MANIFEST_DTYPES[record.dtype]
     generator = torch.Generator().manual_seed(seed)
     num_rows = idx.shape[0]
@@ -448,7 +527,7 @@ def kernel_buffers(record: Any, idx: torch.Tensor, num_segments: int, seed: int
             outputs.append(torch.full(shape, float("nan"), dtype=dtype))
         else:
             inputs.append(torch.randn(shape, dtype=dtype, generator=generator))
-    return inputs, outputs
+    return with_saved_results(record, inputs, num_rows, num_segments, level_below), outputs
 
 
 def gpu_plan(record: Any) -> dict:
@@ -521,14 +600,16 @@ def check_program_against_host(
     in reverse order."""
     host = CompiledModule.of_level(gpu.program, gpu.level)
     for seed, (label, (idx, num_segments)) in enumerate(layouts.items()):
-        inputs, simulated = kernel_buffers(gpu.record, idx, num_segments, seed)
+        inputs, simulated = kernel_buffers(gpu.record, idx, num_segments, seed,
+                                           program_level_below(gpu.program))
         n = idx.shape[0]
         gpu.run(inputs, simulated, n, num_segments)
         wanted = host.run(gpu.record.name, inputs, n, num_segments)
         for index, (got, want) in enumerate(zip(simulated, wanted)):
             close(got, want, f"{label}, output {index}")
         if check_grid:
-            _, again = kernel_buffers(gpu.record, idx, num_segments, seed)
+            _, again = kernel_buffers(gpu.record, idx, num_segments, seed,
+                                      program_level_below(gpu.program))
             gpu.run(inputs, again, n, num_segments, grid=2, reverse_blocks=True)
             for got, want in zip(again, simulated):
                 assert torch.equal(got, want), f"{label}: grid 2 differs"

@@ -105,11 +105,12 @@ def simulator() -> harness.GpuSimulator:
     return harness.simulator()
 
 
-def _buffers(record, counts: list[int], seed: int) -> tuple[list[torch.Tensor],
-                                                            list[torch.Tensor], int, int]:
+def _buffers(gpu: harness.SimulatedProgram, counts: list[int], seed: int
+             ) -> tuple[list[torch.Tensor], list[torch.Tensor], int, int]:
     n, s = sum(counts), len(counts)
     idx = torch.repeat_interleave(torch.arange(s), torch.tensor(counts, dtype=torch.int64))
-    inputs, outputs = harness.kernel_buffers(record, idx, s, seed)
+    inputs, outputs = harness.kernel_buffers(gpu.record, idx, s, seed,
+                                             harness.program_level_below(gpu.program))
     return inputs, outputs, n, s
 
 
@@ -130,7 +131,7 @@ def _check_against_host(simulator: harness.GpuSimulator, op: str, level: int, wi
     host = harness.CompiledModule.of_level(program, level)
     layouts = layouts or _layouts(gpu.record.tile_rows, _long_span_alignment(program, level))
     for seed, (layout, counts) in enumerate(layouts.items()):
-        inputs, simulated, n, s = _buffers(gpu.record, counts, seed)
+        inputs, simulated, n, s = _buffers(gpu, counts, seed)
         gpu.run(inputs, simulated, n, s)
         wanted = host.run(gpu.record.name, inputs, n, s)
         for index, (got, want) in enumerate(zip(simulated, wanted)):
@@ -239,10 +240,10 @@ def _check_bitwise_on_grids(gpu: harness.SimulatedProgram, seed: int) -> None:
     launcher's."""
     tile = gpu.record.tile_rows or ROW_PER_LANE_TILE
     counts = [5, 0, 300, 1, 40, 0, tile + 200, 2 * tile + 9, 4]
-    inputs, first, n, s = _buffers(gpu.record, counts, seed)
+    inputs, first, n, s = _buffers(gpu, counts, seed)
     gpu.run(inputs, first, n, s)
     for grid, reverse in [(1, False), (3, True), (50, True)]:
-        _, again, _, _ = _buffers(gpu.record, counts, seed)
+        _, again, _, _ = _buffers(gpu, counts, seed)
         gpu.run(inputs, again, n, s, grid=grid, reverse_blocks=reverse)
         for got, want in zip(again, first):
             assert torch.equal(got, want), f"{gpu.record.name}: grid {grid} differs"
@@ -271,14 +272,14 @@ def test_split_rows_in_windows_sized_by_the_grid(simulator: harness.GpuSimulator
         n = 32 * chunks - 5
         assert window_chunks(gpu.record, n, 1) == windows
         counts = harness.window_counts(n, windows)
-        inputs, first, n, s = _buffers(gpu.record, counts, seed)
+        inputs, first, n, s = _buffers(gpu, counts, seed)
         gpu.run(inputs, first, n, s, grid=1)
         wanted = host.run(gpu.record.name, inputs, n, s)
         for index, (got, want) in enumerate(zip(first, wanted)):
             torch.testing.assert_close(
                 got, want, **_tolerance(dtype, width),
                 msg=lambda m: f"{gpu.record.name}, {chunks} chunks, output {index}: {m}")
-        _, again, _, _ = _buffers(gpu.record, counts, seed)
+        _, again, _, _ = _buffers(gpu, counts, seed)
         gpu.run(inputs, again, n, s)
         for got, want in zip(again, first):
             assert torch.equal(got, want), f"{gpu.record.name}: {chunks} chunks differ"
@@ -289,14 +290,14 @@ def _check_against_host_on_grids(gpu: harness.SimulatedProgram,
                                  dtype: str, width: int) -> None:
     """`gpu` on segments of `counts` rows against `host`, then bitwise the
     same on grids of 1 and 3 blocks in reverse."""
-    inputs, first, n, s = _buffers(gpu.record, counts, seed)
+    inputs, first, n, s = _buffers(gpu, counts, seed)
     gpu.run(inputs, first, n, s)
     wanted = host.run(gpu.record.name, inputs, n, s)
     for index, (got, want) in enumerate(zip(first, wanted)):
         torch.testing.assert_close(got, want, **_tolerance(dtype, width),
                                    msg=lambda m: f"{gpu.record.name}, output {index}: {m}")
     for grid, reverse in [(1, False), (3, True)]:
-        _, again, _, _ = _buffers(gpu.record, counts, seed)
+        _, again, _, _ = _buffers(gpu, counts, seed)
         gpu.run(inputs, again, n, s, grid=grid, reverse_blocks=reverse)
         for got, want in zip(again, first):
             assert torch.equal(got, want), f"{gpu.record.name}: grid {grid} differs"

@@ -117,7 +117,7 @@ def _inputs(kernel: Any, idx: torch.Tensor, num_rows: int,
             continue
         shape = buffer.extents(num_rows, num_segments)
         inputs.append(torch.randn(shape, generator=generator, dtype=dtype))
-    return inputs
+    return harness.with_saved_results(entry, inputs, num_rows, num_segments)
 
 
 _OTHER_BUILDS = [build for build in _BUILDS

@@ -27,6 +27,8 @@ def test_library_records_match_the_manifest_text() -> None:
         assert [b.name for b in record.buffers] == [b["name"] for b in entry["buffers"]]
         assert [b.role for b in record.buffers] == [b["role"] for b in entry["buffers"]]
         assert [list(b.shape) for b in record.buffers] == [b["shape"] for b in entry["buffers"]]
+        assert [b.saved_result for b in record.buffers] == [
+            b.get("saved_result", -1) for b in entry["buffers"]]
         assert record.idx_position == [b["name"] for b in entry["buffers"]].index("idx")
         assert record.host_symbol == entry["host"]["symbol"]
         assert record.host_rows == (entry["host"]["range"] == "rows")
@@ -45,6 +47,16 @@ def test_a_record_round_trips_through_its_text() -> None:
     again = _library.parse_kernel(record.text)
     assert again.name == record.name and again.text == record.text
     assert [b.shape for b in again.buffers] == [b.shape for b in record.buffers]
+
+
+def test_saved_results_are_recorded_per_buffer() -> None:
+    """rms_norm's first backward takes the forward's result (#0) between x
+    and the cotangent; sum's takes none."""
+    rms = _library.kernel("segmented_rms_norm_f32_w3_grad").buffers
+    assert [b.saved_result for b in rms] == [-1, -1, 0, -1, -1]
+    assert [b.name for b in rms][:2] == ["arg0", "idx"]
+    summed = _library.kernel("segmented_sum_f32_w3_grad").buffers
+    assert all(b.saved_result == -1 for b in summed)
 
 
 def test_buffer_extents() -> None:

@@ -91,13 +91,18 @@ def _make(buffer: dict, n: int, generator: torch.Generator, device: str) -> torc
 def _run(name: str, floats: list[torch.Tensor], idx: torch.Tensor,
          extra: list[torch.Tensor]) -> list[torch.Tensor]:
     """Calls kernel `name` with its function's arguments in order: the float
-    inputs with idx placed where the function has it, then the cotangents."""
+    inputs with idx placed where the function has it, the results of the
+    level below it reads (computed, as autograd saves them), then the
+    cotangents."""
     entry = _entry(name)
+    saved = harness.saved_result_positions(entry)
     inputs, floats_left = [], list(floats) + list(extra)
-    for buffer in entry.buffers:
-        if buffer.is_output:
+    for position, buffer in enumerate(b for b in entry.buffers if not b.is_output):
+        if position in saved:
+            inputs.append(torch.empty(0))  # with_saved_results fills it
             continue
         inputs.append(idx if buffer.name == "idx" else floats_left.pop(0))
+    inputs = harness.with_saved_results(entry, inputs, idx.shape[0], S)
     outputs = [torch.empty(buffer.extents(idx.shape[0], S),
                            dtype=MANIFEST_DTYPES[buffer.dtype], device=idx.device)
                for buffer in entry.buffers if buffer.is_output]
@@ -139,6 +144,15 @@ def test_kernel_and_derived_gradients_match_reference(device: str, name: str) ->
                for g in grads]
     second = _run(name + "_grad_grad", floats, idx,
                   [cotangent.to(dtype), *[w.to(dtype) for w in weights]])
+    # Where the first level reads the forward's result, the second also
+    # gives that result's gradient: pulled back through the first level
+    # (autograd does so through the forward's node), it adds to x's.
+    first_inputs = [b for b in _entry(name + "_grad").buffers
+                    if not b.is_output and b.name != "idx"]
+    saved = [i for i, b in enumerate(first_inputs) if b.saved_result >= 0]
+    for i in reversed(saved):
+        pulled = _run(name + "_grad", floats, idx, [second.pop(i)])
+        second[:len(pulled)] = [own + more for own, more in zip(second, pulled)]
     cotangent_leaf = cotangent.clone().requires_grad_()
     first = torch.autograd.grad(reference(*leaves, idx), leaves, cotangent_leaf, create_graph=True)
     pairing = sum((g * w).sum() for g, w in zip(first, weights))

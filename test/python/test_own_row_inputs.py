@@ -4,9 +4,9 @@ emitPackedSegments): a lane of a packed chunk loads its own row's inputs
 before the first pass and runs its own row's body in every pass from them;
 a packed tail's other rows (up to 3 more a lane, from the next chunk) load
 in each pass as before. Programs whose row inputs come to at least 2
-components a row and at most 6 32-bit words: the 3-vector max's, min's and
-rms_norm's backward, and the higher levels of the scalar ones that read a
-second row input.
+components a row and at most 6 32-bit words: the 3-vector max's and min's
+backward, and the higher levels of the scalar ones that read a second row
+input.
 
 Against the host kernels: short segments packed in their chunks, tails of
 1 to 4 rows a lane (both sides of 3a rows into the next chunk: packed, and
@@ -34,22 +34,21 @@ CACHING = harness.kernels_whose_plan_sets("caches_own_rows")
 
 def test_the_manifest_records_the_kernels_that_load_own_rows_once() -> None:
     """Several passes, two row components or more, at most six 32-bit words
-    of them: the 3-vectors' first backward (x), f32's second (x and its
-    tangent) and the max's and min's third (x alone is read per row); the
-    scalars' second (x and its tangent) and rms_norm's third. Not the
-    scalar max's first backward (one component), not the f64 3-vectors'
-    second (twelve words), nor one-pass programs, nor split rows."""
-    expected = {f"segmented_{op}_{dtype}_w3_grad" for op in ("max", "min", "rms_norm")
+    of them: max's and min's 3-vector first backward (x), f32's second and
+    third (x and its tangent); the scalars' second and third (x and its
+    tangent). Not the scalar max's first backward (one component), not the
+    f64 3-vectors' second and third (twelve words), nor one-pass programs
+    (every rms_norm level: they read the saved norm), nor split rows."""
+    expected = {f"segmented_{op}_{dtype}_w3_grad" for op in ("max", "min")
                 for dtype in ("f32", "f64")}
-    expected |= {f"segmented_{op}_f32_w3_grad_grad" for op in ("max", "min", "rms_norm")}
-    expected |= {f"segmented_{op}_{dtype}_w3_grad_grad_grad" for op in ("max", "min")
-                 for dtype in ("f32", "f64")}
-    expected |= {f"segmented_{op}_{dtype}_w1_grad_grad"
-                 for op in ("max", "min", "rms_norm") for dtype in ("f32", "f64")}
-    expected |= {f"segmented_rms_norm_{dtype}_w1_grad_grad_grad" for dtype in ("f32", "f64")}
+    expected |= {f"segmented_{op}_f32_w3{levels}" for op in ("max", "min")
+                 for levels in ("_grad_grad", "_grad_grad_grad")}
+    expected |= {f"segmented_{op}_{dtype}_w1{levels}" for op in ("max", "min")
+                 for dtype in ("f32", "f64") for levels in ("_grad_grad", "_grad_grad_grad")}
     assert set(CACHING) == expected
     for name in ("segmented_max_f32_w1_grad", "segmented_sum_f32_w3",
-                 "segmented_mul_f32_w3_grad", "segmented_rms_norm_f64_w3_grad_grad"):
+                 "segmented_mul_f32_w3_grad", "segmented_rms_norm_f64_w3_grad_grad",
+                 "segmented_rms_norm_f32_w3_grad", "segmented_max_f64_w3_grad_grad"):
         assert not harness.gpu_plan(_library.kernel(name))["caches_own_rows"], name
 
 
@@ -118,22 +117,22 @@ def test_run_time_programs_of_several_passes(simulator: harness.GpuSimulator, wi
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f64"])
-@pytest.mark.parametrize("op,gradient_components", [("segmented_max", 3),
-                                                    ("segmented_rms_norm", 1)])
-def test_packed_rows_load_once_for_every_pass(op: str, gradient_components: int,
-                                              dtype: str) -> None:
+@pytest.mark.parametrize("op", ["segmented_max", "segmented_min"])
+def test_packed_rows_load_once_for_every_pass(op: str, dtype: str) -> None:
     """Segments of 4 rows, 8 to a chunk, all packed: the segment kernel
-    loads x's rows once (max: 3 passes; rms_norm: 2), beside idx (a row's,
-    the row before it and the row 32 after it: 12 bytes a row), the
+    loads x's rows once (2 passes: the rows attaining the saved extremum
+    counted, then the row map), beside idx (a row's, the row before it and
+    the row 32 after it: 12 bytes a row), the saved extremum and the
     gradient once a segment and the windows' probes (under 2 KiB). Each
     pass's reload would add x's bytes again."""
+    per_segment = 2 * 3  # the extremum and the gradient, 3 components each
     rows, size = 4096, 8 if dtype == "f64" else 4
     (trace,) = harness.traced_on_simulator([[op, dtype, 1, 3, [4] * (rows // 4)]],
                                            "trace_layout")
     kernel = trace["launches"][-1]
     assert kernel["kernel"] == f"{op}_{dtype}_w3_grad", kernel
     x_bytes = rows * 3 * size
-    others = rows * 12 + rows // 4 * gradient_components * size + 2048
+    others = rows * 12 + rows // 4 * per_segment * size + 2048
     assert x_bytes <= kernel["load_useful_bytes"] <= x_bytes + others, kernel
 
 

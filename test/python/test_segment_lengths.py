@@ -233,7 +233,7 @@ def _kernel_buffers(name: str, length: int, seed: int) -> tuple[list[torch.Tenso
             outputs.append(torch.full(shape, float("nan"), dtype=dtype))
         else:
             inputs.append(torch.randn(shape, dtype=dtype, generator=generator))
-    return inputs, outputs, n, s
+    return harness.with_saved_results(entry, inputs, n, s), outputs, n, s
 
 
 def _simulated_against_host(name: str, length: int) -> None:
