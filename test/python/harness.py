@@ -452,6 +452,19 @@ def library_level_below(record: Any) -> tuple[Any, Callable[..., list[torch.Tens
     return below, run_below
 
 
+_HOST_LEVELS: dict[tuple[str, int], CompiledModule] = {}
+
+
+def host_level(program: _jit.Program, level: int) -> CompiledModule:
+    """Level `level` of run-time program `program` compiled for the host,
+    once per process (the comparisons of a test's layouts, and the saved
+    results of the level above, share it)."""
+    key = (program.name, level)
+    if key not in _HOST_LEVELS:
+        _HOST_LEVELS[key] = CompiledModule.of_level(program, level)
+    return _HOST_LEVELS[key]
+
+
 def program_level_below(program: _jit.Program) -> LevelBelow:
     """The level below a record of run-time program `program`, on its host
     kernel compiled here."""
@@ -461,7 +474,7 @@ def program_level_below(program: _jit.Program) -> LevelBelow:
 
         def run_below(inputs: Sequence[torch.Tensor], num_rows: int,
                       num_segments: int) -> list[torch.Tensor]:
-            host = CompiledModule.of_level(program, level)
+            host = host_level(program, level)
             return host.run(below.name, inputs, num_rows, num_segments)
         return below, run_below
     return level_below
@@ -598,7 +611,7 @@ def check_program_against_host(
     random inputs of its own seed; `close(got, want, message)` compares
     each output. With `check_grid`, also bitwise the same on 2 blocks run
     in reverse order."""
-    host = CompiledModule.of_level(gpu.program, gpu.level)
+    host = host_level(gpu.program, gpu.level)
     for seed, (label, (idx, num_segments)) in enumerate(layouts.items()):
         inputs, simulated = kernel_buffers(gpu.record, idx, num_segments, seed,
                                            program_level_below(gpu.program))

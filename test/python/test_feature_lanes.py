@@ -128,7 +128,7 @@ def _check_against_host(simulator: harness.GpuSimulator, op: str, level: int, wi
     against its host kernel, over `layouts` (default: around its tile)."""
     program = _wide.program(op, dtype, width)
     gpu = harness.SimulatedProgram(program, level, simulator)
-    host = harness.CompiledModule.of_level(program, level)
+    host = harness.host_level(program, level)
     layouts = layouts or _layouts(gpu.record.tile_rows, _long_span_alignment(program, level))
     for seed, (layout, counts) in enumerate(layouts.items()):
         inputs, simulated, n, s = _buffers(gpu, counts, seed)
@@ -262,7 +262,7 @@ def test_split_rows_in_windows_sized_by_the_grid(simulator: harness.GpuSimulator
     same on the launcher's grid."""
     program = _wide.program(op, dtype, width)
     gpu = harness.SimulatedProgram(program, level, simulator)
-    host = harness.CompiledModule.of_level(program, level)
+    host = harness.host_level(program, level)
     record = json.loads(gpu.record.text)["gpu"]
     warps = record["block"][0] // 32
     low, high = record["window_chunks"]["min"], record["window_chunks"]["max"]
@@ -320,7 +320,7 @@ def test_split_rows_across_super_tiles(simulator: harness.GpuSimulator, op: str,
     assert json.loads(program.entry(0).text)["gpu"]["long_segments"][
         "super_tile_rows"] == SUPER_TILE
     gpu = harness.SimulatedProgram(program, level, simulator)
-    host = harness.CompiledModule.of_level(program, level)
+    host = harness.host_level(program, level)
     tile = gpu.record.tile_rows
     counts = [5, SUPER_TILE + 2 * tile + 9, 3, SUPER_TILE - 2 * tile, 2 * tile + 1,
               SUPER_TILE + tile - 1]
@@ -367,7 +367,7 @@ def test_super_tiles_of_a_pass_that_sums_and_takes_maxima(simulator: harness.Gpu
     assert record["passes"] == 1
     assert record["host"]["split"]["combine"] == ["add"] * width + ["max"] * width
     gpu = harness.SimulatedProgram(program, 0, simulator)
-    host = harness.CompiledModule.of_level(program, 0)
+    host = harness.host_level(program, 0)
     tile = gpu.record.tile_rows
     counts = [5, SUPER_TILE + 2 * tile + 9, 3, SUPER_TILE - 2 * tile, 2 * tile + 1,
               SUPER_TILE + tile - 1]
@@ -389,7 +389,7 @@ def test_split_rows_long_only_across_a_super_tile_boundary(
     on grids of 1 and 3 blocks in reverse."""
     program = _wide.program(op, dtype, width)
     gpu = harness.SimulatedProgram(program, level, simulator)
-    host = harness.CompiledModule.of_level(program, level)
+    host = harness.host_level(program, level)
     tile = gpu.record.tile_rows
     alignment = _long_span_alignment(program, level)
     assert alignment == tile // 2
@@ -410,7 +410,7 @@ def test_split_rows_of_invalid_segments(simulator: harness.GpuSimulator, op: str
     valid rows."""
     program = _wide.program(op, "f64", width)
     gpu = harness.SimulatedProgram(program, level, simulator)
-    host = harness.CompiledModule.of_level(program, level)
+    host = harness.host_level(program, level)
 
     def run_host(inputs, outputs, n, s):
         for output, result in zip(outputs, host.run(gpu.record.name, inputs, n, s)):
