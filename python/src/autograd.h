@@ -3,8 +3,9 @@
 // Every differentiable segops operator (a library op's level, a jit_call
 // program's level) is differentiated the same way: its backward is the next
 // level, called on the float arguments it reads, the outputs it reads
-// (OperatorLevel::savedResults), the output cotangents, idx and S. Only where the arguments sit on the dispatcher's stack differs, and
-// that is the one thing an operator kind says (LevelCall).
+// (OperatorLevel::savedResults), the output cotangents, idx and S. Only
+// where the arguments sit on the dispatcher's stack differs, and that is the
+// one thing an operator kind says (LevelCall).
 //
 //===----------------------------------------------------------------------===//
 

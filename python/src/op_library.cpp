@@ -75,7 +75,8 @@ std::optional<KernelName> splitKernelName(std::string name) {
 /// The outputs of the level below that a level's kernels take (their
 /// buffers' saved_result, in order): the same for every variant, since one
 /// schema serves them all.
-std::vector<size_t> savedResultsOf(const std::map<std::string, Variant> &variants) {
+std::vector<size_t>
+savedResultsOf(const std::map<std::string, Variant> &variants) {
   std::optional<std::vector<size_t>> common;
   for (const auto &[key, variant] : variants) {
     std::vector<size_t> saved;
@@ -255,13 +256,11 @@ void defineLibraryOps(torch::Library &library) {
     std::map<int, size_t> numOutputs;
     for (auto &[number, level] : levels) {
       std::string name = levelName(op, number);
-      numOutputs[number] =
-          addLevelKinds(level.variants.begin()->second, kinds);
+      numOutputs[number] = addLevelKinds(level.variants.begin()->second, kinds);
       bool takesSaved =
           std::find(kinds.begin(), kinds.end(), "saved") != kinds.end();
-      library.def(
-          schemaOf(name, kinds, numOutputs[number], /*withSaved=*/false)
-              .c_str());
+      library.def(schemaOf(name, kinds, numOutputs[number], /*withSaved=*/false)
+                      .c_str());
       if (takesSaved) {
         overloads[number] = kSavedOverload;
         library.def(schemaOf(name + "." + kSavedOverload, kinds,
@@ -296,10 +295,9 @@ void defineLibraryOps(torch::Library &library) {
       std::string name = levelName(op, number);
       std::string backward =
           levels.count(number + 1) ? levelName(op, number + 1) : "";
-      std::shared_ptr<OperatorLevel> registered =
-          makeOperatorLevel(name, numFloats, numOutputs[number],
-                            std::move(level.variants), backward,
-                            overloads[number], overloads[number + 1]);
+      std::shared_ptr<OperatorLevel> registered = makeOperatorLevel(
+          name, numFloats, numOutputs[number], std::move(level.variants),
+          backward, overloads[number], overloads[number + 1]);
       registered->derivativeOrder = number;
       registered->numArguments = numArguments;
       registered->savedResults = savedResults[number];

@@ -7,9 +7,9 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
-#include "llvm/ADT/BitVector.h"
 #include "segops/Dialect/Seg/Analysis/ValueSpaces.h"
 #include "segops/Dialect/Seg/IR/SegOps.h"
+#include "llvm/ADT/BitVector.h"
 
 namespace mlir {
 namespace seg {
