@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -144,13 +145,53 @@ def rows(ops: list[str], dtypes: list[str], widths: list[int], chip: str,
     return table
 
 
+def cpu_rows(widths: list[int], num_rows: int = 1_000_000, num_segments: int = 1000,
+             repeats: int = 15) -> list[dict[str, Any]]:
+    """On this CPU's host kernels, float32: rms_norm's first backward on the
+    saved norm (`.saved`, what autograd calls) against its default
+    overload, which recomputes the norm (the forward's kernel, then the
+    same level): median milliseconds of `repeats` calls."""
+    generator = torch.Generator().manual_seed(0)
+    idx = torch.sort(torch.randint(0, num_segments, (num_rows,), generator=generator)).values
+    idx = idx.int()
+    level = torch.ops.segops.segmented_rms_norm_grad
+    table = []
+    for width in widths:
+        shape = (num_rows,) if width == 1 else (num_rows, width)
+        x = torch.randn(shape, generator=generator)
+        norm = torch.ops.segops.segmented_rms_norm(x, idx, num_segments)
+        cotangent = torch.randn(num_segments, generator=generator)
+        times = {}
+        for name, call in (
+                ("recomputing_ms", lambda: level.default(x, cotangent, idx, num_segments)),
+                ("saved_ms", lambda: level.saved(x, norm, cotangent, idx, num_segments))):
+            for _ in range(3):
+                call()
+            samples = []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                call()
+                samples.append(time.perf_counter() - start)
+            times[name] = round(sorted(samples)[repeats // 2] * 1e3, 3)
+        row = {"width": width, **times,
+               "ratio": round(times["recomputing_ms"] / times["saved_ms"], 2)}
+        print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)
+        table.append(row)
+    return table
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ops", default="segmented_max,segmented_min")
     parser.add_argument("--dtypes", default="f32,f64")
     parser.add_argument("--widths", default="1,3,16,64")
     parser.add_argument("--chip", default="sm_90")
+    parser.add_argument("--cpu", action="store_true",
+                        help="time rms_norm's first backward on the host instead (cpu_rows)")
     args = parser.parse_args()
+    if args.cpu:
+        cpu_rows([int(w) for w in args.widths.split(",")])
+        return
     rows(args.ops.split(","), args.dtypes.split(","),
          [int(w) for w in args.widths.split(",")], args.chip)
 
