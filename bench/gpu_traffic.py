@@ -156,28 +156,41 @@ def _argument(op: str, name: str, space: str, width: int, rows: int, segments: i
 
 def level_arguments(op: str, level: int, width: int, dtype: torch.dtype, idx: Tensor,
                     num_segments: int, seed: int = 0) -> list[Tensor]:
-    """The float arguments of level `level` of `op`: the op's, then per
-    level below the outputs its backward takes (computed: what autograd
-    saves) and a random cotangent per output (their shapes from the
-    operator library's Meta kernels)."""
+    """The float arguments level `level` of `op`'s kernels take: the op's
+    (random), then what level_inputs adds per level below."""
     generator = torch.Generator().manual_seed(seed)
     spec = OPS[op]
     rows = idx.shape[0]
     floats = [_argument(op, name, space, width, rows, num_segments, dtype, generator)
               for name, space in zip(spec.float_args, spec.operand_spaces)]
+    return level_inputs(op, level, floats, idx, num_segments, generator)[1]
+
+
+def level_inputs(op: str, level: int, floats: list[Tensor], idx: Tensor, num_segments: int,
+                 generator: torch.Generator | None = None) -> tuple[list[Tensor], list[Tensor]]:
+    """Level `level`'s float arguments from the op's `floats`, without and
+    with saved results: the default overload's contract and that of its
+    kernels (overload `saved`, which autograd calls). Per level below, the
+    outputs its backward takes (its signature's `saved_results`, computed
+    as autograd saves them), then a random cotangent per output. A level
+    whose backward takes none runs on the meta device, for the shapes alone."""
+    native = ops.native_kernels()
+    plain, full = list(floats), list(floats)
     for below in range(level):
         name = level_name(op, below)
-        operator = getattr(torch.ops.segops, name)
-        saved = ops.native_kernels().operator_signature(name).saved_results
-        if saved:
-            outputs = operator(*floats, idx, num_segments)
-        else:
-            outputs = operator(*[f.to("meta") for f in floats], idx.to("meta"), num_segments)
-        if isinstance(outputs, Tensor):
-            outputs = (outputs,)
-        floats += [outputs[k] for k in saved]
-        floats += [torch.randn(o.shape, dtype=dtype, generator=generator) for o in outputs]
-    return floats
+        packet = getattr(torch.ops.segops, name)
+        overload = packet.saved if "saved" in packet.overloads() else packet.default
+        saved = native.operator_signature(name).saved_results
+        with torch.no_grad():
+            if saved:
+                outputs = overload(*full, idx, num_segments)
+            else:
+                outputs = overload(*[f.to("meta") for f in full], idx.to("meta"), num_segments)
+        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+        cotangents = [torch.randn(o.shape, dtype=o.dtype, generator=generator) for o in outputs]
+        full += [outputs[k] for k in saved] + cotangents
+        plain += cotangents
+    return plain, full
 
 
 @dataclass(frozen=True)

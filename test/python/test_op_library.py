@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import segops
+from bench.gpu_traffic import level_inputs
 
 LIBRARY = segops.library_info()["operator_library"]
 
@@ -195,29 +196,6 @@ def test_the_meta_kernel_checks_what_a_trace_can_see() -> None:
     assert wide.shape == (6, 64)
 
 
-def _level_arguments(op: str, level: int, args: list[torch.Tensor], idx: torch.Tensor,
-                     num_segments: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """Level `level`'s float arguments without and with the saved results
-    (the default overload's and the kernels' contract): per level below,
-    the outputs its backward takes (its signature's saved_results, computed)
-    and a random cotangent per output."""
-    from segops._op_table import level_name
-
-    native = segops.ops.native_kernels()
-    plain, full = [a.detach() for a in args], [a.detach() for a in args]
-    for below in range(level):
-        name = level_name(op, below)
-        packet = getattr(torch.ops.segops, name)
-        with torch.no_grad():
-            outputs = (packet.saved if "saved" in packet.overloads() else packet.default)(
-                *full, idx, num_segments)
-        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
-        cotangents = [torch.randn_like(o) for o in outputs]
-        full += [outputs[k] for k in native.operator_signature(name).saved_results] + cotangents
-        plain += cotangents
-    return plain, full
-
-
 @pytest.mark.skipif(segops.ops.native_kernels() is None, reason="no operator library")
 @pytest.mark.parametrize("op", ["segmented_rms_norm", "segmented_max", "segmented_min"])
 def test_levels_on_saved_results_match_their_recomputing_overloads(op: str) -> None:
@@ -233,7 +211,7 @@ def test_levels_on_saved_results_match_their_recomputing_overloads(op: str) -> N
     native = segops.ops.native_kernels()
     assert native.operator_signature(op).saved_results == [0]
     for level in range(1, MAX_LEVEL + 1):
-        plain, full = _level_arguments(op, level, [x], idx, 5)
+        plain, full = level_inputs(op, level, [x], idx, 5)
         packet = getattr(torch.ops.segops, level_name(op, level))
         assert "saved" in packet.overloads()
         recomputed = packet.default(*plain, idx, 5)
