@@ -35,6 +35,7 @@ performance model").
     python -m bench.gpu_model --traffic [--ops segmented_sum,...] [--levels 0,1]
         [--widths 1,3,16,64,256] [--dtypes f32,f64] [--csv PATH] [--plot PATH]
     python -m bench.gpu_model --explain segmented_max f32 1 1 ~10   # one row, launch by launch
+    python -m bench.gpu_model --misses docs/benchmarks/gpu_model_sm_90.csv  # rows over 1.25x, why
 """
 
 from __future__ import annotations
@@ -440,6 +441,59 @@ def summarize_traffic(rows: list[dict[str, Any]]) -> None:
         print(f"  {name}: {met} of {len(judged)}")
 
 
+# Issue 40's time target: an estimate within this factor of the ideal.
+TIME_TARGET = 1.25
+
+# What keeps a model row over TIME_TARGET, in the order misses() tests it.
+MISS_CAUSES = {
+    "launches": "its launches alone: even at the ideal's time, the launch "
+                "overhead leaves it over the target",
+    "latency": "its slowest launch waits on rounds of dependent loads",
+    "traffic": "it moves more than the target's bytes (rows read again, "
+               "sectors half used)",
+    "launches and traffic": "bandwidth-bound, within the target's bytes, "
+                            "over it with the launches",
+}
+
+
+def miss_cause(row: dict[str, Any], spec: GpuSpec = H200) -> str:
+    """What keeps one model row (a CSV row of --traffic) over TIME_TARGET."""
+    ideal = float(row["ideal_us"])
+    if ideal + int(row["launches"]) * spec.launch_s * 1e6 > TIME_TARGET * ideal:
+        return "launches"
+    if row["bound"] == "latency":
+        return "latency"
+    if float(row["dram_efficiency"]) < 1 / TIME_TARGET:
+        return "traffic"
+    return "launches and traffic"
+
+
+def misses(path: Path, rows: int = 10**7) -> dict[str, list[dict[str, Any]]]:
+    """The forward and first-backward rows of a --traffic CSV at `rows`
+    rows that miss TIME_TARGET, by cause; printed with the ops and layouts
+    each cause holds."""
+    judged = [r for r in report.read_csv(path)
+              if int(r["N"]) == rows and int(r["level"]) <= 1]
+    over = [r for r in judged if float(r["estimate_over_ideal"]) > TIME_TARGET]
+    by_cause: dict[str, list[dict[str, Any]]] = {cause: [] for cause in MISS_CAUSES}
+    for row in over:
+        by_cause[miss_cause(row)].append(row)
+    print(f"{len(over)} of {len(judged)} rows over {TIME_TARGET}x at N = {rows:.0e} "
+          f"(levels 0 and 1)")
+    for cause, held in by_cause.items():
+        if not held:
+            continue
+        print(f"  {len(held)}: {MISS_CAUSES[cause]}")
+        groups = Counter((r["op"].removeprefix("segmented_"), int(r["level"]),
+                          int(r["width"])) for r in held)
+        print("    " + ", ".join(f"{op} L{level} w{width} {n}"
+                                  for (op, level, width), n in sorted(groups.items())))
+        layouts = Counter(r["layout"] for r in held)
+        print("    layouts: " + ", ".join(f"{layout} {layouts[layout]}"
+                                        for layout in LAYOUTS if layouts[layout]))
+    return by_cause
+
+
 def plot_traffic(path: Path, rows: list[dict[str, Any]]) -> None:
     """Estimate / ideal at N = 1e7 against the row width: a panel per op
     and level (f32), a line per layout."""
@@ -574,12 +628,17 @@ def main() -> None:
     parser.add_argument("--plot", type=Path, default=None)
     parser.add_argument("--compare", type=Path, nargs=2, metavar=("BEFORE", "AFTER"),
                         help="compare two --traffic CSV files")
+    parser.add_argument("--misses", type=Path, metavar="CSV",
+                        help="what keeps each row of a --traffic CSV over the time target")
     parser.add_argument("--explain", nargs=5, metavar=("OP", "DTYPE", "LEVEL", "WIDTH", "LAYOUT"),
                         help="one model row launch by launch (LAYOUT: "
                         + ", ".join(LAYOUTS) + ")")
     options = parser.parse_args()
     if options.compare:
         compare(*options.compare)
+        return
+    if options.misses:
+        misses(options.misses)
         return
     if options.traffic or options.explain:
         if os.environ.get("SEGOPS_SIMULATE_GPU", "") in ("", "0"):

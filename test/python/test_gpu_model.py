@@ -388,3 +388,39 @@ def test_extrapolation_is_linear_in_rows() -> None:
     assert planned.launches[0].warps == 977 * 256 // 32
     row = estimate_call(short, {})
     assert row["N"] == 10**6 and row["dram_efficiency"] == pytest.approx(2.0)
+
+
+def _model_row(**fields: object) -> dict[str, object]:
+    row: dict[str, object] = {"op": "segmented_sum", "dtype": "f32", "level": 0, "width": 1,
+                              "N": 10**7, "layout": "~10", "launches": 1, "ideal_us": 100.0,
+                              "estimate_us": 200.0, "estimate_over_ideal": 2.0,
+                              "bound": "dram", "dram_efficiency": 0.95}
+    row.update(fields)
+    return row
+
+
+def test_misses_name_what_keeps_each_row_over_the_target(tmp_path: Path) -> None:
+    """A row over 1.25x is kept there by its launches (3 us each against
+    its ideal), else by latency, else by the bytes it moves past 1.25x the
+    ideal's, else by launches over a bandwidth-bound launch."""
+    from bench import report
+    from bench.gpu_model import TIME_TARGET, miss_cause, misses
+
+    # 3 launches of 3 us beside an ideal of 20 us: (20 + 9) / 20 > 1.25.
+    assert miss_cause(_model_row(launches=3, ideal_us=20.0)) == "launches"
+    # Just inside: 4 launches beside 48 us make 1.25 exactly, not over.
+    assert miss_cause(_model_row(launches=4, ideal_us=48.0, bound="latency")) == "latency"
+    assert miss_cause(_model_row(dram_efficiency=0.79)) == "traffic"
+    assert miss_cause(_model_row(dram_efficiency=0.81)) == "launches and traffic"
+    path = tmp_path / "model.csv"
+    rows = [_model_row(launches=3, ideal_us=20.0),
+            _model_row(bound="latency", layout="~100"),
+            _model_row(bound="latency", N=10**6),  # another N: not judged
+            _model_row(bound="latency", level=2),  # a higher level: not judged
+            _model_row(dram_efficiency=0.5, layout="one", op="segmented_max", level=1),
+            _model_row(estimate_over_ideal=TIME_TARGET)]  # on the target: met
+    report.write_csv(path, rows)
+    by_cause = misses(path)
+    assert {cause: len(held) for cause, held in by_cause.items()} == {
+        "launches": 1, "latency": 1, "traffic": 1, "launches and traffic": 0}
+    assert by_cause["traffic"][0]["op"] == "segmented_max"
