@@ -468,12 +468,11 @@ def miss_cause(row: dict[str, Any], spec: GpuSpec = H200) -> str:
     return "launches and traffic"
 
 
-def misses(path: Path, rows: int = 10**7) -> dict[str, list[dict[str, Any]]]:
-    """The forward and first-backward rows of a --traffic CSV at `rows`
-    rows that miss TIME_TARGET, by cause; printed with the ops and layouts
-    each cause holds."""
-    judged = [r for r in report.read_csv(path)
-              if int(r["N"]) == rows and int(r["level"]) <= 1]
+def misses(model_rows: list[dict[str, Any]], rows: int = 10**7) -> dict[str, list[dict[str, Any]]]:
+    """The forward and first-backward model rows (--traffic's, or its CSV's)
+    at `rows` rows that miss TIME_TARGET, by cause; printed with the ops and
+    layouts each cause holds."""
+    judged = [r for r in model_rows if int(r["N"]) == rows and int(r["level"]) <= 1]
     over = [r for r in judged if float(r["estimate_over_ideal"]) > TIME_TARGET]
     by_cause: dict[str, list[dict[str, Any]]] = {cause: [] for cause in MISS_CAUSES}
     for row in over:
@@ -638,7 +637,7 @@ def main() -> None:
         compare(*options.compare)
         return
     if options.misses:
-        misses(options.misses)
+        misses(report.read_csv(options.misses))
         return
     if options.traffic or options.explain:
         if os.environ.get("SEGOPS_SIMULATE_GPU", "") in ("", "0"):
@@ -655,6 +654,7 @@ def main() -> None:
                             [int(x) for x in _csv_list(options.levels)],
                             [int(x) for x in _csv_list(options.widths)], options.chip)
         summarize_traffic(rows)
+        misses(rows)
         path = options.csv or DOCS / f"gpu_model_{options.chip}.csv"
         report.write_csv(path, rows)
         print(f"wrote {path}")

@@ -420,7 +420,7 @@ def test_misses_name_what_keeps_each_row_over_the_target(tmp_path: Path) -> None
             _model_row(dram_efficiency=0.5, layout="one", op="segmented_max", level=1),
             _model_row(estimate_over_ideal=TIME_TARGET)]  # on the target: met
     report.write_csv(path, rows)
-    by_cause = misses(path)
+    by_cause = misses(report.read_csv(path))
     assert {cause: len(held) for cause, held in by_cause.items()} == {
         "launches": 1, "latency": 1, "traffic": 1, "launches and traffic": 0}
     assert by_cause["traffic"][0]["op"] == "segmented_max"
