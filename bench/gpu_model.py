@@ -36,6 +36,7 @@ performance model").
         [--widths 1,3,16,64,256] [--dtypes f32,f64] [--csv PATH] [--plot PATH]
     python -m bench.gpu_model --explain segmented_max f32 1 1 ~10   # one row, launch by launch
     python -m bench.gpu_model --misses docs/benchmarks/gpu_model_sm_90.csv  # rows over 1.25x, why
+        [--plot docs/benchmarks/gpu_model_sm_90.png]                     # and the CSV's plot
 """
 
 from __future__ import annotations
@@ -499,7 +500,10 @@ def plot_traffic(path: Path, rows: list[dict[str, Any]]) -> None:
     from bench.report import _pyplot
 
     plt = _pyplot()
-    chosen = [r for r in rows if r["N"] == 10**7 and r["dtype"] == "f32"]
+    # Rows as --traffic makes them, or read back from its CSV (strings).
+    chosen = [{**r, "level": int(r["level"]), "width": int(r["width"]),
+               "estimate_over_ideal": float(r["estimate_over_ideal"])}
+              for r in rows if int(r["N"]) == 10**7 and r["dtype"] == "f32"]
     ops = list(dict.fromkeys(r["op"] for r in chosen))
     levels = sorted({r["level"] for r in chosen})
     figure, axes = plt.subplots(len(levels), len(ops), figsize=(2.6 * len(ops), 2.6 * len(levels)),
@@ -637,7 +641,11 @@ def main() -> None:
         compare(*options.compare)
         return
     if options.misses:
-        misses(report.read_csv(options.misses))
+        table = report.read_csv(options.misses)
+        misses(table)
+        if options.plot:  # the CSV's plot again, e.g. after rows were replaced
+            report.plot(lambda p, r, _: plot_traffic(p, r), options.plot, table, "")
+            print(f"wrote {options.plot}")
         return
     if options.traffic or options.explain:
         if os.environ.get("SEGOPS_SIMULATE_GPU", "") in ("", "0"):
