@@ -424,3 +424,9 @@ def test_misses_name_what_keeps_each_row_over_the_target(tmp_path: Path) -> None
     assert {cause: len(held) for cause, held in by_cause.items()} == {
         "launches": 1, "latency": 1, "traffic": 1, "launches and traffic": 0}
     assert by_cause["traffic"][0]["op"] == "segmented_max"
+    # The CSV's rows (strings) draw the plot as --traffic's own rows do.
+    pytest.importorskip("matplotlib")
+    from bench.gpu_model import plot_traffic
+
+    plot_traffic(tmp_path / "model.png", report.read_csv(path))
+    assert (tmp_path / "model.png").stat().st_size > 0
