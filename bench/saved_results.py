@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from bench import gpu_model, gpu_traffic
+from bench import gpu_model, gpu_traffic, timing
 from segops import _jit
 from segops._op_table import OPS
 
@@ -150,7 +149,7 @@ def cpu_rows(widths: list[int], num_rows: int = 1_000_000, num_segments: int = 1
     """On this CPU's host kernels, float32: rms_norm's first backward on the
     saved norm (`.saved`, what autograd calls) against its default
     overload, which recomputes the norm (the forward's kernel, then the
-    same level): median milliseconds of `repeats` calls."""
+    same level): median milliseconds of `repeats` calls, sampled in turn."""
     generator = torch.Generator().manual_seed(0)
     idx = torch.sort(torch.randint(0, num_segments, (num_rows,), generator=generator)).values
     idx = idx.int()
@@ -161,18 +160,11 @@ def cpu_rows(widths: list[int], num_rows: int = 1_000_000, num_segments: int = 1
         x = torch.randn(shape, generator=generator)
         norm = torch.ops.segops.segmented_rms_norm(x, idx, num_segments)
         cotangent = torch.randn(num_segments, generator=generator)
-        times = {}
-        for name, call in (
-                ("recomputing_ms", lambda: level.default(x, cotangent, idx, num_segments)),
-                ("saved_ms", lambda: level.saved(x, norm, cotangent, idx, num_segments))):
-            for _ in range(3):
-                call()
-            samples = []
-            for _ in range(repeats):
-                start = time.perf_counter()
-                call()
-                samples.append(time.perf_counter() - start)
-            times[name] = round(sorted(samples)[repeats // 2] * 1e3, 3)
+        recomputing, saved = timing.interleaved_median_seconds(
+            [lambda: level.default(x, cotangent, idx, num_segments),
+             lambda: level.saved(x, norm, cotangent, idx, num_segments)], "cpu", repeats)
+        times = {"recomputing_ms": round(recomputing * 1e3, 3),
+                 "saved_ms": round(saved * 1e3, 3)}
         row = {"width": width, **times,
                "ratio": round(times["recomputing_ms"] / times["saved_ms"], 2)}
         print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)
